@@ -84,7 +84,7 @@ def test_strip_patterns_remove_volatile_fragments() -> None:
 
 
 def test_custom_callable_and_dotted_path() -> None:
-    by_path = Fingerprinter("tests.test_fingerprint.upper_first_line")
+    by_path = Fingerprinter(f"{__name__}.upper_first_line")
     by_object = Fingerprinter(upper_first_line)
     a, b = b"same\nfirst", b"same\nsecond"
     assert by_path(a) == by_path(b) == by_object(a)

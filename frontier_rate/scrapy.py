@@ -1,0 +1,670 @@
+"""Scrapy scheduler adapter: turn a Scrapy project into a revisiting crawler.
+
+Enable it with settings alone::
+
+    SCHEDULER = "frontier_rate.scrapy.Scheduler"
+    FRONTIER_RATE_REDIS_URL = "redis://localhost:6379/0"   # leave out: embedded Redis
+
+How a request travels (DESIGN.md section 5 has the Scrapy facts this rests on):
+
+1. ``enqueue_request``: a GET request becomes a *page* of the frontier
+   (``Frontier.add_many``, batched). Its callback and errback are stored by
+   spider method name, its headers, meta and cb_kwargs as JSON; anything that
+   is not JSON raises ``ValueError`` naming the key (nothing is pickled).
+   Non-GET requests, ``meta["dont_revisit"]`` and the retries/redirects of a
+   request this scheduler sent go to a local one-off queue instead.
+2. ``next_request``: pages come back from ``Frontier.next_requests`` as
+   leased ``Dispatch`` objects, held in a small local buffer, and leave as
+   Requests with the stored callback, errback, headers and meta plus
+   ``If-None-Match`` / ``If-Modified-Since`` from the last fetch.
+3. Outcomes reach the scheduler without any middleware: the
+   ``response_received`` signal carries every response that reaches the
+   engine (non-2xx included, before HttpErrorMiddleware filters them), and
+   download errors reach the errback this scheduler wraps around the
+   spider's (no Scrapy signal carries download errors in 2.19). 2xx ->
+   ``observe`` with a fingerprint; 304 -> ``observe(not_modified=True)`` and
+   swallowed (never passed to the spider); anything else -> ``failed``.
+4. When nothing is due the scheduler keeps the spider open and wakes the
+   engine when the next page falls due (within ``WAKE_LIMIT`` seconds),
+   instead of waiting for Scrapy's 5-second heartbeat.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from scrapy import Request, signals
+from scrapy.exceptions import IgnoreRequest
+from scrapy.utils.asyncio import call_later, create_looping_call
+from scrapy.utils.defer import deferred_from_coro
+from scrapy.utils.misc import build_from_crawler, load_object
+
+from frontier_rate.fingerprint import DEFAULT_MAX_BODY, Fingerprinter, header_value
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+    from scrapy.spiders import Spider
+    from twisted.python.failure import Failure
+
+    from frontier_rate.engine import Dispatch, Frontier
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Scheduler", "request_to_page_meta", "TOKEN_KEY", "WEIGHT_KEY", "DONT_REVISIT_KEY"]
+
+TOKEN_KEY = "_frontier_rate_token"
+"""Request meta key that ties a request (and its redirects/retries) to its lease."""
+WEIGHT_KEY = "frontier_rate_weight"
+"""Request meta key for a page's importance w_i (default 1.0)."""
+DONT_REVISIT_KEY = "dont_revisit"
+"""Request meta key: fetch once as an ordinary request, never revisit."""
+
+WAKE_LIMIT = 1.0
+"""Longest sleep (seconds) between polls of the frontier while pages wait."""
+MIN_WAKE = 0.05
+"""Shortest sleep between polls when pages are due but held back (host delay, budget)."""
+
+_FRONTIER_SETTINGS = {
+    "namespace": ("FRONTIER_RATE_NAMESPACE", str),
+    "estimator": ("FRONTIER_RATE_ESTIMATOR", str),
+    "policy": ("FRONTIER_RATE_POLICY", str),
+    "objective": ("FRONTIER_RATE_OBJECTIVE", str),
+    "budget": ("FRONTIER_RATE_BUDGET", float),
+    "min_host_delay": ("FRONTIER_RATE_MIN_HOST_DELAY", float),
+    "min_interval": ("FRONTIER_RATE_MIN_INTERVAL", float),
+    "max_interval": ("FRONTIER_RATE_MAX_INTERVAL", float),
+    "lease_timeout": ("FRONTIER_RATE_LEASE_TIMEOUT", float),
+}
+
+
+def _json_value(value: Any, what: str) -> Any:
+    """``value`` if JSON can carry it unchanged, else ValueError naming ``what``."""
+    try:
+        if json.loads(json.dumps(value, allow_nan=False)) != value:
+            raise TypeError("it does not survive a JSON round trip unchanged")
+    except (TypeError, ValueError) as exc:
+        raise ValueError(
+            f"{what} is not JSON-serialisable ({type(value).__name__}: {exc}); frontier-rate "
+            "stores request meta as JSON in Redis (never pickle). Store an id or a plain "
+            f"value instead, or set meta[{DONT_REVISIT_KEY!r}]=True for a one-off request."
+        ) from None
+    return value
+
+
+def _method_name(spider: Spider, func: Callable[..., Any] | None, role: str) -> str | None:
+    """The name of a spider method, as Scrapy's ``request_to_dict`` stores it."""
+    if func is None:
+        return None
+    name = getattr(func, "__name__", None)
+    if getattr(func, "__self__", None) is spider and name and getattr(spider, name, None) == func:
+        return name
+    raise ValueError(
+        f"request {role} {func!r} is not a method of spider {spider.name!r}; frontier-rate "
+        "stores callbacks by name, so revisited requests need spider methods"
+    )
+
+
+def request_to_page_meta(request: Request, spider: Spider) -> dict[str, Any]:
+    """The JSON dict stored with a page so a revisit rebuilds ``request``.
+
+    Keys are short and only present when not default: ``cb``/``eb`` callback
+    and errback names, ``h`` headers, ``m`` meta, ``kw`` cb_kwargs, ``p`` priority.
+    Raises ValueError naming the first meta key that JSON cannot carry.
+    """
+    stored: dict[str, Any] = {}
+    callback = _method_name(spider, request.callback, "callback")
+    if callback and callback != "parse":
+        stored["cb"] = callback
+    errback = _method_name(spider, request.errback, "errback")
+    if errback:
+        stored["eb"] = errback
+    meta = {k: v for k, v in request.meta.items() if k != TOKEN_KEY}
+    for key, value in meta.items():
+        _json_value(value, f"request meta[{key!r}] of {request.url}")
+    if meta:
+        stored["m"] = meta
+    if request.cb_kwargs:
+        for key, value in request.cb_kwargs.items():
+            _json_value(value, f"request cb_kwargs[{key!r}] of {request.url}")
+        stored["kw"] = dict(request.cb_kwargs)
+    if request.headers:
+        stored["h"] = {
+            name.decode("latin-1"): [v.decode("latin-1") for v in values]
+            for name, values in request.headers.items()
+        }
+    if request.priority:
+        stored["p"] = request.priority
+    return stored
+
+
+def _weight(request: Request) -> float:
+    value = request.meta.get(WEIGHT_KEY, 1.0)
+    try:
+        weight = float(value)
+    except (TypeError, ValueError):
+        weight = float("nan")
+    if not weight > 0 or weight == float("inf"):
+        raise ValueError(
+            f"request meta[{WEIGHT_KEY!r}]={value!r} of {request.url} must be a positive number"
+        )
+    return weight
+
+
+@dataclass
+class _Robots:
+    """What this process knows about one host's robots.txt."""
+
+    fetched_at: float | None = None
+    pending: bool = False
+    crawl_delay: float | None = None
+
+
+@dataclass
+class _InFlight:
+    dispatch: Dispatch
+    sent_at: float
+    answered: int | None = None  # status of the response observed, if any
+    urls: list[str] = field(default_factory=list)
+
+
+class Scheduler:
+    """Scrapy scheduler backed by a ``frontier_rate.Frontier`` (see module docstring)."""
+
+    def __init__(self, crawler: Crawler, frontier: Frontier | None = None) -> None:
+        self.crawler = crawler
+        settings = crawler.settings
+        self.stats = crawler.stats
+        self.spider: Spider | None = None
+        self.frontier: Frontier | None = frontier
+        self._redis_url: str | None = settings.get("FRONTIER_RATE_REDIS_URL") or None
+        self.fingerprinter = Fingerprinter(
+            settings.get("FRONTIER_RATE_FINGERPRINT", "raw"),
+            _pattern_list(settings.get("FRONTIER_RATE_STRIP_PATTERNS")),
+            settings.getint("FRONTIER_RATE_MAX_BODY", DEFAULT_MAX_BODY),
+        )
+        self.conditional = settings.getbool("FRONTIER_RATE_CONDITIONAL", True)
+        self.batch_size = settings.getint(
+            "FRONTIER_RATE_BATCH", max(1, settings.getint("CONCURRENT_REQUESTS", 16))
+        )
+        self.per_host = max(1, settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN", 8))
+        self.obey_crawl_delay = settings.getbool(
+            "FRONTIER_RATE_OBEY_CRAWL_DELAY", settings.getbool("ROBOTSTXT_OBEY", False)
+        )
+        self.robots_ttl = settings.getfloat("FRONTIER_RATE_ROBOTS_TTL", 86400.0)
+        self.robots_agent: str = (
+            settings.get("ROBOTSTXT_USER_AGENT") or settings.get("USER_AGENT") or "*"
+        )
+        self.close_after, self.close_when_idle = _close_after(
+            settings.get("FRONTIER_RATE_CLOSE_AFTER")
+        )
+        self.log_interval = settings.getfloat("FRONTIER_RATE_LOG_INTERVAL", 60.0)
+        self._frontier_kwargs = _frontier_kwargs(settings)
+        dupefilter_cls = load_object(settings["DUPEFILTER_CLASS"])
+        self.dupefilter = build_from_crawler(dupefilter_cls, crawler)
+
+        self._new_pages: list[tuple[str, float, dict[str, Any]]] = []
+        self._one_off: deque[Request] = deque()
+        self._buffer: deque[tuple[Dispatch, float]] = deque()
+        self._in_flight: dict[str, _InFlight] = {}
+        self._not_modified: set[str] = set()
+        self._host_load: dict[str, int] = {}
+        self._robots: dict[str, _Robots] = {}
+        self._next_poll = 0.0
+        self._next_due_at: float | None = None
+        self._next_due_checked = 0.0
+        self._wakeup: Any = None
+        self._wakeup_at = float("inf")
+        self._timers: list[Any] = []
+        self._loops: list[Any] = []
+        self._opened_at = time.time()
+        self._closing = False
+
+        crawler.signals.connect(self._on_response, signal=signals.response_received)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Scheduler:
+        return cls(crawler)
+
+    # -- Scrapy scheduler interface -------------------------------------------------
+    def open(self, spider: Spider) -> None:
+        self.spider = spider
+        if self.frontier is None:
+            from frontier_rate.engine import Frontier
+
+            kwargs = dict(self._frontier_kwargs)
+            kwargs.setdefault("namespace", spider.name)
+            self.frontier = Frontier(self._redis_url, **kwargs)
+        self._opened_at = time.time()
+        self.dupefilter.open()
+        if self.close_after:
+            self._timers.append(call_later(self.close_after, self._close_spider, "close_after"))
+        if self.log_interval > 0:
+            self._start_loop(self._log_summary, self.log_interval)
+        logger.info("frontier-rate scheduler opened: namespace=%r, fingerprint=%s",
+                    self._namespace, self.fingerprinter.mode)
+
+    def close(self, reason: str) -> None:
+        self._closing = True
+        for timer in self._timers:
+            timer.cancel()
+        if self._wakeup is not None:
+            self._wakeup.cancel()
+        for loop in self._loops:
+            if loop.running:
+                loop.stop()
+        if self.frontier is not None:
+            self._flush_new_pages()
+            self._release_buffer()
+            self._log_summary()
+            self.frontier.close()
+        self.dupefilter.close(reason)
+
+    def enqueue_request(self, request: Request) -> bool:
+        if TOKEN_KEY in request.meta:
+            self._one_off.append(request)  # a redirect or retry of a page in flight
+            return True
+        if request.method != "GET" or request.meta.get(DONT_REVISIT_KEY):
+            if not request.dont_filter and self.dupefilter.request_seen(request):
+                self.dupefilter.log(request, self.spider)
+                return False
+            self._one_off.append(request)
+            self.stats.inc_value("frontier_rate/one_off")
+            return True
+        assert self.spider is not None
+        self._new_pages.append(
+            (request.url, _weight(request), request_to_page_meta(request, self.spider))
+        )
+        if len(self._new_pages) >= self.batch_size:
+            self._flush_new_pages()
+        self._next_poll = 0.0
+        return True
+
+    def next_request(self) -> Request | None:
+        if self._one_off:
+            return self._one_off.popleft()
+        self._flush_new_pages()
+        now = time.time()
+        dispatch = self._take_ready(now)
+        if dispatch is None and now >= self._next_poll:
+            self._refill(now)
+            dispatch = self._take_ready(now)
+        if dispatch is None:
+            return None
+        return self._to_request(dispatch, now)
+
+    def has_pending_requests(self) -> bool:
+        if self._one_off or self._new_pages or self._buffer:
+            return True
+        now = time.time()
+        if self._next_due_at is None or now - self._next_due_checked > MIN_WAKE * 4:
+            self._next_due_at = self._frontier.next_due_time()
+            self._next_due_checked = now
+        if self._next_due_at is None:
+            return False
+        # "idle" mode ends the run once nothing is due; otherwise wait for future pages.
+        return self._next_due_at <= now if self.close_when_idle else True
+
+    def __len__(self) -> int:
+        return len(self._one_off) + len(self._new_pages) + len(self._buffer)
+
+    # -- from the frontier to the downloader -------------------------------------
+    @property
+    def _frontier(self) -> Frontier:
+        if self.frontier is None:
+            raise RuntimeError("frontier-rate scheduler used before open()")
+        return self.frontier
+
+    @property
+    def _namespace(self) -> str:
+        return str(getattr(self.frontier, "namespace", self._frontier_kwargs.get("namespace")))
+
+    def _flush_new_pages(self) -> None:
+        if not self._new_pages:
+            return
+        batch, self._new_pages = self._new_pages, []
+        added = self._frontier.add_many(batch)
+        self.stats.inc_value("frontier_rate/new_pages", added)
+        if added:
+            self._next_due_at, self._next_due_checked = time.time(), time.time()
+
+    def _refill(self, now: float) -> None:
+        """Lease due pages in one batch; if none, sleep until the next falls due."""
+        room = self.batch_size - len(self._buffer)
+        fresh = self._frontier.next_requests(room, now=now) if room > 0 else []
+        for dispatch in fresh:
+            self._buffer.append((dispatch, now))
+        if fresh:
+            self._next_poll = now
+            return
+        due = self._frontier.next_due_time()
+        self._next_due_at, self._next_due_checked = due, now
+        if due is None:
+            self._next_poll = now + WAKE_LIMIT
+        else:
+            self._next_poll = min(max(due, now + MIN_WAKE), now + WAKE_LIMIT)
+        self._wake_at(self._next_poll)
+
+    def _take_ready(self, now: float) -> Dispatch | None:
+        """The first buffered dispatch whose host has room and known robots rules."""
+        lease_limit = 0.5 * float(getattr(self.frontier, "lease_timeout", 300.0))
+        for _ in range(len(self._buffer)):
+            dispatch, leased_at = self._buffer.popleft()
+            if now - leased_at > lease_limit:
+                logger.debug("dropping stale lease for %s", dispatch.url)
+                continue
+            if self._host_load.get(dispatch.host, 0) < self.per_host and self._robots_ready(
+                dispatch, now
+            ):
+                return dispatch
+            self._buffer.append((dispatch, leased_at))
+        return None
+
+    def _to_request(self, dispatch: Dispatch, now: float) -> Request:
+        assert self.spider is not None
+        stored = dispatch.meta or {}
+        headers = dict(stored.get("h") or {})
+        if self.conditional:
+            present = {name.lower() for name in headers}
+            if dispatch.etag and "if-none-match" not in present:
+                headers["If-None-Match"] = dispatch.etag
+            if dispatch.last_modified and "if-modified-since" not in present:
+                headers["If-Modified-Since"] = dispatch.last_modified
+        meta = dict(stored.get("m") or {})
+        meta[TOKEN_KEY] = dispatch.token
+        callback = getattr(self.spider, stored.get("cb") or "parse", None)
+        validators = bool(dispatch.etag or dispatch.last_modified)
+        if self.conditional and validators and self._allows_304(meta):
+            callback = self._wrap_callback(callback or self.spider._parse)
+        errback_name = stored.get("eb")
+        errback = getattr(self.spider, errback_name) if errback_name else None
+        self._in_flight[dispatch.token] = _InFlight(dispatch, now)
+        self._host_load[dispatch.host] = self._host_load.get(dispatch.host, 0) + 1
+        return Request(
+            dispatch.url,
+            callback=callback,
+            errback=self._wrap_errback(errback),
+            headers=headers,
+            meta=meta,
+            cb_kwargs=dict(stored.get("kw") or {}),
+            priority=int(stored.get("p") or 0),
+            dont_filter=True,
+        )
+
+    def _release_buffer(self) -> None:
+        """Hand unsent leases back so other crawlers need not wait for them to expire."""
+        release = getattr(self.frontier, "release", None)
+        for dispatch, _ in self._buffer:
+            if release is not None:
+                release(dispatch)
+        self._buffer.clear()
+
+    # -- from the downloader back to the frontier ---------------------------------
+    def _on_response(self, response: Response, request: Request, spider: Spider) -> None:
+        token = request.meta.get(TOKEN_KEY)
+        flight = self._in_flight.get(token) if token else None
+        if flight is None or flight.answered is not None:
+            return
+        flight.answered = response.status
+        status = response.status
+        try:
+            if 200 <= status < 300:
+                observation = self._frontier.observe(
+                    flight.dispatch,
+                    fingerprint=self.fingerprinter(response.body, response.url, response.headers),
+                    status=status,
+                    etag=header_value(response.headers, "ETag"),
+                    last_modified=header_value(response.headers, "Last-Modified"),
+                )
+                self._count_observation(observation, not_modified=False)
+            elif status == 304:
+                observation = self._frontier.observe(
+                    flight.dispatch, not_modified=True, status=status,
+                    etag=header_value(response.headers, "ETag") or flight.dispatch.etag,
+                    last_modified=header_value(response.headers, "Last-Modified")
+                    or flight.dispatch.last_modified,
+                )
+                self._count_observation(observation, not_modified=True)
+                if len(self._not_modified) > 10_000:  # tokens some middleware swallowed
+                    self._not_modified.clear()
+                self._not_modified.add(token)
+            else:
+                self._frontier.failed(flight.dispatch, f"http {status}", status=status)
+                self.stats.inc_value("frontier_rate/failed")
+                if status in (404, 410):
+                    self.stats.inc_value(f"frontier_rate/http_{status}")
+                    if self._frontier_page_gone(flight.dispatch.url):
+                        self.stats.inc_value("frontier_rate/gone")
+        finally:
+            if response.url != flight.dispatch.url:
+                self.stats.inc_value("frontier_rate/redirected")
+                logger.debug("%s redirected to %s", flight.dispatch.url, response.url)
+            self._finish(token)
+
+    def _frontier_page_gone(self, url: str) -> bool:
+        page = self._frontier.page(url)
+        return page is None or bool(page.get("gone"))
+
+    def _count_observation(self, observation: Any, *, not_modified: bool) -> None:
+        changed = bool(getattr(observation, "changed", False))
+        self.stats.inc_value("frontier_rate/changed" if changed else "frontier_rate/unchanged")
+        if not_modified:
+            self.stats.inc_value("frontier_rate/not_modified")
+        if getattr(observation, "first", False):
+            return
+        self.stats.inc_value("frontier_rate/revisits")
+
+    def _allows_304(self, meta: dict[str, Any]) -> bool:
+        """Whether HttpErrorMiddleware would pass a 304 on to the callback."""
+        if meta.get("handle_httpstatus_all"):
+            return True
+        if "handle_httpstatus_list" in meta:
+            return 304 in meta["handle_httpstatus_list"]
+        settings = self.crawler.settings
+        if settings.getbool("HTTPERROR_ALLOW_ALL"):
+            return True
+        allowed = getattr(
+            self.spider, "handle_httpstatus_list", settings.getlist("HTTPERROR_ALLOWED_CODES")
+        )
+        return 304 in {int(code) for code in allowed}
+
+    def _wrap_callback(self, callback: Callable[..., Any]) -> Callable[..., Any]:
+        """Only where a spider lets 304s through: keep observed 304s from the callback."""
+
+        def frontier_rate_callback(response: Response, **kwargs: Any) -> Any:
+            token = response.meta.get(TOKEN_KEY)
+            if response.status == 304 and token in self._not_modified:
+                self._not_modified.discard(token)
+                return None
+            return callback(response, **kwargs)
+
+        return frontier_rate_callback
+
+    def _wrap_errback(self, errback: Callable[[Failure], Any] | None) -> Callable[[Failure], Any]:
+        """The errback Scrapy calls: report the failure, then run the spider's errback."""
+
+        def frontier_rate_errback(failure: Failure) -> Any:
+            request = getattr(failure, "request", None)
+            token = request.meta.get(TOKEN_KEY) if request is not None else None
+            flight = self._in_flight.get(token) if token else None
+            if token in self._not_modified:
+                self._not_modified.discard(token)
+                return None  # a 304, observed as unchanged: not an error for the spider
+            if flight is not None:
+                reason = type(failure.value).__name__
+                if isinstance(failure.value, IgnoreRequest):
+                    reason = f"ignored: {failure.value}"
+                self._frontier.failed(flight.dispatch, reason)
+                self.stats.inc_value("frontier_rate/failed")
+                self._finish(token)
+            if errback is None:
+                return failure
+            return errback(failure)
+
+        return frontier_rate_errback
+
+    def _finish(self, token: str) -> None:
+        flight = self._in_flight.pop(token, None)
+        if flight is None:
+            return
+        host = flight.dispatch.host
+        load = self._host_load.get(host, 0) - 1
+        if load > 0:
+            self._host_load[host] = load
+        else:
+            self._host_load.pop(host, None)
+        self._next_poll = 0.0 if self._buffer else self._next_poll
+
+    # -- robots.txt Crawl-delay ----------------------------------------------------
+    def _robots_ready(self, dispatch: Dispatch, now: float) -> bool:
+        """True once this host's robots.txt is known (fetching it if stale)."""
+        if not self.obey_crawl_delay:
+            return True
+        state = self._robots.setdefault(dispatch.host, _Robots())
+        stale = state.fetched_at is None or now - state.fetched_at > self.robots_ttl
+        if stale and not state.pending:
+            state.pending = True
+            parts = urlsplit(dispatch.url)
+            url = f"{parts.scheme}://{parts.netloc}/robots.txt"
+            deferred_from_coro(self._fetch_robots(dispatch.host, url, state))
+        return state.fetched_at is not None
+
+    async def _fetch_robots(self, host: str, url: str, state: _Robots) -> None:
+        from protego import Protego
+
+        delay: float | None = None
+        try:
+            request = Request(url, meta={"dont_obey_robotstxt": True, "dont_retry": False},
+                              priority=1000, dont_filter=True)
+            response = await _download(self.crawler, request)
+            if 200 <= response.status < 300:
+                body = response.body.decode("utf-8", errors="replace")
+                delay = Protego.parse(body).crawl_delay(self.robots_agent)
+            self.stats.inc_value("frontier_rate/robots_fetched")
+        except Exception as exc:  # a missing robots.txt must never stop the crawl
+            logger.debug("robots.txt of %s not fetched: %r", host, exc)
+        state.fetched_at, state.pending = time.time(), False
+        if delay is not None and delay != state.crawl_delay and not self._closing:
+            logger.info("robots.txt Crawl-delay %.3gs for %s", delay, host)
+            self._frontier.set_host_delay(host, float(delay))
+        state.crawl_delay = delay
+        self._wake_at(time.time())
+
+    # -- wake-up, close, logging ------------------------------------------------------
+    def _wake_at(self, when: float) -> None:
+        """Have the engine call next_request at ``when`` (not on its 5 s heartbeat)."""
+        if self._closing or (self._wakeup is not None and self._wakeup_at <= when):
+            return
+        if self._wakeup is not None:
+            self._wakeup.cancel()
+        self._wakeup_at = when
+        self._wakeup = call_later(max(0.0, when - time.time()), self._wake)
+
+    def _wake(self) -> None:
+        self._wakeup, self._wakeup_at = None, float("inf")
+        # Private Scrapy API (engine._slot.nextcall), guarded: without it the
+        # engine still polls on its 5-second heartbeat.
+        slot = getattr(self.crawler.engine, "_slot", None)
+        nextcall = getattr(slot, "nextcall", None)
+        if nextcall is not None and callable(getattr(nextcall, "schedule", None)):
+            nextcall.schedule()
+
+    def _start_loop(self, func: Callable[[], None], interval: float) -> None:
+        loop = create_looping_call(func)
+        loop.start(interval, now=False)
+        self._loops.append(loop)
+
+    def _close_spider(self, why: str) -> None:
+        if self._closing:
+            return
+        reason = f"frontier_rate_{why}"
+        logger.info("frontier-rate closing the spider: %s", reason)
+        engine = self.crawler.engine
+        deferred_from_coro(engine.close_spider_async(reason=reason))
+
+    def _log_summary(self) -> None:
+        if self.frontier is None:
+            return
+        try:
+            summary = self.frontier.stats()
+        except Exception as exc:
+            logger.warning("frontier-rate stats unavailable: %r", exc)
+            return
+        threshold = summary.get("threshold")
+        if threshold is not None:
+            self.stats.set_value("frontier_rate/threshold", threshold)
+        logger.info(
+            "frontier-rate [%s]: %s", self._namespace,
+            ", ".join(f"{key}={_short(value)}" for key, value in sorted(summary.items())),
+        )
+
+
+async def _download(crawler: Crawler, request: Request) -> Response:
+    engine = crawler.engine
+    download_async = getattr(engine, "download_async", None)
+    if download_async is not None:
+        return await download_async(request)
+    from scrapy.utils.defer import maybe_deferred_to_future
+
+    return await maybe_deferred_to_future(engine.download(request))
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def _pattern_list(value: Any) -> list[str]:
+    if value is None or value == "":
+        return []
+    if isinstance(value, str):
+        stripped = value.strip()
+        if stripped.startswith("["):
+            value = json.loads(stripped)
+        else:
+            return [value]
+    if not isinstance(value, (list, tuple)):
+        raise ValueError(
+            f"FRONTIER_RATE_STRIP_PATTERNS must be a list of regexes, got {value!r}"
+        )
+    return [str(pattern) for pattern in value]
+
+
+def _close_after(value: Any) -> tuple[float | None, bool]:
+    """FRONTIER_RATE_CLOSE_AFTER: seconds of running, or "idle" (nothing due)."""
+    if value is None or value == "" or value == 0:
+        return None, False
+    if isinstance(value, str) and value.strip().lower() == "idle":
+        return None, True
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = -1.0
+    if not seconds > 0:
+        raise ValueError(
+            f"FRONTIER_RATE_CLOSE_AFTER={value!r} must be a positive number of seconds or 'idle'"
+        )
+    return seconds, False
+
+
+def _frontier_kwargs(settings: Any) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {}
+    for argument, (name, kind) in _FRONTIER_SETTINGS.items():
+        value = settings.get(name)
+        if value is None or value == "":
+            continue
+        try:
+            kwargs[argument] = kind(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name}={value!r} is not a valid {kind.__name__}") from None
+    if "min_host_delay" not in kwargs and settings.getfloat("DOWNLOAD_DELAY", 0.0) > 0:
+        kwargs["min_host_delay"] = settings.getfloat("DOWNLOAD_DELAY")
+    return kwargs

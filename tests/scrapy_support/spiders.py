@@ -1,0 +1,67 @@
+"""The spider the subprocess crawls run: it records every callback to a JSONL file.
+
+Arguments (``-a`` or ``crawl.py`` config): ``output`` (JSONL path),
+``start`` (JSON list of ``{"url", "meta", "callback", "weight"}``) and
+``follow`` ("1" follows ``<a href>`` links with ``parse``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import scrapy
+
+
+class RecordingSpider(scrapy.Spider):
+    name = "recorder"
+
+    def __init__(self, output: str = "", start: str = "[]", follow: str = "0", **kw: Any):
+        super().__init__(**kw)
+        self.output = output
+        self.start_specs = json.loads(start)
+        self.follow = follow == "1"
+
+    async def start(self):
+        for spec in self.start_specs:
+            yield scrapy.Request(
+                spec["url"],
+                callback=getattr(self, spec.get("callback", "parse")),
+                errback=self.on_error,
+                meta=spec.get("meta", {}),
+                method=spec.get("method", "GET"),
+                headers=spec.get("headers"),
+                dont_filter=spec.get("dont_filter", False),
+            )
+
+    def record(self, kind: str, **fields: Any) -> None:
+        with open(self.output, "a", encoding="utf-8") as out:
+            out.write(json.dumps({"kind": kind, "time": time.time(), **fields}) + "\n")
+
+    def _meta(self, meta: dict) -> dict:
+        return {k: v for k, v in meta.items() if isinstance(v, (str, int, float, list, dict))}
+
+    def parse(self, response: scrapy.http.Response):
+        yield from self._handle("parse", response)
+
+    def parse_other(self, response: scrapy.http.Response):
+        yield from self._handle("parse_other", response)
+
+    def _handle(self, callback: str, response: scrapy.http.Response):
+        self.record(
+            "response", callback=callback, url=response.url, status=response.status,
+            request_url=response.request.url, method=response.request.method,
+            meta=self._meta(response.meta), body=response.text[:200],
+            headers={k.decode(): v[0].decode() for k, v in response.request.headers.items()},
+        )
+        if self.follow:
+            for href in response.css("a::attr(href)").getall():
+                yield response.follow(href, callback=self.parse, errback=self.on_error)
+
+    def on_error(self, failure):
+        response = getattr(failure.value, "response", None)
+        self.record(
+            "error", url=failure.request.url, error=type(failure.value).__name__,
+            status=getattr(response, "status", None),
+        )
