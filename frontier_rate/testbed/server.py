@@ -84,6 +84,8 @@ class Testbed:
     seconds (None = no line); by default odd-numbered hosts get 1 s.
     """
 
+    __test__ = False  # not a pytest test class, despite its name
+
     def __init__(
         self,
         n_pages: int = 200,
