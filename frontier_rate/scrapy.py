@@ -58,7 +58,14 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Scheduler", "request_to_page_meta", "TOKEN_KEY", "WEIGHT_KEY", "DONT_REVISIT_KEY"]
+__all__ = [
+    "DONT_REVISIT_KEY",
+    "RESULT_KEY",
+    "Scheduler",
+    "TOKEN_KEY",
+    "WEIGHT_KEY",
+    "request_to_page_meta",
+]
 
 TOKEN_KEY = "_frontier_rate_token"
 """Request meta key that ties a request (and its redirects/retries) to its lease."""
@@ -66,6 +73,15 @@ WEIGHT_KEY = "frontier_rate_weight"
 """Request meta key for a page's importance w_i (default 1.0)."""
 DONT_REVISIT_KEY = "dont_revisit"
 """Request meta key: fetch once as an ordinary request, never revisit."""
+RESULT_KEY = "frontier_rate"
+"""Response meta key the scheduler fills before the callback runs:
+``{"changed": bool, "not_modified": bool, "estimate": float, "next_due": float}``."""
+
+_PER_FETCH_META = frozenset({
+    TOKEN_KEY, RESULT_KEY, "download_slot", "download_latency", "redirect_urls",
+    "redirect_times", "redirect_ttl", "redirect_reasons", "retry_times", "_scheme_proxy",
+})
+"""Meta keys that describe one fetch; not stored when a spider copies ``response.meta``."""
 
 WAKE_LIMIT = 1.0
 """Longest sleep (seconds) between polls of the frontier while pages wait."""
@@ -126,7 +142,7 @@ def request_to_page_meta(request: Request, spider: Spider) -> dict[str, Any]:
     errback = _method_name(spider, request.errback, "errback")
     if errback:
         stored["eb"] = errback
-    meta = {k: v for k, v in request.meta.items() if k != TOKEN_KEY}
+    meta = {k: v for k, v in request.meta.items() if k not in _PER_FETCH_META}
     for key, value in meta.items():
         _json_value(value, f"request meta[{key!r}] of {request.url}")
     if meta:
@@ -268,7 +284,7 @@ class Scheduler:
         self.dupefilter.close(reason)
 
     def enqueue_request(self, request: Request) -> bool:
-        if TOKEN_KEY in request.meta:
+        if self._is_continuation(request):
             self._one_off.append(request)  # a redirect or retry of a page in flight
             return True
         if request.method != "GET" or request.meta.get(DONT_REVISIT_KEY):
@@ -286,6 +302,20 @@ class Scheduler:
             self._flush_new_pages()
         self._next_poll = 0.0
         return True
+
+    def _is_continuation(self, request: Request) -> bool:
+        """A redirect or retry Scrapy made from a request this scheduler sent.
+
+        Those copies keep the errback this scheduler installed; a spider that
+        copies ``response.meta`` into a new request does not, so its request
+        becomes a page of its own.
+        """
+        token = request.meta.get(TOKEN_KEY)
+        return (
+            token is not None
+            and token in self._in_flight
+            and getattr(request.errback, "frontier_rate_token", None) == token
+        )
 
     def next_request(self) -> Request | None:
         if self._one_off:
@@ -390,7 +420,7 @@ class Scheduler:
         return Request(
             dispatch.url,
             callback=callback,
-            errback=self._wrap_errback(errback),
+            errback=self._wrap_errback(errback, dispatch.token),
             headers=headers,
             meta=meta,
             cb_kwargs=dict(stored.get("kw") or {}),
@@ -424,6 +454,7 @@ class Scheduler:
                     last_modified=header_value(response.headers, "Last-Modified"),
                 )
                 self._count_observation(observation, not_modified=False)
+                request.meta[RESULT_KEY] = _result(observation, not_modified=False)
             elif status == 304:
                 observation = self._frontier.observe(
                     flight.dispatch, not_modified=True, status=status,
@@ -432,6 +463,7 @@ class Scheduler:
                     or flight.dispatch.last_modified,
                 )
                 self._count_observation(observation, not_modified=True)
+                request.meta[RESULT_KEY] = _result(observation, not_modified=True)
                 if len(self._not_modified) > 10_000:  # tokens some middleware swallowed
                     self._not_modified.clear()
                 self._not_modified.add(token)
@@ -487,7 +519,9 @@ class Scheduler:
 
         return frontier_rate_callback
 
-    def _wrap_errback(self, errback: Callable[[Failure], Any] | None) -> Callable[[Failure], Any]:
+    def _wrap_errback(
+        self, errback: Callable[[Failure], Any] | None, token: str
+    ) -> Callable[[Failure], Any]:
         """The errback Scrapy calls: report the failure, then run the spider's errback."""
 
         def frontier_rate_errback(failure: Failure) -> Any:
@@ -508,6 +542,7 @@ class Scheduler:
                 return failure
             return errback(failure)
 
+        frontier_rate_errback.frontier_rate_token = token  # type: ignore[attr-defined]
         return frontier_rate_errback
 
     def _finish(self, token: str) -> None:
@@ -614,6 +649,15 @@ async def _download(crawler: Crawler, request: Request) -> Response:
     from scrapy.utils.defer import maybe_deferred_to_future
 
     return await maybe_deferred_to_future(engine.download(request))
+
+
+def _result(observation: Any, *, not_modified: bool) -> dict[str, Any]:
+    return {
+        "changed": bool(observation.changed),
+        "not_modified": not_modified,
+        "estimate": observation.estimate,
+        "next_due": observation.next_due,
+    }
 
 
 def _short(value: Any) -> str:

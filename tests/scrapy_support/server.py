@@ -13,6 +13,7 @@ import email.utils
 import hashlib
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -29,6 +30,9 @@ class Page:
     last_modified: bool = False
     modified_at: float = field(default_factory=time.time)
     delay: float = 0.0
+    template: bool = False
+    """Fill ``{n}`` (this page's hit count), ``{token}`` (random) and ``{time}`` per request."""
+    hits: int = 0
 
     @property
     def etag_value(self) -> str:
@@ -137,7 +141,14 @@ class ChangingSite:
         with self._lock:
             page = self._pages.get(path)
             if page is not None:
+                page.hits += 1
                 page = Page(**page.__dict__)
+        if page is not None and page.template:
+            page.body = (
+                page.body.replace(b"{n}", str(page.hits).encode())
+                .replace(b"{token}", uuid.uuid4().hex.encode())
+                .replace(b"{time}", time.strftime("%H:%M:%S").encode() + b".%d" % time.time_ns())
+            )
         headers: list[tuple[str, str]] = []
         if page is None:
             status, body = 404, b"not found"

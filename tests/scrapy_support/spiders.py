@@ -2,7 +2,9 @@
 
 Arguments (``-a`` or ``crawl.py`` config): ``output`` (JSONL path),
 ``start`` (JSON list of ``{"url", "meta", "callback", "weight"}``) and
-``follow`` ("1" follows ``<a href>`` links with ``parse``).
+``follow`` ("1" follows ``<a href>`` links with ``parse``; a link ending in
+``/bad-meta`` gets a set in its meta, which JSON cannot carry). At close the
+spider records the finish reason and the ``frontier_rate/`` stats.
 """
 
 from __future__ import annotations
@@ -57,7 +59,17 @@ class RecordingSpider(scrapy.Spider):
         )
         if self.follow:
             for href in response.css("a::attr(href)").getall():
-                yield response.follow(href, callback=self.parse, errback=self.on_error)
+                meta = {}
+                if href.endswith("/bad-meta"):
+                    meta["tags"] = {"not", "json"}  # a set: JSON cannot carry it
+                yield response.follow(href, callback=self.parse, errback=self.on_error, meta=meta)
+
+    def closed(self, reason: str) -> None:
+        stats = self.crawler.stats.get_stats()
+        self.record(
+            "closed", reason=reason,
+            stats={k: v for k, v in stats.items() if k.startswith("frontier_rate/")},
+        )
 
     def on_error(self, failure):
         response = getattr(failure.value, "response", None)
