@@ -67,7 +67,7 @@ __all__ = [
     "request_to_page_meta",
 ]
 
-TOKEN_KEY = "_frontier_rate_token"
+TOKEN_KEY = "_frontier_rate_flight"
 """Request meta key that ties a request (and its redirects/retries) to its lease."""
 WEIGHT_KEY = "frontier_rate_weight"
 """Request meta key for a page's importance w_i (default 1.0)."""
@@ -229,7 +229,8 @@ class Scheduler:
         self._new_pages: list[tuple[str, float, dict[str, Any]]] = []
         self._one_off: deque[Request] = deque()
         self._buffer: deque[tuple[Dispatch, float]] = deque()
-        self._in_flight: dict[str, _InFlight] = {}
+        self._in_flight: dict[str, _InFlight] = {}  # by flight id (TOKEN_KEY)
+        self._flights = 0
         self._not_modified: set[str] = set()
         self._host_load: dict[str, int] = {}
         self._robots: dict[str, _Robots] = {}
@@ -408,19 +409,21 @@ class Scheduler:
             if dispatch.last_modified and "if-modified-since" not in present:
                 headers["If-Modified-Since"] = dispatch.last_modified
         meta = dict(stored.get("m") or {})
-        meta[TOKEN_KEY] = dispatch.token
+        self._flights += 1
+        flight_id = str(self._flights)
+        meta[TOKEN_KEY] = flight_id
         callback = getattr(self.spider, stored.get("cb") or "parse", None)
         validators = bool(dispatch.etag or dispatch.last_modified)
         if self.conditional and validators and self._allows_304(meta):
             callback = self._wrap_callback(callback or self.spider._parse)
         errback_name = stored.get("eb")
         errback = getattr(self.spider, errback_name) if errback_name else None
-        self._in_flight[dispatch.token] = _InFlight(dispatch, now)
+        self._in_flight[flight_id] = _InFlight(dispatch, now)
         self._host_load[dispatch.host] = self._host_load.get(dispatch.host, 0) + 1
         return Request(
             dispatch.url,
             callback=callback,
-            errback=self._wrap_errback(errback, dispatch.token),
+            errback=self._wrap_errback(errback, flight_id),
             headers=headers,
             meta=meta,
             cb_kwargs=dict(stored.get("kw") or {}),
