@@ -17,6 +17,7 @@ import re
 import statistics
 import subprocess
 import sys
+import time
 from html.parser import HTMLParser
 from urllib.parse import urljoin, urlsplit
 
@@ -365,8 +366,11 @@ def test_robots_txt_crawl_delay_and_private_page():
 
 
 def test_manifest_and_sitemap_carry_the_weights():
-    with Testbed(n_pages=20, n_hosts=2) as tb:
+    before = time.time()
+    with Testbed(n_pages=20, n_hosts=2, acceleration=60.0) as tb:
         manifest = tb.manifest()
+        assert manifest["acceleration"] == 60.0 and manifest["sim_epoch"] == SIM_EPOCH
+        assert before <= manifest["started_at"] <= time.time()
         for base in tb.hosts:
             status, headers, body = fetch(base + "/manifest.json")
             assert status == 200 and json.loads(body) == manifest
@@ -573,3 +577,42 @@ def test_module_entry_point_runs():
          "--duration", "0.1"], capture_output=True, text=True, timeout=30)
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("http://127.0.0.") == 2
+
+
+SPIDER = '''
+import scrapy
+
+
+class TestbedSpider(scrapy.Spider):
+    name = "testbed"
+    custom_settings = {
+        "ROBOTSTXT_OBEY": True, "LOG_LEVEL": "ERROR", "TELNETCONSOLE_ENABLED": False,
+        "DOWNLOAD_DELAY": 0, "USER_AGENT": "testbed-check",
+    }
+
+    def __init__(self, seeds="", **kwargs):
+        super().__init__(**kwargs)
+        self.start_urls = seeds.split(",")
+
+    def parse(self, response):
+        yield {"url": response.url, "status": response.status}
+        yield from response.follow_all(css="a")
+'''
+
+
+def test_scrapy_crawl_discovers_pages_and_obeys_robots(tmp_path):
+    """A real Scrapy crawl (subprocess) from the home pages finds every page on every
+    host and, obeying robots.txt, never requests the disallowed private page."""
+    spider, out = tmp_path / "spider.py", tmp_path / "items.jsonl"
+    spider.write_text(SPIDER)
+    with Testbed(n_pages=15, n_hosts=3, crawl_delays=[None, None, None]) as tb:
+        result = subprocess.run(
+            [sys.executable, "-m", "scrapy", "runspider", str(spider),
+             "-a", "seeds=" + ",".join(tb.seed_urls()), "-o", str(out)],
+            capture_output=True, text=True, timeout=60, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        crawled = {json.loads(line)["url"] for line in out.read_text().splitlines()}
+        assert {tb.page_url(i) for i in range(15)} <= crawled
+        paths = [(r["host"], r["path"]) for r in tb.requests()]
+    assert not any(path.startswith("/private/") for _, path in paths)
+    assert {host for host, path in paths if path == "/robots.txt"} == set(tb.addresses)

@@ -19,6 +19,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -146,6 +147,7 @@ class Testbed:
         self.servers: list[ThreadingHTTPServer] = []
         self._threads: list[threading.Thread] = []
         self._started_at: float | None = None
+        self.started_at_wall: float | None = None
         self._stopped_sim: float | None = None
         self._log: list[dict[str, Any]] = []
         self._log_file = None
@@ -165,6 +167,7 @@ class Testbed:
         if self.log_path is not None:
             self._log_file = self.log_path.open("a", encoding="utf-8")
         self._started_at = self.clock()
+        self.started_at_wall = time.time()
         for server in self.servers:
             thread = threading.Thread(
                 target=server.serve_forever, kwargs={"poll_interval": 0.1},
@@ -246,8 +249,15 @@ class Testbed:
         return self.hosts[page.host] + page.path
 
     def manifest(self) -> dict[str, Any]:
-        """Page weights for the crawler (served as ``/manifest.json`` on every host)."""
+        """Page weights for the crawler (served as ``/manifest.json`` on every host).
+
+        Also says how to read simulated time from another process:
+        ``sim = (time.time() - started_at) * acceleration``.
+        """
         return {
+            "acceleration": self.acceleration,
+            "sim_epoch": SIM_EPOCH,
+            "started_at": self.started_at_wall,
             "hosts": self.hosts,
             "pages": [
                 {"url": self.page_url(p.index), "host": self.addresses[p.host], "weight": p.weight}
@@ -325,69 +335,23 @@ class _Handler(BaseHTTPRequestHandler):
         testbed: Testbed = self.server.testbed  # type: ignore[attr-defined]
         host: int = self.server.host_index  # type: ignore[attr-defined]
         self._sim = testbed.sim_time()
-        path = urlsplit(self.path).path
-        site, bases = testbed.site, testbed.hosts
-        page, version, last_modified = None, None, SIM_EPOCH
-        content_type = "text/html; charset=utf-8"
-        status, body, extra = 200, b"", {}
-        if path == "/":
-            body = site.render_index(host, bases)
-        elif path == "/robots.txt":
-            body = site.render_robots(bases[host], testbed.crawl_delays[host])
-            content_type = "text/plain; charset=utf-8"
-        elif path == "/sitemap.xml":
-            body = site.render_sitemap(host, bases)
-            content_type = "application/xml"
-        elif path == "/manifest.json":
-            body = json.dumps(testbed.manifest(), indent=1).encode("utf-8")
-            content_type = "application/json"
-        elif path == PRIVATE_PATH:
-            body = site.render_private()
-        elif path.startswith("/status/") and path[8:].isdigit() and int(path[8:]) in (
-                _SPECIAL_STATUSES):
-            status = int(path[8:])
-            body = f"{status} {_SPECIAL_STATUSES[status]}\n".encode()
-            content_type = "text/plain; charset=utf-8"
-        elif path.startswith("/redirect/") and path[10:].isdigit() and int(path[10:]) < len(
-                site.pages):
-            status = 301
-            extra["Location"] = testbed.page_url(int(path[10:]))
-            content_type = "text/plain; charset=utf-8"
-        else:
-            page = site.page_at(host, path)
-            if page is None:
-                status, body = 404, b"404 Not Found\n"
-                content_type = "text/plain; charset=utf-8"
-            else:
-                process = site.processes[page.index]
-                version = process.version_at(self._sim)
-                last_change = process.last_change_before(self._sim)
-                last_modified = SIM_EPOCH + (last_change or 0.0)
-                body = site.render_page(page, self._sim, version, testbed._next_serial(),
-                                        bases, SIM_EPOCH)
+        reply = self._route(testbed, host, urlsplit(self.path).path)
         inm = self.headers.get("If-None-Match")
         ims = self.headers.get("If-Modified-Since")
-        if status == 200:
-            etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
-            extra["ETag"] = etag
-            extra["Last-Modified"] = http_date(last_modified)
-            if inm is not None:
-                not_modified = _etag_matches(inm, etag)
-            elif ims is not None:
-                since = parse_http_date(ims)
-                not_modified = since is not None and int(last_modified) <= since
-            else:
-                not_modified = False
-            if not_modified:
-                status, body = 304, b""
-        self.send_response(status)
-        if status != 304:
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-        for name, value in extra.items():
+        if reply.status == 200:
+            etag = '"' + hashlib.sha256(reply.body).hexdigest()[:32] + '"'
+            reply.headers["ETag"] = etag
+            reply.headers["Last-Modified"] = http_date(reply.last_modified)
+            if _not_modified(inm, ims, etag, reply.last_modified):
+                reply.status, reply.body = 304, b""
+        self.send_response(reply.status)
+        if reply.status != 304:
+            self.send_header("Content-Type", reply.content_type)
+            self.send_header("Content-Length", str(len(reply.body)))
+        for name, value in reply.headers.items():
             self.send_header(name, value)
         self.end_headers()
-        sent = 0 if head or status == 304 else len(body)
+        sent = 0 if head else len(reply.body)
         testbed._record({
             "real_time": testbed.clock() - (testbed._started_at or 0.0),
             "wall_time": time.time(),
@@ -395,13 +359,71 @@ class _Handler(BaseHTTPRequestHandler):
             "host": testbed.addresses[host],
             "method": self.command,
             "path": self.path,
-            "url": bases[host] + path if page is not None else None,
-            "page": page.index if page is not None else None,
-            "version": version,
-            "status": status,
+            "url": reply.url,
+            "page": reply.page,
+            "version": reply.version,
+            "status": reply.status,
             "bytes": sent,
             "if_none_match": inm is not None,
             "if_modified_since": ims is not None,
         })
         if sent:
-            self.wfile.write(body)
+            self.wfile.write(reply.body)
+
+    def _route(self, testbed: Testbed, host: int, path: str) -> _Reply:
+        """The full (unconditional) reply for ``path`` on ``host`` at the current sim time."""
+        site, bases = testbed.site, testbed.hosts
+        if path == "/":
+            return _Reply(body=site.render_index(host, bases))
+        if path == "/robots.txt":
+            return _Reply(body=site.render_robots(bases[host], testbed.crawl_delays[host]),
+                          content_type=_TEXT)
+        if path == "/sitemap.xml":
+            return _Reply(body=site.render_sitemap(host, bases), content_type="application/xml")
+        if path == "/manifest.json":
+            return _Reply(body=json.dumps(testbed.manifest(), indent=1).encode(),
+                          content_type="application/json")
+        if path == PRIVATE_PATH:
+            return _Reply(body=site.render_private())
+        kind, _, arg = path[1:].partition("/")
+        if kind == "status" and arg.isdigit() and int(arg) in _SPECIAL_STATUSES:
+            code = int(arg)
+            return _Reply(status=code, body=f"{code} {_SPECIAL_STATUSES[code]}\n".encode(),
+                          content_type=_TEXT)
+        if kind == "redirect" and arg.isdigit() and int(arg) < len(site.pages):
+            return _Reply(status=301, content_type=_TEXT,
+                          headers={"Location": testbed.page_url(int(arg))})
+        page = site.page_at(host, path)
+        if page is None:
+            return _Reply(status=404, body=b"404 Not Found\n", content_type=_TEXT)
+        process = site.processes[page.index]
+        version = process.version_at(self._sim)
+        body = site.render_page(page, self._sim, version, testbed._next_serial(), bases,
+                                SIM_EPOCH)
+        return _Reply(body=body, url=bases[host] + path, page=page.index, version=version,
+                      last_modified=SIM_EPOCH + (process.last_change_before(self._sim) or 0.0))
+
+
+_TEXT = "text/plain; charset=utf-8"
+
+
+@dataclass
+class _Reply:
+    status: int = 200
+    body: bytes = b""
+    content_type: str = "text/html; charset=utf-8"
+    headers: dict[str, str] = field(default_factory=dict)
+    url: str | None = None
+    page: int | None = None
+    version: int | None = None
+    last_modified: float = SIM_EPOCH
+
+
+def _not_modified(inm: str | None, ims: str | None, etag: str, last_modified: float) -> bool:
+    """RFC 9110 13.2.2: If-None-Match decides when present, else If-Modified-Since."""
+    if inm is not None:
+        return _etag_matches(inm, etag)
+    if ims is not None:
+        since = parse_http_date(ims)
+        return since is not None and int(last_modified) <= since
+    return False
