@@ -1,0 +1,932 @@
+"""When to fetch: the Whittle index / Lagrangian revisit policy (seeds 001 and 002).
+
+A page i changes as a Poisson process of rate λ_i and has weight w_i. Fetching
+it every t = 1/f captures T̄_i(f) = f·w_i·(1 − e^{−λ_i/f}) value per unit time
+(seed 001). With y = λ_i·t the marginal value of fetching more often is
+
+    ∂T̄_i/∂f = w_i·F(y),   F(y) = 1 − (1 + y)·e^{−y}          (``index_curve``)
+
+and the same function is the continuous-time limit of seed 002's Whittle index
+(DESIGN §3). So one threshold ν does everything: page i is due once its index
+w_i·F(λ_i·age) reaches ν, i.e. after t_i = y(ν/w_i)/λ_i (``optimal_y``), and ν
+is the Lagrange multiplier that makes the fetch rates Σ 1/t_i meet the budget.
+
+Two objectives share this machinery through an *effective weight*:
+
+- ``"changes"``: value of the changes captured (seed 001), weight w.
+- ``"freshness"``: time-averaged freshness Σ w·(1 − e^{−λt})/(λt); the same
+  problem with w replaced by w/λ (DESIGN §3).
+
+Solvers: ``OptimalSolver`` (exact, per page, budget met to rounding),
+``WCluster`` (seed 001's clustering on w, O(K) per solve), ``solve_threshold``
+(2-D (weight, rate) cells with interval bounds, for the engine),
+``solve_with_host_caps`` (a multiplier per host) and ``azar_rates`` (Azar et
+al.'s Poisson-fetching optimum, a baseline).
+
+numpy only: the engine imports this module at run time.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+OBJECTIVES = ("changes", "freshness")
+
+# ``optimal_y``: the exact iteration the engine's Lua code mirrors.
+NEWTON_STEPS = 5
+"""Newton steps after the initial guess (4 already give < 1e-15 relative)."""
+SMALL_C = 0.5
+"""Below this c the equation is solved on F(y) = c, above it on its complement."""
+TINY_S = 1e-8
+"""If s = sqrt(2c) < TINY_S, y = s(1 + s/3) is already exact to O(s²) and returned."""
+SERIES_TERMS = 24
+"""F(y) for y < 1 uses its Taylor series Σ_{k=2}^{SERIES_TERMS-1} (−1)^k (k−1) y^k / k!."""
+
+# ``cell_of``: fixed log-spaced bins over weight and change rate (per second).
+WEIGHT_BINS_PER_DECADE = 32
+WEIGHT_LOG10_MIN = -6.0
+WEIGHT_LOG10_MAX = 6.0
+RATE_BINS_PER_DECADE = 8
+RATE_LOG10_MIN = -9.0
+RATE_LOG10_MAX = 1.0
+N_WEIGHT_BINS = int(round((WEIGHT_LOG10_MAX - WEIGHT_LOG10_MIN) * WEIGHT_BINS_PER_DECADE))
+N_RATE_BINS = int(round((RATE_LOG10_MAX - RATE_LOG10_MIN) * RATE_BINS_PER_DECADE))
+N_CELLS = N_WEIGHT_BINS * N_RATE_BINS
+
+_F_COEF = np.array(
+    [(-1) ** k * (k - 1) / math.factorial(k) for k in range(2, SERIES_TERMS)], dtype=float
+)
+_H_COEF = np.array([(-1) ** k / math.factorial(k) for k in range(2, SERIES_TERMS)], dtype=float)
+_GOLDEN = (3.0 - math.sqrt(5.0)) / 2.0  # 0.381966..., NR 10.2
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _array(name: str, value, *, positive: bool = False, allow_inf: bool = False,
+           allow_negative: bool = False) -> np.ndarray:
+    """``value`` as a float array; ValueError naming ``name`` if NaN, infinite or out of range."""
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} must be numeric, got {value!r}") from exc
+    if np.isnan(arr).any():
+        raise ValueError(f"{name} contains NaN")
+    if not allow_inf and np.isinf(arr).any():
+        raise ValueError(f"{name} must be finite")
+    if positive and (arr <= 0).any():
+        raise ValueError(f"{name} must be > 0, got {arr[arr <= 0].ravel()[0]!r}")
+    if not allow_negative and not positive and (arr < 0).any():
+        raise ValueError(f"{name} must be >= 0, got {arr[arr < 0].ravel()[0]!r}")
+    return arr
+
+
+def _vector(name: str, value, **kw) -> np.ndarray:
+    arr = _array(name, value, **kw)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
+    return arr
+
+
+def _same_length(**arrays: np.ndarray) -> None:
+    lengths = {name: len(a) for name, a in arrays.items()}
+    if len(set(lengths.values())) > 1:
+        raise ValueError(f"mismatched lengths: {lengths}")
+
+
+def _scalar(name: str, value, **kw) -> float:
+    arr = _array(name, value, **kw)
+    if arr.ndim != 0:
+        raise ValueError(f"{name} must be a number, got shape {arr.shape}")
+    return float(arr)
+
+
+def _check_objective(objective: str) -> str:
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+    return objective
+
+
+def _result(arr: np.ndarray, *inputs) -> np.ndarray | float:
+    """Return a float when every input was a scalar, else the array."""
+    if all(np.ndim(x) == 0 for x in inputs):
+        return float(arr)
+    return arr
+
+
+# --------------------------------------------------------------------------- the index curve
+
+
+def _series(y: np.ndarray, coef: np.ndarray) -> np.ndarray:
+    acc = np.zeros_like(y)
+    for c in coef[::-1]:
+        acc = acc * y + c
+    return acc * y * y
+
+
+def index_curve(y) -> np.ndarray | float:
+    """F(y) = 1 − (1 + y)e^{−y}: a page's index per unit weight after y = λ·t.
+
+    The marginal value ∂T̄/∂f of seed 001 at f = λ/y (DESIGN §3). For y < 1 the
+    Taylor series Σ_{k≥2} (−1)^k (k−1) y^k/k! avoids the cancellation of the
+    closed form, so F(y) ≈ y²/2 keeps full relative precision for tiny y.
+    """
+    arr = _array("y", y, allow_inf=True)
+    out = np.ones_like(arr)
+    small = arr < 1.0
+    out[small] = _series(arr[small], _F_COEF)
+    mid = ~small & np.isfinite(arr)
+    out[mid] = 1.0 - (1.0 + arr[mid]) * np.exp(-arr[mid])
+    return _result(out, y)
+
+
+def _excess(s: np.ndarray) -> np.ndarray:
+    """e^{−s} − 1 + s, without cancellation for small s."""
+    out = np.empty_like(s)
+    small = s < 1.0
+    out[small] = _series(s[small], _H_COEF)
+    out[~small] = np.exp(-s[~small]) - 1.0 + s[~small]
+    return out
+
+
+def optimal_y(c) -> np.ndarray | float:
+    """The y ≥ 0 with F(y) = 1 − (1 + y)e^{−y} = c: a page's optimal λ·t at c = ν/w.
+
+    Seed 001's g(x) is 1/y at x = −c. Returns 0 for c <= 0 and inf for c >= 1.
+    This is the exact iteration the engine's Lua code copies (no expm1/log1p):
+
+    - c < SMALL_C (0.5): s = sqrt(2c), y = s(1 + s/3)  (series of F: y²/2 − y³/3);
+      return it if s < TINY_S; else NEWTON_STEPS times
+      y ← y − (F(y) − c) / (y e^{−y}), with F by its series when y < 1.
+    - c >= SMALL_C: d = 1 − c (exact), L = log(d); y = −L, then twice
+      y ← −L + log(1 + y); then NEWTON_STEPS times on φ(y) = y − log(1 + y) + L:
+      y ← y − φ(y)(1 + y)/y.
+
+    Relative accuracy about 1e-15 for every c in (0, 1). Near c = 1 the answer
+    is ill-conditioned (dy = dc·e^{y}/y): a threshold that rounds to w loses the
+    interval, which the engine's max_interval then bounds.
+    """
+    arr = _array("c", c, allow_inf=True, allow_negative=True)
+    out = np.zeros_like(arr)
+    out[arr >= 1.0] = np.inf
+
+    small = (arr > 0.0) & (arr < SMALL_C)
+    cs = arr[small]
+    s = np.sqrt(2.0 * cs)
+    y = s * (1.0 + s / 3.0)
+    go = s >= TINY_S
+    yg, cg = y[go], cs[go]
+    for _ in range(NEWTON_STEPS):
+        yg = yg - (index_curve(yg) - cg) / (yg * np.exp(-yg))
+    y[go] = yg
+    out[small] = y
+
+    large = (arr >= SMALL_C) & (arr < 1.0)
+    log_d = np.log(1.0 - arr[large])
+    y = -log_d
+    for _ in range(2):
+        y = -log_d + np.log(1.0 + y)
+    for _ in range(NEWTON_STEPS):
+        y = y - (y - np.log(1.0 + y) + log_d) * (1.0 + y) / y
+    out[large] = y
+    return _result(out, c)
+
+
+# --------------------------------------------------------------------------- objectives
+
+
+def effective_weight(weight, rate, objective: str = "changes") -> np.ndarray | float:
+    """The weight the index and the solvers use for ``objective`` (DESIGN §3).
+
+    ``"changes"``: w (seed 001's value of captured changes). ``"freshness"``:
+    w/λ, because f·(w/λ)(1 − e^{−λ/f}) = w·(1 − e^{−λt})/(λt) is w times the
+    time-averaged freshness of a page fetched every t = 1/f. A page that never
+    changes (λ = 0) gets inf under freshness when w > 0 (its index is still 0).
+    """
+    _check_objective(objective)
+    w = _array("weight", weight)
+    lam = _array("rate", rate)
+    if objective == "changes":
+        out = np.broadcast_to(w, np.broadcast(w, lam).shape).astype(float)
+    else:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out = np.where(lam > 0, w / np.where(lam > 0, lam, 1.0), np.where(w > 0, np.inf, 0.0))
+    return _result(np.asarray(out, dtype=float), weight, rate)
+
+
+def objective_value(frequencies, weights, rates, objective: str = "changes") -> float:
+    """Σ f_i·w_eff_i·(1 − e^{−λ_i/f_i}): the objective a frequency vector achieves.
+
+    Seed 001's T̄ for ``"changes"``; for ``"freshness"`` this is Σ w_i times the
+    time-averaged freshness of page i. Pages with f = 0 or λ = 0 contribute 0.
+    """
+    f = _vector("frequencies", frequencies, allow_inf=True)
+    w = _vector("weights", weights)
+    lam = _vector("rates", rates)
+    _same_length(frequencies=f, weights=w, rates=lam)
+    w_eff = np.asarray(effective_weight(w, lam, objective), dtype=float)
+    ok = (f > 0) & (lam > 0)
+    fo, lo, wo = f[ok], lam[ok], w_eff[ok]
+    safe_f = np.where(np.isinf(fo), 1.0, fo)
+    per_page = np.where(np.isinf(fo), wo * lo, fo * wo * -np.expm1(-lo / safe_f))
+    return float(per_page.sum())
+
+
+# --------------------------------------------------------------------------- the index
+
+
+def whittle_index(x, u, a, cost=1.0) -> np.ndarray | float:
+    """Seed 002's Whittle index γ(x) = (1/C)(η(x)((1 − a)x − u) + x) of a source in state x.
+
+    η(x) = ceil(log⁺_a((u − (1 − a)x)/u)) (seed 002, Theorem). ``u`` is the
+    inflow per period, ``a`` the decay per period, ``cost`` C the cost of a fetch.
+    On the states x_n = u(1 − a^n)/(1 − a) reached n periods after a fetch the
+    log ratio is n up to rounding; values within 1e-9 (relative) of an integer
+    are snapped to it, so the result is exactly the n-period index
+    w[1 − a^n(1 + n(1 − a))] with w = u/(1 − a). States must lie in
+    [0, u/(1 − a)]; at the supremum u/(1 − a) (and wherever the ratio rounds to
+    0) the limit x/C is returned.
+    """
+    xs = _array("x", x)
+    us = _array("u", u, positive=True)
+    as_ = _array("a", a, positive=True)
+    cs = _array("cost", cost, positive=True)
+    if (as_ >= 1).any():
+        raise ValueError(f"a must be in (0, 1), got {as_[as_ >= 1].ravel()[0]!r}")
+    xs, us, as_, cs = np.broadcast_arrays(xs, us, as_, cs)
+    top = us / (1.0 - as_)
+    if (xs > top * (1.0 + 1e-12)).any():
+        bad = xs[xs > top * (1.0 + 1e-12)].ravel()[0]
+        raise ValueError(f"x must be <= u/(1 - a) (the largest reachable state), got {bad!r}")
+    ratio = (us - (1.0 - as_) * xs) / us
+    out = np.array(xs / cs, dtype=float)
+    inner = ratio > 0.0
+    r, aa = ratio[inner], as_[inner]
+    k = np.log(r) / np.log(aa)
+    nearest = np.rint(k)
+    snap = np.abs(k - nearest) <= 1e-9 * np.maximum(1.0, np.abs(nearest))
+    eta = np.where(snap, nearest, np.ceil(k))
+    eta = np.maximum(eta, 0.0)
+    xi, ui = xs[inner], us[inner]
+    out[inner] = (eta * ((1.0 - aa) * xi - ui) + xi) / cs[inner]
+    return _result(out, x, u, a, cost)
+
+
+def page_index(age, rate, weight, period=None, objective: str = "changes") -> np.ndarray | float:
+    """A page's index as a function of the time since its last fetch (DESIGN §3).
+
+    Continuous (``period=None``): w_eff·F(λ·age) = w_eff[1 − e^{−λt}(1 + λt)].
+    Discrete (seed 002 with fetch epochs every ``period`` T): the Whittle index
+    γ(n) = w_eff[1 − a^n(1 + n(1 − a))], a = e^{−λT}, after n = floor(age/T)
+    whole periods have elapsed (age within 1e-9 relative of a multiple of T
+    counts as that multiple). Both are evaluated without cancellation, so tiny
+    λt gives ≈ w(λt)²/2, never 0 or negative. A page with λ = 0 has index 0.
+    """
+    _check_objective(objective)
+    t = _array("age", age, allow_inf=True)
+    lam = _array("rate", rate)
+    w = _array("weight", weight)
+    w_eff = np.asarray(effective_weight(w, lam, objective), dtype=float)
+    t, lam, w_eff = np.broadcast_arrays(t, lam, w_eff)
+    out = np.zeros(t.shape)
+    live = (lam > 0) & (w_eff > 0)
+    if period is None:
+        out[live] = w_eff[live] * index_curve(lam[live] * t[live])
+    else:
+        T = _scalar("period", period, positive=True)
+        q = t[live] / T
+        n = np.floor(q + 1e-9 * np.maximum(1.0, q))
+        s = lam[live] * T
+        ns = n * s
+        with np.errstate(invalid="ignore"):
+            tail = np.where(np.isinf(n), 0.0, n * np.exp(-ns) * _excess(s))
+        out[live] = w_eff[live] * (np.asarray(index_curve(ns)) + tail)
+    return _result(out, age, rate, weight)
+
+
+def interval_for_threshold(nu, rate, weight, objective: str = "changes") -> np.ndarray | float:
+    """The time t at which a page's continuous index reaches ν: t = y(ν/w_eff)/λ.
+
+    The inverse of ``page_index`` (period=None). inf when w_eff <= ν (the page
+    is not worth fetching at this threshold) or λ = 0 (it never changes);
+    0 when ν <= 0 (fetches are free). Relative accuracy is that of
+    ``optimal_y`` (≈ 1e-15) for the given ν.
+    """
+    _check_objective(objective)
+    n = _array("nu", nu, allow_negative=True)
+    lam = _array("rate", rate)
+    w_eff = np.asarray(effective_weight(weight, lam, objective), dtype=float)
+    n, lam, w_eff = np.broadcast_arrays(n, lam, w_eff)
+    out = np.full(n.shape, np.inf)
+    live = (lam > 0) & (w_eff > n)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        c = np.where(np.isinf(w_eff[live]), 0.0, n[live] / w_eff[live])
+    out[live] = np.asarray(optimal_y(c)) / lam[live]
+    return _result(out, nu, rate, weight)
+
+
+def frequency_for_threshold(nu, rate, weight, objective: str = "changes") -> np.ndarray | float:
+    """f = λ/y(ν/w_eff) = 1/``interval_for_threshold``: seed 001's f* = λ·g(α/(Nw)).
+
+    0 when w_eff <= ν or λ = 0; inf when ν <= 0 and the page has value.
+    """
+    t = np.asarray(interval_for_threshold(nu, rate, weight, objective), dtype=float)
+    with np.errstate(divide="ignore"):
+        out = 1.0 / t
+    return _result(out, nu, rate, weight)
+
+
+# --------------------------------------------------------------------------- seed 001: exact solver
+
+
+def _freqs(nu: float, w_eff: np.ndarray, rates: np.ndarray) -> np.ndarray:
+    """Per-page f_i(ν) for ν > 0 and pages with finite w_eff > 0 and λ > 0 (callers filter)."""
+    out = np.zeros_like(rates)
+    live = w_eff > nu
+    with np.errstate(divide="ignore"):
+        out[live] = rates[live] / np.asarray(optimal_y(nu / w_eff[live]))
+    return out
+
+
+def _bracket(total: Callable[[float], float], budget: float, nu_top: float) -> tuple[float, float]:
+    """Adjacent ν (lo, hi) with total(lo) >= budget >= total(hi), total non-increasing.
+
+    Requires total(nu_top) <= budget and total(ν) -> above budget as ν -> 0. The
+    search is on log ν: down by factors of 16 for ``lo``, then bisection until
+    lo and hi are neighbouring floats.
+    """
+    hi = nu_top
+    lo = nu_top
+    while total(lo) < budget:
+        hi = lo
+        lo = lo / 16.0
+        if lo < 1e-300:
+            raise ValueError(f"budget {budget!r} is too large for these pages")
+    for _ in range(200):
+        mid = math.sqrt(lo * hi)
+        if not lo < mid < hi:
+            mid = 0.5 * (lo + hi)
+            if not lo < mid < hi:
+                break
+        if total(mid) >= budget:
+            lo = mid
+        else:
+            hi = mid
+    return lo, hi
+
+
+def _blend(f_lo: np.ndarray, f_hi: np.ndarray, budget: float) -> np.ndarray:
+    """The mix f_hi + θ(f_lo − f_hi) whose sum is ``budget``.
+
+    At the final bracket only pages at the margin (w_eff between lo and hi)
+    differ materially; KKT allows them any frequency in between, and the mix
+    spends exactly the leftover budget on them.
+    """
+    s_lo, s_hi = float(f_lo.sum()), float(f_hi.sum())
+    theta = 0.0 if s_lo <= s_hi else min(1.0, max(0.0, (budget - s_hi) / (s_lo - s_hi)))
+    return f_hi + theta * (f_lo - f_hi)
+
+
+def _allocate(w_eff: np.ndarray, rates: np.ndarray, budget: float) -> tuple[float, np.ndarray]:
+    """Maximise Σ T̄_i(f_i) s.t. Σ f_i = budget: returns (ν, f) with Σ f = budget.
+
+    Pages with no value (w_eff = 0 or λ = 0) get 0; if there is none with value,
+    ν = 0 and f = 0 (nothing can use the budget).
+    """
+    f = np.zeros_like(rates)
+    live = (w_eff > 0) & (rates > 0)
+    if budget <= 0 or not live.any():
+        return (float(w_eff[live].max()) if live.any() else 0.0), f
+    w, lam = w_eff[live], rates[live]
+    lo, hi = _bracket(lambda nu: float(_freqs(nu, w, lam).sum()), budget, float(w.max()))
+    f[live] = _blend(_freqs(lo, w, lam), _freqs(hi, w, lam), budget)
+    return lo, f
+
+
+def dual_value(nu, values, rates, budget, objective: str = "changes") -> float:
+    """Seed 001's dual Q = max_f L(f, ν) = Σ_i λ_i w_i e^{−y_i} + ν·budget, ν = −α/N.
+
+    Each page's maximised Lagrangian term T̄_i − ν f_i is λ_i w_i h with seed
+    001's h = g(1 − e^{−1/g} − c); at g = 1/y and F(y) = c this is e^{−y}.
+    Pages with w <= ν contribute 0. Convex in ν, minimal where Σ f_i(ν) = budget.
+    """
+    n = _scalar("nu", nu)
+    w = _vector("values", values)
+    lam = _vector("rates", rates)
+    _same_length(values=w, rates=lam)
+    b = _scalar("budget", budget)
+    w_eff = np.asarray(effective_weight(w, lam, objective), dtype=float)
+    live = (w_eff > n) & (lam > 0)
+    y = np.asarray(optimal_y(n / w_eff[live]), dtype=float)
+    return float((lam[live] * w_eff[live] * np.exp(-y)).sum() + n * b)
+
+
+def golden_section_search(f: Callable[[float], float], xmin: float, xmax: float,
+                          eps: float) -> tuple[tuple[float, float, float],
+                                               tuple[float, float, float]] | None:
+    """Minimise ``f`` on [xmin, xmax] by golden-section search (seed 001; NR 3rd ed. §10.2).
+
+    Returns ((xa, xb, xc), (fa, fb, fc)) with xa < xb < xc, fb <= fa, fb <= fc and
+    xc − xa < eps, or None if no starting triple could be found: the golden
+    points and then 15 evenly spaced points are tried for an xb below both ends
+    (fails when the minimum is at an end). Converges for unimodal ``f``.
+    """
+    if not (math.isfinite(xmin) and math.isfinite(xmax) and xmin < xmax):
+        raise ValueError(f"need finite xmin < xmax, got xmin={xmin!r}, xmax={xmax!r}")
+    if not eps > 0:
+        raise ValueError(f"eps must be > 0, got {eps!r}")
+    xa, xc = xmin, xmax
+    fa, fc = f(xa), f(xc)
+    candidates = [xa + _GOLDEN * (xc - xa), xc - _GOLDEN * (xc - xa)]
+    candidates += [xa + (xc - xa) * k / 16.0 for k in range(1, 16)]
+    for xb in candidates:
+        fb = f(xb)
+        if fb < fa and fb < fc:
+            break
+    else:
+        logger.debug("golden_section_search: no starting triple in [%g, %g]", xmin, xmax)
+        return None
+    for _ in range(10_000):
+        if xc - xa < eps:
+            break
+        if xb - xa > xc - xb:
+            x = xb - _GOLDEN * (xb - xa)
+            fx = f(x)
+            if fx < fb:
+                xc, fc, xb, fb = xb, fb, x, fx
+            else:
+                xa, fa = x, fx
+        else:
+            x = xb + _GOLDEN * (xc - xb)
+            fx = f(x)
+            if fx < fb:
+                xa, fa, xb, fb = xb, fb, x, fx
+            else:
+                xc, fc = x, fx
+        if not xa < xb < xc:
+            break
+    return (xa, xb, xc), (fa, fb, fc)
+
+
+class OptimalSolver:
+    """Seed 001's exact solver: maximise Σ f_i w_i (1 − e^{−λ_i/f_i}) s.t. (1/N) Σ f_i = f̄, f >= 0.
+
+    Solves the dual on ν = −α/N: f_i(ν) = λ_i/y(ν/w_i), 0 when w_i <= ν; Σ f_i(ν)
+    falls monotonically, so ν is found by bisection on log ν down to adjacent
+    floats, and the budget left between the two ends is given to the marginal
+    pages (``_blend``): the budget is met to rounding. The objective
+    ``"freshness"`` uses w_i/λ_i instead of w_i. After ``solve``, ``nu`` holds
+    the threshold found.
+    """
+
+    def __init__(self, objective: str = "changes") -> None:
+        self.objective = _check_objective(objective)
+        self.nu: float | None = None
+
+    def solve(self, values, rates, frequency, n_pages) -> np.ndarray:
+        """Frequencies f_i (fetches per unit time) for each page; Σ f_i = n_pages·frequency.
+
+        ``n_pages`` (N) may exceed len(values) (seed 001: it normalises f̄). If no
+        page has value (w·λ = 0 everywhere) every allocation is optimal and the
+        budget is spread evenly.
+        """
+        w = _vector("values", values)
+        lam = _vector("rates", rates)
+        _same_length(values=w, rates=lam)
+        fbar = _scalar("frequency", frequency)
+        if isinstance(n_pages, bool) or not float(n_pages).is_integer():
+            raise ValueError(f"n_pages must be an integer, got {n_pages!r}")
+        if n_pages < len(w):
+            raise ValueError(f"n_pages ({n_pages}) must be >= len(values) ({len(w)})")
+        budget = fbar * int(n_pages)
+        if len(w) == 0:
+            self.nu = 0.0
+            return np.zeros(0)
+        w_eff = np.asarray(effective_weight(w, lam, self.objective), dtype=float)
+        self.nu, f = _allocate(w_eff, lam, budget)
+        if budget > 0 and not ((w_eff > 0) & (lam > 0)).any():
+            f = np.full(len(w), budget / len(w))
+        logger.debug("OptimalSolver: %d pages, budget %g, nu %g", len(w), budget, self.nu)
+        return f
+
+
+# --------------------------------------------------------------------------- seed 001: clusters
+
+
+@dataclass(frozen=True)
+class ClusterSolution:
+    """Threshold ``nu`` and the fetch rate ``frequencies[k]`` spent on each cluster k."""
+
+    nu: float
+    frequencies: np.ndarray
+    budget: float
+
+
+class WCluster:
+    """Seed 001's clusters of pages by weight, with Λ[k] = Σ λ per cluster, for an O(K) solve.
+
+    Linear bins (seed 001): K equal bins on (0, 1], I[k] = {k/K < w <= (k+1)/K}
+    (0-based), weights clamped into [0, 1]. Log bins (``log=True``, DESIGN §3,
+    for heavy-tailed weights): K geometric bins between ``w_min`` and ``w_max``,
+    weights outside clamped into the end bins. Since f_i* = λ_i·g(ν/w_i) is
+    linear in λ_i for fixed w, a cluster's rate is Λ[k]/y(ν/W[k]). W[k] is the
+    λ-weighted mean weight of the cluster (Σ w λ / Λ), which is tighter than
+    seed 001's bin centre; the centre is used for empty clusters. Weights are
+    effective weights (w/λ under ``objective="freshness"``).
+    """
+
+    def __init__(self, n_clusters: int = 100, w_min: float = 1e-6, w_max: float = 1.0,
+                 log: bool = False, objective: str = "changes") -> None:
+        if isinstance(n_clusters, bool) or not isinstance(n_clusters, int) or n_clusters < 1:
+            raise ValueError(f"n_clusters must be a positive integer, got {n_clusters!r}")
+        self.objective = _check_objective(objective)
+        self.n_clusters = n_clusters
+        self.log = bool(log)
+        if self.log:
+            w_min = _scalar("w_min", w_min, positive=True)
+            w_max = _scalar("w_max", w_max, positive=True)
+            if w_max <= w_min:
+                raise ValueError(f"w_max ({w_max}) must be > w_min ({w_min})")
+            self.edges = np.geomspace(w_min, w_max, n_clusters + 1)
+            self.centers = np.sqrt(self.edges[:-1] * self.edges[1:])
+        else:
+            self.edges = np.linspace(0.0, 1.0, n_clusters + 1)
+            self.centers = (2 * np.arange(1, n_clusters + 1) - 1) / (2.0 * n_clusters)
+        self.w_min, self.w_max = float(self.edges[0]), float(self.edges[-1])
+        self.count = np.zeros(n_clusters, dtype=np.int64)
+        self.rate_sum = np.zeros(n_clusters)
+        self.weighted_rate_sum = np.zeros(n_clusters)
+
+    @staticmethod
+    def clamp(w: float) -> float:
+        """Make sure 0 <= w <= 1 (seed 001)."""
+        return min(1.0, max(0.0, float(w)))
+
+    def cluster_index(self, w: float) -> int:
+        """The cluster (0-based) of effective weight ``w``."""
+        w = _scalar("w", w, allow_inf=True)
+        k = self.n_clusters
+        if self.log:
+            if w <= self.w_min:
+                return 0
+            if w >= self.w_max:
+                return k - 1
+            pos = math.log(w / self.w_min) / math.log(self.w_max / self.w_min) * k
+            return min(k - 1, max(0, int(math.floor(pos))))
+        return min(k - 1, max(0, int(math.ceil(self.clamp(w) * k)) - 1))
+
+    def _key(self, page_value: float, page_rate: float) -> tuple[int, float, float]:
+        lam = _scalar("page_rate", page_rate)
+        w = _scalar("page_value", page_value)
+        w_eff = float(effective_weight(w, lam, self.objective))
+        return self.cluster_index(w_eff), lam, (w_eff * lam if lam > 0 else 0.0)
+
+    def add(self, page_value: float, page_rate: float) -> None:
+        """Add a page of weight ``page_value`` and change rate ``page_rate``."""
+        k, lam, wl = self._key(page_value, page_rate)
+        self.count[k] += 1
+        self.rate_sum[k] += lam
+        self.weighted_rate_sum[k] += wl
+
+    def delete(self, page_value: float, page_rate: float) -> None:
+        """Remove a page added earlier with the same value and rate."""
+        k, lam, wl = self._key(page_value, page_rate)
+        if self.count[k] <= 0:
+            raise ValueError(f"page_value {page_value!r}: its cluster {k} is empty")
+        self.count[k] -= 1
+        if self.count[k] == 0:
+            self.rate_sum[k] = self.weighted_rate_sum[k] = 0.0
+        else:
+            self.rate_sum[k] = max(0.0, self.rate_sum[k] - lam)
+            self.weighted_rate_sum[k] = max(0.0, self.weighted_rate_sum[k] - wl)
+
+    def representatives(self) -> np.ndarray:
+        """W[k]: the λ-weighted mean weight of each cluster (bin centre when Λ[k] = 0)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            mean = self.weighted_rate_sum / self.rate_sum
+        return np.where(self.rate_sum > 0, mean, self.centers)
+
+    def solve(self, budget: float | None = None, *, frequency: float | None = None,
+              n_pages: int | None = None) -> ClusterSolution:
+        """Clustered seed 001 solve in O(K): ν and the rate spent on each cluster.
+
+        Give the total fetch rate ``budget`` R, or ``frequency`` f̄ and ``n_pages``
+        N (R = N·f̄, N defaults to the number of pages added).
+        """
+        if (budget is None) == (frequency is None):
+            raise ValueError("give exactly one of budget or frequency")
+        if budget is None:
+            n = int(self.count.sum()) if n_pages is None else n_pages
+            if n < self.count.sum():
+                raise ValueError(
+                    f"n_pages ({n}) must be >= the number of pages ({self.count.sum()})"
+                )
+            budget = _scalar("frequency", frequency) * n
+        budget = _scalar("budget", budget)
+        nu, freq = _allocate(self.representatives(), self.rate_sum.copy(), budget)
+        return ClusterSolution(nu=nu, frequencies=freq, budget=budget)
+
+    def page_frequencies(self, values, rates, solution: ClusterSolution) -> np.ndarray:
+        """Per-page rates implied by a clustered solution: f_i = λ_i·F[k]/Λ[k]."""
+        w = _vector("values", values)
+        lam = _vector("rates", rates)
+        _same_length(values=w, rates=lam)
+        w_eff = np.asarray(effective_weight(w, lam, self.objective), dtype=float)
+        ks = np.array([self.cluster_index(x) for x in w_eff], dtype=np.int64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            per_rate = np.where(self.rate_sum > 0, solution.frequencies / self.rate_sum, 0.0)
+        return lam * per_rate[ks]
+
+
+# ------------------------------------------------------------------ engine: cells with bounds
+
+
+def cell_of(weight: float, rate: float) -> int:
+    """The (weight, rate) cell of a page: wbin·N_RATE_BINS + rbin.
+
+    wbin = floor((log10(w) − WEIGHT_LOG10_MIN)·WEIGHT_BINS_PER_DECADE) clamped
+    to [0, N_WEIGHT_BINS − 1] (0 when w <= 0); rbin likewise from the rate with
+    RATE_LOG10_MIN, RATE_BINS_PER_DECADE and N_RATE_BINS. Weight bins are finer
+    because a cell straddling the margin w = ν dominates the approximation
+    error. Uses the C library's log10 (``math.log10``), as Lua's ``math.log10``
+    does, so both compute the same id. Store the id with the page so that it is
+    removed from the same cell it was added to.
+    """
+    w = _scalar("weight", weight)
+    lam = _scalar("rate", rate)
+    wbin = _bin(w, WEIGHT_LOG10_MIN, WEIGHT_BINS_PER_DECADE, N_WEIGHT_BINS)
+    return wbin * N_RATE_BINS + _bin(lam, RATE_LOG10_MIN, RATE_BINS_PER_DECADE, N_RATE_BINS)
+
+
+def _bin(x: float, log10_min: float, per_decade: int, n_bins: int) -> int:
+    if x <= 0:
+        return 0
+    b = math.floor((math.log10(x) - log10_min) * per_decade)
+    return min(n_bins - 1, max(0, b))
+
+
+def cells_from_pages(weights, rates) -> np.ndarray:
+    """Accumulate pages into the dense cell table: shape (N_CELLS, 3), columns (n, Σλ, Σw)."""
+    w = _vector("weights", weights)
+    lam = _vector("rates", rates)
+    _same_length(weights=w, rates=lam)
+    ids = np.array([cell_of(a, b) for a, b in zip(w, lam, strict=True)], dtype=np.int64)
+    cells = np.zeros((N_CELLS, 3))
+    np.add.at(cells, (ids, 0), 1.0)
+    np.add.at(cells, (ids, 1), lam)
+    np.add.at(cells, (ids, 2), w)
+    return cells
+
+
+@dataclass(frozen=True)
+class ThresholdSolution:
+    """Result of ``solve_threshold``.
+
+    ``status``: "ok" (rate == budget up to bisection), "under_budget" (ν = 0,
+    every page at min_interval still uses less than the budget) or
+    "over_budget" (every page at max_interval already exceeds it; ν is the
+    largest effective weight, above which no page is worth more than that).
+    """
+
+    nu: float
+    rate: float
+    status: str
+
+    @property
+    def budget_met(self) -> bool:
+        return self.status == "ok"
+
+
+def _cell_table(cells) -> np.ndarray:
+    if isinstance(cells, Mapping):
+        rows = [tuple(v) for v in cells.values()]
+        arr = np.array(rows, dtype=float) if rows else np.zeros((0, 3))
+    else:
+        arr = np.asarray(cells, dtype=float)
+    if arr.ndim != 2 or arr.shape[1] != 3:
+        raise ValueError(
+            f"cells must be rows of (count, rate_sum, weight_sum), got shape {arr.shape}"
+        )
+    _array("cells", arr)
+    return arr[arr[:, 0] > 0]
+
+
+def cell_rates(nu: float, cells, min_interval: float, max_interval: float,
+               objective: str = "changes") -> np.ndarray:
+    """Fetch rate of each cell at threshold ν: n·clamp(λ̄/y(ν/w̄_eff), 1/max_int, 1/min_int).
+
+    λ̄ = Σλ/n, w̄ = Σw/n, w̄_eff = w̄ (changes) or Σw/Σλ (freshness). Cells whose
+    pages are not worth fetching (w̄_eff <= ν or λ̄ = 0) run at 1/max_interval,
+    so that their estimates keep learning.
+    """
+    _check_objective(objective)
+    table = _cell_table(cells)
+    lo_i, hi_i = _intervals(min_interval, max_interval)
+    return _cell_rates(_scalar("nu", nu), table, lo_i, hi_i, objective)
+
+
+def _intervals(min_interval, max_interval) -> tuple[float, float]:
+    lo = _scalar("min_interval", min_interval, positive=True)
+    hi = _scalar("max_interval", max_interval, positive=True, allow_inf=True)
+    if hi < lo:
+        raise ValueError(f"max_interval ({hi}) must be >= min_interval ({lo})")
+    return lo, hi
+
+
+def _cell_weights(table: np.ndarray, objective: str) -> tuple[np.ndarray, np.ndarray]:
+    n, lam_sum, w_sum = table[:, 0], table[:, 1], table[:, 2]
+    lam_bar = lam_sum / n
+    if objective == "changes":
+        w_eff = w_sum / n
+    else:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            w_eff = np.where(lam_sum > 0, w_sum / np.where(lam_sum > 0, lam_sum, 1.0), 0.0)
+    return lam_bar, w_eff
+
+
+def _cell_rates(nu: float, table: np.ndarray, min_interval: float, max_interval: float,
+                objective: str) -> np.ndarray:
+    n = table[:, 0]
+    lam_bar, w_eff = _cell_weights(table, objective)
+    live = (lam_bar > 0) & (w_eff > 0)
+    per_page = np.full(len(n), 1.0 / max_interval)
+    if nu <= 0:
+        per_page[live] = 1.0 / min_interval
+    else:
+        f = _freqs(nu, w_eff[live], lam_bar[live])
+        per_page[live] = np.clip(f, 1.0 / max_interval, 1.0 / min_interval)
+    return n * per_page
+
+
+def solve_threshold(cells, budget: float, min_interval: float, max_interval: float,
+                    objective: str = "changes") -> ThresholdSolution:
+    """The threshold ν at which the cells' total fetch rate equals ``budget`` (fetches/s).
+
+    ``cells``: rows of (count n, Σλ, Σw) -- e.g. ``cells_from_pages`` or a
+    mapping cell id -> (n, Σλ, Σw) as the engine keeps them; see
+    ``cell_rates`` for the rate model. The total is non-increasing in ν, so ν
+    is bisected on log ν to adjacent floats and the upper end is returned (its
+    rate is <= budget). Cost O(cells) per step, about 60-70 steps.
+    """
+    _check_objective(objective)
+    table = _cell_table(cells)
+    b = _scalar("budget", budget, positive=True)
+    lo_i, hi_i = _intervals(min_interval, max_interval)
+
+    def total(nu: float) -> float:
+        return float(_cell_rates(nu, table, lo_i, hi_i, objective).sum())
+
+    at_zero = total(0.0)
+    if at_zero <= b:
+        return ThresholdSolution(0.0, at_zero, "ok" if at_zero == b else "under_budget")
+    _, w_eff = _cell_weights(table, objective)
+    nu_top = float(w_eff[np.isfinite(w_eff)].max()) if np.isfinite(w_eff).any() else 0.0
+    at_top = total(nu_top)
+    if at_top >= b:
+        return ThresholdSolution(nu_top, at_top, "ok" if at_top == b else "over_budget")
+    _, hi = _bracket(total, b, nu_top)
+    return ThresholdSolution(hi, total(hi), "ok")
+
+
+# --------------------------------------------------------------------------- Azar et al.
+
+
+def azar_rates(weights, rates, budget: float) -> np.ndarray:
+    """Azar et al. (2018): optimal Poisson fetch rates p_i = max(0, sqrt(w_i λ_i/ν) − λ_i).
+
+    Maximises Σ w_i p_i/(λ_i + p_i) (freshness under Poisson fetching), i.e.
+    minimises Σ w_i λ_i/(λ_i + p_i), s.t. Σ p_i = budget (DESIGN §3). Exact: pages
+    enter in decreasing order of w_i/λ_i; for the first k pages
+    sqrt(ν) = Σ sqrt(w λ)/(budget + Σ λ), and k is the largest set for which
+    every member still has p_i > 0.
+    """
+    w = _vector("weights", weights)
+    lam = _vector("rates", rates)
+    _same_length(weights=w, rates=lam)
+    b = _scalar("budget", budget)
+    p = np.zeros_like(lam)
+    live = np.flatnonzero((w > 0) & (lam > 0))
+    if b == 0 or len(live) == 0:
+        return p
+    order = live[np.argsort(-(w[live] / lam[live]), kind="stable")]
+    root = np.sqrt(w[order] * lam[order])
+    sqrt_nu = np.cumsum(root) / (b + np.cumsum(lam[order]))
+    # page j is in the active set of size k iff sqrt(w_j/λ_j) > sqrt(ν_k); ratios decrease.
+    ratio = np.sqrt(w[order] / lam[order])
+    k = int(np.flatnonzero(ratio > sqrt_nu)[-1]) + 1
+    s = sqrt_nu[k - 1]
+    sel = order[:k]
+    p[sel] = np.maximum(0.0, root[:k] / s - lam[sel])
+    return p
+
+
+# --------------------------------------------------------------------------- per-host caps
+
+
+@dataclass(frozen=True)
+class HostCapSolution:
+    """Result of ``solve_with_host_caps``.
+
+    ``frequencies`` per page; ``nu`` the global threshold; ``host_nu[h]`` =
+    max(ν, the threshold at which host h's pages sum to its cap);
+    ``budget_met`` False when every host with valuable pages is capped and the
+    caps sum to less than the budget (``total`` < budget).
+    """
+
+    frequencies: np.ndarray
+    nu: float
+    host_nu: dict = field(default_factory=dict)
+    budget_met: bool = True
+    total: float = 0.0
+
+
+def host_threshold(nu: float, weights, rates, cap: float, objective: str = "changes") -> float:
+    """ν_h = max(ν, τ_h), τ_h the threshold at which the host's pages sum to ``cap`` (DESIGN §3).
+
+    ``cap`` is fetches per unit time for the host (inf: no cap, ν_h = ν).
+    """
+    n = _scalar("nu", nu)
+    w = _vector("weights", weights)
+    lam = _vector("rates", rates)
+    _same_length(weights=w, rates=lam)
+    c = _scalar("cap", cap, allow_inf=True)
+    if math.isinf(c):
+        return n
+    tau, _ = _allocate(np.asarray(effective_weight(w, lam, objective), dtype=float), lam, c)
+    return max(n, tau)
+
+
+def solve_with_host_caps(values, rates, hosts: Sequence[Hashable], host_caps: Mapping,
+                         budget: float, objective: str = "changes") -> HostCapSolution:
+    """Maximise the objective s.t. Σ f_i = budget and Σ_{i∈h} f_i <= cap_h for every host.
+
+    One multiplier per host (DESIGN §3): page i of host h runs at f_i(ν_h),
+    ν_h = max(ν, τ_h); the total is non-increasing in ν and ν is bisected until
+    it meets the budget. Hosts missing from ``host_caps`` are uncapped. If the
+    capped hosts cannot absorb the budget, every host runs at its cap and the
+    result says ``budget_met=False``.
+    """
+    _check_objective(objective)
+    w = _vector("values", values)
+    lam = _vector("rates", rates)
+    host_list = list(hosts)
+    if len(host_list) != len(w) or len(lam) != len(w):
+        raise ValueError(
+            f"mismatched lengths: values={len(w)}, rates={len(lam)}, hosts={len(host_list)}"
+        )
+    b = _scalar("budget", budget)
+    for h, cap in host_caps.items():
+        _scalar(f"host_caps[{h!r}]", cap, allow_inf=True)
+    w_eff = np.asarray(effective_weight(w, lam, objective), dtype=float)
+    live = (w_eff > 0) & (lam > 0)
+
+    groups: dict = {}
+    for i, h in enumerate(host_list):
+        groups.setdefault(h, []).append(i)
+    groups = {h: np.array(ix, dtype=np.int64) for h, ix in groups.items()}
+    tau: dict = {}
+    capped_f: dict = {}
+    for h, ix in groups.items():
+        cap = float(host_caps.get(h, math.inf))
+        if math.isinf(cap):
+            tau[h] = 0.0
+            continue
+        tau[h], capped_f[h] = _allocate(w_eff[ix], lam[ix], cap)
+        if not live[ix].any():
+            tau[h] = math.inf
+
+    def alloc(nu: float) -> np.ndarray:
+        f = np.zeros_like(lam)
+        for h, ix in groups.items():
+            if nu <= tau[h] and h in capped_f:
+                f[ix] = capped_f[h]
+            else:
+                sub = ix[live[ix]]
+                f[sub] = _freqs(nu, w_eff[sub], lam[sub])
+        return f
+
+    uncapped_value = any(live[ix].any() and h not in capped_f for h, ix in groups.items())
+    if not uncapped_value:
+        ceiling = alloc(0.0)
+        if float(ceiling.sum()) <= b:
+            total = float(ceiling.sum())
+            logger.debug("solve_with_host_caps: all hosts capped, %g < budget %g", total, b)
+            return HostCapSolution(ceiling, 0.0, {h: tau[h] for h in groups},
+                                   budget_met=total >= b * (1 - 1e-12), total=total)
+    if b == 0 or not live.any():
+        return HostCapSolution(np.zeros_like(lam), 0.0, {h: tau[h] for h in groups},
+                               budget_met=b == 0, total=0.0)
+    nu_top = float(w_eff[live].max())
+    finite_tau = [t for t in tau.values() if math.isfinite(t)]
+    nu_top = max([nu_top, *finite_tau])
+    lo, hi = _bracket(lambda nu: float(alloc(nu).sum()), b, nu_top)
+    f = _blend(alloc(lo), alloc(hi), b)
+    host_nu = {h: max(lo, tau[h]) for h in groups}
+    return HostCapSolution(f, lo, host_nu, budget_met=True, total=float(f.sum()))
