@@ -1,0 +1,715 @@
+"""``Frontier``: the revisit scheduler with its state in Redis.
+
+One object per process; any number of processes (and machines) share a
+frontier through its Redis namespace. Per page the engine keeps a change-rate
+estimate (seed 004), plans the next fetch where the page's index reaches the
+threshold ν (seeds 001/002, DESIGN §3), and hands due pages out as leases
+that respect each host's minimum delay and the shared fetch budget.
+
+Every state change is one Lua script on one shard (lua/*.lua, key schema in
+``frontier_rate.store``), so concurrent crawlers cannot corrupt each other.
+
+Choices worth knowing (see the README section):
+
+- Leases: ``observe``/``failed`` are accepted once per lease token, and only
+  while that lease is the page's open lease. A replay of an applied token
+  returns the same result and changes nothing; a token whose lease expired
+  (whether or not the page was re-leased) is answered with
+  ``Observation(accepted=False)`` and changes nothing.
+- Politeness: the dispatcher enforces every host's delay; ν is solved for the
+  global budget over all pages (host caps are not part of the solve). A host
+  whose pages want more than its delay allows builds a backlog, served in
+  index order.
+- Ordering: among due pages, the highest index first: candidates are the
+  ``CANDIDATE_LOOK`` earliest-due pages of each ready host (at most
+  ``2 * max_n`` hosts per shard, earliest ready first), compared across
+  shards by index. "whittle" uses seed 002's discrete index with period
+  ``min_interval``, "lagrangian" the continuous one; both plan with the same
+  threshold, so the two policies differ only in this backlog order.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import numbers
+import random
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import redis
+
+from . import policy
+from .connection import FrontierError, RedisUnavailable, connect, redact_url
+from .store import (
+    F_GONE,
+    F_LEASED,
+    NAMESPACE_RE,
+    Keys,
+    Scripts,
+    bucket_of,
+    digest,
+    page_id,
+    shard_of,
+    unpack_extras,
+    unpack_state,
+)
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Dispatch", "Frontier", "FrontierError", "Observation", "RedisUnavailable",
+           "parse_url"]
+
+ENGINE_ESTIMATORS = ("lln", "sa", "sam", "interval")
+OFFLINE_ESTIMATORS = {"naive": "biased (it converges to pΔ/(Δ+p), seed 004 §3.4)",
+                      "mle": "offline (O(k) per update)", "mm": "offline (O(k) per update)"}
+POLICIES = ("whittle", "lagrangian")
+MAX_URL_LENGTH = 2048
+MAX_VALIDATOR_LENGTH = 1024
+DEFAULT_SHARDS = 16
+DEFAULT_BUCKETS = 1024
+"""Buckets per shard: 16 x 1024 hashes stay compact up to ~1.5 million pages."""
+RESOLVE_EVERY = 60.0
+"""Seconds of clock time between re-solves of ν."""
+NU_CACHE = 1.0
+"""Seconds of clock time a process reuses ν before reading it again."""
+BURST_SECONDS = 1.0
+"""The token bucket holds max(1, budget * BURST_SECONDS) fetches."""
+BACKOFF_BASE = 60.0
+GONE_AFTER = 3
+CANDIDATE_LOOK = 4
+REFRESH_PAGES = 256
+"""Pages re-planned per background refresh step (one shard per next_requests call)."""
+PRIOR_RATE = 1.0 / 86400
+"""Change rate assumed for a page before its first observation (once a day)."""
+ETA, BETA, OMEGA = 0.75, 0.6, 1.0
+INTERVAL_PRIOR_INFO, INTERVAL_MAX_STEP = 1.0, 1.0
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """A page handed to a crawler: a lease until ``observe`` or ``failed``.
+
+    ``etag`` / ``last_modified`` are the validators stored from the previous
+    fetch (for a conditional request), ``None`` when unknown.
+    """
+
+    url: str
+    token: str
+    host: str
+    meta: dict | None = None
+    etag: str | None = None
+    last_modified: str | None = None
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What one fetch taught: change seen, new estimate, next due time.
+
+    ``accepted`` is False when the lease token was not the page's open lease
+    (expired or unknown): then nothing changed and the other fields describe
+    the page as it is.
+    """
+
+    changed: bool
+    estimate: float
+    next_due: float | None
+    accepted: bool = True
+
+
+def _real(field: str, value: Any, *, minimum: float | None = None, strict: bool = False,
+          allow_inf: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{field} must be a number, got {value!r}")
+    value = float(value)
+    if math.isnan(value) or (math.isinf(value) and not allow_inf):
+        raise ValueError(f"{field} must be finite, got {value!r}")
+    if minimum is not None and (value < minimum or (strict and value == minimum)):
+        relation = ">" if strict else ">="
+        raise ValueError(f"{field} must be {relation} {minimum:g}, got {value!r}")
+    return value
+
+
+def parse_url(url: Any) -> str:
+    """The host (lower case) of a URL the frontier accepts; ValueError naming the URL."""
+    if not isinstance(url, str):
+        raise ValueError(f"url must be a string, got {type(url).__name__}")
+    shown = url if len(url) <= 100 else url[:100] + "..."
+    if len(url) > MAX_URL_LENGTH:
+        raise ValueError(f"url {shown!r} is too long ({len(url)} > {MAX_URL_LENGTH} characters)")
+    if not url or any(ord(c) <= 32 or ord(c) == 127 for c in url):
+        raise ValueError(f"url {shown!r} is empty or contains whitespace/control characters")
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+        parts.port  # noqa: B018 -- raises ValueError for a bad port
+    except ValueError as exc:
+        raise ValueError(f"url {shown!r} is not a valid URL: {exc}") from None
+    if parts.scheme not in ("http", "https"):
+        raise ValueError(f"url {shown!r} must use http or https, not {parts.scheme or 'no'!r} "
+                         "scheme")
+    if not host:
+        raise ValueError(f"url {shown!r} has no host")
+    return host
+
+
+class Frontier:
+    """The revisit frontier of one namespace (see the module docstring and README).
+
+    ``redis_url=None`` uses the embedded Redis (``frontier_rate.connection``).
+    ``budget``: fetches per second over all hosts; ``min_host_delay``: seconds
+    between two dispatches to one host; ``min_interval`` / ``max_interval``
+    bound every planned (mean) interval; ``lease_timeout``: seconds before an
+    unanswered dispatch is handed out again; ``clock``: the time source
+    (every time-dependent method also takes ``now=``); ``seed``: seeds the
+    random draws of the exponential intervals.
+    """
+
+    def __init__(self, redis_url: str | None = None, *, namespace: str = "default",
+                 estimator: str = "sam", policy: str = "whittle",
+                 objective: str = "freshness", budget: float = 1.0,
+                 min_host_delay: float = 1.0, min_interval: float = 60.0,
+                 max_interval: float = 30 * 86400, lease_timeout: float = 300.0,
+                 clock: Callable[[], float] = time.time, seed: int | None = None,
+                 prior_rate: float = PRIOR_RATE) -> None:
+        if not isinstance(namespace, str) or not NAMESPACE_RE.match(namespace):
+            raise ValueError(f"namespace must be 1-64 characters of A-Z a-z 0-9 _ . -, "
+                             f"got {namespace!r}")
+        if estimator in OFFLINE_ESTIMATORS:
+            raise ValueError(f"estimator {estimator!r} is {OFFLINE_ESTIMATORS[estimator]}; the "
+                             f"engine supports {', '.join(ENGINE_ESTIMATORS)}")
+        if estimator not in ENGINE_ESTIMATORS:
+            raise ValueError(f"unknown estimator {estimator!r}; choose one of "
+                             f"{', '.join(ENGINE_ESTIMATORS)}")
+        if policy not in POLICIES:
+            raise ValueError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
+        if objective not in OBJECTIVES:
+            raise ValueError(f"unknown objective {objective!r}; choose one of "
+                             f"{', '.join(OBJECTIVES)}")
+        self.budget = _real("budget", budget, minimum=0.0, strict=True)
+        self.min_host_delay = _real("min_host_delay", min_host_delay, minimum=0.0)
+        self.min_interval = _real("min_interval", min_interval, minimum=0.0, strict=True)
+        self.max_interval = _real("max_interval", max_interval, minimum=self.min_interval)
+        self.lease_timeout = _real("lease_timeout", lease_timeout, minimum=0.0, strict=True)
+        self.prior_rate = _real("prior_rate", prior_rate, minimum=0.0, strict=True)
+        if not callable(clock):
+            raise ValueError(f"clock must be callable, got {clock!r}")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise ValueError(f"seed must be an int or None, got {seed!r}")
+        self.namespace, self.estimator, self.policy = namespace, estimator, policy
+        self.objective, self.clock = objective, clock
+        self.redis_url = redis_url
+        self._rng = random.Random(seed)
+
+        self.client = connect(redis_url)
+        self.shards, self.buckets = self._configure()
+        self.keys = Keys(namespace, self.shards)
+        self.scripts = Scripts(self.client)
+        self._nu = 0.0
+        self._nu_read_at = -math.inf
+        self._solved_at = -math.inf
+        self._pages_hint = 0
+        self._refresh_left = 0
+        self._refresh_shard = 0
+        with self._errors():
+            self.client.hset(self.keys.nu, "budget", repr(self.budget))
+
+    # ------------------------------------------------------------------ setup
+
+    def _errors(self) -> _RedisErrors:
+        return _RedisErrors(self.redis_url)
+
+    def _configure(self) -> tuple[int, int]:
+        """Fix shards, buckets, estimator and objective of the namespace on first use."""
+        cfg = f"fr:{{{self.namespace}}}:cfg"
+        wanted = {"shards": str(DEFAULT_SHARDS), "buckets": str(DEFAULT_BUCKETS),
+                  "estimator": self.estimator, "objective": self.objective,
+                  "prior_rate": repr(self.prior_rate)}
+        with self._errors():
+            pipe = self.client.pipeline()
+            for field, value in wanted.items():
+                pipe.hsetnx(cfg, field, value)
+            pipe.hgetall(cfg)
+            stored = {k.decode(): v.decode() for k, v in pipe.execute()[-1].items()}
+        for field in ("estimator", "objective"):
+            if stored[field] != wanted[field]:
+                raise ValueError(f"namespace {self.namespace!r} uses {field} {stored[field]!r}, "
+                                 f"not {wanted[field]!r} (a namespace keeps its {field})")
+        self.prior_rate = float(stored["prior_rate"])
+        return int(stored["shards"]), int(stored["buckets"])
+
+    def _header(self, now: float) -> list[str]:
+        return [repr(float(now)), repr(self._nu), "1" if self.objective == "freshness" else "0",
+                "1" if self.policy == "whittle" else "0", self.estimator,
+                repr(self.min_interval), repr(self.max_interval), repr(ETA), repr(BETA),
+                repr(OMEGA), "0", repr(self.min_host_delay), repr(self.lease_timeout),
+                str(self.buckets), repr(self.min_interval), repr(INTERVAL_MAX_STEP)]
+
+    def _initial_state(self) -> tuple[float, float]:
+        """(est, aux) of a new page, as the Python estimators start (x0 = prior_rate)."""
+        x0 = self.prior_rate
+        if self.estimator == "sam":
+            return x0, x0
+        if self.estimator == "interval":
+            return math.log(x0), INTERVAL_PRIOR_INFO
+        return x0, 0.0
+
+    def _now(self, now: float | None) -> float:
+        if now is None:
+            return float(self.clock())
+        return _real("now", now)
+
+    def _shard_call(self, target: Any, name: str, shard: int, now: float, args: list) -> Any:
+        return self.scripts.shard[name](keys=self.keys.shard_keys(shard),
+                                        args=self._header(now) + args, client=target)
+
+    # ------------------------------------------------------------------ pages
+
+    def add(self, url: str, weight: float = 1.0, meta: dict | None = None, *,
+            now: float | None = None) -> bool:
+        """Add a page (due at once); False if it was known (its weight and meta are updated)."""
+        return self.add_many([(url, weight, meta)], now=now) == 1
+
+    def add_many(self, pages: Iterable, *, now: float | None = None) -> int:
+        """Add pages given as ``url`` or ``(url, weight[, meta])``; returns how many were new.
+
+        Validates everything first, then writes in pipelined per-shard batches.
+        """
+        now = self._now(now)
+        groups: dict[int, list[str]] = defaultdict(list)
+        for item in pages:
+            if isinstance(item, str):
+                url, weight, meta = item, 1.0, None
+            else:
+                url, weight, meta = (tuple(item) + (1.0, None))[:3]
+            host = parse_url(url)
+            weight = _real(f"weight of {url!r}", weight, minimum=0.0)
+            meta_text = ""
+            if meta is not None:
+                if not isinstance(meta, Mapping):
+                    raise ValueError(f"meta of {url!r} must be a dict, got {type(meta).__name__}")
+                try:
+                    meta_text = json.dumps(meta, separators=(",", ":"), allow_nan=False)
+                except (TypeError, ValueError) as exc:
+                    raise ValueError(f"meta of {url!r} is not JSON-serialisable: {exc}") from None
+            pid = page_id(url)
+            groups[shard_of(host, self.shards)] += [pid, host, url, repr(weight), meta_text]
+        if not groups:
+            return 0
+        est0, aux0 = self._initial_state()
+        added = 0
+        with self._errors():
+            pipe = self.client.pipeline(transaction=False)
+            for shard, args in groups.items():
+                for i in range(0, len(args), 500 * 5):
+                    self._shard_call(pipe, "add", shard, now,
+                                     [repr(est0), repr(aux0)] + args[i:i + 500 * 5])
+            added = sum(int(n) for n in pipe.execute())
+        self._pages_hint += added
+        return added
+
+    # ------------------------------------------------------------------ dispatch
+
+    def next_requests(self, max_n: int, now: float | None = None) -> list[Dispatch]:
+        """Lease up to ``max_n`` due pages, highest index first, within budget and host delays."""
+        if isinstance(max_n, bool) or not isinstance(max_n, int) or max_n < 0:
+            raise ValueError(f"max_n must be a non-negative int, got {max_n!r}")
+        now = self._now(now)
+        with self._errors():
+            self._maybe_resolve(now)
+            self._refresh_step(now)
+            if max_n == 0:
+                return []
+            granted = self._take_tokens(now, max_n)
+            if granted == 0:
+                return []
+            pipe = self.client.pipeline(transaction=False)
+            window = str(max(2 * granted, 16))
+            for shard in range(self.shards):
+                self._shard_call(pipe, "candidates", shard, now, [window, str(CANDIDATE_LOOK)])
+            candidates = []
+            for shard, flat in enumerate(pipe.execute()):
+                for i in range(0, len(flat), 3):
+                    candidates.append((float(flat[i + 2]), shard, flat[i], flat[i + 1]))
+            candidates.sort(key=lambda c: -c[0])
+            chosen: dict[int, list] = defaultdict(list)
+            for _, shard, host, pid in candidates[:granted]:
+                chosen[shard] += [host, pid]
+            dispatches: list[Dispatch] = []
+            if chosen:
+                pipe = self.client.pipeline(transaction=False)
+                order = list(chosen)
+                for shard in order:
+                    self._shard_call(pipe, "lease", shard, now, chosen[shard])
+                for flat in pipe.execute():
+                    for i in range(0, len(flat), 7):
+                        dispatches.append(_dispatch(flat[i + 1:i + 7]))
+            if len(dispatches) < granted:
+                self._take_tokens(now, -(granted - len(dispatches)))
+        return dispatches
+
+    def _take_tokens(self, now: float, want: int) -> int:
+        burst = max(1.0, self.budget * BURST_SECONDS)
+        return int(self.scripts.take_tokens(
+            keys=[self.keys.tokens],
+            args=[repr(now), repr(self.budget), repr(burst), str(want)]))
+
+    def next_due_time(self) -> float | None:
+        """Earliest time a page may be dispatched (host delay included) or a lease expires."""
+        with self._errors():
+            pipe = self.client.pipeline(transaction=False)
+            for shard in range(self.shards):
+                ready, _, leases = self.keys.shard_keys(shard)[:3]
+                pipe.zrange(ready, 0, 0, withscores=True)
+                pipe.zrange(leases, 0, 0, withscores=True)
+            firsts = [r[0][1] for r in pipe.execute() if r]
+        return min(firsts) if firsts else None
+
+    # ------------------------------------------------------------------ results
+
+    def observe(self, dispatch: Dispatch, *, fingerprint: str | bytes | None = None,
+                not_modified: bool = False, status: int = 200, fetched_at: float | None = None,
+                etag: str | None = None, last_modified: str | None = None) -> Observation:
+        """Record a fetch: change indicator, estimator update, next due time (one Lua step).
+
+        The page changed if ``fingerprint`` differs from the stored one; a
+        ``not_modified`` (or status 304) answer is unchanged; the first fetch
+        is never a change. A status >= 400 is passed on to ``failed``.
+        """
+        return self.observe_many([(dispatch, {"fingerprint": fingerprint,
+                                              "not_modified": not_modified, "status": status,
+                                              "fetched_at": fetched_at, "etag": etag,
+                                              "last_modified": last_modified})])[0]
+
+    def observe_many(self, results: Iterable[tuple[Dispatch, Mapping[str, Any]]]
+                     ) -> list[Observation]:
+        """``observe`` for many (dispatch, keyword dict) pairs in pipelined batches."""
+        calls = []
+        for dispatch, kwargs in results:
+            calls.append(self._observe_args(dispatch, **kwargs))
+        out: list[Observation] = []
+        with self._errors():
+            times = [c[2] if c[0] == "observe" else c[4] for c in calls]
+            self._maybe_resolve(max(times, default=self._now(None)))
+            for i in range(0, len(calls), 1000):
+                chunk = calls[i:i + 1000]
+                pipe = self.client.pipeline(transaction=False)
+                for call in chunk:
+                    if call[0] == "observe":
+                        self._shard_call(pipe, "observe", call[1], call[2], call[3])
+                replies = iter(pipe.execute())
+                for call in chunk:
+                    if call[0] == "observe":
+                        out.append(_observation(next(replies)))
+                    else:
+                        out.append(self._fail(*call[1:]))
+        return out
+
+    def _observe_args(self, dispatch: Dispatch, *, fingerprint: str | bytes | None = None,
+                      not_modified: bool = False, status: int = 200,
+                      fetched_at: float | None = None, etag: str | None = None,
+                      last_modified: str | None = None) -> tuple:
+        if not isinstance(dispatch, Dispatch):
+            raise ValueError(f"dispatch must be a Dispatch, got {type(dispatch).__name__}")
+        if isinstance(status, bool) or not isinstance(status, int) or not 100 <= status <= 599:
+            raise ValueError(f"status must be an HTTP status code, got {status!r}")
+        now = self._now(fetched_at)
+        if status >= 400:
+            return ("fail", dispatch, f"HTTP {status}", status, now)
+        not_modified = bool(not_modified) or status == 304
+        if fingerprint is None and not not_modified:
+            raise ValueError(f"observe of {dispatch.url!r} needs fingerprint= or "
+                             "not_modified=True")
+        if fingerprint is not None and not isinstance(fingerprint, (str, bytes)):
+            raise ValueError(f"fingerprint must be str or bytes, got {type(fingerprint).__name__}")
+        host = parse_url(dispatch.url)
+        pid = page_id(dispatch.url)
+        token = _token(dispatch)
+        args = [pid, host, token, b"" if fingerprint is None else digest(fingerprint),
+                "1" if not_modified else "0", _validator("etag", etag),
+                _validator("last_modified", last_modified), repr(1.0 - self._rng.random())]
+        return ("observe", shard_of(host, self.shards), now, args)
+
+    def failed(self, dispatch: Dispatch, reason: str, *, status: int | None = None,
+               now: float | None = None) -> None:
+        """A fetch that gave no observation: retry with exponential backoff.
+
+        ``status`` 404/410 three times in a row marks the page gone (kept,
+        never revisited); anything else (5xx, timeouts, DNS errors) backs off
+        60 s x 2^(n-1), capped by max_interval.
+        """
+        if not isinstance(dispatch, Dispatch):
+            raise ValueError(f"dispatch must be a Dispatch, got {type(dispatch).__name__}")
+        if status is not None and (isinstance(status, bool) or not isinstance(status, int)):
+            raise ValueError(f"status must be an int or None, got {status!r}")
+        with self._errors():
+            self._fail(dispatch, reason, status, self._now(now))
+
+    def _fail(self, dispatch: Dispatch, reason: str, status: int | None, now: float
+              ) -> Observation:
+        host = parse_url(dispatch.url)
+        pid = page_id(dispatch.url)
+        reply = self._shard_call(self.client, "fail", shard_of(host, self.shards), now,
+                                 [pid, host, _token(dispatch),
+                                  "1" if status in (404, 410) else "0",
+                                  repr(BACKOFF_BASE), str(GONE_AFTER)])
+        outcome = reply[0].decode()
+        logger.debug("fetch of %s failed (%s): %s", dispatch.url, reason, outcome)
+        page = self.page(dispatch.url) or {}
+        return Observation(False, page.get("estimate", 0.0),
+                           float(reply[1]) if outcome == "retry" else None,
+                           accepted=outcome in ("retry", "gone"))
+
+    def set_host_delay(self, host: str, seconds: float | None) -> None:
+        """Minimum seconds between dispatches to ``host`` (None: back to min_host_delay)."""
+        if not isinstance(host, str) or not host or len(host) > 253:
+            raise ValueError(f"host must be a non-empty host name, got {host!r}")
+        delay = -1.0 if seconds is None else _real("seconds", seconds, minimum=0.0)
+        host = host.lower()
+        with self._errors():
+            self._shard_call(self.client, "host_delay", shard_of(host, self.shards),
+                             self._now(None), [host, repr(delay)])
+
+    # ------------------------------------------------------------------ threshold
+
+    def set_budget(self, budget: float, *, now: float | None = None) -> None:
+        """Change the fetch budget (fetches/s, shared by the namespace) and re-solve ν."""
+        self.budget = _real("budget", budget, minimum=0.0, strict=True)
+        with self._errors():
+            self.client.hset(self.keys.nu, "budget", repr(self.budget))
+            self.resolve(now=now)
+
+    def cells(self) -> dict[int, tuple[float, float, float]]:
+        """The policy cells summed over shards: id -> (pages, Σλ, Σw) (O(K) reads)."""
+        pipe = self.client.pipeline(transaction=False)
+        for shard in range(self.shards):
+            pipe.hgetall(self.keys.shard_keys(shard)[3])
+        cells: dict[int, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+        column = {b"n": 0, b"l": 1, b"w": 2}
+        for agg in pipe.execute():
+            for field, value in agg.items():
+                kind, cell = field.split(b":", 1)
+                cells[int(cell)][column[kind]] += float(value)
+        return {c: (v[0], max(v[1], 0.0), max(v[2], 0.0)) for c, v in cells.items()
+                if v[0] > 0.5}
+
+    def resolve(self, *, now: float | None = None) -> float:
+        """Re-solve ν from the cell aggregates (policy.solve_threshold) and publish it."""
+        now = self._now(now)
+        with self._errors():
+            cells = self.cells()
+            self._pages_hint = int(sum(c[0] for c in cells.values()))
+            if cells:
+                sol = policy.solve_threshold(cells, self.budget, self.min_interval,
+                                             self.max_interval, self.objective)
+                nu, rate, status = sol.nu, sol.rate, sol.status
+            else:
+                nu, rate, status = 0.0, 0.0, "empty"
+            self.client.hset(self.keys.nu, mapping={
+                "nu": repr(nu), "solved_at": repr(now), "planned_rate": repr(rate),
+                "status": status, "budget": repr(self.budget)})
+        self._set_nu(nu, now)
+        self._solved_at = now
+        logger.debug("re-solved nu=%g (planned %g fetches/s, %s)", nu, rate, status)
+        return nu
+
+    def _set_nu(self, nu: float, now: float) -> None:
+        if nu != self._nu:
+            self._refresh_left = self.shards * self.buckets
+        self._nu, self._nu_read_at = nu, now
+
+    def _maybe_resolve(self, now: float) -> None:
+        """Re-solve every RESOLVE_EVERY s of clock time; otherwise reuse the published ν."""
+        if abs(now - self._nu_read_at) < NU_CACHE:
+            return
+        raw = self.client.hmget(self.keys.nu, "nu", "solved_at", "budget")
+        if raw[2] is not None and float(raw[2]) != self.budget:
+            self.budget = float(raw[2])
+        if raw[0] is None or raw[1] is None or not (0 <= now - float(raw[1]) < RESOLVE_EVERY):
+            self.resolve(now=now)
+            return
+        self._solved_at = float(raw[1])
+        self._set_nu(float(raw[0]), now)
+
+    def _refresh_step(self, now: float) -> None:
+        """Re-plan a few hundred queued pages of one shard under the current ν."""
+        if self._refresh_left <= 0:
+            return
+        shard = self._refresh_shard
+        self._refresh_shard = (shard + 1) % self.shards
+        per_bucket = max(1.0, self._pages_hint / (self.shards * self.buckets))
+        n = int(min(self.buckets, max(1, REFRESH_PAGES // per_bucket)))
+        end = int(self.client.incrby(self.keys.cursor(shard), n))
+        self._refresh_left -= n * self.shards
+        pipe = self.client.pipeline(transaction=False)
+        for b in range(end - n, end):
+            pipe.hgetall(self.keys.url(shard, b % self.buckets))
+        args: list = []
+        for urls in pipe.execute():
+            for pid, url in urls.items():
+                args += [parse_url(url.decode()), pid]
+        if args:
+            self._shard_call(self.client, "refresh", shard, now, args)
+
+    # ------------------------------------------------------------------ inspection
+
+    def page(self, url: str) -> dict | None:
+        """One page's record, or None if unknown."""
+        host = parse_url(url)
+        pid = page_id(url)
+        shard = shard_of(host, self.shards)
+        b = bucket_of(pid, self.buckets)
+        with self._errors():
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hget(self.keys.state(shard, b), pid)
+            pipe.hget(self.keys.extras(shard, b), pid)
+            pipe.zscore(self.keys.queue(shard, host), pid)
+            raw, extras, due = pipe.execute()
+        if raw is None:
+            return None
+        return self._record(url, host, raw, extras, due)
+
+    def _record(self, url: str, host: str, raw: bytes, extras: bytes | None,
+                due: float | None) -> dict:
+        s = unpack_state(raw)
+        etag, lm, meta = unpack_extras(extras)
+        if s["flags"] & F_GONE:
+            status = "gone"
+        elif s["flags"] & F_LEASED:
+            status = "leased"
+        elif s["fetches"] == 0:
+            status = "new"
+        elif s["fails"]:
+            status = "retrying"
+        else:
+            status = "active"
+        return {"url": url, "host": host, "weight": s["weight"],
+                "estimate": self._reported(s["est"]), "fetches": s["fetches"],
+                "changes": s["changes"], "last_fetch": s["last_fetch"] if s["fetches"] else None,
+                "next_due": due, "status": status, "p": s["p"], "fails": s["fails"],
+                "meta": json.loads(meta) if meta else None, "etag": etag,
+                "last_modified": lm}
+
+    def _reported(self, est: float) -> float:
+        if self.estimator == "interval":
+            return math.exp(est)
+        if self.estimator == "sam":
+            return max(est, 0.0)
+        return est
+
+    def iter_pages(self) -> Iterator[dict]:
+        """Every page's record, bucket by bucket (SCAN over the state buckets, never KEYS)."""
+        for shard in range(self.shards):
+            pattern = self.keys.prefix(shard).replace("{", "\\{").replace("}", "\\}") + "s:*"
+            with self._errors():
+                state_keys = list(self.client.scan_iter(match=pattern, count=1000))
+            for key in state_keys:
+                b = int(key.rsplit(b":", 1)[1])
+                with self._errors():
+                    pipe = self.client.pipeline(transaction=False)
+                    pipe.hgetall(key)
+                    pipe.hgetall(self.keys.url(shard, b))
+                    pipe.hgetall(self.keys.extras(shard, b))
+                    states, urls, extras = pipe.execute()
+                    items = []
+                    pipe = self.client.pipeline(transaction=False)
+                    for pid, raw in states.items():
+                        url = urls[pid].decode()
+                        host = parse_url(url)
+                        items.append((url, host, raw, extras.get(pid)))
+                        pipe.zscore(self.keys.queue(shard, host), pid)
+                    dues = pipe.execute()
+                for (url, host, raw, extra), due in zip(items, dues, strict=True):
+                    yield self._record(url, host, raw, extra, due)
+
+    def stats(self, *, now: float | None = None) -> dict:
+        """Counters: pages, due_now, leased, gone, fetches, changes, nu, budget, budget_use."""
+        now = self._now(now)
+        totals: dict[str, float] = defaultdict(float)
+        with self._errors():
+            pipe = self.client.pipeline(transaction=False)
+            for shard in range(self.shards):
+                self._shard_call(pipe, "stats", shard, now, ["100000"])
+            for flat in pipe.execute():
+                for i in range(0, len(flat), 2):
+                    totals[flat[i].decode()] += float(flat[i + 1])
+            nu = self.client.hgetall(self.keys.nu)
+        planned = float(nu.get(b"planned_rate", 0.0))
+        return {"pages": int(totals["pages"]), "due_now": int(totals["due_now"]),
+                "leased": int(totals["leased"]), "gone": int(totals["gone"]),
+                "fetches": int(totals["fetches"]), "changes": int(totals["changes"]),
+                "hosts_queued": int(totals["hosts_queued"]),
+                "nu": float(nu.get(b"nu", 0.0)), "budget": self.budget,
+                "planned_rate": planned, "budget_use": planned / self.budget,
+                "solved_at": float(nu[b"solved_at"]) if b"solved_at" in nu else None}
+
+    def close(self) -> None:
+        """Drop the connections (the embedded server stops with its last client process)."""
+        self.client.close()
+
+    def __enter__(self) -> Frontier:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+OBJECTIVES = policy.OBJECTIVES
+
+
+class _RedisErrors:
+    """Turns connection failures during an operation into one RedisUnavailable."""
+
+    def __init__(self, url: str | None) -> None:
+        self.url = url
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, exc, tb) -> bool:
+        if exc is not None and isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
+            raise RedisUnavailable(f"lost Redis at {redact_url(self.url)}: "
+                                   f"{type(exc).__name__}") from None
+        return False
+
+
+def _token(dispatch: Dispatch) -> str:
+    token = dispatch.token
+    if not isinstance(token, str) or not token.isdigit() or len(token) > 10:
+        raise ValueError(f"dispatch token must be the lease number from next_requests, "
+                         f"got {token!r}")
+    return token
+
+
+def _validator(field: str, value: str | None) -> str:
+    if value is None:
+        return "-"
+    if not isinstance(value, str):
+        raise ValueError(f"{field} must be a string or None, got {type(value).__name__}")
+    if len(value.encode("utf-8")) > MAX_VALIDATOR_LENGTH:
+        logger.debug("ignoring an over-long %s (%d bytes)", field, len(value))
+        return "-"
+    return "=" + value
+
+
+def _dispatch(fields: list) -> Dispatch:
+    host, url, token, etag, lm, meta = (f.decode("utf-8") if isinstance(f, bytes) else f
+                                        for f in fields)
+    return Dispatch(url=url, token=token, host=host, meta=json.loads(meta) if meta else None,
+                    etag=etag or None, last_modified=lm or None)
+
+
+def _observation(reply: list) -> Observation:
+    status = reply[0].decode()
+    if status == "missing":
+        logger.warning("observe of a page the frontier does not know")
+        return Observation(False, 0.0, None, accepted=False)
+    due = float(reply[3])
+    return Observation(changed=bool(int(reply[1])), estimate=float(reply[2]),
+                       next_due=due if due > 0 else None,
+                       accepted=status in ("ok", "replay"))

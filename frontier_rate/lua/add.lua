@@ -1,0 +1,32 @@
+-- add.lua: add pages or update their weight / meta.
+-- ARGV after the header: initial estimate, initial aux, then groups of 5:
+--   id, host, url, weight, meta (JSON text, "" = none)
+-- Returns the number of pages that were new.
+local est0, aux0 = tonumber(ARGV[H + 1]), tonumber(ARGV[H + 2])
+local added = 0
+for i = H + 3, #ARGV, 5 do
+  local id, host, url, weight, meta = ARGV[i], ARGV[i + 1], ARGV[i + 2],
+    tonumber(ARGV[i + 3]), ARGV[i + 4]
+  local s = load(id)
+  if s then
+    if s.weight ~= weight and not has(s.flags, F_GONE) then
+      agg_move(s.weight, plan_rate(s), weight, plan_rate(s))
+      s.weight = weight
+      save(id, s)
+    end
+  else
+    s = {weight = weight, est = est0, aux = aux0, p = 0, last_fetch = 0, fetches = 0,
+         changes = 0, leases = 0, fp = string.rep("\0", 8), flags = 0, fails = 0, notfound = 0}
+    save(id, s)
+    redis.call("HSET", ukey(id), id, url)
+    agg_add(weight, plan_rate(s), 1)
+    redis.call("HINCRBY", CNT, "pages", 1)
+    enqueue(host, id, C.now)
+    added = added + 1
+  end
+  if meta ~= "" then
+    local etag, last_modified = xget(id)
+    xset(id, etag, last_modified, meta)
+  end
+end
+return added

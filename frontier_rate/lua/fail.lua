@@ -1,0 +1,31 @@
+-- fail.lua: a fetch that gave no observation (5xx, timeout, DNS error, 404/410).
+-- ARGV after the header: id, host, token, not_found ("1" for 404/410),
+-- backoff base (s), gone_after (consecutive 404/410 that mark the page gone).
+-- Not an observation: the estimator is untouched. The page is retried after
+-- base * 2^(n-1) seconds (n = consecutive failures), capped by max_interval;
+-- after gone_after consecutive 404/410 it is marked gone and leaves the queues.
+-- Returns {status, next_due} with status retry | gone | stale | missing.
+local id, host, token = ARGV[H + 1], ARGV[H + 2], tonumber(ARGV[H + 3])
+local not_found, base, gone_after = ARGV[H + 4] == "1", tonumber(ARGV[H + 5]),
+  tonumber(ARGV[H + 6])
+local now = C.now
+
+local s = load(id)
+if not s then return {"missing", "0"} end
+if s.leases ~= token or not has(s.flags, F_LEASED) then return {"stale", "0"} end
+
+s.fails = math.min(s.fails + 1, 255)
+if not_found then s.notfound = math.min(s.notfound + 1, 255) else s.notfound = 0 end
+s.flags = set(set(s.flags, F_LEASED, false), F_APPLIED, true)
+redis.call("ZREM", LEASES, id .. host)
+if not_found and s.notfound >= gone_after then
+  s.flags = set(s.flags, F_GONE, true)
+  save(id, s)
+  agg_add(s.weight, plan_rate(s), -1)
+  redis.call("HINCRBY", CNT, "gone", 1)
+  return {"gone", "0"}
+end
+save(id, s)
+local due = now + math.min(base * 2 ^ (s.fails - 1), C.max_interval)
+enqueue(host, id, due)
+return {"retry", fmt(due)}

@@ -1,0 +1,6 @@
+-- host_delay.lua: set a host's minimum delay between dispatches (seconds;
+-- negative = back to the default). ARGV after the header: host, delay.
+local host, delay = ARGV[H + 1], tonumber(ARGV[H + 2])
+local next_allowed = host_get(host)
+host_set(host, next_allowed, delay)
+return 1

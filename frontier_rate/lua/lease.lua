@@ -1,0 +1,35 @@
+-- lease.lua: lease chosen candidates (pairs host, id after the header).
+-- A candidate is leased only if it is still queued and due, its host may
+-- dispatch now, and it is not leased: then it leaves its host queue for the
+-- lease zset (deadline now + lease_timeout), its lease counter (the token)
+-- goes up, and the host's next dispatch moves to now + host delay.
+-- Returns, per lease: id, host, url, token, etag, last_modified, meta.
+local now = C.now
+local out = {}
+for i = H + 1, #ARGV, 2 do
+  local host, id = ARGV[i], ARGV[i + 1]
+  local next_allowed, stored_delay = host_get(host)
+  local due = redis.call("ZSCORE", qkey(host), id)
+  local s = load(id)
+  if next_allowed <= now and due and tonumber(due) <= now and s
+      and not has(s.flags, F_LEASED) and not has(s.flags, F_GONE) then
+    redis.call("ZREM", qkey(host), id)
+    redis.call("ZADD", LEASES, fmt(now + C.lease_timeout), id .. host)
+    s.leases = (s.leases + 1) % 4294967296
+    s.flags = set(set(s.flags, F_LEASED, true), F_APPLIED, false)
+    save(id, s)
+    local delay = stored_delay
+    if delay < 0 then delay = C.default_delay end
+    host_set(host, now + delay, stored_delay)
+    host_refresh(host)
+    local etag, last_modified, meta = xget(id)
+    out[#out + 1] = id
+    out[#out + 1] = host
+    out[#out + 1] = redis.call("HGET", ukey(id), id)
+    out[#out + 1] = tostring(s.leases)
+    out[#out + 1] = etag
+    out[#out + 1] = last_modified
+    out[#out + 1] = meta
+  end
+end
+return out

@@ -1,0 +1,304 @@
+-- lib.lua: shared helpers, prepended to every shard script by store.py.
+--
+-- Every shard script gets the same KEYS:
+--   KEYS[1] <prefix>ready   zset  host -> time the host may next dispatch
+--   KEYS[2] <prefix>hosts   hash  host -> struct "<dd": next_allowed, delay (-1 = default)
+--   KEYS[3] <prefix>leases  zset  id..host -> lease deadline
+--   KEYS[4] <prefix>agg     hash  "n:c" / "l:c" / "w:c" per policy cell c
+--   KEYS[5] <prefix>cnt     hash  pages, gone, fetches, changes
+-- and derives the per-bucket and per-host keys below from the same prefix
+-- (they carry the shard's hash tag, so every key lies in one cluster slot):
+--   <prefix>s:<b>  hash id -> packed page state (STATE below)
+--   <prefix>u:<b>  hash id -> url
+--   <prefix>x:<b>  hash id -> etag, last_modified and JSON meta (see xget)
+--   <prefix>q:<host> zset id -> due time
+-- ARGV[1..H] is the common header (see header()); a script's own arguments follow.
+
+local PREFIX = string.sub(KEYS[1], 1, -6)   -- strip "ready"
+local READY, HOSTS, LEASES, AGG, CNT = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+
+-- Page state: weight, estimate, aux, p, last_fetch, fetches, changes, leases,
+-- fingerprint digest, flags, consecutive failures, consecutive 404/410.
+-- est/aux: LLN x_k / S_k, SA y_k / unused, SAM z_k / z_{k-1}, interval log-rate / J.
+local STATE = "<dddddI4I4I4c8BBB"
+local F_LEASED, F_GONE, F_CHANGED, F_APPLIED = 1, 2, 4, 8
+
+local function has(flags, bit) return math.floor(flags / bit) % 2 == 1 end
+local function set(flags, bit, on)
+  if has(flags, bit) == on then return flags end
+  if on then return flags + bit end
+  return flags - bit
+end
+
+local function fmt(x) return string.format("%.17g", x) end
+
+-- Common header ------------------------------------------------------------
+local H = 16
+local function header()
+  return {
+    now = tonumber(ARGV[1]), nu = tonumber(ARGV[2]),
+    freshness = ARGV[3] == "1", discrete = ARGV[4] == "1",
+    estimator = ARGV[5],
+    min_interval = tonumber(ARGV[6]), max_interval = tonumber(ARGV[7]),
+    eta = tonumber(ARGV[8]), beta = tonumber(ARGV[9]), omega = tonumber(ARGV[10]),
+    -- ARGV[11] is reserved
+    default_delay = tonumber(ARGV[12]), lease_timeout = tonumber(ARGV[13]),
+    buckets = tonumber(ARGV[14]), tick = tonumber(ARGV[15]),
+    max_step = tonumber(ARGV[16]),
+  }
+end
+local C = header()
+
+local function bucket_of(id)
+  return struct.unpack(">I4", id) % C.buckets
+end
+local function skey(id) return PREFIX .. "s:" .. bucket_of(id) end
+local function ukey(id) return PREFIX .. "u:" .. bucket_of(id) end
+local function xkey(id) return PREFIX .. "x:" .. bucket_of(id) end
+local function qkey(host) return PREFIX .. "q:" .. host end
+
+local function load(id)
+  local raw = redis.call("HGET", skey(id), id)
+  if not raw then return nil end
+  local s = {}
+  s.weight, s.est, s.aux, s.p, s.last_fetch, s.fetches, s.changes, s.leases,
+    s.fp, s.flags, s.fails, s.notfound = struct.unpack(STATE, raw)
+  return s
+end
+
+local function save(id, s)
+  redis.call("HSET", skey(id), id, struct.pack(STATE, s.weight, s.est, s.aux, s.p,
+    s.last_fetch, s.fetches, s.changes, s.leases, s.fp, s.flags, s.fails, s.notfound))
+end
+
+-- Policy (seed 001 / seed 002, DESIGN §3): mirrors frontier_rate.policy ------
+
+-- Rate the policy plans with: the reported estimate, floored at 1/max_interval
+-- so that a page that has not changed so far still gets a finite rate.
+local function reported(s)
+  if C.estimator == "interval" then return math.exp(s.est) end
+  if C.estimator == "sam" then return math.max(s.est, 0) end
+  return s.est
+end
+local function plan_rate(s)
+  return math.max(reported(s), 1 / C.max_interval)
+end
+
+-- Effective weight: w (objective "changes") or w / lambda ("freshness").
+local function eff_weight(w, lam)
+  if not C.freshness then return w end
+  if lam > 0 then return w / lam end
+  if w > 0 then return math.huge end
+  return 0
+end
+
+-- F(y) = 1 - (1 + y) e^{-y}, by its Taylor series below 1 (policy.index_curve).
+local F_COEF = {0.5, -0.33333333333333331, 0.125, -0.033333333333333333,
+  0.0069444444444444441, -0.0011904761904761906, 0.00017361111111111112,
+  -2.2045855379188714e-05, 2.4801587301587302e-06, -2.5052108385441718e-07,
+  2.296443268665491e-08, -1.9270852604185937e-09, 1.4911969277048643e-10,
+  -1.0706029224547743e-11, 7.1692159985810778e-13, -4.498331606952833e-14,
+  2.6552651846596585e-15, -1.4797143443923793e-16, 7.8096034842931133e-18,
+  -3.9145882126782523e-19, 1.8683261924146203e-20, -8.5099743753875053e-22}
+local function index_curve(y)
+  if y < 1 then
+    local acc = 0
+    for i = #F_COEF, 1, -1 do acc = acc * y + F_COEF[i] end
+    return acc * y * y
+  end
+  if y == math.huge then return 1 end
+  return 1 - (1 + y) * math.exp(-y)
+end
+
+-- The y >= 0 with F(y) = c (policy.optimal_y, the same iteration step by step).
+local function optimal_y(c)
+  if c <= 0 then return 0 end
+  if c >= 1 then return math.huge end
+  if c < 0.5 then
+    local sq = math.sqrt(2 * c)
+    local y = sq * (1 + sq / 3)
+    if sq < 1e-8 then return y end
+    for _ = 1, 5 do y = y - (index_curve(y) - c) / (y * math.exp(-y)) end
+    return y
+  end
+  local log_d = math.log(1 - c)
+  local y = -log_d
+  for _ = 1, 2 do y = -log_d + math.log(1 + y) end
+  for _ = 1, 5 do y = y - (y - math.log(1 + y) + log_d) * (1 + y) / y end
+  return y
+end
+
+-- Planned (mean) interval at threshold nu: t = y(nu / w_eff) / lambda
+-- (policy.interval_for_threshold), bounded by [min_interval, max_interval].
+local function planned_interval(weight, lam)
+  local w_eff = eff_weight(weight, lam)
+  local t = math.huge
+  if lam > 0 and w_eff > C.nu then
+    local c = 0
+    if w_eff < math.huge then c = C.nu / w_eff end
+    t = optimal_y(c) / lam
+  end
+  return math.min(math.max(t, C.min_interval), C.max_interval)
+end
+
+-- Index of a page, `age` seconds after its last fetch (policy.page_index):
+-- continuous w_eff F(lambda age) (seed 001, "lagrangian"), or seed 002's discrete
+-- Whittle index w_eff [1 - a^n (1 + n (1 - a))], a = e^{-lambda T}, n = floor(age / T)
+-- with T = tick ("whittle"). A page never fetched comes first (infinite index).
+local function index(s, now)
+  if s.fetches == 0 then return math.huge end
+  local lam = plan_rate(s)
+  local w_eff = eff_weight(s.weight, lam)
+  local age = math.max(now - s.last_fetch, 0)
+  if C.discrete then
+    local a = math.exp(-lam * C.tick)
+    local n = math.floor(age / C.tick + 1e-9 * math.max(1, age / C.tick))
+    return w_eff * (1 - a ^ n * (1 + n * (1 - a)))
+  end
+  return w_eff * index_curve(lam * age)
+end
+
+-- Policy cell of a page (policy.cell_of): log-spaced bins of weight and rate.
+local function bin(x, log10_min, n_bins)
+  if x <= 0 then return 0 end
+  local b = math.floor((math.log10(x) - log10_min) * 8)
+  return math.min(n_bins - 1, math.max(0, b))
+end
+local function cell_of(weight, lam)
+  return tostring(bin(weight, -6, 96) * 80 + bin(lam, -9, 80))
+end
+
+local function agg_add(weight, lam, sign)
+  local c = cell_of(weight, lam)
+  redis.call("HINCRBY", AGG, "n:" .. c, sign)
+  redis.call("HINCRBYFLOAT", AGG, "l:" .. c, fmt(sign * lam))
+  redis.call("HINCRBYFLOAT", AGG, "w:" .. c, fmt(sign * weight))
+end
+
+-- Move a page's contribution to the cell aggregates from (w0, l0) to (w1, l1).
+local function agg_move(w0, l0, w1, l1)
+  local c0, c1 = cell_of(w0, l0), cell_of(w1, l1)
+  if c0 == c1 then
+    if l0 ~= l1 then redis.call("HINCRBYFLOAT", AGG, "l:" .. c1, fmt(l1 - l0)) end
+    if w0 ~= w1 then redis.call("HINCRBYFLOAT", AGG, "w:" .. c1, fmt(w1 - w0)) end
+    return
+  end
+  agg_add(w0, l0, -1)
+  agg_add(w1, l1, 1)
+end
+
+-- Estimators (seed 004): mirror frontier_rate.estimators exactly -----------
+
+-- expm1 without cancellation (Kahan): Lua 5.1 has none.
+local function expm1(x)
+  local u = math.exp(x)
+  if u == 1 then return x end
+  if u == math.huge then return u end
+  local um1 = u - 1
+  if um1 == -1 then return -1 end
+  return um1 * x / math.log(u)
+end
+
+local function clip(x, lo, hi) return math.min(math.max(x, lo), hi) end
+
+-- One update with change indicator I (0/1), the crawl rate p of this
+-- observation, its realised interval tau; k = number of earlier updates.
+local function update_estimate(s, I, p, tau, k)
+  local e = C.estimator
+  if e == "lln" then
+    -- eq. 1 in ratio form: x_k = I_hat_k / (S_k + alpha_k / p_k), S_k = sum (1 - I_j)/p_j,
+    -- alpha_k = 1 (estimators.lln_estimate)
+    s.aux = s.aux + (1 - I) / p
+    s.est = (s.changes + I) / (s.aux + 1 / p)
+  elseif e == "sa" then
+    -- eq. 2: y_{k+1} = y_k + eta_k [I (y_k + p) - y_k], eta_k = (k+1)^-eta (estimators.sa_step)
+    local eta = (k + 1) ^ (-C.eta)
+    s.est = s.est + eta * (I * (s.est + p) - s.est)
+  elseif e == "sam" then
+    -- eq. 3 with eq. 10: zeta_k = (beta_k - omega eta_k) / beta_{k-1}, beta_k = (k+1)^-beta,
+    -- zeta_0 = 0 (estimators.sam_step / zeta_step); est = z_k, aux = z_{k-1}
+    local eta = (k + 1) ^ (-C.eta)
+    local zeta = 0
+    if k > 0 then zeta = ((k + 1) ^ (-C.beta) - C.omega * eta) / (k ^ (-C.beta)) end
+    local z = s.est
+    s.est = z + eta * (I * (z + p) - z) + zeta * (z - s.aux)
+    s.aux = z
+  elseif e == "interval" then
+    -- recursive MLE in phi = log rate (estimators.interval_step): est = phi, aux = J
+    local x = clip(math.exp(s.est) * tau, 1e-300, 1e300)
+    local r = x / expm1(x)
+    s.aux = s.aux + x * r
+    local score = I * r - (1 - I) * x
+    local step = clip(score / s.aux, -C.max_step, C.max_step)
+    s.est = clip(s.est + step, -690, 690)
+  end
+end
+
+-- Hosts ---------------------------------------------------------------------
+
+local function host_get(host)
+  local raw = redis.call("HGET", HOSTS, host)
+  if not raw then return 0, -1 end
+  return struct.unpack("<dd", raw)
+end
+
+local function host_delay(host)
+  local _, delay = host_get(host)
+  if delay < 0 then return C.default_delay end
+  return delay
+end
+
+local function host_set(host, next_allowed, delay)
+  redis.call("HSET", HOSTS, host, struct.pack("<dd", next_allowed, delay))
+end
+
+-- Re-score a host in the ready zset: max(head due, next allowed); drop it when empty.
+local function host_refresh(host)
+  local head = redis.call("ZRANGE", qkey(host), 0, 0, "WITHSCORES")
+  if #head == 0 then
+    redis.call("ZREM", READY, host)
+    return
+  end
+  local next_allowed = host_get(host)
+  redis.call("ZADD", READY, fmt(math.max(tonumber(head[2]), next_allowed)), host)
+end
+
+local function enqueue(host, id, due)
+  redis.call("ZADD", qkey(host), fmt(due), id)
+  host_refresh(host)
+end
+
+-- Give expired leases back to their host queues (due now), at most `limit`.
+local function reclaim(now, limit)
+  local expired = redis.call("ZRANGEBYSCORE", LEASES, "-inf", fmt(now), "LIMIT", 0, limit)
+  for _, member in ipairs(expired) do
+    redis.call("ZREM", LEASES, member)
+    local id, host = string.sub(member, 1, 8), string.sub(member, 9)
+    local s = load(id)
+    if s and has(s.flags, F_LEASED) then
+      s.flags = set(set(s.flags, F_LEASED, false), F_APPLIED, false)
+      save(id, s)
+      enqueue(host, id, now)
+    end
+  end
+  return #expired
+end
+
+-- Extras: etag, last_modified and the JSON meta, packed as
+-- "<I2I2" lengths of etag and last_modified, then the three strings (meta verbatim).
+local function xget(id)
+  local raw = redis.call("HGET", xkey(id), id)
+  if not raw then return "", "", "" end
+  local le, ll = struct.unpack("<I2I2", raw)
+  return string.sub(raw, 5, 4 + le), string.sub(raw, 5 + le, 4 + le + ll),
+    string.sub(raw, 5 + le + ll)
+end
+
+local function xset(id, etag, last_modified, meta)
+  if etag == "" and last_modified == "" and meta == "" then
+    redis.call("HDEL", xkey(id), id)
+    return
+  end
+  redis.call("HSET", xkey(id), id,
+    struct.pack("<I2I2", #etag, #last_modified) .. etag .. last_modified .. meta)
+end

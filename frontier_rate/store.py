@@ -1,0 +1,159 @@
+"""The Redis key schema and the Lua scripts that read and write it.
+
+Layout (``ns`` = namespace, ``s`` = shard = hash(host) mod ``shards``, ``b`` =
+bucket of a page id within its shard):
+
+====================================  =====  ==============================================
+key                                   type   content
+====================================  =====  ==============================================
+``fr:{ns}:cfg``                       hash   shards, buckets, estimator, objective (fixed
+                                             when the namespace is created)
+``fr:{ns}:tokens``                    hash   the shared token bucket (tokens, ts)
+``fr:{ns}:nu``                        hash   threshold ν, solved_at, budget, planned_rate
+``fr:{ns:s}:ready``                   zset   host -> time the host may dispatch next
+``fr:{ns:s}:hosts``                   hash   host -> packed (next_allowed, delay)
+``fr:{ns:s}:leases``                  zset   page id + host -> lease deadline
+``fr:{ns:s}:agg``                     hash   per policy cell c: n:c, l:c (Σλ), w:c (Σw)
+``fr:{ns:s}:cnt``                     hash   pages, gone, fetches, changes
+``fr:{ns:s}:cursor``                  str    background refresh cursor (bucket number)
+``fr:{ns:s}:q:<host>``                zset   page id -> due time
+``fr:{ns:s}:s:<b>``                   hash   page id -> packed state (63 bytes, ``STATE``)
+``fr:{ns:s}:u:<b>``                   hash   page id -> URL
+``fr:{ns:s}:x:<b>``                   hash   page id -> etag, last_modified, meta JSON
+====================================  =====  ==============================================
+
+A page id is the first 8 bytes of BLAKE2b(URL). Pages live in bucketed small
+hashes so that each hash keeps Redis's compact (listpack/ziplist) encoding;
+every key of a shard carries the hash tag ``{ns:s}``, so each script touches
+one Redis Cluster slot. Scripts get the five fixed shard keys in KEYS and
+derive the bucket and host-queue keys from the same prefix (same tag, same
+slot); all data comes in ARGV. Nothing is pickled: states are ``struct``
+packed numbers and meta is JSON text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import struct
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import redis
+
+logger = logging.getLogger(__name__)
+
+STATE = struct.Struct("<dddddIII8sBBB")
+"""Packed page state; the same layout as ``STATE`` in lua/lib.lua."""
+F_LEASED, F_GONE, F_CHANGED, F_APPLIED = 1, 2, 4, 8
+
+NAMESPACE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+SHARD_SCRIPTS = ("add", "candidates", "lease", "observe", "fail", "refresh", "host_delay",
+                 "stats")
+HEADER_LENGTH = 16
+
+
+def page_id(url: str) -> bytes:
+    """8-byte page id: BLAKE2b of the URL (collisions: ~N²/2^65, negligible below 10^8)."""
+    return hashlib.blake2b(url.encode("utf-8"), digest_size=8).digest()
+
+
+def digest(text: str | bytes) -> bytes:
+    """8-byte digest of a content fingerprint, as stored with the page."""
+    data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+    return hashlib.blake2b(data, digest_size=8, person=b"fingerpr").digest()
+
+
+def shard_of(host: str, shards: int) -> int:
+    """Shard of a host: BLAKE2b(host) mod shards (all pages of a host share a shard)."""
+    h = hashlib.blake2b(host.encode("utf-8"), digest_size=4).digest()
+    return int.from_bytes(h, "big") % shards
+
+
+def bucket_of(pid: bytes, buckets: int) -> int:
+    """Bucket of a page id within its shard; lua/lib.lua computes the same."""
+    return int.from_bytes(pid[:4], "big") % buckets
+
+
+@dataclass(frozen=True)
+class Keys:
+    """Key names of one namespace."""
+
+    namespace: str
+    shards: int
+
+    @property
+    def cfg(self) -> str:
+        return f"fr:{{{self.namespace}}}:cfg"
+
+    @property
+    def tokens(self) -> str:
+        return f"fr:{{{self.namespace}}}:tokens"
+
+    @property
+    def nu(self) -> str:
+        return f"fr:{{{self.namespace}}}:nu"
+
+    def prefix(self, shard: int) -> str:
+        return f"fr:{{{self.namespace}:{shard}}}:"
+
+    def shard_keys(self, shard: int) -> list[str]:
+        """KEYS of every shard script (order fixed by lua/lib.lua)."""
+        p = self.prefix(shard)
+        return [p + "ready", p + "hosts", p + "leases", p + "agg", p + "cnt"]
+
+    def state(self, shard: int, bucket: int) -> str:
+        return f"{self.prefix(shard)}s:{bucket}"
+
+    def url(self, shard: int, bucket: int) -> str:
+        return f"{self.prefix(shard)}u:{bucket}"
+
+    def extras(self, shard: int, bucket: int) -> str:
+        return f"{self.prefix(shard)}x:{bucket}"
+
+    def queue(self, shard: int, host: str) -> str:
+        return f"{self.prefix(shard)}q:{host}"
+
+    def cursor(self, shard: int) -> str:
+        return f"{self.prefix(shard)}cursor"
+
+
+def unpack_state(raw: bytes) -> dict[str, Any]:
+    """A packed page state as a dict (field names as in lua/lib.lua)."""
+    (weight, est, aux, p, last_fetch, fetches, changes, leases, fp, flags, fails,
+     notfound) = STATE.unpack(raw)
+    return {"weight": weight, "est": est, "aux": aux, "p": p, "last_fetch": last_fetch,
+            "fetches": fetches, "changes": changes, "leases": leases, "fp": fp,
+            "flags": flags, "fails": fails, "notfound": notfound}
+
+
+def unpack_extras(raw: bytes | None) -> tuple[str | None, str | None, str | None]:
+    """(etag, last_modified, meta JSON) from an extras value; None for absent parts."""
+    if not raw:
+        return None, None, None
+    le, ll = struct.unpack_from("<HH", raw)
+    etag = raw[4:4 + le].decode("utf-8", "replace") or None
+    lm = raw[4 + le:4 + le + ll].decode("utf-8", "replace") or None
+    meta = raw[4 + le + ll:].decode("utf-8") or None
+    return etag, lm, meta
+
+
+class Scripts:
+    """The Lua scripts, registered on one client.
+
+    Each shard script is ``lua/lib.lua`` followed by ``lua/<name>.lua``; the
+    token bucket script stands alone. Calls go through ``redis.commands.core.Script``
+    (EVALSHA, falling back to EVAL when the server has not seen the script).
+    """
+
+    def __init__(self, client: redis.Redis) -> None:
+        lib = _read("lib.lua")
+        self.shard = {name: client.register_script(lib + "\n" + _read(f"{name}.lua"))
+                      for name in SHARD_SCRIPTS}
+        self.take_tokens = client.register_script(_read("take_tokens.lua"))
+
+
+def _read(name: str) -> str:
+    return resources.files("frontier_rate").joinpath("lua", name).read_text("utf-8")
