@@ -83,6 +83,8 @@ BURST_SECONDS = 1.0
 BACKOFF_BASE = 60.0
 GONE_AFTER = 3
 CANDIDATE_LOOK = 4
+OBSERVE_BATCH = 256
+"""Observations per script call in ``observe_many``."""
 REFRESH_PAGES = 256
 """Pages re-planned per background refresh step (one shard per next_requests call)."""
 PRIOR_RATE = 1.0 / 86400
@@ -96,7 +98,8 @@ class Dispatch:
     """A page handed to a crawler: a lease until ``observe`` or ``failed``.
 
     ``etag`` / ``last_modified`` are the validators stored from the previous
-    fetch (for a conditional request), ``None`` when unknown.
+    fetch (for a conditional request), ``None`` when unknown. ``due`` is the
+    time the page fell due (lateness = fetch time - due).
     """
 
     url: str
@@ -105,6 +108,7 @@ class Dispatch:
     meta: dict | None = None
     etag: str | None = None
     last_modified: str | None = None
+    due: float | None = None
 
 
 @dataclass(frozen=True)
@@ -213,9 +217,8 @@ class Frontier:
         self._nu = 0.0
         self._nu_read_at = -math.inf
         self._solved_at = -math.inf
-        self._pages_hint = 0
-        self._refresh_left = 0
-        self._refresh_shard = 0
+        self._refresh_pending: list[int] = []
+        self._unused_tokens = 0
         with self._errors():
             self.client.hset(self.keys.nu, "budget", repr(self.budget))
 
@@ -265,8 +268,12 @@ class Frontier:
         return _real("now", now)
 
     def _shard_call(self, target: Any, name: str, shard: int, now: float, args: list) -> Any:
-        return self.scripts.shard[name](keys=self.keys.shard_keys(shard),
-                                        args=self._header(now) + args, client=target)
+        """Queue a shard script on a pipeline (or run it on the client)."""
+        return self.scripts.call(target, name, self.keys.shard_keys(shard),
+                                 self._header(now) + args)
+
+    def _run_one(self, name: str, shard: int, now: float, args: list) -> Any:
+        return self.scripts.run(lambda pipe: self._shard_call(pipe, name, shard, now, args))[0]
 
     # ------------------------------------------------------------------ pages
 
@@ -286,7 +293,9 @@ class Frontier:
             if isinstance(item, str):
                 url, weight, meta = item, 1.0, None
             else:
-                url, weight, meta = (tuple(item) + (1.0, None))[:3]
+                url, weight, meta = (*item, 1.0, None)[:3] if len(item) >= 1 else (None,) * 3
+                if len(item) == 2:
+                    meta = None
             host = parse_url(url)
             weight = _real(f"weight of {url!r}", weight, minimum=0.0)
             meta_text = ""
@@ -303,14 +312,14 @@ class Frontier:
             return 0
         est0, aux0 = self._initial_state()
         added = 0
-        with self._errors():
-            pipe = self.client.pipeline(transaction=False)
+        def build(pipe: Any) -> None:
             for shard, args in groups.items():
                 for i in range(0, len(args), 500 * 5):
                     self._shard_call(pipe, "add", shard, now,
                                      [repr(est0), repr(aux0)] + args[i:i + 500 * 5])
-            added = sum(int(n) for n in pipe.execute())
-        self._pages_hint += added
+
+        with self._errors():
+            added = sum(int(n) for n in self.scripts.run(build))
         return added
 
     # ------------------------------------------------------------------ dispatch
@@ -328,12 +337,15 @@ class Frontier:
             granted = self._take_tokens(now, max_n)
             if granted == 0:
                 return []
-            pipe = self.client.pipeline(transaction=False)
             window = str(max(2 * granted, 16))
-            for shard in range(self.shards):
-                self._shard_call(pipe, "candidates", shard, now, [window, str(CANDIDATE_LOOK)])
+
+            def find(pipe: Any) -> None:
+                for shard in range(self.shards):
+                    self._shard_call(pipe, "candidates", shard, now,
+                                     [window, str(CANDIDATE_LOOK)])
+
             candidates = []
-            for shard, flat in enumerate(pipe.execute()):
+            for shard, flat in enumerate(self.scripts.run(find)):
                 for i in range(0, len(flat), 3):
                     candidates.append((float(flat[i + 2]), shard, flat[i], flat[i + 1]))
             candidates.sort(key=lambda c: -c[0])
@@ -342,22 +354,23 @@ class Frontier:
                 chosen[shard] += [host, pid]
             dispatches: list[Dispatch] = []
             if chosen:
-                pipe = self.client.pipeline(transaction=False)
-                order = list(chosen)
-                for shard in order:
-                    self._shard_call(pipe, "lease", shard, now, chosen[shard])
-                for flat in pipe.execute():
-                    for i in range(0, len(flat), 7):
-                        dispatches.append(_dispatch(flat[i + 1:i + 7]))
-            if len(dispatches) < granted:
-                self._take_tokens(now, -(granted - len(dispatches)))
+                def lease(pipe: Any) -> None:
+                    for shard, args in chosen.items():
+                        self._shard_call(pipe, "lease", shard, now, args)
+
+                for flat in self.scripts.run(lease):
+                    for i in range(0, len(flat), 8):
+                        dispatches.append(_dispatch(flat[i + 1:i + 8]))
+            self._unused_tokens = granted - len(dispatches)
         return dispatches
 
     def _take_tokens(self, now: float, want: int) -> int:
+        """Take up to ``want`` tokens from the shared bucket, returning the last call's unused."""
         burst = max(1.0, self.budget * BURST_SECONDS)
-        return int(self.scripts.take_tokens(
-            keys=[self.keys.tokens],
-            args=[repr(now), repr(self.budget), repr(burst), str(want)]))
+        give_back, self._unused_tokens = self._unused_tokens, 0
+        return int(self.scripts.call(
+            self.client, "take_tokens", [self.keys.tokens],
+            [repr(now), repr(self.budget), repr(burst), str(want), str(give_back)]))
 
     def next_due_time(self) -> float | None:
         """Earliest time a page may be dispatched (host delay included) or a lease expires."""
@@ -388,27 +401,39 @@ class Frontier:
 
     def observe_many(self, results: Iterable[tuple[Dispatch, Mapping[str, Any]]]
                      ) -> list[Observation]:
-        """``observe`` for many (dispatch, keyword dict) pairs in pipelined batches."""
-        calls = []
-        for dispatch, kwargs in results:
-            calls.append(self._observe_args(dispatch, **kwargs))
-        out: list[Observation] = []
+        """``observe`` for many (dispatch, keyword dict) pairs: one script call per shard batch.
+
+        Each observation is still its own atomic step (in input order within
+        a shard); the batching only saves round trips and script start-up.
+        """
+        calls = [self._observe_args(dispatch, **kwargs) for dispatch, kwargs in results]
+        out: list[Observation | None] = [None] * len(calls)
+        groups: dict[int, list[int]] = defaultdict(list)
+        for i, call in enumerate(calls):
+            if call[0] == "observe":
+                groups[call[1]].append(i)
+        batches = [(shard, idx[j:j + OBSERVE_BATCH]) for shard, idx in groups.items()
+                   for j in range(0, len(idx), OBSERVE_BATCH)]
+
+        def build(pipe: Any) -> None:
+            for shard, idx in batches:
+                now = max(calls[i][2] for i in idx)
+                args = [a for i in idx for a in calls[i][3]]
+                self._shard_call(pipe, "observe", shard, now, args)
+
         with self._errors():
             times = [c[2] if c[0] == "observe" else c[4] for c in calls]
-            self._maybe_resolve(max(times, default=self._now(None)))
-            for i in range(0, len(calls), 1000):
-                chunk = calls[i:i + 1000]
-                pipe = self.client.pipeline(transaction=False)
-                for call in chunk:
-                    if call[0] == "observe":
-                        self._shard_call(pipe, "observe", call[1], call[2], call[3])
-                replies = iter(pipe.execute())
-                for call in chunk:
-                    if call[0] == "observe":
-                        out.append(_observation(next(replies)))
-                    else:
-                        out.append(self._fail(*call[1:]))
-        return out
+            if not times:
+                return []
+            self._maybe_resolve(max(times))
+            if batches:
+                for (_, idx), flat in zip(batches, self.scripts.run(build), strict=True):
+                    for k, i in enumerate(idx):
+                        out[i] = _observation(flat[4 * k:4 * k + 4])
+            for i, call in enumerate(calls):
+                if call[0] == "fail":
+                    out[i] = self._fail(*call[1:])
+        return out  # type: ignore[return-value]
 
     def _observe_args(self, dispatch: Dispatch, *, fingerprint: str | bytes | None = None,
                       not_modified: bool = False, status: int = 200,
@@ -428,9 +453,8 @@ class Frontier:
         if fingerprint is not None and not isinstance(fingerprint, (str, bytes)):
             raise ValueError(f"fingerprint must be str or bytes, got {type(fingerprint).__name__}")
         host = parse_url(dispatch.url)
-        pid = page_id(dispatch.url)
-        token = _token(dispatch)
-        args = [pid, host, token, b"" if fingerprint is None else digest(fingerprint),
+        args = [page_id(dispatch.url), host, _token(dispatch), repr(now),
+                b"" if fingerprint is None else digest(fingerprint),
                 "1" if not_modified else "0", _validator("etag", etag),
                 _validator("last_modified", last_modified), repr(1.0 - self._rng.random())]
         return ("observe", shard_of(host, self.shards), now, args)
@@ -454,10 +478,9 @@ class Frontier:
               ) -> Observation:
         host = parse_url(dispatch.url)
         pid = page_id(dispatch.url)
-        reply = self._shard_call(self.client, "fail", shard_of(host, self.shards), now,
-                                 [pid, host, _token(dispatch),
-                                  "1" if status in (404, 410) else "0",
-                                  repr(BACKOFF_BASE), str(GONE_AFTER)])
+        reply = self._run_one("fail", shard_of(host, self.shards), now,
+                              [pid, host, _token(dispatch), "1" if status in (404, 410) else "0",
+                               repr(BACKOFF_BASE), str(GONE_AFTER)])
         outcome = reply[0].decode()
         logger.debug("fetch of %s failed (%s): %s", dispatch.url, reason, outcome)
         page = self.page(dispatch.url) or {}
@@ -472,8 +495,8 @@ class Frontier:
         delay = -1.0 if seconds is None else _real("seconds", seconds, minimum=0.0)
         host = host.lower()
         with self._errors():
-            self._shard_call(self.client, "host_delay", shard_of(host, self.shards),
-                             self._now(None), [host, repr(delay)])
+            self._run_one("host_delay", shard_of(host, self.shards), self._now(None),
+                          [host, repr(delay)])
 
     # ------------------------------------------------------------------ threshold
 
@@ -503,7 +526,6 @@ class Frontier:
         now = self._now(now)
         with self._errors():
             cells = self.cells()
-            self._pages_hint = int(sum(c[0] for c in cells.values()))
             if cells:
                 sol = policy.solve_threshold(cells, self.budget, self.min_interval,
                                              self.max_interval, self.objective)
@@ -520,7 +542,7 @@ class Frontier:
 
     def _set_nu(self, nu: float, now: float) -> None:
         if nu != self._nu:
-            self._refresh_left = self.shards * self.buckets
+            self._refresh_pending = list(range(self.shards))
         self._nu, self._nu_read_at = nu, now
 
     def _maybe_resolve(self, now: float) -> None:
@@ -537,24 +559,16 @@ class Frontier:
         self._set_nu(float(raw[0]), now)
 
     def _refresh_step(self, now: float) -> None:
-        """Re-plan a few hundred queued pages of one shard under the current ν."""
-        if self._refresh_left <= 0:
+        """Re-plan up to REFRESH_PAGES queued pages of one shard under the current ν."""
+        if not self._refresh_pending:
             return
-        shard = self._refresh_shard
-        self._refresh_shard = (shard + 1) % self.shards
-        per_bucket = max(1.0, self._pages_hint / (self.shards * self.buckets))
-        n = int(min(self.buckets, max(1, REFRESH_PAGES // per_bucket)))
-        end = int(self.client.incrby(self.keys.cursor(shard), n))
-        self._refresh_left -= n * self.shards
-        pipe = self.client.pipeline(transaction=False)
-        for b in range(end - n, end):
-            pipe.hgetall(self.keys.url(shard, b % self.buckets))
-        args: list = []
-        for urls in pipe.execute():
-            for pid, url in urls.items():
-                args += [parse_url(url.decode()), pid]
-        if args:
-            self._shard_call(self.client, "refresh", shard, now, args)
+        shard = self._refresh_pending[0]
+        seen, moved, wrapped = self._run_one("refresh", shard, now, [str(REFRESH_PAGES)])
+        self._refresh_pending.pop(0)
+        if not wrapped:
+            self._refresh_pending.append(shard)
+        if moved:
+            logger.debug("refresh: shard %d, %d pages looked at, %d moved", shard, seen, moved)
 
     # ------------------------------------------------------------------ inspection
 
@@ -632,10 +646,11 @@ class Frontier:
         now = self._now(now)
         totals: dict[str, float] = defaultdict(float)
         with self._errors():
-            pipe = self.client.pipeline(transaction=False)
-            for shard in range(self.shards):
-                self._shard_call(pipe, "stats", shard, now, ["100000"])
-            for flat in pipe.execute():
+            def build(pipe: Any) -> None:
+                for shard in range(self.shards):
+                    self._shard_call(pipe, "stats", shard, now, ["100000"])
+
+            for flat in self.scripts.run(build):
                 for i in range(0, len(flat), 2):
                     totals[flat[i].decode()] += float(flat[i + 1])
             nu = self.client.hgetall(self.keys.nu)
@@ -698,10 +713,10 @@ def _validator(field: str, value: str | None) -> str:
 
 
 def _dispatch(fields: list) -> Dispatch:
-    host, url, token, etag, lm, meta = (f.decode("utf-8") if isinstance(f, bytes) else f
-                                        for f in fields)
+    host, url, token, etag, lm, meta, due = (f.decode("utf-8") if isinstance(f, bytes) else f
+                                             for f in fields)
     return Dispatch(url=url, token=token, host=host, meta=json.loads(meta) if meta else None,
-                    etag=etag or None, last_modified=lm or None)
+                    etag=etag or None, last_modified=lm or None, due=float(due))
 
 
 def _observation(reply: list) -> Observation:

@@ -141,18 +141,49 @@ def unpack_extras(raw: bytes | None) -> tuple[str | None, str | None, str | None
 
 
 class Scripts:
-    """The Lua scripts, registered on one client.
+    """The Lua scripts, loaded on one client and called by SHA (EVALSHA).
 
     Each shard script is ``lua/lib.lua`` followed by ``lua/<name>.lua``; the
-    token bucket script stands alone. Calls go through ``redis.commands.core.Script``
-    (EVALSHA, falling back to EVAL when the server has not seen the script).
+    token bucket script stands alone. Scripts are loaded once; when the
+    server has lost them (restart, SCRIPT FLUSH) ``run`` loads them again and
+    rebuilds the call. Plain EVALSHA in a pipeline avoids the SCRIPT EXISTS
+    round trip redis-py's ``Script`` adds to every pipeline.
     """
 
     def __init__(self, client: redis.Redis) -> None:
+        self.client = client
         lib = _read("lib.lua")
-        self.shard = {name: client.register_script(lib + "\n" + _read(f"{name}.lua"))
-                      for name in SHARD_SCRIPTS}
-        self.take_tokens = client.register_script(_read("take_tokens.lua"))
+        self.source = {name: lib + "\n" + _read(f"{name}.lua") for name in SHARD_SCRIPTS}
+        self.source["take_tokens"] = _read("take_tokens.lua")
+        self.sha = {name: hashlib.sha1(text.encode("utf-8")).hexdigest()
+                    for name, text in self.source.items()}
+        self.load()
+
+    def load(self) -> None:
+        for text in self.source.values():
+            self.client.script_load(text)
+
+    def call(self, target: Any, name: str, keys: list[str], args: list) -> Any:
+        """Queue (on a pipeline) or run (on a client) one script."""
+        return target.evalsha(self.sha[name], len(keys), *keys, *args)
+
+    def run(self, build: Any) -> list:
+        """Execute ``build(pipeline)`` as one pipeline; reload scripts once if the server lost them.
+
+        A NOSCRIPT error means no script of the pipeline ran (they all need
+        the same loaded scripts), so building it again is safe.
+        """
+        for attempt in (1, 2):
+            pipe = self.client.pipeline(transaction=False)
+            build(pipe)
+            try:
+                return pipe.execute()
+            except redis.exceptions.NoScriptError:
+                if attempt == 2:
+                    raise
+                logger.info("Redis lost the frontier scripts; loading them again")
+                self.load()
+        raise AssertionError("unreachable")
 
 
 def _read(name: str) -> str:

@@ -3,7 +3,7 @@
 -- dispatch now, and it is not leased: then it leaves its host queue for the
 -- lease zset (deadline now + lease_timeout), its lease counter (the token)
 -- goes up, and the host's next dispatch moves to now + host delay.
--- Returns, per lease: id, host, url, token, etag, last_modified, meta.
+-- Returns, per lease: id, host, url, token, etag, last_modified, meta, due.
 local now = C.now
 local out = {}
 for i = H + 1, #ARGV, 2 do
@@ -30,6 +30,7 @@ for i = H + 1, #ARGV, 2 do
     out[#out + 1] = etag
     out[#out + 1] = last_modified
     out[#out + 1] = meta
+    out[#out + 1] = due
   end
 end
 return out

@@ -1,26 +1,64 @@
 -- refresh.lua: re-plan queued pages under the current threshold nu (DESIGN §3:
--- due times go stale when nu moves). ARGV after the header: pairs host, id.
+-- due times go stale when nu moves), at most `limit` pages per call.
+-- ARGV after the header: limit.
+-- The cursor hash <prefix>cursor is shared by all processes: c = HSCAN cursor over the hosts
+-- hash, p = hosts of the current HSCAN batch still to do ("\n"-separated),
+-- o = rank offset reached in the first of them, s = 1 while a sweep is under way.
 -- A queued, fetched page keeps its standardised draw E = (due - last_fetch) * p
--- and gets due = last_fetch + E * mean(nu), p = 1 / mean(nu) (for `interval`
--- E is 1). Leased, gone, never-fetched and retrying pages are left alone.
--- Returns the number of pages whose due time moved.
-local moved = 0
-for i = H + 1, #ARGV, 2 do
-  local host, id = ARGV[i], ARGV[i + 1]
-  local s = load(id)
-  local due = redis.call("ZSCORE", qkey(host), id)
-  if s and due and s.fetches > 0 and s.fails == 0 and s.p > 0
-      and not has(s.flags, F_LEASED) and not has(s.flags, F_GONE) then
-    local mean = planned_interval(s.weight, plan_rate(s))
-    if math.abs(mean * s.p - 1) > 1e-12 then
-      local e = (tonumber(due) - s.last_fetch) * s.p
-      if C.estimator == "interval" then e = 1 end
-      s.p = 1 / mean
-      save(id, s)
-      redis.call("ZADD", qkey(host), fmt(s.last_fetch + e * mean), id)
-      host_refresh(host)
-      moved = moved + 1
+-- and gets due = last_fetch + E * mean(nu), p = 1 / mean(nu) (E = 1 for the
+-- periodic `interval` estimator). Never-fetched and retrying pages are left alone.
+-- Returns {pages looked at, pages moved, 1 if this call finished a sweep of the shard}.
+local limit, cursor_key = tonumber(ARGV[H + 1]), PREFIX .. "cursor"
+local cur = redis.call("HMGET", cursor_key, "c", "p", "o", "s")
+local scan, offset, in_sweep = cur[1] or "0", tonumber(cur[3] or "0"), cur[4] == "1"
+local pending = {}
+for h in string.gmatch(cur[2] or "", "[^\n]+") do pending[#pending + 1] = h end
+local seen, moved, wrapped = 0, 0, 0
+
+local function replan(h, from, count)
+  local queued = redis.call("ZRANGE", qkey(h), from, from + count - 1, "WITHSCORES")
+  for j = 1, #queued, 2 do
+    local id, due = queued[j], tonumber(queued[j + 1])
+    local s = load(id)
+    if s and s.fetches > 0 and s.fails == 0 and s.p > 0 then
+      local mean = planned_interval(s.weight, plan_rate(s))
+      if math.abs(mean * s.p - 1) > 1e-12 then
+        local e = (due - s.last_fetch) * s.p
+        if C.estimator == "interval" then e = 1 end
+        s.p = 1 / mean
+        save(id, s)
+        redis.call("ZADD", qkey(h), fmt(s.last_fetch + e * mean), id)
+        moved = moved + 1
+      end
+    end
+  end
+  if #queued > 0 then host_refresh(h) end
+  return #queued / 2
+end
+
+while seen < limit do
+  if #pending == 0 then
+    if scan == "0" and in_sweep then
+      wrapped, in_sweep = 1, false
+      break
+    end
+    local reply = redis.call("HSCAN", HOSTS, scan, "COUNT", 16)
+    scan, in_sweep, offset = reply[1], true, 0
+    for j = 1, #reply[2], 2 do pending[#pending + 1] = reply[2][j] end
+  else
+    local want = limit - seen
+    local n = replan(pending[1], offset, want)
+    seen = seen + n
+    if n >= want then
+      offset = offset + n
+    else
+      table.remove(pending, 1)
+      offset = 0
     end
   end
 end
-return moved
+local flag = "0"
+if in_sweep then flag = "1" end
+redis.call("HSET", cursor_key, "c", scan, "p", table.concat(pending, "\n"), "o", offset,
+  "s", flag)
+return {seen, moved, wrapped}
