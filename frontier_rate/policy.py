@@ -138,13 +138,16 @@ def index_curve(y) -> np.ndarray | float:
     Taylor series Σ_{k≥2} (−1)^k (k−1) y^k/k! avoids the cancellation of the
     closed form, so F(y) ≈ y²/2 keeps full relative precision for tiny y.
     """
-    arr = _array("y", y, allow_inf=True)
+    return _result(_index_curve(_array("y", y, allow_inf=True)), y)
+
+
+def _index_curve(arr: np.ndarray) -> np.ndarray:
     out = np.ones_like(arr)
     small = arr < 1.0
     out[small] = _series(arr[small], _F_COEF)
     mid = ~small & np.isfinite(arr)
     out[mid] = 1.0 - (1.0 + arr[mid]) * np.exp(-arr[mid])
-    return _result(out, y)
+    return out
 
 
 def _excess(s: np.ndarray) -> np.ndarray:
@@ -173,7 +176,10 @@ def optimal_y(c) -> np.ndarray | float:
     is ill-conditioned (dy = dc·e^{y}/y): a threshold that rounds to w loses the
     interval, which the engine's max_interval then bounds.
     """
-    arr = _array("c", c, allow_inf=True, allow_negative=True)
+    return _result(_optimal_y(_array("c", c, allow_inf=True, allow_negative=True)), c)
+
+
+def _optimal_y(arr: np.ndarray) -> np.ndarray:
     out = np.zeros_like(arr)
     out[arr >= 1.0] = np.inf
 
@@ -184,7 +190,7 @@ def optimal_y(c) -> np.ndarray | float:
     go = s >= TINY_S
     yg, cg = y[go], cs[go]
     for _ in range(NEWTON_STEPS):
-        yg = yg - (index_curve(yg) - cg) / (yg * np.exp(-yg))
+        yg = yg - (_index_curve(yg) - cg) / (yg * np.exp(-yg))
     y[go] = yg
     out[small] = y
 
@@ -196,7 +202,7 @@ def optimal_y(c) -> np.ndarray | float:
     for _ in range(NEWTON_STEPS):
         y = y - (y - np.log(1.0 + y) + log_d) * (1.0 + y) / y
     out[large] = y
-    return _result(out, c)
+    return out
 
 
 # --------------------------------------------------------------------------- objectives
@@ -346,12 +352,14 @@ def frequency_for_threshold(nu, rate, weight, objective: str = "changes") -> np.
 # --------------------------------------------------------------------------- seed 001: exact solver
 
 
-def _freqs(nu: float, w_eff: np.ndarray, rates: np.ndarray) -> np.ndarray:
-    """Per-page f_i(ν) for ν > 0 and pages with finite w_eff > 0 and λ > 0 (callers filter)."""
+def _freqs(nu, w_eff: np.ndarray, rates: np.ndarray) -> np.ndarray:
+    """Per-page f_i(ν) for ν > 0 (a number or one per page) and pages with finite
+    w_eff > 0 and λ > 0 (callers filter)."""
+    nu = np.broadcast_to(np.asarray(nu, dtype=float), rates.shape)
     out = np.zeros_like(rates)
     live = w_eff > nu
     with np.errstate(divide="ignore"):
-        out[live] = rates[live] / np.asarray(optimal_y(nu / w_eff[live]))
+        out[live] = rates[live] / _optimal_y(nu[live] / w_eff[live])
     return out
 
 
@@ -400,14 +408,61 @@ def _allocate(w_eff: np.ndarray, rates: np.ndarray, budget: float) -> tuple[floa
     Pages with no value (w_eff = 0 or λ = 0) get 0; if there is none with value,
     ν = 0 and f = 0 (nothing can use the budget).
     """
+    nus, f = _allocate_groups(w_eff, rates, np.zeros(len(rates), dtype=np.int64),
+                              np.array([budget], dtype=float))
+    return float(nus[0]), f
+
+
+def _allocate_groups(w_eff: np.ndarray, rates: np.ndarray, group: np.ndarray,
+                     budgets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``_allocate`` for several independent groups at once (e.g. hosts and their caps).
+
+    Group g's pages share a budget budgets[g] and get their own threshold ν_g;
+    every group is bisected on log ν in the same vectorised pass (the scalar
+    steps of ``_bracket``), then its budget left between lo and hi goes to its
+    marginal pages (``_blend``). Returns (ν per group, f per page).
+    """
+    n_groups = len(budgets)
     f = np.zeros_like(rates)
     live = (w_eff > 0) & (rates > 0)
-    if budget <= 0 or not live.any():
-        return (float(w_eff[live].max()) if live.any() else 0.0), f
-    w, lam = w_eff[live], rates[live]
-    lo, hi = _bracket(lambda nu: float(_freqs(nu, w, lam).sum()), budget, float(w.max()))
-    f[live] = _blend(_freqs(lo, w, lam), _freqs(hi, w, lam), budget)
-    return lo, f
+    top = np.zeros(n_groups)
+    np.maximum.at(top, group[live], w_eff[live])
+    todo = (budgets > 0) & (top > 0)
+    if not todo.any():
+        return top, f
+    pages = live & todo[group]
+    w, lam, g = w_eff[pages], rates[pages], group[pages]
+
+    def totals(nu_g: np.ndarray) -> np.ndarray:
+        return np.bincount(g, weights=_freqs(nu_g[g], w, lam), minlength=n_groups)
+
+    lo, hi = top.copy(), top.copy()
+    short = todo.copy()
+    while True:
+        short &= totals(lo) < budgets
+        if not short.any():
+            break
+        hi[short] = lo[short]
+        lo[short] /= 16.0
+        if (lo[short] < 1e-300).any():
+            raise ValueError(f"budget {budgets[short].max()!r} is too large for these pages")
+    for _ in range(200):
+        mid = np.sqrt(lo * hi)
+        bad = ~((lo < mid) & (mid < hi))
+        mid[bad] = 0.5 * (lo[bad] + hi[bad])
+        open_ = todo & (lo < mid) & (mid < hi)
+        if not open_.any():
+            break
+        above = totals(mid) >= budgets
+        lo = np.where(open_ & above, mid, lo)
+        hi = np.where(open_ & ~above, mid, hi)
+    f_lo, f_hi = _freqs(lo[g], w, lam), _freqs(hi[g], w, lam)
+    s_lo = np.bincount(g, weights=f_lo, minlength=n_groups)
+    s_hi = np.bincount(g, weights=f_hi, minlength=n_groups)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        theta = np.where(s_lo > s_hi, np.clip((budgets - s_hi) / (s_lo - s_hi), 0.0, 1.0), 0.0)
+    f[pages] = f_hi + theta[g] * (f_lo - f_hi)
+    return np.where(todo, lo, top), f
 
 
 def dual_value(nu, values, rates, budget, objective: str = "changes") -> float:
@@ -891,29 +946,29 @@ def solve_with_host_caps(values, rates, hosts: Sequence[Hashable], host_caps: Ma
     for i, h in enumerate(host_list):
         groups.setdefault(h, []).append(i)
     groups = {h: np.array(ix, dtype=np.int64) for h, ix in groups.items()}
-    tau: dict = {}
-    capped_f: dict = {}
-    for h, ix in groups.items():
-        cap = float(host_caps.get(h, math.inf))
-        if math.isinf(cap):
-            tau[h] = 0.0
-            continue
-        tau[h], capped_f[h] = _allocate(w_eff[ix], lam[ix], cap)
-        if not live[ix].any():
-            tau[h] = math.inf
+    capped = [h for h in groups if math.isfinite(float(host_caps.get(h, math.inf)))]
+    slot = np.full(len(lam), -1, dtype=np.int64)
+    for k, h in enumerate(capped):
+        slot[groups[h]] = k
+    in_capped = slot >= 0
+    caps = np.array([float(host_caps[h]) for h in capped], dtype=float)
+    taus, f_cap = _allocate_groups(w_eff[in_capped], lam[in_capped], slot[in_capped], caps)
+    tau = {h: 0.0 for h in groups}  # uncapped hosts: τ = 0, never binding for ν > 0
+    for k, h in enumerate(capped):
+        tau[h] = float(taus[k]) if live[groups[h]].any() else math.inf
+    page_tau = np.zeros_like(lam)
+    page_tau[in_capped] = np.array([tau[h] for h in capped])[slot[in_capped]]
+    capped_full = np.zeros_like(lam)
+    capped_full[in_capped] = f_cap
 
     def alloc(nu: float) -> np.ndarray:
-        f = np.zeros_like(lam)
-        for h, ix in groups.items():
-            if nu <= tau[h] and h in capped_f:
-                f[ix] = capped_f[h]
-            else:
-                sub = ix[live[ix]]
-                f[sub] = _freqs(nu, w_eff[sub], lam[sub])
+        at_cap = nu <= page_tau
+        f = np.where(at_cap, capped_full, 0.0)
+        free = live & ~at_cap
+        f[free] = _freqs(nu, w_eff[free], lam[free])
         return f
 
-    uncapped_value = any(live[ix].any() and h not in capped_f for h, ix in groups.items())
-    if not uncapped_value:
+    if not (live & ~in_capped).any():
         ceiling = alloc(0.0)
         if float(ceiling.sum()) <= b:
             total = float(ceiling.sum())

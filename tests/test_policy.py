@@ -194,9 +194,13 @@ def test_discrete_index_tends_to_continuous_and_is_stable():
     w, lam, t = 2.0, 0.7, 3.0
     cont = P.page_index(t, lam, w)
     assert P.page_index(t, lam, w, period=t / 100000) == pytest.approx(cont, rel=1e-4)
-    # tiny λT: the discrete form must not cancel (≈ w (nλT)²/2 for small n λT)
+    # tiny λT = 1e-12: the discrete form must not cancel; 60-digit reference
+    with localcontext() as ctx:
+        ctx.prec = 60
+        a = (-Decimal(1e-12)).exp()
+        ref = Decimal(w) * (1 - a**5 * (1 + 5 * (1 - a)))  # ≈ w (n² + n)(λT)²/2
     tiny = P.page_index(5e-9, 1e-3, w, period=1e-9)
-    assert tiny == pytest.approx(w * (5 * 1e-12) ** 2 / 2, rel=1e-6)
+    assert abs(Decimal(tiny) - ref) <= ref * Decimal("1e-9")
 
 
 def test_continuous_index_tiny_lambda_t_is_positive_and_quadratic():
@@ -222,7 +226,7 @@ def test_continuous_index_is_marginal_value_of_frequency(objective):
             return ff * scale * -math.expm1(-lam / ff)
 
         deriv = (tbar(f + h) - tbar(f - h)) / (2 * h)
-        assert P.page_index(t, lam, w, objective=objective) == pytest.approx(deriv, rel=1e-6)
+        assert P.page_index(t, lam, w, objective=objective) == pytest.approx(deriv, rel=1e-6, abs=0)
 
 
 def test_freshness_objective_is_weighted_time_average_freshness():
@@ -325,7 +329,7 @@ def test_budget_met_exactly_when_pages_sit_at_the_margin():
         nu = solver.nu
         assert np.all(f[:3] == f[0])  # symmetric pages get the same share
         idx = P.page_index(1 / f[3], lam[3], w[3])
-        assert idx == pytest.approx(nu, rel=1e-6)
+        assert idx == pytest.approx(nu, rel=1e-6, abs=0)
         if f[0] == 0:
             assert nu >= 1.0 * (1 - 1e-12)
 
@@ -526,9 +530,39 @@ def test_host_caps_respected_budget_met_and_optimal():
     # per-host multipliers: fetched pages of host h sit at index ν_h
     for i in np.flatnonzero(f > 0):
         index = P.page_index(1 / f[i], lam[i], w[i])
-        assert index == pytest.approx(sol.host_nu[hosts[i]], rel=1e-6)
+        assert index == pytest.approx(sol.host_nu[hosts[i]], rel=1e-6, abs=0)
     assert sol.host_nu["h2"] == sol.nu
     assert min(sol.host_nu["h0"], sol.host_nu["h1"]) > sol.nu
+
+
+@pytest.mark.parametrize("objective", ["changes", "freshness"])
+def test_host_caps_many_hosts_kkt(objective):
+    """5000 pages on 60 hosts, half capped: caps hold, budget met, and the KKT conditions
+    of the capped problem hold page by page (index at t = 1/f equals ν_h)."""
+    rng = np.random.default_rng(17)
+    n = 5000
+    w, lam = 1.0 / np.arange(1, n + 1), 10 ** rng.uniform(-2, 1, n)
+    rng.shuffle(w)
+    hosts = rng.integers(0, 60, n)
+    caps = {h: 2.0 for h in range(0, 60, 2)}
+    budget = 400.0
+    sol = P.solve_with_host_caps(w, lam, hosts, caps, budget, objective=objective)
+    f = sol.frequencies
+    assert sol.budget_met and abs(f.sum() - budget) < 1e-9 * budget
+    binding = 0
+    for h in range(60):
+        total = f[hosts == h].sum()
+        if h in caps:
+            assert total <= caps[h] * (1 + 1e-9)
+            binding += sol.host_nu[h] > sol.nu
+        else:
+            assert sol.host_nu[h] == sol.nu
+    assert binding > 10
+    fetched = np.flatnonzero(f > 0)
+    idx = P.page_index(1 / f[fetched], lam[fetched], w[fetched], objective=objective)
+    expected = np.array([sol.host_nu[h] for h in hosts[fetched]])
+    margin = np.asarray(P.effective_weight(w[fetched], lam[fetched], objective)) <= expected * 1.001
+    np.testing.assert_allclose(idx[~margin], expected[~margin], rtol=1e-6)
 
 
 def test_host_caps_all_capped_reports_shortfall():
