@@ -231,7 +231,9 @@ def objective_value(frequencies, weights, rates, objective: str = "changes") -> 
     """Σ f_i·w_eff_i·(1 − e^{−λ_i/f_i}): the objective a frequency vector achieves.
 
     Seed 001's T̄ for ``"changes"``; for ``"freshness"`` this is Σ w_i times the
-    time-averaged freshness of page i. Pages with f = 0 or λ = 0 contribute 0.
+    time-averaged freshness of page i. Pages with f = 0 contribute 0, and so do
+    pages with λ = 0 (under freshness they are always fresh: a constant w_i that
+    no schedule changes, left out).
     """
     f = _vector("frequencies", frequencies, allow_inf=True)
     w = _vector("weights", weights)
