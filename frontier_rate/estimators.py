@@ -268,7 +268,7 @@ def mle_solve(changed_intervals: np.ndarray, unchanged_time: float) -> float:
         return float(q.sum()) - unchanged_time, -float((tau * q + q * q).sum())
 
     lo = n1 / (unchanged_time + 0.5 * float(tau.sum()))
-    return _newton_from_left(score, lo, n1 / unchanged_time)
+    return float(_newton_from_left(score, lo, n1 / unchanged_time))
 
 
 def mm_solve(intervals: np.ndarray, unchanged: float) -> float:
@@ -292,7 +292,8 @@ def mm_solve(intervals: np.ndarray, unchanged: float) -> float:
         return float(e.sum()) - unchanged, -float((tau * e).sum())
 
     log_ratio = math.log(n / unchanged)
-    return _newton_from_left(gap, log_ratio / float(tau.max()), log_ratio / float(tau.min()))
+    return float(_newton_from_left(gap, log_ratio / float(tau.max()),
+                                   log_ratio / float(tau.min())))
 
 
 # --------------------------------------------------------------------------
