@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from scrapy.spiders import Spider
     from twisted.python.failure import Failure
 
-    from frontier_rate.engine import Dispatch, Frontier
+    from frontier_rate.engine import Dispatch, Frontier, Observation
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +87,8 @@ WAKE_LIMIT = 1.0
 """Longest sleep (seconds) between polls of the frontier while pages wait."""
 MIN_WAKE = 0.05
 """Shortest sleep between polls when pages are due but held back (host delay, budget)."""
+CLOCK_SLACK = 0.005
+"""Timers may fire this early by ``time.time()``; a poll that early still counts."""
 
 _FRONTIER_SETTINGS = {
     "namespace": ("FRONTIER_RATE_NAMESPACE", str),
@@ -231,9 +233,11 @@ class Scheduler:
         self._buffer: deque[tuple[Dispatch, float]] = deque()
         self._in_flight: dict[str, _InFlight] = {}  # by flight id (TOKEN_KEY)
         self._flights = 0
+        self._observed = 0
         self._not_modified: set[str] = set()
         self._host_load: dict[str, int] = {}
         self._robots: dict[str, _Robots] = {}
+        self._host_ready_at: dict[str, float] = {}  # hosts with a Crawl-delay: next send
         self._next_poll = 0.0
         self._next_due_at: float | None = None
         self._next_due_checked = 0.0
@@ -324,10 +328,11 @@ class Scheduler:
         self._flush_new_pages()
         now = time.time()
         dispatch = self._take_ready(now)
-        if dispatch is None and now >= self._next_poll:
+        if dispatch is None and now >= self._next_poll - CLOCK_SLACK:
             self._refill(now)
             dispatch = self._take_ready(now)
         if dispatch is None:
+            self._wake_at(self._next_poll)
             return None
         return self._to_request(dispatch, now)
 
@@ -375,6 +380,9 @@ class Scheduler:
         if fresh:
             self._next_poll = now
             return
+        if room <= 0:  # buffer full of held pages: a response or robots.txt wakes us
+            self._next_poll = now + WAKE_LIMIT
+            return
         due = self._frontier.next_due_time()
         self._next_due_at, self._next_due_checked = due, now
         if due is None:
@@ -384,18 +392,31 @@ class Scheduler:
         self._wake_at(self._next_poll)
 
     def _take_ready(self, now: float) -> Dispatch | None:
-        """The first buffered dispatch whose host has room and known robots rules."""
-        lease_limit = 0.5 * float(getattr(self.frontier, "lease_timeout", 300.0))
+        """The first buffered dispatch whose host has room, known robots rules and
+        no Crawl-delay pending.
+
+        Pages leased before a host's robots.txt was read wait here, and leave
+        one Crawl-delay apart, so the delay holds from the very first fetch.
+        """
+        lease_limit = 0.5 * self._frontier.lease_timeout
         for _ in range(len(self._buffer)):
             dispatch, leased_at = self._buffer.popleft()
             if now - leased_at > lease_limit:
-                logger.debug("dropping stale lease for %s", dispatch.url)
+                logger.debug("dropping a lease held too long: %s", dispatch.url)
                 continue
-            if self._host_load.get(dispatch.host, 0) < self.per_host and self._robots_ready(
-                dispatch, now
+            host = dispatch.host
+            if (
+                self._host_load.get(host, 0) < self.per_host
+                and self._robots_ready(dispatch, now)
+                and self._host_ready_at.get(host, 0.0) <= now + CLOCK_SLACK
             ):
+                delay = self._robots[host].crawl_delay if host in self._robots else None
+                if delay:
+                    self._host_ready_at[host] = now + delay
                 return dispatch
             self._buffer.append((dispatch, leased_at))
+            if self._host_ready_at.get(host, 0.0) > now:
+                self._wake_at(self._host_ready_at[host])
         return None
 
     def _to_request(self, dispatch: Dispatch, now: float) -> Request:
@@ -456,7 +477,7 @@ class Scheduler:
                     etag=header_value(response.headers, "ETag"),
                     last_modified=header_value(response.headers, "Last-Modified"),
                 )
-                self._count_observation(observation, not_modified=False)
+                self._count_observation(observation, flight.dispatch, not_modified=False)
                 request.meta[RESULT_KEY] = _result(observation, not_modified=False)
             elif status == 304:
                 observation = self._frontier.observe(
@@ -465,7 +486,7 @@ class Scheduler:
                     last_modified=header_value(response.headers, "Last-Modified")
                     or flight.dispatch.last_modified,
                 )
-                self._count_observation(observation, not_modified=True)
+                self._count_observation(observation, flight.dispatch, not_modified=True)
                 request.meta[RESULT_KEY] = _result(observation, not_modified=True)
                 if len(self._not_modified) > 10_000:  # tokens some middleware swallowed
                     self._not_modified.clear()
@@ -485,16 +506,27 @@ class Scheduler:
 
     def _frontier_page_gone(self, url: str) -> bool:
         page = self._frontier.page(url)
-        return page is None or bool(page.get("gone"))
+        return page is not None and page.get("status") == "gone"
 
-    def _count_observation(self, observation: Any, *, not_modified: bool) -> None:
-        changed = bool(getattr(observation, "changed", False))
-        self.stats.inc_value("frontier_rate/changed" if changed else "frontier_rate/unchanged")
+    def _count_observation(
+        self, observation: Observation, dispatch: Dispatch, *, not_modified: bool
+    ) -> None:
+        if not observation.accepted:
+            self.stats.inc_value("frontier_rate/stale_lease")  # expired while in flight
+            return
+        self.stats.inc_value(
+            "frontier_rate/changed" if observation.changed else "frontier_rate/unchanged"
+        )
         if not_modified:
             self.stats.inc_value("frontier_rate/not_modified")
-        if getattr(observation, "first", False):
-            return
-        self.stats.inc_value("frontier_rate/revisits")
+        self._observed += 1
+        fetches = getattr(dispatch, "fetches", None)
+        if fetches is not None:
+            if fetches > 0:
+                self.stats.inc_value("frontier_rate/revisits")
+        else:  # approximation: observations beyond the pages this process added
+            new_pages = self.stats.get_value("frontier_rate/new_pages", 0)
+            self.stats.set_value("frontier_rate/revisits", max(0, self._observed - new_pages))
 
     def _allows_304(self, meta: dict[str, Any]) -> bool:
         """Whether HttpErrorMiddleware would pass a 304 on to the callback."""

@@ -1,0 +1,411 @@
+"""The Scrapy scheduler, tested with real crawls in subprocesses.
+
+Each test starts a ``ChangingSite`` on a loopback address, runs
+``tests/scrapy_support/crawl.py`` (RecordingSpider + ``frontier_rate.scrapy.
+Scheduler``) against it with the session's real Redis, and checks what the
+site's request log and the spider's records show. Intervals are short
+(``FRONTIER_RATE_MIN_INTERVAL`` of a second) so each crawl lasts a few seconds
+and ends through ``FRONTIER_RATE_CLOSE_AFTER``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from frontier_rate.engine import Frontier
+
+sys.path.insert(0, str(Path(__file__).parent))
+from scrapy_support.server import ChangingSite  # noqa: E402
+
+CRAWL = Path(__file__).parent / "scrapy_support" / "crawl.py"
+ROOT = Path(__file__).parent.parent
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@dataclass
+class Crawl:
+    returncode: int
+    records: list[dict[str, Any]]
+    log: str
+
+    def responses(self, url: str | None = None) -> list[dict[str, Any]]:
+        return [
+            r for r in self.records
+            if r["kind"] == "response" and (url is None or r["request_url"] == url)
+        ]
+
+    def errors(self, url: str | None = None) -> list[dict[str, Any]]:
+        return [
+            r for r in self.records
+            if r["kind"] == "error" and (url is None or r["url"] == url)
+        ]
+
+    @property
+    def closed(self) -> dict[str, Any]:
+        closing = [r for r in self.records if r["kind"] == "closed"]
+        assert closing, f"spider never closed; log tail:\n{self.log[-3000:]}"
+        return closing[-1]
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        return self.closed["stats"]
+
+
+def start_crawl(
+    tmp_path: Path, name: str, redis_url: str, namespace: str, start: list[dict[str, Any]],
+    settings: dict[str, Any] | None = None, follow: bool = False,
+) -> tuple[subprocess.Popen, Path, Path]:
+    output, log = tmp_path / f"{name}.jsonl", tmp_path / f"{name}.log"
+    config = {
+        "settings": {
+            "SCHEDULER": "frontier_rate.scrapy.Scheduler",
+            "FRONTIER_RATE_REDIS_URL": redis_url,
+            "FRONTIER_RATE_NAMESPACE": namespace,
+            "FRONTIER_RATE_ESTIMATOR": "interval",  # periodic intervals: countable revisits
+            "FRONTIER_RATE_MIN_INTERVAL": 1.0,
+            "FRONTIER_RATE_MAX_INTERVAL": 1.5,
+            "FRONTIER_RATE_MIN_HOST_DELAY": 0.05,
+            "FRONTIER_RATE_BUDGET": 100.0,
+            "FRONTIER_RATE_CLOSE_AFTER": 5,
+            "LOG_FILE": str(log),
+            "LOG_LEVEL": "DEBUG",
+            **(settings or {}),
+        },
+        "args": {
+            "output": str(output), "start": json.dumps(start), "follow": "1" if follow else "0",
+        },
+    }
+    config_path = tmp_path / f"{name}.json"
+    config_path.write_text(json.dumps(config))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, str(CRAWL), str(config_path)], env=env, cwd=str(tmp_path),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )
+    return proc, output, log
+
+
+def finish_crawl(proc: subprocess.Popen, output: Path, log: Path, timeout: float = 60) -> Crawl:
+    out, _ = proc.communicate(timeout=timeout)
+    text = (log.read_text() if log.exists() else "") + out.decode(errors="replace")
+    records = []
+    if output.exists():
+        records = [json.loads(line) for line in output.read_text().splitlines() if line]
+    return Crawl(proc.returncode, records, text)
+
+
+def run_crawl(tmp_path: Path, redis_url: str, namespace: str, start: list[dict[str, Any]],
+              settings: dict[str, Any] | None = None, follow: bool = False,
+              name: str = "crawl") -> Crawl:
+    proc, output, log = start_crawl(tmp_path, name, redis_url, namespace, start, settings, follow)
+    return finish_crawl(proc, output, log)
+
+
+@pytest.fixture
+def site():
+    with ChangingSite("127.0.0.1") as running:
+        yield running
+
+
+def revisits(crawl: Crawl, url: str) -> list[dict[str, Any]]:
+    """Responses for ``url`` after its first fetch."""
+    return crawl.responses(url)[1:]
+
+
+# -- change detection -----------------------------------------------------------
+
+
+def test_text_mode_ignores_markup_churn_and_sees_text_change(site, redis_url, namespace, tmp_path):
+    """Markup-only churn plus a stripped timestamp is no change; new text is."""
+    site.set("/churn", '<div class="c{token}"><p>Same story</p>'
+             '<input name="csrf" value="{token}"><p>Generated {time}</p></div>', template=True)
+    site.set("/news", "<div><p>Story number {n}</p></div>", template=True)
+    crawl = run_crawl(tmp_path, redis_url, namespace, [
+        {"url": site.url("/churn")}, {"url": site.url("/news")}], {
+        "FRONTIER_RATE_FINGERPRINT": "text",
+        "FRONTIER_RATE_STRIP_PATTERNS": [r"Generated [0-9:.]+"],
+    })
+    churn, news = revisits(crawl, site.url("/churn")), revisits(crawl, site.url("/news"))
+    assert len(churn) >= 2 and len(news) >= 2, crawl.log[-3000:]
+    assert [r["meta"]["frontier_rate"]["changed"] for r in churn] == [False] * len(churn)
+    assert [r["meta"]["frontier_rate"]["changed"] for r in news] == [True] * len(news)
+    assert crawl.stats["frontier_rate/unchanged"] >= len(churn)
+    assert crawl.stats["frontier_rate/changed"] >= len(news)
+    assert crawl.closed["reason"] == "frontier_rate_close_after"
+    assert crawl.returncode == 0
+
+
+def test_raw_mode_sees_markup_churn(site, redis_url, namespace, tmp_path):
+    """The same churning page counts as changed on every fetch in raw mode."""
+    site.set("/churn", '<div class="c{token}"><p>Same story</p></div>', template=True)
+    crawl = run_crawl(tmp_path, redis_url, namespace, [{"url": site.url("/churn")}],
+                      {"FRONTIER_RATE_CLOSE_AFTER": 4})
+    churn = revisits(crawl, site.url("/churn"))
+    assert len(churn) >= 1, crawl.log[-3000:]
+    assert all(r["meta"]["frontier_rate"]["changed"] for r in churn)
+
+
+# -- conditional requests ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("validator", ["etag", "last_modified"])
+def test_not_modified_is_observed_and_never_reaches_the_spider(
+        site, redis_url, namespace, tmp_path, validator):
+    """Revisits send the stored validator; 304s count as unchanged and stay out of callbacks."""
+    site.set("/static", "<p>never changes</p>", **{validator: True})
+    crawl = run_crawl(tmp_path, redis_url, namespace, [{"url": site.url("/static")}])
+    hits = site.hits_for("/static")
+    assert len(hits) >= 3, crawl.log[-3000:]
+    assert hits[0].status == 200
+    assert all(hit.status == 304 for hit in hits[1:])
+    header = "if_none_match" if validator == "etag" else "if_modified_since"
+    assert all(getattr(hit, header) for hit in hits[1:])
+    assert len(crawl.responses(site.url("/static"))) == 1  # only the 200 reached the callback
+    assert crawl.errors() == []  # and no 304 reached the errback as an HttpError
+    assert crawl.stats["frontier_rate/not_modified"] == len(hits) - 1
+    assert "Ignoring response <304" not in crawl.log
+
+
+def test_changed_page_answers_200_again(site, redis_url, namespace, tmp_path):
+    """After a change the validator no longer matches: a 200, marked changed."""
+    site.set("/page", "<p>v1</p>", etag=True)
+    proc, output, log = start_crawl(tmp_path, "c", redis_url, namespace,
+                                    [{"url": site.url("/page")}], {"FRONTIER_RATE_CLOSE_AFTER": 6})
+    import time
+
+    deadline = time.time() + 20
+    while len([h for h in site.hits_for("/page") if h.status == 304]) < 1:
+        assert time.time() < deadline, "no 304 seen"
+        time.sleep(0.1)
+    site.change("/page", "<p>v2</p>")
+    crawl = finish_crawl(proc, output, log)
+    bodies = [(r["body"], r["meta"].get("frontier_rate", {}).get("changed"))
+              for r in crawl.responses(site.url("/page"))]
+    assert bodies[0][0] == "<p>v1</p>"
+    assert ("<p>v2</p>", True) in bodies
+    assert len(bodies) == 2  # later revisits of v2 are 304s again
+
+
+# -- status handling ----------------------------------------------------------------
+
+
+def test_redirect_is_followed_and_the_original_page_observed(site, redis_url, namespace, tmp_path):
+    site.set("/old", "", status=301, location=site.url("/new"))
+    site.set("/new", "<p>moved here</p>")
+    crawl = run_crawl(tmp_path, redis_url, namespace, [{"url": site.url("/old")}])
+    responses = crawl.responses(site.url("/new"))  # request_url is the final request
+    assert len(responses) >= 2, crawl.log[-3000:]
+    assert all(r["url"] == site.url("/new") for r in responses)
+    assert len(site.hits_for("/old")) == len(site.hits_for("/new"))  # revisits start at /old
+    frontier = Frontier(redis_url, namespace=namespace)
+    try:
+        assert frontier.page(site.url("/old")) is not None
+        assert frontier.page(site.url("/new")) is None
+    finally:
+        frontier.close()
+    assert crawl.stats["frontier_rate/redirected"] == len(responses)
+
+
+def test_missing_gone_and_server_errors_are_failures(site, redis_url, namespace, tmp_path):
+    """404/410 and 5xx are failures (never observations): backed off, 404/410 end as gone."""
+    site.set("/missing", "nope", status=404)
+    site.set("/removed", "gone", status=410)
+    site.set("/broken", "oops", status=500)
+    site.set("/ok", "<p>fine</p>")
+    crawl = run_crawl(tmp_path, redis_url, namespace, [
+        {"url": site.url(p)} for p in ("/missing", "/removed", "/broken", "/ok")],
+        {"RETRY_ENABLED": False, "FRONTIER_RATE_CLOSE_AFTER": 6})
+    stats = crawl.stats
+    failures = sum(len(site.hits_for(p)) for p in ("/missing", "/removed", "/broken"))
+    assert stats["frontier_rate/failed"] == failures
+    # Non-2xx answers reach the spider's errback (restored by name), never an observation.
+    assert {e["status"] for e in crawl.errors()} == {404, 410, 500}
+    assert stats.get("frontier_rate/changed", 0) + stats.get("frontier_rate/unchanged", 0) == len(
+        crawl.responses(site.url("/ok")))
+    frontier = Frontier(redis_url, namespace=namespace)
+    try:
+        gone = [p for p in ("/missing", "/removed", "/broken")
+                if frontier.page(site.url(p))["status"] == "gone"]
+    finally:
+        frontier.close()
+    assert "/broken" not in gone
+    assert stats.get("frontier_rate/gone", 0) == len(gone)
+
+
+def test_connection_errors_are_failures(site, redis_url, namespace, tmp_path):
+    """A refused connection reaches the frontier as a failure via the wrapped errback."""
+    dead = ChangingSite("127.0.0.1")  # bound, never serving: then closed
+    dead_url = dead.url("/x")
+    dead._server.server_close()
+    crawl = run_crawl(tmp_path, redis_url, namespace, [{"url": dead_url}],
+                      {"RETRY_ENABLED": False, "FRONTIER_RATE_CLOSE_AFTER": 3})
+    assert crawl.stats["frontier_rate/failed"] >= 1
+    assert "ConnectionRefused" in crawl.errors(dead_url)[0]["error"]
+
+
+# -- timing, politeness --------------------------------------------------------------
+
+
+def test_due_pages_are_fetched_within_a_second_of_their_due_time(
+        site, redis_url, namespace, tmp_path):
+    """Each revisit hits the site at most 1 s after the due time the previous fetch set.
+
+    The engine's 5 s heartbeat would miss this by up to 5 s; the scheduler's
+    wake-up timer must fire. Lower bound: a page is never fetched before it is
+    due (small slack for clock reads in two processes on one machine).
+    """
+    for name in ("a", "b", "c"):
+        site.set(f"/{name}", f"<p>{name} {{n}}</p>", template=True)
+    crawl = run_crawl(tmp_path, redis_url, namespace,
+                      [{"url": site.url(f"/{n}")} for n in ("a", "b", "c")],
+                      {"FRONTIER_RATE_CLOSE_AFTER": 7, "FRONTIER_RATE_MAX_INTERVAL": 3.0})
+    checked = 0
+    for name in ("a", "b", "c"):
+        responses = crawl.responses(site.url(f"/{name}"))
+        hits = site.hits_for(f"/{name}")
+        for response, next_hit in zip(responses, hits[1:], strict=False):
+            due = response["meta"]["frontier_rate"]["next_due"]
+            assert due - 0.05 <= next_hit.time <= due + 1.0, (name, due, next_hit.time)
+            checked += 1
+    assert checked >= 6, crawl.log[-3000:]
+
+
+def test_robots_disallow_and_crawl_delay(site, redis_url, namespace, tmp_path):
+    """robots.txt Disallow is obeyed and its Crawl-delay spaces all fetches of the host.
+
+    Crawl-delay is 1.5 s; the engine's host clock starts at the lease, the site
+    logs arrival, so gaps may shrink by the spread of request latency (ms on
+    loopback): 0.1 s slack.
+    """
+    site.set("/robots.txt", "User-agent: *\nDisallow: /private\nCrawl-delay: 1.5\n",
+             content_type="text/plain")
+    for name in ("a", "b", "c", "private"):
+        site.set(f"/{name}", f"<p>{name}</p>")
+    crawl = run_crawl(tmp_path, redis_url, namespace,
+                      [{"url": site.url(f"/{n}")} for n in ("a", "b", "c", "private")],
+                      {"ROBOTSTXT_OBEY": True, "FRONTIER_RATE_CLOSE_AFTER": 7})
+    assert site.hits_for("/private") == []
+    pages = [hit for hit in site.hits if hit.path != "/robots.txt"]
+    assert len(pages) >= 4, crawl.log[-3000:]
+    gaps = [b.time - a.time for a, b in zip(pages, pages[1:], strict=False)]
+    assert min(gaps) >= 1.4, gaps
+
+
+def test_robots_without_obey_imposes_nothing(site, redis_url, namespace, tmp_path):
+    site.set("/robots.txt", "User-agent: *\nCrawl-delay: 30\n", content_type="text/plain")
+    site.set("/a", "<p>a</p>")
+    site.set("/b", "<p>b</p>")
+    run_crawl(tmp_path, redis_url, namespace, [{"url": site.url("/a")}, {"url": site.url("/b")}],
+              {"FRONTIER_RATE_CLOSE_AFTER": 3})
+    assert site.hits_for("/robots.txt") == []
+    assert len(site.hits_for("/a")) >= 2 and len(site.hits_for("/b")) >= 2
+
+
+# -- request round trip ---------------------------------------------------------------
+
+
+def test_meta_callback_errback_and_headers_survive_revisits(site, redis_url, namespace, tmp_path):
+    meta = {"kind": "article", "nested": {"ids": [1, 2, 3]}, "score": 0.5,
+            "frontier_rate_weight": 3.0}
+    site.set("/article", "<p>text {n}</p>", template=True)
+    site.set("/post", "<p>posted</p>")
+    site.set("/once", "<p>once</p>")
+    crawl = run_crawl(tmp_path, redis_url, namespace, [
+        {"url": site.url("/article"), "meta": meta, "callback": "parse_other",
+         "headers": {"X-Test": "yes"}},
+        {"url": site.url("/post"), "method": "POST"},
+        {"url": site.url("/once"), "meta": {"dont_revisit": True}},
+    ])
+    responses = crawl.responses(site.url("/article"))
+    assert len(responses) >= 3, crawl.log[-3000:]
+    for response in responses:
+        assert response["callback"] == "parse_other"
+        assert {k: response["meta"][k] for k in meta} == meta
+        assert response["headers"]["X-Test"] == "yes"
+    assert len(site.hits_for("/post")) == 1 and site.hits_for("/post")[0].method == "POST"
+    assert len(site.hits_for("/once")) == 1
+    frontier = Frontier(redis_url, namespace=namespace)
+    try:
+        assert frontier.page(site.url("/article"))["weight"] == 3.0
+        assert frontier.page(site.url("/once")) is None
+    finally:
+        frontier.close()
+    # The errback is restored by name too: the page fails on a later revisit.
+    assert crawl.stats["frontier_rate/one_off"] == 2
+
+
+def test_errback_restored_on_revisit(site, redis_url, namespace, tmp_path):
+    site.set("/flaky", "<p>up</p>")
+    proc, output, log = start_crawl(tmp_path, "c", redis_url, namespace,
+                                    [{"url": site.url("/flaky")}], {"RETRY_ENABLED": False})
+    import time
+
+    deadline = time.time() + 20
+    while not site.hits_for("/flaky"):
+        assert time.time() < deadline
+        time.sleep(0.05)
+    site.update("/flaky", status=503)
+    crawl = finish_crawl(proc, output, log)
+    assert len(crawl.responses(site.url("/flaky"))) == 1
+    assert crawl.errors(site.url("/flaky"))[0]["status"] == 503
+
+
+def test_unserialisable_meta_is_refused_naming_the_key(site, redis_url, namespace, tmp_path):
+    site.set("/index", '<a href="/fine">fine</a> <a href="/bad-meta">bad</a>')
+    site.set("/fine", "<p>fine</p>")
+    site.set("/bad-meta", "<p>bad</p>")
+    crawl = run_crawl(tmp_path, redis_url, namespace, [{"url": site.url("/index")}],
+                      {"FRONTIER_RATE_CLOSE_AFTER": 3}, follow=True)
+    assert "request meta['tags']" in crawl.log and "not JSON-serialisable" in crawl.log
+    assert site.hits_for("/bad-meta") == []
+    assert site.hits_for("/fine")  # followed links still become pages
+
+
+def test_followed_links_become_pages_fetched_promptly(site, redis_url, namespace, tmp_path):
+    site.set("/index", '<a href="/x">x</a> <a href="/y">y</a> <a href="/index">self</a>')
+    site.set("/x", "<p>x</p>")
+    site.set("/y", "<p>y</p>")
+    crawl = run_crawl(tmp_path, redis_url, namespace, [{"url": site.url("/index")}],
+                      {"FRONTIER_RATE_CLOSE_AFTER": 3, "FRONTIER_RATE_LOG_INTERVAL": 1},
+                      follow=True)
+    first = site.hits_for("/index")[0].time
+    for path in ("/x", "/y"):
+        assert site.hits_for(path)[0].time - first < 1.0
+    assert crawl.stats["frontier_rate/new_pages"] == 3
+    assert "frontier-rate [" in crawl.log  # the periodic summary line
+
+
+# -- several processes -----------------------------------------------------------------
+
+
+def test_two_processes_share_one_frontier(site, redis_url, namespace, tmp_path):
+    """Two crawlers on one Redis never fetch one page twice within one interval.
+
+    Each fetch's response carries the due time the frontier set for the next
+    one; whichever process makes the next fetch, it must not come before that
+    time (0.05 s slack for clock reads), and every hit must be one lease.
+    """
+    paths = [f"/p{i}" for i in range(8)]
+    for path in paths:
+        site.set(path, f"<p>{path} {{n}}</p>", template=True)
+    start = [{"url": site.url(p)} for p in paths]
+    settings = {"FRONTIER_RATE_CLOSE_AFTER": 6}
+    runs = [start_crawl(tmp_path, f"w{i}", redis_url, namespace, start, settings) for i in (0, 1)]
+    crawls = [finish_crawl(*run) for run in runs]
+    assert all(c.returncode == 0 for c in crawls)
+    assert all(c.responses() for c in crawls), "both processes should take part"
+    for path in paths:
+        url = site.url(path)
+        responses = sorted((r for c in crawls for r in c.responses(url)), key=lambda r: r["time"])
+        hits = site.hits_for(path)
+        assert len(hits) == len(responses)
+        for response, next_hit in zip(responses, hits[1:], strict=False):
+            assert next_hit.time >= response["meta"]["frontier_rate"]["next_due"] - 0.05
