@@ -1,0 +1,353 @@
+"""RevisitBackend through frontera's own FrontierManager, with a virtual clock.
+
+No network: requests and responses are frontera model objects built the way
+scrapy-frontera builds them (Scrapy meta under ``meta[b"scrapy_meta"]``,
+callback names as bytes). State lives in the session's real Redis. The
+clock is virtual, so due times, backoffs and close conditions are exact.
+"""
+
+from __future__ import annotations
+
+import pytest
+from frontera.core.manager import FrontierManager
+from frontera.core.models import Request, Response
+from frontera.settings import Settings
+
+from frontier_rate.engine import BACKOFF_BASE, Frontier
+from frontier_rate.frontera import (
+    DISPATCH_KEY,
+    RESULT_KEY,
+    RevisitBackend,
+    lease_of,
+    page_meta,
+)
+
+pytestmark = pytest.mark.timeout(60)
+
+MIN_INTERVAL = 10.0
+MAX_INTERVAL = 20.0
+
+
+class VirtualClock:
+    def __init__(self, now: float = 1_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock() -> VirtualClock:
+    return VirtualClock()
+
+
+def make_manager(redis_url: str, namespace: str, clock: VirtualClock, **extra) -> FrontierManager:
+    settings = Settings(attributes={
+        "BACKEND": "frontier_rate.frontera.RevisitBackend",
+        "FRONTIER_RATE_REDIS_URL": redis_url,
+        "FRONTIER_RATE_NAMESPACE": namespace,
+        "FRONTIER_RATE_CLOCK": clock,
+        # "interval" plans periodic intervals, so due times are exact, not exponential draws.
+        "FRONTIER_RATE_ESTIMATOR": "interval",
+        "FRONTIER_RATE_MIN_INTERVAL": MIN_INTERVAL,
+        "FRONTIER_RATE_MAX_INTERVAL": MAX_INTERVAL,
+        "FRONTIER_RATE_MIN_HOST_DELAY": 0.0,
+        "FRONTIER_RATE_BUDGET": 100.0,
+        **extra,
+    })
+    return FrontierManager.from_settings(settings)
+
+
+@pytest.fixture
+def manager(redis_url: str, namespace: str, clock: VirtualClock):
+    manager = make_manager(redis_url, namespace, clock)
+    yield manager
+    manager.stop()
+
+
+def scrapy_request(url: str, *, meta: dict | None = None, callback: bytes | None = b"parse",
+                   method: bytes = b"GET", headers: dict | None = None) -> Request:
+    """A frontera Request as scrapy-frontera's RequestConverter.to_frontier builds it."""
+    return Request(url, method=method, headers=headers or {}, meta={
+        b"scrapy_callback": callback, b"scrapy_errback": None, b"scrapy_cb_kwargs": {},
+        b"scrapy_meta": dict(meta or {}), b"scrapy_body": b"", b"origin_is_frontier": True,
+    })
+
+
+def respond(manager: FrontierManager, request: Request, status: int = 200, body: bytes = b"",
+            headers: dict | None = None) -> Response:
+    response = Response(request.url, status_code=status, headers=headers or {}, body=body,
+                        request=request)
+    manager.page_crawled(response)
+    return response
+
+
+def urls(requests: list[Request]) -> list[str]:
+    return sorted(r.url for r in requests)
+
+
+def backend_of(manager: FrontierManager) -> RevisitBackend:
+    assert isinstance(manager.backend, RevisitBackend)
+    return manager.backend
+
+
+def test_seed_fetch_wait_revisit(manager: FrontierManager, clock: VirtualClock) -> None:
+    """Seeds go out once, nothing comes back before the due time, the revisit after it."""
+    url = "http://site.test/a"
+    manager.add_seeds([scrapy_request(url, meta={"category": "news"}, callback=b"parse_item",
+                                      headers={b"Accept": [b"text/html"]})])
+    first = manager.get_next_requests(10, key_type="domain", overused_keys=[])
+    assert urls(first) == [url]
+    request = first[0]
+    assert request.meta[b"scrapy_callback"] == b"parse_item"
+    assert request.meta[b"scrapy_meta"]["category"] == "news"
+    assert request.meta[b"scrapy_meta"][DISPATCH_KEY]["url"] == url
+    assert request.headers[b"Accept"] == [b"text/html"]
+    assert b"If-None-Match" not in request.headers  # no validators known yet
+    assert manager.get_next_requests(10, key_type="domain", overused_keys=[]) == []  # leased
+
+    response = respond(manager, request, body=b"<p>v1</p>", headers={b"ETag": [b'"v1"']})
+    assert response.meta[RESULT_KEY]["changed"] is False  # a first fetch is never a change
+    frontier = backend_of(manager).frontier
+    page = frontier.page(url)
+    assert page["fetches"] == 1 and page["etag"] == '"v1"'
+    due = page["next_due"]
+    assert due == pytest.approx(clock.now + MIN_INTERVAL, abs=1e-6)
+
+    clock.advance(due - clock.now - 0.5)
+    assert manager.get_next_requests(10, key_type="domain", overused_keys=[]) == []
+    clock.advance(1.0)
+    second = manager.get_next_requests(10, key_type="domain", overused_keys=[])
+    assert urls(second) == [url]
+    assert second[0].headers[b"If-None-Match"] == [b'"v1"']  # conditional revisit
+    assert second[0].meta[b"scrapy_callback"] == b"parse_item"
+
+    response = respond(manager, second[0], body=b"<p>v2</p>", headers={b"ETag": [b'"v2"']})
+    assert response.meta[RESULT_KEY]["changed"] is True
+    page = frontier.page(url)
+    assert (page["fetches"], page["changes"], page["etag"]) == (2, 1, '"v2"')
+
+    clock.advance(page["next_due"] - clock.now + 0.1)
+    third = manager.get_next_requests(10, key_type="domain", overused_keys=[])
+    response = respond(manager, third[0], status=304)
+    assert response.meta[RESULT_KEY] == {**response.meta[RESULT_KEY], "changed": False,
+                                         "not_modified": True}
+    page = frontier.page(url)
+    assert (page["fetches"], page["changes"], page["etag"]) == (3, 1, '"v2"')
+
+
+def drain(manager: FrontierManager, overused: list[str], key_type: str = "domain",
+          calls: int = 6) -> list[Request]:
+    """Everything due, over several calls (the engine leases one page per host per call)."""
+    out: list[Request] = []
+    for _ in range(calls):
+        out += manager.get_next_requests(10, key_type=key_type, overused_keys=overused)
+    return out
+
+
+def test_overused_keys_are_skipped_then_served(manager: FrontierManager) -> None:
+    busy = [f"http://busy.test/{i}" for i in range(3)]
+    calm = [f"http://calm.test/{i}" for i in range(2)]
+    manager.add_seeds([scrapy_request(u) for u in busy + calm])
+    assert urls(drain(manager, ["busy.test"])) == sorted(calm)
+    # busy.test's leased pages are held while it stays overused.
+    assert manager.backend._held and not manager.finished
+    assert urls(drain(manager, [])) == sorted(busy)
+    assert manager.get_next_requests(10, key_type="domain", overused_keys=[]) == []
+
+
+def test_overused_ip_keys(manager: FrontierManager) -> None:
+    """key_type "ip": an IP-literal host is its own slot key (Scrapy's DNS cache is empty)."""
+    manager.add_seeds([scrapy_request("http://127.0.0.9:8000/x"),
+                       scrapy_request("http://127.0.0.10:8000/y")])
+    assert urls(drain(manager, ["127.0.0.9"], key_type="ip")) == ["http://127.0.0.10:8000/y"]
+
+
+def test_404_three_times_is_gone(manager: FrontierManager, clock: VirtualClock) -> None:
+    url = "http://site.test/missing"
+    manager.add_seeds([scrapy_request(url)])
+    frontier = backend_of(manager).frontier
+    for attempt in range(1, 4):
+        got = manager.get_next_requests(10, key_type="domain", overused_keys=[])
+        assert urls(got) == [url], f"attempt {attempt}"
+        respond(manager, got[0], status=404)
+        page = frontier.page(url)
+        assert page["fails"] == attempt
+        if attempt < 3:
+            assert page["status"] != "gone"
+            # Backoff 60 s x 2^(n-1), capped by max_interval (engine.failed).
+            wait = min(BACKOFF_BASE * 2 ** (attempt - 1), MAX_INTERVAL)
+            assert page["next_due"] == pytest.approx(clock.now + wait, abs=1e-6)
+            clock.advance(wait + 0.1)
+    assert frontier.page(url)["status"] == "gone"
+    clock.advance(10 * MAX_INTERVAL)
+    assert manager.get_next_requests(10, key_type="domain", overused_keys=[]) == []
+    assert manager.finished  # nothing scheduled any more
+
+
+def test_request_error_retries_later(manager: FrontierManager, clock: VirtualClock) -> None:
+    url = "http://site.test/flaky"
+    manager.add_seeds([scrapy_request(url)])
+    got = manager.get_next_requests(10, key_type="domain", overused_keys=[])
+    manager.request_error(got[0], "ConnectionRefusedError")
+    page = backend_of(manager).frontier.page(url)
+    assert (page["status"], page["fails"], page["fetches"]) == ("new", 1, 0)  # never fetched
+    wait = page["next_due"] - clock.now
+    assert wait == pytest.approx(min(BACKOFF_BASE, MAX_INTERVAL), abs=1e-6)
+    clock.advance(wait - 0.5)
+    assert manager.get_next_requests(10, key_type="domain", overused_keys=[]) == []
+    clock.advance(1.0)
+    retry = manager.get_next_requests(10, key_type="domain", overused_keys=[])
+    assert urls(retry) == [url]
+    respond(manager, retry[0], body=b"ok")
+    page = backend_of(manager).frontier.page(url)
+    assert (page["status"], page["fails"], page["fetches"]) == ("active", 0, 1)
+
+
+def test_links_extracted_adds_pages_with_their_request(manager: FrontierManager) -> None:
+    seed = scrapy_request("http://site.test/")
+    manager.add_seeds([seed])
+    [got] = manager.get_next_requests(10, key_type="domain", overused_keys=[])
+    respond(manager, got, body=b"index")
+    # A spider that copies response.meta into its links also copies the lease and
+    # per-fetch keys: they must not be stored with the new page.
+    copied = dict(got.meta[b"scrapy_meta"], download_latency=0.1, depth=1)
+    links = [scrapy_request("http://site.test/p1", meta=copied, callback=b"parse_page"),
+             scrapy_request("mailto:someone@site.test"),
+             scrapy_request("http://site.test/form", method=b"POST")]
+    links[0].meta[b"scrapy_cb_kwargs"] = {"section": "p"}
+    manager.links_extracted(got, links)
+    out = manager.get_next_requests(10, key_type="domain", overused_keys=[])
+    by_url = {r.url: r for r in out}
+    assert sorted(by_url) == ["http://site.test/form", "http://site.test/p1"]
+    assert by_url["http://site.test/form"].method == b"POST"  # one-off, handed out once
+    p1 = by_url["http://site.test/p1"]
+    assert p1.meta[b"scrapy_callback"] == b"parse_page"
+    assert p1.meta[b"scrapy_cb_kwargs"] == {"section": "p"}
+    assert p1.meta[b"scrapy_meta"]["depth"] == 1
+    assert "download_latency" not in p1.meta[b"scrapy_meta"]
+    assert lease_of(p1).url == "http://site.test/p1"  # its own lease, not the copied one
+    assert manager.get_next_requests(10, key_type="domain", overused_keys=[]) == []
+
+
+def test_non_json_meta_raises_but_keeps_good_links(manager: FrontierManager) -> None:
+    good = scrapy_request("http://site.test/good")
+    bad = scrapy_request("http://site.test/bad", meta={"tags": {"a", "set"}})
+    with pytest.raises(ValueError, match=r"http://site.test/bad.*meta\['tags'\]"):
+        manager.add_seeds([bad, good])
+    assert urls(manager.get_next_requests(10, key_type="domain", overused_keys=[])) == [
+        "http://site.test/good"]
+
+
+def test_foreign_lease_is_ignored(manager: FrontierManager) -> None:
+    """A response whose request carries another page's lease changes nothing."""
+    manager.add_seeds([scrapy_request("http://site.test/a")])
+    [got] = manager.get_next_requests(10, key_type="domain", overused_keys=[])
+    other = scrapy_request("http://site.test/unrelated", meta=got.meta[b"scrapy_meta"])
+    assert lease_of(other) is None
+    respond(manager, other, body=b"x")
+    assert backend_of(manager).frontier.page("http://site.test/a")["fetches"] == 0
+    # A redirect keeps the lease: the original URL is in redirect_urls.
+    redirected = scrapy_request("http://site.test/a-moved",
+                                meta={**got.meta[b"scrapy_meta"],
+                                      "redirect_urls": ["http://site.test/a"]})
+    respond(manager, redirected, body=b"x")
+    assert backend_of(manager).frontier.page("http://site.test/a")["fetches"] == 1
+
+
+def test_strip_patterns_ignore_volatile_parts(redis_url: str, namespace: str,
+                                              clock: VirtualClock) -> None:
+    manager = make_manager(redis_url, namespace, clock, FRONTIER_RATE_FINGERPRINT="text",
+                           FRONTIER_RATE_STRIP_PATTERNS=r'["generated at [0-9:]+"]')
+    try:
+        url = "http://site.test/a"
+        manager.add_seeds([scrapy_request(url)])
+        bodies = [b"<p>News</p><i>generated at 10:00</i>", b"<p>News</p><i>generated at 10:05</i>",
+                  b"<div><p>News!</p></div><i>generated at 10:09</i>"]
+        changed = []
+        for body in bodies:
+            [got] = manager.get_next_requests(10, key_type="domain", overused_keys=[])
+            changed.append(respond(manager, got, body=body).meta[RESULT_KEY]["changed"])
+            clock.advance(MAX_INTERVAL + 1)
+        assert changed == [False, False, True]
+    finally:
+        manager.stop()
+
+
+def test_finished_and_close_conditions(redis_url: str, namespace: str,
+                                       clock: VirtualClock) -> None:
+    manager = make_manager(redis_url, namespace, clock)
+    assert manager.finished  # empty frontier: nothing scheduled
+    manager.add_seeds([scrapy_request("http://site.test/a")])
+    assert not manager.finished
+    [got] = manager.get_next_requests(10, key_type="domain", overused_keys=[])
+    respond(manager, got, body=b"a")
+    clock.advance(5 * MAX_INTERVAL)
+    assert not manager.finished  # a revisit is scheduled: a revisiting crawl never finishes
+    manager.stop()
+
+    idle = make_manager(redis_url, namespace, clock, FRONTIER_RATE_CLOSE_AFTER="idle")
+    assert not idle.finished  # the page is due
+    [got] = idle.get_next_requests(10, key_type="domain", overused_keys=[])
+    respond(idle, got, body=b"a")
+    clock.advance(1.0)
+    assert idle.finished  # next due in MIN_INTERVAL: "idle" stops here
+    idle.stop()
+
+    timed = make_manager(redis_url, namespace, clock, FRONTIER_RATE_CLOSE_AFTER="30")
+    assert not timed.finished
+    assert timed.backend.seconds_to_wake() <= 1.0
+    clock.advance(30.0)
+    assert timed.finished
+    timed.stop()
+
+
+def test_state_is_shared_with_other_frontiers(manager: FrontierManager, redis_url: str,
+                                              namespace: str, clock: VirtualClock) -> None:
+    """The CLI (or a Scrapy crawler) on the same namespace sees the backend's pages."""
+    manager.add_seeds([scrapy_request("http://site.test/shared", meta={"frontier_rate_weight": 3})])
+    [got] = manager.get_next_requests(10, key_type="domain", overused_keys=[])
+    respond(manager, got, body=b"x")
+    with Frontier(redis_url, namespace=namespace, estimator="interval", clock=clock) as other:
+        page = other.page("http://site.test/shared")
+        assert page["weight"] == 3.0 and page["fetches"] == 1
+        assert page["meta"] == {"cb": "parse", "m": {"frontier_rate_weight": 3}}
+        assert other.stats()["pages"] == 1
+
+
+@pytest.mark.parametrize(("name", "value", "message"), [
+    ("FRONTIER_RATE_BUDGET", "lots", "FRONTIER_RATE_BUDGET='lots'"),
+    ("FRONTIER_RATE_CLOSE_AFTER", "-3", "FRONTIER_RATE_CLOSE_AFTER='-3'"),
+    ("FRONTIER_RATE_STRIP_PATTERNS", "[unclosed", "FRONTIER_RATE_STRIP_PATTERNS"),
+    ("FRONTIER_RATE_CONDITIONAL", "maybe", "FRONTIER_RATE_CONDITIONAL='maybe'"),
+    ("FRONTIER_RATE_CLOCK", "no.such.module.clock", "FRONTIER_RATE_CLOCK"),
+    ("FRONTIER_RATE_ESTIMATOR", "naive", "estimator 'naive'"),  # the engine's message
+])
+def test_bad_settings_name_the_setting(redis_url: str, namespace: str, name: str, value: str,
+                                       message: str) -> None:
+    settings = {"FRONTIER_RATE_REDIS_URL": redis_url, "FRONTIER_RATE_NAMESPACE": namespace,
+                name: value}
+    with pytest.raises(ValueError, match=message.replace("[", r"\[")):
+        RevisitBackend(settings).frontier_start()
+
+
+def test_bad_arguments(manager: FrontierManager) -> None:
+    with pytest.raises(ValueError, match="max_n_requests"):
+        manager.backend.get_next_requests(-1)
+    with pytest.raises(ValueError, match="key_type"):
+        manager.backend.get_next_requests(1, key_type="slot")
+    with pytest.raises(ValueError, match="frontier_rate_weight"):
+        manager.add_seeds([scrapy_request("http://site.test/w", meta={"frontier_rate_weight": 0})])
+
+
+def test_page_meta_round_trip() -> None:
+    """page_meta keeps what scrapy-frontera needs to rebuild the request, as JSON."""
+    request = scrapy_request("http://site.test/x", meta={"k": [1, "two"], "retry_times": 2},
+                             callback=b"parse_x", headers={b"X-A": [b"1"],
+                                                           b"If-None-Match": [b'"old"']})
+    request.cookies["session"] = "abc"
+    assert page_meta(request) == {"cb": "parse_x", "m": {"k": [1, "two"]},
+                                  "h": {"X-A": ["1"]}, "c": {"session": "abc"}}
