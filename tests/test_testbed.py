@@ -14,6 +14,7 @@ import json
 import math
 import random
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -491,21 +492,23 @@ def test_freshness_rejects_bad_windows_and_urls():
 
 
 def test_page_freshness_matches_brute_force_grid():
-    """Independent check: evaluate freshness on a grid of step h by scanning fetches and
-    changes directly. The grid is wrong only within h of each fresh/stale transition, so
-    the two agree within h * (number of transitions) / window."""
+    """Independent check: on a grid of step h, a copy is fresh when a fetch happened and the
+    count of changes up to t equals the count up to the last fetch. The grid is wrong only
+    within h of each fresh/stale transition, so the two agree within
+    h * (number of transitions) / window."""
     rng = random.Random(5)
-    for _ in range(20):
+    for _ in range(50):
         changes = sorted(rng.uniform(0, 100) for _ in range(rng.randint(0, 15)))
         fetches = sorted(rng.uniform(-10, 100) for _ in range(rng.randint(0, 15)))
         t0, t1 = sorted(rng.uniform(0, 100) for _ in range(2))
         step = 0.001
         grid = np.arange(t0 + step / 2, t1, step)
-        fresh = 0
-        for t in grid:
-            last = max((f for f in fetches if f <= t), default=None)
-            fresh += last is not None and not any(last < c <= t for c in changes)
-        brute = fresh / len(grid)
+        last = np.searchsorted(fetches, grid, side="right") - 1
+        fetched = last >= 0
+        last_time = np.asarray(fetches + [0.0])[last]
+        changed = (np.searchsorted(changes, grid, side="right")
+                   > np.searchsorted(changes, last_time, side="right"))
+        brute = np.mean(fetched & ~changed)
         slack = step * (2 * len(fetches) + len(changes) + 2) / (t1 - t0)
         assert page_freshness(changes, fetches, t0, t1) == pytest.approx(brute, abs=slack)
 
@@ -571,12 +574,23 @@ def test_main_serves_and_writes_truth(tmp_path, capsys):
     assert "base_address" in capsys.readouterr().out
 
 
-def test_module_entry_point_runs():
-    result = subprocess.run(
+def test_module_entry_point_stops_on_sigterm_and_writes_truth(tmp_path):
+    truth_path = tmp_path / "truth.json"
+    proc = subprocess.Popen(
         [sys.executable, "-m", "frontier_rate.testbed", "--pages", "4", "--hosts", "2",
-         "--duration", "0.1"], capture_output=True, text=True, timeout=30)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.count("http://127.0.0.") == 2
+         "--truth", str(truth_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        urls = [proc.stdout.readline().strip() for _ in range(2)]
+        assert all(re.fullmatch(r"http://127\.0\.0\.[23]:\d+/", url) for url in urls)
+        assert fetch(urls[1])[0] == 200
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "stopped at simulated t=" in out
+    assert len(json.loads(truth_path.read_text())["pages"]) == 4
 
 
 SPIDER = '''

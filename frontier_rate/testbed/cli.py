@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import threading
 from collections.abc import Sequence
 
@@ -39,7 +40,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Start a test-bed, print its host URLs, and serve until Ctrl-C or ``--duration``."""
+    """Start a test-bed, print its host URLs, and serve until Ctrl-C, SIGTERM or ``--duration``.
+
+    On the way out it writes the truth file (``--truth``) and closes the log.
+    """
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     try:
@@ -55,13 +59,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}")
         return 2
     stop = threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda *_: stop.set())
     with testbed:
         for url in testbed.seed_urls():
             print(url, flush=True)
-        try:
-            stop.wait(args.duration)
-        except KeyboardInterrupt:
-            pass
+        stop.wait(args.duration)
         print(f"stopped at simulated t={testbed.sim_time():.0f} s after "
               f"{len(testbed.requests())} requests", flush=True)
     return 0
