@@ -78,6 +78,12 @@ def _etag_matches(header: str, etag: str) -> bool:
 class Testbed:
     """A reproducible stand-in for the web on loopback addresses.
 
+    Page ``i`` lives at ``/page/<i>`` on host ``i % n_hosts``; host ``h`` binds
+    ``base_address + h``. ``churn_fraction`` of the pages carry markup-only
+    churn and a disjoint ``volatile_fraction`` a per-request token; neither
+    counts as a change. ``change_model`` is one of ``CHANGE_MODELS`` or
+    ``"mixed"`` (a model drawn per page).
+
     Rates are changes per simulated second (``rate_min=0.5 / DAY``);
     ``sim_time = (clock() - clock_at_start) * acceleration``. ``clock`` returns
     real seconds (``time.monotonic`` by default); tests pass a controllable one.
