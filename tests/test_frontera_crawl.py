@@ -164,3 +164,38 @@ def test_start_requests_outside_the_frontier_are_fetched_once(
     assert len(root) == 1
     assert len(page) >= 2  # discovered, then revisited every 1-1.5 s
     assert crawl.closed["stats"]["frontier_rate/untracked"] == 1
+
+
+def test_without_keepalive_the_spider_stops_after_one_round(
+        tmp_path: Path, redis_url: str, namespace: str) -> None:
+    """scrapy-frontera closes an idle spider even though revisits are scheduled.
+
+    Without the KeepAlive extension the crawl ends as soon as nothing is due
+    locally, long before FRONTIER_RATE_CLOSE_AFTER: no page is revisited, and
+    a link that waits for its host's delay may not be fetched at all.
+    """
+    with ChangingSite("127.0.0.1") as site:
+        site.set("/", '<a href="/page">p</a>')
+        site.set("/page", "<p>page</p>")
+        crawl = run_crawl(tmp_path, redis_url, namespace, [site.url("/")],
+                          settings={"EXTENSIONS": {}, "FRONTIER_RATE_CLOSE_AFTER": 30})
+        root, page = site.hits_for("/"), site.hits_for("/page")
+    assert crawl.closed["reason"] == "finished", crawl.log[-3000:]
+    assert len(root) == 1 and len(page) <= 1
+    with Frontier(redis_url, namespace=namespace, estimator="interval") as frontier:
+        assert frontier.next_due_time() is not None  # the revisits were scheduled all along
+
+
+def test_304_reaches_a_spider_errback_and_is_still_observed(
+        tmp_path: Path, redis_url: str, namespace: str) -> None:
+    """A 304 is an HttpError for Scrapy: a spider ``errback`` sees it, the frontier observes it."""
+    with ChangingSite("127.0.0.1") as site:
+        site.set("/", "<p>same</p>", etag=True)
+        crawl = run_crawl(tmp_path, redis_url, namespace, [site.url("/")], spider="ErrbackSpider",
+                          settings={"FRONTIER_RATE_CLOSE_AFTER": 3.5})
+        hits = site.hits_for("/")
+    statuses = [h.status for h in hits]
+    assert statuses[0] == 200 and statuses[1:] and set(statuses[1:]) == {304}
+    errors = [r for r in crawl.records if r["kind"] == "error"]
+    assert [(e["error"], e["status"]) for e in errors] == [("HttpError", 304)] * (len(hits) - 1)
+    assert crawl.closed["stats"]["frontier_rate/not_modified"] == len(hits) - 1

@@ -57,3 +57,14 @@ class StartOnlySpider(_RecordingSpider):
     async def start(self):
         for url in self.seeds:
             yield scrapy.Request(url, callback=self.parse)
+
+
+class ErrbackSpider(RevisitSpider):
+    """Has an ``errback`` method, which scrapy-frontera attaches to every frontier request."""
+
+    name = "frontera_errback"
+
+    def errback(self, failure):
+        response = getattr(failure.value, "response", None)
+        self.record("error", url=failure.request.url, error=type(failure.value).__name__,
+                    status=getattr(response, "status", None))
