@@ -46,6 +46,7 @@ from scrapy.utils.asyncio import call_later, create_looping_call
 from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.misc import build_from_crawler, load_object
 
+from frontier_rate.connection import RedisUnavailable
 from frontier_rate.fingerprint import DEFAULT_MAX_BODY, Fingerprinter, header_value
 
 if TYPE_CHECKING:
@@ -234,6 +235,7 @@ class Scheduler:
         self._in_flight: dict[str, _InFlight] = {}  # by flight id (TOKEN_KEY)
         self._flights = 0
         self._observed = 0
+        self._warned_at = -float("inf")
         self._not_modified: set[str] = set()
         self._host_load: dict[str, int] = {}
         self._robots: dict[str, _Robots] = {}
@@ -325,12 +327,16 @@ class Scheduler:
     def next_request(self) -> Request | None:
         if self._one_off:
             return self._one_off.popleft()
-        self._flush_new_pages()
         now = time.time()
-        dispatch = self._take_ready(now)
-        if dispatch is None and now >= self._next_poll - CLOCK_SLACK:
-            self._refill(now)
+        try:
+            self._flush_new_pages()
             dispatch = self._take_ready(now)
+            if dispatch is None and now >= self._next_poll - CLOCK_SLACK:
+                self._refill(now)
+                dispatch = self._take_ready(now)
+        except RedisUnavailable as exc:
+            self._redis_down(exc, now)
+            return None
         if dispatch is None:
             self._wake_at(self._next_poll)
             return None
@@ -341,12 +347,22 @@ class Scheduler:
             return True
         now = time.time()
         if self._next_due_at is None or now - self._next_due_checked > MIN_WAKE * 4:
-            self._next_due_at = self._frontier.next_due_time()
+            try:
+                self._next_due_at = self._frontier.next_due_time()
+            except RedisUnavailable as exc:
+                self._redis_down(exc, now)
+                return True  # keep the spider open; the wake-up timer retries
             self._next_due_checked = now
         if self._next_due_at is None:
             return False
-        # "idle" mode ends the run once nothing is due; otherwise wait for future pages.
-        return self._next_due_at <= now if self.close_when_idle else True
+        if not self.close_when_idle:
+            return True  # wait for pages due in the future
+        # "idle" mode ends the run once nothing is due beyond a host delay from now.
+        return self._next_due_at <= now + self._longest_host_delay() + MIN_WAKE
+
+    def _longest_host_delay(self) -> float:
+        delays = [r.crawl_delay for r in self._robots.values() if r.crawl_delay]
+        return max([self._frontier.min_host_delay, *delays])
 
     def __len__(self) -> int:
         return len(self._one_off) + len(self._new_pages) + len(self._buffer)
@@ -362,11 +378,24 @@ class Scheduler:
     def _namespace(self) -> str:
         return str(getattr(self.frontier, "namespace", self._frontier_kwargs.get("namespace")))
 
+    def _redis_down(self, exc: Exception, now: float) -> None:
+        """Redis is unreachable: keep what is buffered, warn now and then, retry soon."""
+        if now - self._warned_at > 10.0:
+            logger.warning("frontier-rate: %s; retrying every %.0f s", exc, WAKE_LIMIT)
+            self._warned_at = now
+        self.stats.inc_value("frontier_rate/redis_errors")
+        self._next_poll = now + WAKE_LIMIT
+        self._wake_at(self._next_poll)
+
     def _flush_new_pages(self) -> None:
         if not self._new_pages:
             return
         batch, self._new_pages = self._new_pages, []
-        added = self._frontier.add_many(batch)
+        try:
+            added = self._frontier.add_many(batch)
+        except RedisUnavailable:
+            self._new_pages = batch + self._new_pages
+            raise
         self.stats.inc_value("frontier_rate/new_pages", added)
         if added:
             self._next_due_at, self._next_due_checked = time.time(), time.time()
@@ -467,42 +496,49 @@ class Scheduler:
         if flight is None or flight.answered is not None:
             return
         flight.answered = response.status
-        status = response.status
         try:
-            if 200 <= status < 300:
-                observation = self._frontier.observe(
-                    flight.dispatch,
-                    fingerprint=self.fingerprinter(response.body, response.url, response.headers),
-                    status=status,
-                    etag=header_value(response.headers, "ETag"),
-                    last_modified=header_value(response.headers, "Last-Modified"),
-                )
-                self._count_observation(observation, flight.dispatch, not_modified=False)
-                request.meta[RESULT_KEY] = _result(observation, not_modified=False)
-            elif status == 304:
-                observation = self._frontier.observe(
-                    flight.dispatch, not_modified=True, status=status,
-                    etag=header_value(response.headers, "ETag") or flight.dispatch.etag,
-                    last_modified=header_value(response.headers, "Last-Modified")
-                    or flight.dispatch.last_modified,
-                )
-                self._count_observation(observation, flight.dispatch, not_modified=True)
-                request.meta[RESULT_KEY] = _result(observation, not_modified=True)
-                if len(self._not_modified) > 10_000:  # tokens some middleware swallowed
-                    self._not_modified.clear()
-                self._not_modified.add(token)
-            else:
-                self._frontier.failed(flight.dispatch, f"http {status}", status=status)
-                self.stats.inc_value("frontier_rate/failed")
-                if status in (404, 410):
-                    self.stats.inc_value(f"frontier_rate/http_{status}")
-                    if self._frontier_page_gone(flight.dispatch.url):
-                        self.stats.inc_value("frontier_rate/gone")
+            self._record_response(response, request, flight, token)
+        except RedisUnavailable as exc:  # the lease expires and the page comes back
+            self._redis_down(exc, time.time())
         finally:
             if response.url != flight.dispatch.url:
                 self.stats.inc_value("frontier_rate/redirected")
                 logger.debug("%s redirected to %s", flight.dispatch.url, response.url)
             self._finish(token)
+
+    def _record_response(
+        self, response: Response, request: Request, flight: _InFlight, token: str
+    ) -> None:
+        status = response.status
+        if 200 <= status < 300:
+            observation = self._frontier.observe(
+                flight.dispatch,
+                fingerprint=self.fingerprinter(response.body, response.url, response.headers),
+                status=status,
+                etag=header_value(response.headers, "ETag"),
+                last_modified=header_value(response.headers, "Last-Modified"),
+            )
+            self._count_observation(observation, flight.dispatch, not_modified=False)
+            request.meta[RESULT_KEY] = _result(observation, not_modified=False)
+        elif status == 304:
+            observation = self._frontier.observe(
+                flight.dispatch, not_modified=True, status=status,
+                etag=header_value(response.headers, "ETag") or flight.dispatch.etag,
+                last_modified=header_value(response.headers, "Last-Modified")
+                or flight.dispatch.last_modified,
+            )
+            self._count_observation(observation, flight.dispatch, not_modified=True)
+            request.meta[RESULT_KEY] = _result(observation, not_modified=True)
+            if len(self._not_modified) > 10_000:  # tokens some middleware swallowed
+                self._not_modified.clear()
+            self._not_modified.add(token)
+        else:
+            self._frontier.failed(flight.dispatch, f"http {status}", status=status)
+            self.stats.inc_value("frontier_rate/failed")
+            if status in (404, 410):
+                self.stats.inc_value(f"frontier_rate/http_{status}")
+                if self._frontier_page_gone(flight.dispatch.url):
+                    self.stats.inc_value("frontier_rate/gone")
 
     def _frontier_page_gone(self, url: str) -> bool:
         page = self._frontier.page(url)
@@ -570,8 +606,11 @@ class Scheduler:
                 reason = type(failure.value).__name__
                 if isinstance(failure.value, IgnoreRequest):
                     reason = f"ignored: {failure.value}"
-                self._frontier.failed(flight.dispatch, reason)
-                self.stats.inc_value("frontier_rate/failed")
+                try:
+                    self._frontier.failed(flight.dispatch, reason)
+                    self.stats.inc_value("frontier_rate/failed")
+                except RedisUnavailable as exc:
+                    self._redis_down(exc, time.time())
                 self._finish(token)
             if errback is None:
                 return failure
@@ -667,7 +706,7 @@ class Scheduler:
         except Exception as exc:
             logger.warning("frontier-rate stats unavailable: %r", exc)
             return
-        threshold = summary.get("threshold")
+        threshold = summary.get("nu")
         if threshold is not None:
             self.stats.set_value("frontier_rate/threshold", threshold)
         logger.info(
