@@ -56,7 +56,7 @@ from frontier_rate.fingerprint import DEFAULT_MAX_BODY, Fingerprinter, header_va
 logger = logging.getLogger(__name__)
 
 __all__ = ["DISPATCH_KEY", "DONT_REVISIT_KEY", "KeepAlive", "RESULT_KEY", "RevisitBackend",
-           "WEIGHT_KEY"]
+           "WEIGHT_KEY", "lease_of", "page_meta"]
 
 DISPATCH_KEY = "frontier_rate_dispatch"
 """Meta key (str in Scrapy meta, bytes in frontera meta) that carries the lease of a fetch."""
@@ -431,12 +431,11 @@ class KeepAlive:
         backend = getattr(manager, "backend", None)
         if not isinstance(backend, RevisitBackend) or manager.finished:
             return
-        self._wake_in(backend.seconds_to_wake())
+        if self._timer is None:
+            self._wake_in(backend.seconds_to_wake())
         raise DontCloseSpider
 
     def _wake_in(self, seconds: float) -> None:
-        if self._timer is not None:
-            return
         try:
             from scrapy.utils.asyncio import call_later
         except ImportError:  # Scrapy < 2.13
