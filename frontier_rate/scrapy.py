@@ -36,7 +36,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -88,6 +88,8 @@ WAKE_LIMIT = 1.0
 """Longest sleep (seconds) between polls of the frontier while pages wait."""
 MIN_WAKE = 0.05
 """Shortest sleep between polls when pages are due but held back (host delay, budget)."""
+BUFFER_BATCHES = 4
+"""Leased pages held locally: at most this many batches (FRONTIER_RATE_BATCH each)."""
 CLOCK_SLACK = 0.005
 """Timers may fire this early by ``time.time()``; a poll that early still counts."""
 
@@ -191,7 +193,6 @@ class _InFlight:
     dispatch: Dispatch
     sent_at: float
     answered: int | None = None  # status of the response observed, if any
-    urls: list[str] = field(default_factory=list)
 
 
 class Scheduler:
@@ -247,7 +248,6 @@ class Scheduler:
         self._wakeup_at = float("inf")
         self._timers: list[Any] = []
         self._loops: list[Any] = []
-        self._opened_at = time.time()
         self._closing = False
 
         crawler.signals.connect(self._on_response, signal=signals.response_received)
@@ -265,7 +265,6 @@ class Scheduler:
             kwargs = dict(self._frontier_kwargs)
             kwargs.setdefault("namespace", spider.name)
             self.frontier = Frontier(self._redis_url, **kwargs)
-        self._opened_at = time.time()
         self.dupefilter.open()
         if self.close_after:
             self._timers.append(call_later(self.close_after, self._close_spider, "close_after"))
@@ -402,7 +401,9 @@ class Scheduler:
 
     def _refill(self, now: float) -> None:
         """Lease due pages in one batch; if none, sleep until the next falls due."""
-        room = self.batch_size - len(self._buffer)
+        # Leases held back (host at its concurrency, robots.txt pending) may fill
+        # part of the buffer; room for more keeps other hosts from starving.
+        room = min(self.batch_size, BUFFER_BATCHES * self.batch_size - len(self._buffer))
         fresh = self._frontier.next_requests(room, now=now) if room > 0 else []
         for dispatch in fresh:
             self._buffer.append((dispatch, now))
@@ -698,9 +699,17 @@ class Scheduler:
         engine = self.crawler.engine
         deferred_from_coro(engine.close_spider_async(reason=reason))
 
+    def _sweep_in_flight(self, now: float) -> None:
+        """Forget requests that never came back (their leases have expired by now)."""
+        limit = self._frontier.lease_timeout
+        for token in [t for t, f in self._in_flight.items() if now - f.sent_at > limit]:
+            logger.debug("no outcome for %s; its lease expired", self._in_flight[token].dispatch.url)
+            self._finish(token)
+
     def _log_summary(self) -> None:
         if self.frontier is None:
             return
+        self._sweep_in_flight(time.time())
         try:
             summary = self.frontier.stats()
         except Exception as exc:

@@ -306,6 +306,27 @@ def test_robots_disallow_and_crawl_delay(site, redis_url, namespace, tmp_path):
     assert min(gaps) >= 0.9, gaps
 
 
+def test_a_slow_host_does_not_fill_the_downloader(redis_url, namespace, tmp_path):
+    """At most CONCURRENT_REQUESTS_PER_DOMAIN requests per host leave the scheduler.
+
+    With 2 global slots, 1 per domain and a slow host (1 s per answer), the
+    second slot stays free for the fast host, whose pages keep being revisited.
+    """
+    with ChangingSite("127.0.0.1") as slow, ChangingSite("127.0.0.2") as fast:
+        for i in range(6):
+            slow.set(f"/s{i}", f"<p>slow {i}</p>", delay=1.0)
+        fast.set("/f", "<p>fast</p>")
+        crawl = run_crawl(tmp_path, redis_url, namespace,
+                          [{"url": slow.url(f"/s{i}")} for i in range(6)] + [{"url": fast.url("/f")}],
+                          {"CONCURRENT_REQUESTS": 2, "CONCURRENT_REQUESTS_PER_DOMAIN": 1,
+                           "FRONTIER_RATE_MIN_HOST_DELAY": 0.0, "FRONTIER_RATE_CLOSE_AFTER": 4})
+        slow_hits = sorted(slow.hits, key=lambda h: h.started)
+        assert len(slow_hits) >= 2, crawl.log[-3000:]
+        for a, b in zip(slow_hits, slow_hits[1:], strict=False):
+            assert b.started >= a.time - 0.05  # one at a time on the slow host
+        assert len(fast.hits_for("/f")) >= 3  # revisited about every second meanwhile
+
+
 # -- request round trip ---------------------------------------------------------------
 
 

@@ -41,7 +41,7 @@ class Page:
 
 @dataclass(frozen=True)
 class Hit:
-    """One answered request."""
+    """One answered request (``started``: arrival, ``time``: answer)."""
 
     time: float
     method: str
@@ -50,6 +50,7 @@ class Hit:
     if_none_match: str | None
     if_modified_since: str | None
     user_agent: str | None
+    started: float = 0.0
 
 
 class ChangingSite:
@@ -135,6 +136,7 @@ class ChangingSite:
 
     # -- serving ---------------------------------------------------------------
     def _answer(self, handler: BaseHTTPRequestHandler) -> None:
+        started = time.time()
         path = handler.path
         if_none_match = handler.headers.get("If-None-Match")
         if_modified_since = handler.headers.get("If-Modified-Since")
@@ -170,7 +172,7 @@ class ChangingSite:
         with self._lock:
             self.hits.append(
                 Hit(time.time(), handler.command, path, status, if_none_match,
-                    if_modified_since, handler.headers.get("User-Agent"))
+                    if_modified_since, handler.headers.get("User-Agent"), started)
             )
         handler.send_response(status)
         for name, value in headers:
