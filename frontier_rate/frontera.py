@@ -165,7 +165,11 @@ class RevisitBackend(Backend):
     def frontier_stop(self) -> None:
         if self.frontier is None:
             return
-        if self._held:
+        release = getattr(self.frontier, "release", None)  # not in the engine contract yet
+        for dispatch, _ in self._held:
+            if release is not None:
+                release(dispatch)
+        if self._held and release is None:
             logger.info("frontier-rate: %d held leases left to expire", len(self._held))
         self._held.clear()
         if self._own_frontier:
