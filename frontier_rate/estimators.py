@@ -48,6 +48,13 @@ import numpy as np
 
 logger = logging.getLogger(__name__)
 
+__all__ = [
+    "ALPHAS", "ESTIMATORS", "LLN", "MLE", "SA", "SAM", "Estimator", "Interval",
+    "MomentMatching", "Naive", "alpha_sequence", "eta_step", "interval_step",
+    "lln_estimate", "make_estimator", "mle_solve", "mm_solve", "naive_estimate",
+    "sa_step", "sam_step", "trajectory", "unchanged_half_rate", "zeta_step",
+]
+
 ALPHAS = ("one", "log", "sqrt")
 
 # Bounds that keep the interval estimator's arithmetic finite: log-rates
@@ -300,14 +307,11 @@ def mm_solve(intervals: np.ndarray, unchanged: float) -> float:
 # Estimator classes.
 # --------------------------------------------------------------------------
 
-# State field kinds: "count" (int ≥ 0), "int" (int ≥ 0), "float" (finite),
-# "positive" (finite > 0), "non_negative" (finite ≥ 0),
-# "intervals" (list of finite floats > 0).
-_KINDS = ("count", "int", "float", "positive", "non_negative", "intervals")
-
-
 def _state_value(field: str, kind: str, value: Any) -> Any:
-    if kind in ("count", "int"):
+    """Check one state field. Kinds: "int" (integer ≥ 0), "float" (finite),
+    "positive" (finite > 0), "non_negative" (finite ≥ 0), "intervals" (list
+    of finite floats > 0)."""
+    if kind == "int":
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
             raise ValueError(f"state field {field!r} must be an integer, got {value!r}")
         if isinstance(value, float) and not value.is_integer():
@@ -386,7 +390,7 @@ class Estimator:
         """Rebuild an estimator from :meth:`to_state` output and its parameters."""
         if not isinstance(state, Mapping):
             raise ValueError(f"state must be a mapping, got {type(state).__name__}")
-        fields = {"count": "count", **cls.state_fields}
+        fields = {"count": "int", **cls.state_fields}
         unknown = sorted(set(state) - set(fields))
         if unknown:
             raise ValueError(f"unknown state field {unknown[0]!r} for {cls.name!r}")
