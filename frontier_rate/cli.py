@@ -1,0 +1,262 @@
+"""The ``frontier-rate`` command: inspect and manage a frontier's Redis state.
+
+Every subcommand takes ``--redis URL`` (default ``$FRONTIER_RATE_REDIS_URL``,
+else the embedded Redis), ``--namespace NS`` (default
+``$FRONTIER_RATE_NAMESPACE``, else ``default``) and ``--json``. Human output
+is aligned tables; errors are one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import sys
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import click
+from tabulate import tabulate
+
+from .connection import FrontierError, redact_url
+
+EXIT_USAGE = 2
+
+
+class Failure(click.ClickException):
+    """A one-line error with exit code 2."""
+
+    exit_code = EXIT_USAGE
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"frontier-rate: {self.message}", err=True)
+
+
+def common(command: Callable) -> Callable:
+    """The options every subcommand takes."""
+    command = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(command)
+    command = click.option("--namespace", "-n", envvar="FRONTIER_RATE_NAMESPACE", default="default",
+                           show_default=True, help="Frontier namespace (Scrapy: the spider name).")(command)
+    command = click.option("--redis", "redis_url", envvar="FRONTIER_RATE_REDIS_URL", default=None,
+                           help="Redis URL (redis://, rediss://, unix://, redis+cluster://); "
+                                "default: the embedded Redis.")(command)
+    return command
+
+
+def open_frontier(redis_url: str | None, namespace: str, *, create: bool = False):
+    """The frontier of an existing namespace (or a new one with ``create``), or a one-line failure."""
+    from .engine import Frontier, UnknownNamespace
+
+    try:
+        if create:
+            return Frontier(redis_url, namespace=namespace)
+        return Frontier.attach(redis_url, namespace)
+    except UnknownNamespace:
+        raise Failure(f"no frontier named {namespace!r} at {redact_url(redis_url)}") from None
+    except (FrontierError, ValueError) as exc:
+        raise Failure(str(exc)) from None
+
+
+def when(t: float | None, now: float) -> str:
+    """A time as 'in 5m' / '3h ago' for tables."""
+    if t is None or (isinstance(t, float) and math.isnan(t)):
+        return "-"
+    delta = t - now
+    span = abs(delta)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if span >= size:
+            text = f"{span / size:.1f}{unit}"
+            break
+    else:
+        text = f"{span:.0f}s"
+    return f"in {text}" if delta > 0 else f"{text} ago"
+
+
+def emit(data: Any, as_json: bool, render: Callable[[Any], str]) -> None:
+    if as_json:
+        click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+    else:
+        click.echo(render(data))
+
+
+def key_value(record: dict) -> str:
+    return tabulate([(k, "-" if v is None else v) for k, v in record.items()], tablefmt="plain")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="frontier-rate")
+def main() -> None:
+    """Inspect and manage frontier-rate's revisit frontier in Redis."""
+
+
+@main.command()
+@click.argument("url")
+@common
+def inspect(url: str, redis_url: str | None, namespace: str, as_json: bool) -> None:
+    """One page: weight, change-rate estimate, fetches, changes, next due time."""
+    frontier = open_frontier(redis_url, namespace)
+    try:
+        record = frontier.page(url)
+    except ValueError as exc:
+        raise Failure(str(exc)) from None
+    if record is None:
+        raise Failure(f"unknown page {url!r} in namespace {namespace!r}")
+    now = time.time()
+    if not as_json:
+        record = dict(record)
+        for field in ("last_fetch", "next_due"):
+            if record.get(field) is not None:
+                record[field] = f"{record[field]:.3f} ({when(record[field], now)})"
+    emit(record, as_json, key_value)
+
+
+@main.command()
+@click.option("--limit", "-l", type=click.IntRange(1, 100_000), default=20, show_default=True)
+@common
+def due(limit: int, redis_url: str | None, namespace: str, as_json: bool) -> None:
+    """The pages that fall due soonest."""
+    frontier = open_frontier(redis_url, namespace)
+    now = time.time()
+    pages = frontier.due(limit, now=now)
+    columns = ("url", "next_due", "estimate", "weight", "fetches", "changes", "status")
+
+    def render(rows: list[dict]) -> str:
+        table = [[p["url"], when(p["next_due"], now), f"{p['estimate']:.3g}/s", p["weight"],
+                  p["fetches"], p["changes"], p["status"]] for p in rows]
+        return tabulate(table, headers=columns) if table else "no pages queued"
+
+    emit(pages, as_json, render)
+
+
+@main.command()
+@common
+def stats(redis_url: str | None, namespace: str, as_json: bool) -> None:
+    """Counters: pages, due now, leased, gone, threshold ν, budget use, changes seen."""
+    frontier = open_frontier(redis_url, namespace)
+    emit(frontier.stats(), as_json, key_value)
+
+
+@main.command()
+@common
+def clusters(redis_url: str | None, namespace: str, as_json: bool) -> None:
+    """The policy cells (pages grouped by weight and rate) the threshold is solved over."""
+    from . import policy
+
+    frontier = open_frontier(redis_url, namespace)
+    rows = []
+    for cell, (n, rate_sum, weight_sum) in sorted(frontier.cells().items()):
+        weight_bin, rate_bin = divmod(cell, policy.N_RATE_BINS)
+        rows.append({"cell": cell, "weight_bin": weight_bin, "rate_bin": rate_bin, "pages": int(n),
+                     "mean_weight": weight_sum / n, "mean_rate": rate_sum / n, "rate_sum": rate_sum})
+
+    def render(data: list[dict]) -> str:
+        if not data:
+            return "no pages"
+        headers = ["cell", "weight bin", "rate bin", "pages", "mean weight", "mean rate /s", "Σ rate /s"]
+        table = [[r["cell"], r["weight_bin"], r["rate_bin"], r["pages"], r["mean_weight"], r["mean_rate"],
+                  r["rate_sum"]] for r in data]
+        return tabulate(table, headers=headers, floatfmt=".4g")
+
+    emit(rows, as_json, render)
+
+
+@main.command()
+@common
+def solve(redis_url: str | None, namespace: str, as_json: bool) -> None:
+    """Re-solve the threshold ν from the cell aggregates now, and show it."""
+    frontier = open_frontier(redis_url, namespace)
+    started = time.perf_counter()
+    nu = frontier.resolve()
+    elapsed = time.perf_counter() - started
+    s = frontier.stats()
+    result = {"nu": nu, "budget": s["budget"], "planned_rate": s["planned_rate"],
+              "budget_use": s["budget_use"], "cells": len(frontier.cells()), "solve_ms": elapsed * 1e3}
+    emit(result, as_json, key_value)
+
+
+@main.command(name="export")
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default="jsonl", show_default=True)
+@common
+def export_pages(fmt: str, redis_url: str | None, namespace: str, as_json: bool) -> None:
+    """Every page's record to stdout (SCAN, never KEYS)."""
+    frontier = open_frontier(redis_url, namespace)
+    pages = frontier.iter_pages()
+    if fmt == "jsonl" or as_json:
+        for record in pages:
+            click.echo(json.dumps(record, sort_keys=True, default=str))
+        return
+    writer = None
+    for record in pages:
+        row = {k: json.dumps(v) if isinstance(v, dict) else v for k, v in record.items()}
+        if writer is None:
+            writer = csv.DictWriter(sys.stdout, fieldnames=list(row))
+            writer.writeheader()
+        writer.writerow(row)
+
+
+def parse_import(lines: Iterable[str]) -> tuple[list[tuple[str, float]], list[str]]:
+    """Pages from 'URL [weight]' lines (blank lines and # comments skipped), and one message per bad line."""
+    from .engine import parse_url
+
+    pages, errors = [], []
+    for number, line in enumerate(lines, 1):
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        fields = text.split()
+        if len(fields) > 2:
+            errors.append(f"line {number}: expected 'URL [weight]', got {text!r}")
+            continue
+        try:
+            parse_url(fields[0])
+            weight = float(fields[1]) if len(fields) == 2 else 1.0
+            if not math.isfinite(weight) or weight < 0:
+                raise ValueError(f"weight must be a finite number >= 0, got {fields[1]!r}")
+        except ValueError as exc:
+            errors.append(f"line {number}: {exc}")
+            continue
+        pages.append((fields[0], weight))
+    return pages, errors
+
+
+@main.command(name="import")
+@click.argument("file", type=click.File("r", encoding="utf-8"))
+@click.option("--skip-invalid", is_flag=True, help="Import the valid lines even if some are invalid.")
+@common
+def import_pages(file: Any, skip_invalid: bool, redis_url: str | None, namespace: str, as_json: bool) -> None:
+    """Add pages from FILE ('-' for stdin): one URL per line, optionally followed by a weight."""
+    pages, errors = parse_import(file)
+    for message in errors:
+        click.echo(f"frontier-rate: {message}", err=True)
+    if errors and not skip_invalid:
+        raise Failure(f"{len(errors)} invalid line(s), nothing imported (--skip-invalid imports the rest)")
+    frontier = open_frontier(redis_url, namespace, create=True)
+    added = frontier.add_many(pages)
+    result = {"read": len(pages) + len(errors), "added": added, "updated": len(pages) - added,
+              "invalid": len(errors)}
+    emit(result, as_json, key_value)
+
+
+@main.command(add_help_option=False,
+              context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.pass_context
+def testbed(ctx: click.Context) -> None:
+    """Run the living-web test-bed (options: see 'frontier-rate testbed --help')."""
+    from . import testbed as bed
+
+    sys.exit(bed.main(ctx.args))
+
+
+@main.command(add_help_option=False,
+              context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.pass_context
+def demo(ctx: click.Context) -> None:
+    """Crawl the test-bed with Scrapy and report freshness against the optimum."""
+    from . import demo as demo_module
+
+    sys.exit(demo_module.main(ctx.args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,127 @@
+"""The ``frontier-rate`` command, run as a subprocess against a real Redis."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from frontier_rate import Frontier
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "frontier_rate", *args], input=stdin,
+                          capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture
+def filled(redis_url: str, namespace: str):
+    """A namespace with three pages on two hosts, one of them fetched once."""
+    frontier = Frontier(redis_url, namespace=namespace, budget=10.0, min_host_delay=0.0,
+                        min_interval=1.0, seed=1)
+    frontier.add_many([("http://a.example/1", 2.0), ("http://a.example/2", 1.0),
+                       ("http://b.example/1", 0.5)], now=1000.0)
+    dispatches = frontier.next_requests(3, now=1000.0)
+    first = next(d for d in dispatches if d.url == "http://a.example/1")
+    frontier.observe(first, fingerprint="v1", fetched_at=1000.0)
+    yield frontier
+    frontier.close()
+
+
+def run_json(*args: str) -> object:
+    result = cli(*args, "--json")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_inspect_shows_the_page(filled: Frontier, redis_url: str, namespace: str) -> None:
+    record = run_json("inspect", "http://a.example/1", "--redis", redis_url, "--namespace", namespace)
+    assert record["url"] == "http://a.example/1"
+    assert record["weight"] == 2.0
+    assert record["fetches"] == 1
+    assert record["changes"] == 0
+    table = cli("inspect", "http://a.example/1", "--redis", redis_url, "--namespace", namespace)
+    assert table.returncode == 0
+    assert "http://a.example/1" in table.stdout and "weight" in table.stdout
+
+
+def test_stats_and_due(filled: Frontier, redis_url: str, namespace: str) -> None:
+    stats = run_json("stats", "--redis", redis_url, "--namespace", namespace)
+    assert stats["pages"] == 3
+    assert stats["fetches"] == 1
+    due = run_json("due", "--limit", "2", "--redis", redis_url, "--namespace", namespace)
+    assert len(due) == 2
+    assert due == sorted(due, key=lambda p: p["next_due"])
+    all_due = run_json("due", "--redis", redis_url, "--namespace", namespace)
+    # Two pages are leased (handed out, not observed): only the observed page is queued.
+    assert [p["url"] for p in all_due] == ["http://a.example/1"]
+
+
+def test_export_jsonl_and_csv(filled: Frontier, redis_url: str, namespace: str) -> None:
+    lines = cli("export", "--redis", redis_url, "--namespace", namespace)
+    assert lines.returncode == 0, lines.stderr
+    urls = sorted(json.loads(line)["url"] for line in lines.stdout.splitlines())
+    assert urls == ["http://a.example/1", "http://a.example/2", "http://b.example/1"]
+    table = cli("export", "--format", "csv", "--redis", redis_url, "--namespace", namespace)
+    rows = list(csv.DictReader(io.StringIO(table.stdout)))
+    assert sorted(r["url"] for r in rows) == urls
+    assert {r["url"]: float(r["weight"]) for r in rows}["http://b.example/1"] == 0.5
+
+
+def test_import_adds_pages_and_rejects_bad_lines(redis_url: str, namespace: str, tmp_path) -> None:
+    good = tmp_path / "pages.txt"
+    good.write_text("# seed list\nhttp://c.example/a 3\n\nhttp://c.example/b\n")
+    result = run_json("import", str(good), "--redis", redis_url, "--namespace", namespace)
+    assert result == {"read": 2, "added": 2, "updated": 0, "invalid": 0}
+    again = run_json("import", str(good), "--redis", redis_url, "--namespace", namespace)
+    assert again["added"] == 0 and again["updated"] == 2
+
+    bad = tmp_path / "bad.txt"
+    bad.write_text("http://c.example/c 1\nnot a url at all\nhttp://c.example/d -4\n")
+    rejected = cli("import", str(bad), "--redis", redis_url, "--namespace", namespace)
+    assert rejected.returncode == 2
+    assert "line 2" in rejected.stderr and "line 3" in rejected.stderr
+    stats = run_json("stats", "--redis", redis_url, "--namespace", namespace)
+    assert stats["pages"] == 2, "an import with invalid lines must import nothing"
+    skipped = run_json("import", str(bad), "--skip-invalid", "--redis", redis_url, "--namespace", namespace)
+    assert skipped["added"] == 1 and skipped["invalid"] == 2
+
+
+def test_solve_and_clusters(filled: Frontier, redis_url: str, namespace: str) -> None:
+    solved = run_json("solve", "--redis", redis_url, "--namespace", namespace)
+    assert solved["nu"] >= 0 and solved["cells"] >= 1
+    cells = run_json("clusters", "--redis", redis_url, "--namespace", namespace)
+    assert sum(c["pages"] for c in cells) == 3
+
+
+def test_unknown_url_namespace_and_bad_arguments_exit_2(filled: Frontier, redis_url: str,
+                                                         namespace: str) -> None:
+    unknown_page = cli("inspect", "http://nowhere.example/x", "--redis", redis_url, "--namespace", namespace)
+    assert unknown_page.returncode == 2
+    assert "unknown page" in unknown_page.stderr and len(unknown_page.stderr.strip().splitlines()) == 1
+    unknown_ns = cli("stats", "--redis", redis_url, "--namespace", "no-such-namespace-here")
+    assert unknown_ns.returncode == 2 and "no-such-namespace-here" in unknown_ns.stderr
+    bad_limit = cli("due", "--limit", "zero", "--redis", redis_url, "--namespace", namespace)
+    assert bad_limit.returncode == 2
+    bad_command = cli("frobnicate")
+    assert bad_command.returncode == 2
+
+
+def test_unreachable_redis_is_one_line_without_password() -> None:
+    url = f"redis://user:hunter2secret@127.0.0.1:{free_port()}/0"
+    result = cli("stats", "--redis", url)
+    assert result.returncode == 2
+    assert "hunter2secret" not in result.stderr + result.stdout
+    assert "127.0.0.1" in result.stderr
+    assert "Traceback" not in result.stderr
