@@ -1,0 +1,74 @@
+"""The demo: its scoring functions on hand-made inputs, and one short real run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from frontier_rate import demo
+from frontier_rate.testbed import Testbed
+
+
+def test_politeness_counts_gaps_shorter_than_the_host_delay() -> None:
+    bed = Testbed(n_pages=4, n_hosts=2, seed=1)
+    a, b = bed.addresses
+    log = [{"host": a, "real_time": t} for t in (0.0, 0.5, 0.9, 2.0)]   # gaps 0.5, 0.4, 1.1
+    log += [{"host": b, "real_time": t} for t in (0.0, 0.3)]
+    result = demo.politeness(log, bed, delays=[0.45, 0.2])
+    assert result["hosts"][a]["violations"] == 1          # only the 0.4 s gap is below 0.45 s
+    assert result["hosts"][a]["min_gap_s"] == pytest.approx(0.4)
+    assert result["hosts"][b]["violations"] == 0
+    assert result["violations"] == 1
+    assert result["hosts"][a]["max_rps"] == 3             # 0.0, 0.5, 0.9 fall in one second
+
+
+def test_oracle_spends_the_budget_within_host_caps() -> None:
+    bed = Testbed(n_pages=40, n_hosts=4, seed=3, acceleration=86400.0, port=18080)
+    truth = bed.truth(until=0.0)
+    caps = {address: 5e-5 for address in bed.addresses}
+    intervals = demo.oracle_intervals(truth, budget_sim=1e-4, caps_sim=caps)
+    rate = sum(1.0 / t for t in intervals.values() if t)
+    assert rate == pytest.approx(1e-4, rel=1e-6)
+    for address in bed.addresses:
+        host_rate = sum(1.0 / intervals[p["url"]] for p in truth["pages"]
+                        if p["host"] == address and intervals[p["url"]])
+        assert host_rate <= caps[address] * (1 + 1e-9)
+
+
+def test_estimate_accuracy_uses_pages_with_enough_fetches() -> None:
+    truth = {"pages": [{"url": "u1", "rate": 1.0}, {"url": "u2", "rate": 2.0}, {"url": "u3", "rate": 1.0}]}
+    pages = [{"url": "u1", "estimate": 1.5, "fetches": 10}, {"url": "u2", "estimate": 1.0, "fetches": 50},
+             {"url": "u3", "estimate": 100.0, "fetches": 9}]
+    result = demo.estimate_accuracy(pages, truth, acceleration=1.0)
+    assert result["pages"] == 2
+    assert result["median_abs_rel_error"] == pytest.approx(0.5)   # errors 0.5 and 0.5
+
+
+@pytest.mark.slow
+def test_short_demo_run_reports_and_stays_polite(redis_url: str, tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    result = subprocess.run(
+        [sys.executable, "-m", "frontier_rate", "demo", "--duration", "25", "--pages", "24", "--hosts", "3",
+         "--budget", "15", "--redis", redis_url, "--out", str(out), "--json"],
+        capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    assert set(report) >= {"freshness", "estimates", "politeness", "fetches", "duration_s"}
+    assert set(report["freshness"]) >= {"ours", "uniform", "oracle"}
+    assert set(report["estimates"]) >= {"median_abs_rel_error", "p90_abs_rel_error", "pages"}
+    assert set(report["politeness"]) >= {"violations", "max_host_rps"}
+    for value in report["freshness"].values():
+        assert 0.0 <= value <= 1.5
+    assert report["fetches"] > 24, "every page is fetched at least once, and some again"
+    assert report["politeness"]["violations"] == 0, report["politeness"]
+    assert json.loads((out / "report.json").read_text())["fetches"] == report["fetches"]
+    for name in ("estimates.png", "freshness.png", "hosts.png"):
+        assert (out / name).stat().st_size > 1000
+    fetched = [json.loads(line) for line in (out / "requests.jsonl").read_text().splitlines()]
+    assert not any(r["path"].startswith("/private/") for r in fetched), "robots.txt Disallow was ignored"
+    assert np.isfinite(report["freshness"]["ours"])
