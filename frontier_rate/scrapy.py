@@ -88,6 +88,8 @@ WAKE_LIMIT = 1.0
 """Longest sleep (seconds) between polls of the frontier while pages wait."""
 MIN_WAKE = 0.05
 """Shortest sleep between polls when pages are due but held back (host delay, budget)."""
+FLUSH_DELAY = 0.05
+"""Longest wait (seconds) before new pages are added to the frontier in one batch."""
 BUFFER_BATCHES = 4
 """Leased pages held locally: at most this many batches (FRONTIER_RATE_BATCH each)."""
 CLOCK_SLACK = 0.005
@@ -231,6 +233,7 @@ class Scheduler:
         self.dupefilter = build_from_crawler(dupefilter_cls, crawler)
 
         self._new_pages: list[tuple[str, float, dict[str, Any]]] = []
+        self._new_since = 0.0  # when the oldest of _new_pages was enqueued
         self._one_off: deque[Request] = deque()
         self._buffer: deque[tuple[Dispatch, float]] = deque()
         self._in_flight: dict[str, _InFlight] = {}  # by flight id (TOKEN_KEY)
@@ -301,12 +304,13 @@ class Scheduler:
             self.stats.inc_value("frontier_rate/one_off")
             return True
         assert self.spider is not None
-        self._new_pages.append(
-            (request.url, _weight(request), request_to_page_meta(request, self.spider))
-        )
+        page = (request.url, _weight(request), request_to_page_meta(request, self.spider))
+        if not self._new_pages:
+            self._new_since = time.time()
+            self._wake_at(self._new_since + FLUSH_DELAY)
+        self._new_pages.append(page)
         if len(self._new_pages) >= self.batch_size:
             self._flush_new_pages()
-        self._next_poll = 0.0
         return True
 
     def _is_continuation(self, request: Request) -> bool:
@@ -328,7 +332,7 @@ class Scheduler:
             return self._one_off.popleft()
         now = time.time()
         try:
-            self._flush_new_pages()
+            self._flush_new_pages(now)
             dispatch = self._take_ready(now)
             if dispatch is None and now >= self._next_poll - CLOCK_SLACK:
                 self._refill(now)
@@ -386,8 +390,19 @@ class Scheduler:
         self._next_poll = now + WAKE_LIMIT
         self._wake_at(self._next_poll)
 
-    def _flush_new_pages(self) -> None:
+    def _flush_new_pages(self, now: float | None = None) -> None:
+        """Add the pages enqueued since the last flush in one call.
+
+        With ``now``, only when it pays: a full batch, the oldest page waiting
+        ``FLUSH_DELAY``, or nothing in flight (so a lone new page goes at once).
+        """
         if not self._new_pages:
+            return
+        if now is not None and not (
+            len(self._new_pages) >= self.batch_size
+            or now - self._new_since >= FLUSH_DELAY - CLOCK_SLACK
+            or not self._in_flight
+        ):
             return
         batch, self._new_pages = self._new_pages, []
         try:
@@ -398,6 +413,7 @@ class Scheduler:
         self.stats.inc_value("frontier_rate/new_pages", added)
         if added:
             self._next_due_at, self._next_due_checked = time.time(), time.time()
+            self._next_poll = 0.0
 
     def _refill(self, now: float) -> None:
         """Lease due pages in one batch; if none, sleep until the next falls due."""
@@ -408,7 +424,7 @@ class Scheduler:
         for dispatch in fresh:
             self._buffer.append((dispatch, now))
         if fresh:
-            self._next_poll = now
+            self._next_poll = now  # more may be due: poll again once these are sent
             return
         if room <= 0:  # buffer full of held pages: a response or robots.txt wakes us
             self._next_poll = now + WAKE_LIMIT

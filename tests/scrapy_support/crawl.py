@@ -27,7 +27,7 @@ def main(path: str) -> None:
         "ROBOTSTXT_OBEY": False,
         **config.get("settings", {}),
     }
-    process = CrawlerProcess(settings, install_root_handler=True)
+    process = CrawlerProcess(settings)
     process.crawl(RecordingSpider, **config.get("args", {}))
     process.start()
 
