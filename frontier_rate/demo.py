@@ -168,14 +168,22 @@ def oracle_intervals(truth: dict, budget_sim: float, caps_sim: dict[str, float])
     return {p["url"]: (1.0 / f if f > 0 else None) for p, f in zip(pages, solution.frequencies, strict=True)}
 
 
-def politeness(log: list[dict], bed: Testbed, delays: list[float]) -> dict[str, Any]:
-    """Per host: requests, smallest gap, most requests in any one-second window, violations."""
+def politeness(log: list[dict], bed: Testbed, delays: list[float], min_host_delay: float = 0.0) -> dict[str, Any]:
+    """Per host: requests, smallest gap, most requests in any one-second window, violations.
+
+    ``delays[h]`` is host h's delay once its robots.txt has been read; before
+    that (a crawler cannot honour a Crawl-delay it has not seen) the delay in
+    force is ``min_host_delay``.
+    """
     hosts = {}
     violations = 0
     for h, address in enumerate(bed.addresses):
-        times = sorted(r["real_time"] for r in log if r["host"] == address)
+        entries = sorted((r for r in log if r["host"] == address), key=lambda r: r["real_time"])
+        times = [r["real_time"] for r in entries]
+        robots_read = next((r["real_time"] for r in entries if r.get("path") == "/robots.txt"), -math.inf)
+        in_force = np.array([delays[h] if t > robots_read else min(delays[h], min_host_delay) for t in times[1:]])
         gaps = np.diff(times) if len(times) > 1 else np.array([])
-        bad = int((gaps < delays[h] - GAP_TOLERANCE).sum())
+        bad = int((gaps < in_force - GAP_TOLERANCE).sum())
         violations += bad
         per_second = 0
         if times:
@@ -228,7 +236,7 @@ def score(cfg: DemoConfig, bed: Testbed, pages: list[dict], duration: float) -> 
             "oracle": replay_policy(truth, oracle, t_start, t_end),
         },
         "estimates": estimate_accuracy(pages, truth, cfg.acceleration),
-        "politeness": politeness(log, bed, delays),
+        "politeness": politeness(log, bed, delays, cfg.min_host_delay),
         "fetches": len(fetches),
         "requests": len(log),
         "duration_s": duration,

@@ -68,6 +68,8 @@ __all__ = [
     "request_to_page_meta",
 ]
 
+PACE_MARGIN = 0.02
+"""Seconds added to a host's delay on its download slot (see ``Scheduler._pace``)."""
 TOKEN_KEY = "_frontier_rate_flight"
 """Request meta key that ties a request (and its redirects/retries) to its lease."""
 WEIGHT_KEY = "frontier_rate_weight"
@@ -221,6 +223,7 @@ class Scheduler:
             "FRONTIER_RATE_OBEY_CRAWL_DELAY", settings.getbool("ROBOTSTXT_OBEY", False)
         )
         self.robots_ttl = settings.getfloat("FRONTIER_RATE_ROBOTS_TTL", 86400.0)
+        self.scrapy_reads_robots = settings.getbool("ROBOTSTXT_OBEY", False)
         self.robots_agent: str = (
             settings.get("ROBOTSTXT_USER_AGENT") or settings.get("USER_AGENT") or "*"
         )
@@ -244,6 +247,7 @@ class Scheduler:
         self._host_load: dict[str, int] = {}
         self._robots: dict[str, _Robots] = {}
         self._host_ready_at: dict[str, float] = {}  # hosts with a Crawl-delay: next send
+        self._paced: dict[str, float] = {}  # host -> delay set on its download slot
         self._next_poll = 0.0
         self._next_due_at: float | None = None
         self._next_due_checked = 0.0
@@ -329,7 +333,11 @@ class Scheduler:
 
     def next_request(self) -> Request | None:
         if self._one_off:
-            return self._one_off.popleft()
+            request = self._one_off.popleft()
+            host = urlsplit(request.url).hostname
+            if host:
+                self._pace(host)
+            return request
         now = time.time()
         try:
             self._flush_new_pages(now)
@@ -343,7 +351,38 @@ class Scheduler:
         if dispatch is None:
             self._wake_at(self._next_poll)
             return None
+        self._pace(dispatch.host)
         return self._to_request(dispatch, now)
+
+    def _host_delay(self, host: str) -> float:
+        robots = self._robots.get(host)
+        return max(self._frontier.min_host_delay, (robots.crawl_delay or 0.0) if robots else 0.0)
+
+    def _pace(self, host: str) -> None:
+        """Have Scrapy's downloader send requests to ``host`` at least its delay apart.
+
+        The frontier spaces leases, but the downloader may send leased requests
+        in a burst (a busy slot drains back to back). A download slot with a
+        delay and no jitter measures the gap when each request is sent, so every
+        request to the host (revisits, one-off requests, robots.txt) keeps it.
+        The slot marks a request sent when it leaves the slot's queue; a busy
+        reactor can put the bytes on the wire a few milliseconds later, so the
+        slot delay carries ``PACE_MARGIN`` on top. Uses the downloader's per-slot settings (Scrapy's DOWNLOAD_SLOTS) and
+        its slots, which are not public API: guarded.
+        """
+        delay = self._host_delay(host) + PACE_MARGIN
+        if self._paced.get(host) == delay:
+            return
+        downloader = getattr(self.crawler.engine, "downloader", None)
+        per_slot = getattr(downloader, "per_slot_settings", None)
+        slots = getattr(downloader, "slots", None)
+        if not isinstance(per_slot, dict) or not isinstance(slots, dict):
+            return
+        per_slot[host] = {**per_slot.get(host, {}), "delay": delay, "jitter": 0.0}
+        slot = slots.get(host)
+        if slot is not None:
+            slot.delay, slot.jitter = delay, 0.0
+        self._paced[host] = delay
 
     def has_pending_requests(self) -> bool:
         if self._one_off or self._new_pages or self._buffer:
@@ -508,6 +547,8 @@ class Scheduler:
 
     # -- from the downloader back to the frontier ---------------------------------
     def _on_response(self, response: Response, request: Request, spider: Spider) -> None:
+        if self.obey_crawl_delay and urlsplit(response.url).path == "/robots.txt":
+            self._learn_robots(response)
         token = request.meta.get(TOKEN_KEY)
         flight = self._in_flight.get(token) if token else None
         if flight is None or flight.answered is not None:
@@ -650,38 +691,59 @@ class Scheduler:
 
     # -- robots.txt Crawl-delay ----------------------------------------------------
     def _robots_ready(self, dispatch: Dispatch, now: float) -> bool:
-        """True once this host's robots.txt is known (fetching it if stale)."""
+        """True once this host's robots.txt is known (fetching it if stale).
+
+        With ROBOTSTXT_OBEY, Scrapy's RobotsTxtMiddleware reads robots.txt
+        before the first request to a host leaves, and ``_on_response`` learns
+        the Crawl-delay from that answer before the request reaches its download
+        slot; this scheduler then fetches robots.txt itself only to refresh it.
+        """
         if not self.obey_crawl_delay:
             return True
         state = self._robots.setdefault(dispatch.host, _Robots())
+        if state.fetched_at is None and self.scrapy_reads_robots:
+            return True
         stale = state.fetched_at is None or now - state.fetched_at > self.robots_ttl
         if stale and not state.pending:
             state.pending = True
+            self._pace(dispatch.host)
             parts = urlsplit(dispatch.url)
             url = f"{parts.scheme}://{parts.netloc}/robots.txt"
             deferred_from_coro(self._fetch_robots(dispatch.host, url, state))
         return state.fetched_at is not None
 
     async def _fetch_robots(self, host: str, url: str, state: _Robots) -> None:
-        from protego import Protego
-
-        delay: float | None = None
         try:
             request = Request(url, meta={"dont_obey_robotstxt": True, "dont_retry": False},
                               priority=1000, dont_filter=True)
-            response = await _download(self.crawler, request)
-            if 200 <= response.status < 300:
-                body = response.body.decode("utf-8", errors="replace")
-                delay = Protego.parse(body).crawl_delay(self.robots_agent)
+            await _download(self.crawler, request)  # _on_response reads the answer
             self.stats.inc_value("frontier_rate/robots_fetched")
         except Exception as exc:  # a missing robots.txt must never stop the crawl
             logger.debug("robots.txt of %s not fetched: %r", host, exc)
-        state.fetched_at, state.pending = time.time(), False
+        state.fetched_at, state.pending = state.fetched_at or time.time(), False
+        self._wake_at(time.time())
+
+    def _learn_robots(self, response: Response) -> None:
+        """Apply the Crawl-delay of any robots.txt answer that passes the engine."""
+        from protego import Protego
+
+        host = urlsplit(response.url).hostname
+        if not host:
+            return
+        state = self._robots.setdefault(host, _Robots())
+        delay: float | None = None
+        if 200 <= response.status < 300:
+            try:
+                body = response.body.decode("utf-8", errors="replace")
+                delay = Protego.parse(body).crawl_delay(self.robots_agent)
+            except Exception as exc:  # a malformed robots.txt means no Crawl-delay
+                logger.debug("robots.txt of %s not parsed: %r", host, exc)
+        state.fetched_at = time.time()
         if delay is not None and delay != state.crawl_delay and not self._closing:
             logger.info("robots.txt Crawl-delay %.3gs for %s", delay, host)
             self._frontier.set_host_delay(host, float(delay))
         state.crawl_delay = delay
-        self._wake_at(time.time())
+        self._pace(host)
 
     # -- wake-up, close, logging ------------------------------------------------------
     def _wake_at(self, when: float) -> None:
