@@ -54,6 +54,7 @@ from .store import (
     Scripts,
     bucket_of,
     digest,
+    float32,
     page_id,
     shard_of,
     unpack_extras,
@@ -90,7 +91,8 @@ REFRESH_PAGES = 256
 PRIOR_RATE = 1.0 / 86400
 """Change rate assumed for a page before its first observation (once a day)."""
 ETA, BETA, OMEGA = 0.75, 0.6, 1.0
-INTERVAL_PRIOR_INFO, INTERVAL_MAX_STEP = 1.0, 1.0
+INTERVAL_PRIOR_INFO, INTERVAL_MAX_STEP = 0.3, 1.0
+"""The interval estimator's prior weight and step clip (estimators.Interval defaults)."""
 
 
 @dataclass(frozen=True)
@@ -250,8 +252,9 @@ class Frontier:
         return [repr(float(now)), repr(self._nu), "1" if self.objective == "freshness" else "0",
                 "1" if self.policy == "whittle" else "0", self.estimator,
                 repr(self.min_interval), repr(self.max_interval), repr(ETA), repr(BETA),
-                repr(OMEGA), "0", repr(self.min_host_delay), repr(self.lease_timeout),
-                str(self.buckets), repr(self.min_interval), repr(INTERVAL_MAX_STEP)]
+                repr(OMEGA), repr(INTERVAL_PRIOR_INFO), repr(self.min_host_delay),
+                repr(self.lease_timeout), str(self.buckets), repr(self.min_interval),
+                repr(INTERVAL_MAX_STEP), repr(math.log(self.prior_rate))]
 
     def _initial_state(self) -> tuple[float, float]:
         """(est, aux) of a new page, as the Python estimators start (x0 = prior_rate)."""
@@ -259,7 +262,7 @@ class Frontier:
         if self.estimator == "sam":
             return x0, x0
         if self.estimator == "interval":
-            return math.log(x0), INTERVAL_PRIOR_INFO
+            return math.log(x0), 0.0
         return x0, 0.0
 
     def _now(self, now: float | None) -> float:
@@ -298,6 +301,9 @@ class Frontier:
                     meta = None
             host = parse_url(url)
             weight = _real(f"weight of {url!r}", weight, minimum=0.0)
+            if weight > 1e30:
+                raise ValueError(f"weight of {url!r} must be <= 1e30, got {weight!r}")
+            weight = float32(weight)
             meta_text = ""
             if meta is not None:
                 if not isinstance(meta, Mapping):
@@ -325,52 +331,67 @@ class Frontier:
     # ------------------------------------------------------------------ dispatch
 
     def next_requests(self, max_n: int, now: float | None = None) -> list[Dispatch]:
-        """Lease up to ``max_n`` due pages, highest index first, within budget and host delays."""
+        """Lease up to ``max_n`` due pages, highest index first, within budget and host delays.
+
+        Two round trips: (1) the published ν, tokens from the shared bucket, a
+        background refresh step and every shard's candidates; (2) the leases
+        of the best candidates (each re-checked in Lua), with unneeded tokens
+        given back.
+        """
         if isinstance(max_n, bool) or not isinstance(max_n, int) or max_n < 0:
             raise ValueError(f"max_n must be a non-negative int, got {max_n!r}")
         now = self._now(now)
+        window = str(max(2 * max_n, 16))
+        refresh = self._refresh_pending[0] if self._refresh_pending else None
+        give_back, self._unused_tokens = self._unused_tokens, 0
+
+        def first(pipe: Any) -> None:
+            pipe.hmget(self.keys.nu, "nu", "solved_at", "budget")
+            self._take_tokens(pipe, now, max_n, give_back)
+            if refresh is not None:
+                self._shard_call(pipe, "refresh", refresh, now, [str(REFRESH_PAGES)])
+            for shard in range(self.shards):
+                self._shard_call(pipe, "candidates", shard, now, [window, str(CANDIDATE_LOOK)])
+
         with self._errors():
-            self._maybe_resolve(now)
-            self._refresh_step(now)
-            if max_n == 0:
-                return []
-            granted = self._take_tokens(now, max_n)
-            if granted == 0:
-                return []
-            window = str(max(2 * granted, 16))
-
-            def find(pipe: Any) -> None:
-                for shard in range(self.shards):
-                    self._shard_call(pipe, "candidates", shard, now,
-                                     [window, str(CANDIDATE_LOOK)])
-
+            replies = self.scripts.run(first)
+            nu_raw, granted = replies[0], int(replies[1])
+            found = replies[2:]
+            if refresh is not None:
+                self._refreshed(refresh, found[0])
+                found = found[1:]
+            self._use_published_nu(nu_raw, now)
             candidates = []
-            for shard, flat in enumerate(self.scripts.run(find)):
+            for shard, flat in enumerate(found):
                 for i in range(0, len(flat), 3):
                     candidates.append((float(flat[i + 2]), shard, flat[i], flat[i + 1]))
             candidates.sort(key=lambda c: -c[0])
             chosen: dict[int, list] = defaultdict(list)
             for _, shard, host, pid in candidates[:granted]:
                 chosen[shard] += [host, pid]
-            dispatches: list[Dispatch] = []
-            if chosen:
-                def lease(pipe: Any) -> None:
-                    for shard, args in chosen.items():
-                        self._shard_call(pipe, "lease", shard, now, args)
+            wanted = min(granted, len(candidates))
 
-                for flat in self.scripts.run(lease):
+            def lease(pipe: Any) -> None:
+                if granted > wanted:
+                    self._take_tokens(pipe, now, 0, granted - wanted)
+                for shard, args in chosen.items():
+                    self._shard_call(pipe, "lease", shard, now, args)
+
+            dispatches: list[Dispatch] = []
+            if granted > wanted or chosen:
+                leased = self.scripts.run(lease)
+                for flat in leased[1:] if granted > wanted else leased:
                     for i in range(0, len(flat), 8):
                         dispatches.append(_dispatch(flat[i + 1:i + 8]))
-            self._unused_tokens = granted - len(dispatches)
+            self._unused_tokens = wanted - len(dispatches)
         return dispatches
 
-    def _take_tokens(self, now: float, want: int) -> int:
-        """Take up to ``want`` tokens from the shared bucket, returning the last call's unused."""
+    def _take_tokens(self, target: Any, now: float, want: int, give_back: int) -> Any:
+        """Take up to ``want`` tokens from the shared bucket after returning ``give_back``."""
         burst = max(1.0, self.budget * BURST_SECONDS)
-        give_back, self._unused_tokens = self._unused_tokens, 0
-        return int(self.scripts.call(
-            self.client, "take_tokens", [self.keys.tokens],
-            [repr(now), repr(self.budget), repr(burst), str(want), str(give_back)]))
+        return self.scripts.call(target, "take_tokens", [self.keys.tokens],
+                                 [repr(now), repr(self.budget), repr(burst), str(want),
+                                  str(give_back)])
 
     def next_due_time(self) -> float | None:
         """Earliest time a page may be dispatched (host delay included) or a lease expires."""
@@ -549,24 +570,25 @@ class Frontier:
         """Re-solve every RESOLVE_EVERY s of clock time; otherwise reuse the published ν."""
         if abs(now - self._nu_read_at) < NU_CACHE:
             return
-        raw = self.client.hmget(self.keys.nu, "nu", "solved_at", "budget")
+        self._use_published_nu(self.client.hmget(self.keys.nu, "nu", "solved_at", "budget"), now)
+
+    def _use_published_nu(self, raw: list, now: float) -> None:
         if raw[2] is not None and float(raw[2]) != self.budget:
             self.budget = float(raw[2])
-        if raw[0] is None or raw[1] is None or not (0 <= now - float(raw[1]) < RESOLVE_EVERY):
+        # stale after RESOLVE_EVERY; a clock far behind the solve (another clock) also re-solves
+        if raw[0] is None or raw[1] is None or abs(now - float(raw[1])) >= RESOLVE_EVERY:
             self.resolve(now=now)
             return
         self._solved_at = float(raw[1])
         self._set_nu(float(raw[0]), now)
 
-    def _refresh_step(self, now: float) -> None:
-        """Re-plan up to REFRESH_PAGES queued pages of one shard under the current ν."""
-        if not self._refresh_pending:
-            return
-        shard = self._refresh_pending[0]
-        seen, moved, wrapped = self._run_one("refresh", shard, now, [str(REFRESH_PAGES)])
-        self._refresh_pending.pop(0)
-        if not wrapped:
-            self._refresh_pending.append(shard)
+    def _refreshed(self, shard: int, reply: list) -> None:
+        """Book-keeping after a background refresh step (lua/refresh.lua) on ``shard``."""
+        seen, moved, wrapped = reply
+        if self._refresh_pending and self._refresh_pending[0] == shard:
+            self._refresh_pending.pop(0)
+            if not wrapped:
+                self._refresh_pending.append(shard)
         if moved:
             logger.debug("refresh: shard %d, %d pages looked at, %d moved", shard, seen, moved)
 

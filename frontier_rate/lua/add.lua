@@ -1,5 +1,6 @@
 -- add.lua: add pages or update their weight / meta.
--- ARGV after the header: initial estimate, initial aux, then groups of 5:
+-- ARGV after the header: initial estimate, initial aux, then groups of 5
+-- (weight already rounded to float32 by the caller):
 --   id, host, url, weight, meta (JSON text, "" = none)
 -- Returns the number of pages that were new.
 local est0, aux0 = tonumber(ARGV[H + 1]), tonumber(ARGV[H + 2])
@@ -16,7 +17,8 @@ for i = H + 3, #ARGV, 5 do
     end
   else
     s = {weight = weight, est = est0, aux = aux0, p = 0, last_fetch = 0, fetches = 0,
-         changes = 0, leases = 0, fp = string.rep("\0", 8), flags = 0, fails = 0, notfound = 0}
+         changes = 0, leases = 0, fp = string.rep("\0", 4), flags = 0, fails = 0, notfound = 0,
+         x1 = 0, x2 = 0}
     save(id, s)
     redis.call("HSET", ukey(id), id, url)
     agg_add(weight, plan_rate(s), 1)

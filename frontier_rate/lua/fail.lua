@@ -14,8 +14,8 @@ local s = load(id)
 if not s then return {"missing", "0"} end
 if s.leases ~= token or not has(s.flags, F_LEASED) then return {"stale", "0"} end
 
-s.fails = math.min(s.fails + 1, 255)
-if not_found then s.notfound = math.min(s.notfound + 1, 255) else s.notfound = 0 end
+s.fails = math.min(s.fails + 1, 15)
+if not_found then s.notfound = math.min(s.notfound + 1, 15) else s.notfound = 0 end
 s.flags = set(set(s.flags, F_LEASED, false), F_APPLIED, true)
 redis.call("ZREM", LEASES, id .. host)
 if not_found and s.notfound >= gone_after then

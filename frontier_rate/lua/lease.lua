@@ -15,7 +15,7 @@ for i = H + 1, #ARGV, 2 do
       and not has(s.flags, F_LEASED) and not has(s.flags, F_GONE) then
     redis.call("ZREM", qkey(host), id)
     redis.call("ZADD", LEASES, fmt(now + C.lease_timeout), id .. host)
-    s.leases = (s.leases + 1) % 4294967296
+    s.leases = (s.leases + 1) % 65536
     s.flags = set(set(s.flags, F_LEASED, true), F_APPLIED, false)
     save(id, s)
     local delay = stored_delay

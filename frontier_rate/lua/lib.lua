@@ -17,10 +17,14 @@
 local PREFIX = string.sub(KEYS[1], 1, -6)   -- strip "ready"
 local READY, HOSTS, LEASES, AGG, CNT = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 
--- Page state: weight, estimate, aux, p, last_fetch, fetches, changes, leases,
--- fingerprint digest, flags, consecutive failures, consecutive 404/410.
--- est/aux: LLN x_k / S_k, SA y_k / unused, SAM z_k / z_{k-1}, interval log-rate / J.
-local STATE = "<dddddI4I4I4c8BBB"
+-- Page state (48 bytes; 64 for `interval`, still within the default 64-byte
+-- limit of the compact hash encoding): weight (float32), est, aux, p (float32,
+-- the crawl rate of the pending draw), last_fetch, fetches, changes, leases
+-- (uint16, the lease token), fingerprint digest (4 bytes), flags,
+-- fails = consecutive failures (low 4 bits) + 16 * consecutive 404/410.
+-- est/aux: LLN x_k / S_k, SA y_k / unused, SAM z_k / z_{k-1},
+-- interval log-rate / T0 plus x1, x2 = changed score B / curvature H.
+local STATE = "<fddfdI4I4I2c4BB"
 local F_LEASED, F_GONE, F_CHANGED, F_APPLIED = 1, 2, 4, 8
 
 local function has(flags, bit) return math.floor(flags / bit) % 2 == 1 end
@@ -33,7 +37,7 @@ end
 local function fmt(x) return string.format("%.17g", x) end
 
 -- Common header ------------------------------------------------------------
-local H = 16
+local H = 17
 local function header()
   return {
     now = tonumber(ARGV[1]), nu = tonumber(ARGV[2]),
@@ -41,13 +45,14 @@ local function header()
     estimator = ARGV[5],
     min_interval = tonumber(ARGV[6]), max_interval = tonumber(ARGV[7]),
     eta = tonumber(ARGV[8]), beta = tonumber(ARGV[9]), omega = tonumber(ARGV[10]),
-    -- ARGV[11] is reserved
+    prior_info = tonumber(ARGV[11]),
     default_delay = tonumber(ARGV[12]), lease_timeout = tonumber(ARGV[13]),
     buckets = tonumber(ARGV[14]), tick = tonumber(ARGV[15]),
-    max_step = tonumber(ARGV[16]),
+    max_step = tonumber(ARGV[16]), log_prior = tonumber(ARGV[17]),
   }
 end
 local C = header()
+if C.estimator == "interval" then STATE = STATE .. "dd" end
 
 local function bucket_of(id)
   return struct.unpack(">I4", id) % C.buckets
@@ -61,14 +66,17 @@ local function load(id)
   local raw = redis.call("HGET", skey(id), id)
   if not raw then return nil end
   local s = {}
+  local fails
   s.weight, s.est, s.aux, s.p, s.last_fetch, s.fetches, s.changes, s.leases,
-    s.fp, s.flags, s.fails, s.notfound = struct.unpack(STATE, raw)
+    s.fp, s.flags, fails, s.x1, s.x2 = struct.unpack(STATE, raw)
+  s.fails, s.notfound = fails % 16, math.floor(fails / 16)
   return s
 end
 
 local function save(id, s)
+  local fails = math.min(s.fails, 15) + 16 * math.min(s.notfound, 15)
   redis.call("HSET", skey(id), id, struct.pack(STATE, s.weight, s.est, s.aux, s.p,
-    s.last_fetch, s.fetches, s.changes, s.leases, s.fp, s.flags, s.fails, s.notfound))
+    s.last_fetch, s.fetches, s.changes, s.leases, s.fp, s.flags, fails, s.x1 or 0, s.x2 or 0))
 end
 
 -- Policy (seed 001 / seed 002, DESIGN §3): mirrors frontier_rate.policy ------
@@ -224,13 +232,28 @@ local function update_estimate(s, I, p, tau, k)
     s.est = z + eta * (I * (z + p) - z) + zeta * (z - s.aux)
     s.aux = z
   elseif e == "interval" then
-    -- recursive MLE in phi = log rate (estimators.interval_step): est = phi, aux = J
-    local x = clip(math.exp(s.est) * tau, 1e-300, 1e300)
+    -- recursive MAP in phi = log rate (estimators.interval_step, step by step):
+    -- est = phi, aux = T0, x1 = B, x2 = H; count = updates including this one
+    local count = k + 1
+    local phi = s.est
+    local x = clip(math.exp(phi) * tau, 1e-300, 1e300)
     local r = x / expm1(x)
-    s.aux = s.aux + x * r
-    local score = I * r - (1 - I) * x
-    local step = clip(score / s.aux, -C.max_step, C.max_step)
-    s.est = clip(s.est + step, -690, 690)
+    local rho
+    if x < 1e-3 then rho = x / 2 + x * x / 12 else rho = x / -expm1(-x) - 1 end
+    local b = s.x1 + I * r
+    local h = s.x2 + I * (r * rho)
+    s.aux = s.aux + (1 - I) * tau
+    local exposure = math.min(math.exp(phi) * s.aux, 1e300)
+    local score = b - exposure + C.prior_info * (C.log_prior - phi)
+    local curvature = C.prior_info + exposure + h
+    local new = clip(phi + clip(score / curvature, -C.max_step, C.max_step), -690, 690)
+    local step = new - phi
+    local factor = 1
+    if b > 0 then
+      local scaled = math.min(b * math.exp(math.min(-(h / b) * step, 700)), count)
+      factor = scaled / b
+    end
+    s.est, s.x1, s.x2 = new, b * factor, h * factor
   end
 end
 

@@ -22,7 +22,7 @@ local function replan(h, from, count)
     local s = load(id)
     if s and s.fetches > 0 and s.fails == 0 and s.p > 0 then
       local mean = planned_interval(s.weight, plan_rate(s))
-      if math.abs(mean * s.p - 1) > 1e-12 then
+      if math.abs(mean * s.p - 1) > 1e-6 then
         local e = (due - s.last_fetch) * s.p
         if C.estimator == "interval" then e = 1 end
         s.p = 1 / mean
