@@ -232,9 +232,12 @@ class Frontier:
     def _configure(self) -> tuple[int, int]:
         """Fix shards, buckets, estimator and objective of the namespace on first use."""
         cfg = f"fr:{{{self.namespace}}}:cfg"
+        cells = ",".join(repr(float(x)) for x in (
+            policy.WEIGHT_LOG10_MIN, policy.WEIGHT_BINS_PER_DECADE, policy.N_WEIGHT_BINS,
+            policy.RATE_LOG10_MIN, policy.RATE_BINS_PER_DECADE, policy.N_RATE_BINS))
         wanted = {"shards": str(DEFAULT_SHARDS), "buckets": str(DEFAULT_BUCKETS),
                   "estimator": self.estimator, "objective": self.objective,
-                  "prior_rate": repr(self.prior_rate)}
+                  "prior_rate": repr(self.prior_rate), "cells": cells}
         with self._errors():
             pipe = self.client.pipeline()
             for field, value in wanted.items():
@@ -246,6 +249,7 @@ class Frontier:
                 raise ValueError(f"namespace {self.namespace!r} uses {field} {stored[field]!r}, "
                                  f"not {wanted[field]!r} (a namespace keeps its {field})")
         self.prior_rate = float(stored["prior_rate"])
+        self._cells = stored["cells"]
         return int(stored["shards"]), int(stored["buckets"])
 
     def _header(self, now: float) -> list[str]:
@@ -254,7 +258,7 @@ class Frontier:
                 repr(self.min_interval), repr(self.max_interval), repr(ETA), repr(BETA),
                 repr(OMEGA), repr(INTERVAL_PRIOR_INFO), repr(self.min_host_delay),
                 repr(self.lease_timeout), str(self.buckets), repr(self.min_interval),
-                repr(INTERVAL_MAX_STEP), repr(math.log(self.prior_rate))]
+                repr(INTERVAL_MAX_STEP), repr(math.log(self.prior_rate)), self._cells]
 
     def _initial_state(self) -> tuple[float, float]:
         """(est, aux) of a new page, as the Python estimators start (x0 = prior_rate)."""

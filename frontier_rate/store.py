@@ -6,8 +6,8 @@ bucket of a page id within its shard):
 ====================================  =====  ==============================================
 key                                   type   content
 ====================================  =====  ==============================================
-``fr:{ns}:cfg``                       hash   shards, buckets, estimator, objective (fixed
-                                             when the namespace is created)
+``fr:{ns}:cfg``                       hash   shards, buckets, estimator, objective, prior_rate,
+                                             policy cell layout (fixed at creation)
 ``fr:{ns}:tokens``                    hash   the shared token bucket (tokens, ts)
 ``fr:{ns}:nu``                        hash   threshold ν, solved_at, budget, planned_rate
 ``fr:{ns:s}:ready``                   zset   host -> time the host may dispatch next
@@ -54,7 +54,7 @@ F_LEASED, F_GONE, F_CHANGED, F_APPLIED = 1, 2, 4, 8
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 SHARD_SCRIPTS = ("add", "candidates", "lease", "observe", "fail", "refresh", "host_delay",
                  "stats")
-HEADER_LENGTH = 17
+HEADER_LENGTH = 18
 
 
 def page_id(url: str) -> bytes:

@@ -150,6 +150,12 @@ def test_resolve_matches_exact_per_page_solve(redis_url, namespace):
     lam = np.array([max(p["estimate"], 1.0 / f.max_interval) for p in pages])
     w = np.array([p["weight"] for p in pages])
     assert len({round(x, 12) for x in lam}) > 20, "estimates should be spread out"
+    # the incrementally kept aggregates are exactly the cells of the pages' (w, λ)
+    reference = policy.cells_from_pages(w, lam)
+    cells = f.cells()
+    assert set(cells) == set(np.flatnonzero(reference[:, 0]))
+    for cell, row in cells.items():
+        assert row == pytest.approx(tuple(reference[cell]), rel=1e-9)
     exact = policy.solve_threshold(np.column_stack([np.ones(n), lam, w]), f.budget,
                                    f.min_interval, f.max_interval, "freshness")
     assert exact.status == "ok" and nu > 0

@@ -37,7 +37,7 @@ end
 local function fmt(x) return string.format("%.17g", x) end
 
 -- Common header ------------------------------------------------------------
-local H = 17
+local H = 18
 local function header()
   return {
     now = tonumber(ARGV[1]), nu = tonumber(ARGV[2]),
@@ -49,6 +49,7 @@ local function header()
     default_delay = tonumber(ARGV[12]), lease_timeout = tonumber(ARGV[13]),
     buckets = tonumber(ARGV[14]), tick = tonumber(ARGV[15]),
     max_step = tonumber(ARGV[16]), log_prior = tonumber(ARGV[17]),
+    cells = ARGV[18],
   }
 end
 local C = header()
@@ -167,13 +168,19 @@ local function index(s, now)
 end
 
 -- Policy cell of a page (policy.cell_of): log-spaced bins of weight and rate.
-local function bin(x, log10_min, n_bins)
+-- The bin layout comes from the namespace's configuration (C.cells:
+-- "w_log10_min,w_per_decade,w_bins,r_log10_min,r_per_decade,r_bins"), fixed
+-- when the namespace was created so that pages leave the cell they entered.
+local CELLS = {}
+for v in string.gmatch(C.cells, "[^,]+") do CELLS[#CELLS + 1] = tonumber(v) end
+local function bin(x, log10_min, per_decade, n_bins)
   if x <= 0 then return 0 end
-  local b = math.floor((math.log10(x) - log10_min) * 8)
+  local b = math.floor((math.log10(x) - log10_min) * per_decade)
   return math.min(n_bins - 1, math.max(0, b))
 end
 local function cell_of(weight, lam)
-  return tostring(bin(weight, -6, 96) * 80 + bin(lam, -9, 80))
+  return tostring(bin(weight, CELLS[1], CELLS[2], CELLS[3]) * CELLS[6]
+    + bin(lam, CELLS[4], CELLS[5], CELLS[6]))
 end
 
 local function agg_add(weight, lam, sign)
