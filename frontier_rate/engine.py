@@ -622,10 +622,10 @@ class Frontier:
             status = "gone"
         elif s["flags"] & F_LEASED:
             status = "leased"
-        elif s["fetches"] == 0:
-            status = "new"
         elif s["fails"]:
             status = "retrying"
+        elif s["fetches"] == 0:
+            status = "new"
         else:
             status = "active"
         return {"url": url, "host": host, "weight": s["weight"],

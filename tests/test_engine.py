@@ -1,0 +1,357 @@
+"""Frontier behaviour on a real Redis server, on virtual clocks."""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import time
+from collections import defaultdict
+
+import pytest
+
+from frontier_rate import Dispatch, Frontier
+from frontier_rate.engine import BACKOFF_BASE, BURST_SECONDS
+
+
+def frontier(redis_url, namespace, **kw) -> Frontier:
+    options = {"estimator": "sa", "budget": 100.0, "min_host_delay": 0.0, "min_interval": 10.0,
+               "max_interval": 1000.0, "lease_timeout": 60.0, "seed": 1}
+    options.update(kw)
+    return Frontier(redis_url, namespace=namespace, **options)
+
+
+def test_add_page_and_first_dispatch(redis_url, namespace):
+    f = frontier(redis_url, namespace)
+    assert f.add("http://a.example/x", 2.0, {"k": [1, 2]}, now=0.0) is True
+    assert f.add("http://a.example/x", 3.0, now=0.0) is False  # known: weight updated
+    assert f.add_many([("http://b.example/", 1.0), "http://c.example/y?q=1"], now=0.0) == 2
+    page = f.page("http://a.example/x")
+    assert page["weight"] == 3.0 and page["status"] == "new" and page["fetches"] == 0
+    assert page["meta"] == {"k": [1, 2]} and page["next_due"] == 0.0
+    assert f.page("http://a.example/unknown") is None
+    got = f.next_requests(10, now=0.0)
+    assert sorted(d.url for d in got) == ["http://a.example/x", "http://b.example/",
+                                          "http://c.example/y?q=1"]
+    d = next(d for d in got if d.host == "a.example")
+    assert d.meta == {"k": [1, 2]} and d.etag is None and d.due == 0.0
+    assert f.page(d.url)["status"] == "leased"
+    assert f.stats(now=0.0)["leased"] == 3
+
+
+def test_change_indicator_first_fetch_304_and_fingerprints(redis_url, namespace):
+    f = frontier(redis_url, namespace)
+    f.add("http://a.example/", now=0.0)
+    t, seen = 0.0, []
+    steps = [{"fingerprint": "v1"}, {"not_modified": True}, {"fingerprint": "v1"},
+             {"fingerprint": "v2"}, {"status": 304}, {"fingerprint": "v2"},
+             {"fingerprint": "v3", "etag": '"e3"', "last_modified": "Mon, 01 Jan 2024"}]
+    for kwargs in steps:
+        (d,) = f.next_requests(1, now=t)
+        obs = f.observe(d, fetched_at=t, **kwargs)
+        assert obs.accepted
+        seen.append(obs.changed)
+        t = obs.next_due
+    # first fetch is no change; 304 is no change; same fingerprint is no change
+    assert seen == [False, False, False, True, False, False, True]
+    page = f.page("http://a.example/")
+    assert page["fetches"] == 7 and page["changes"] == 2
+    assert page["etag"] == '"e3"' and page["last_modified"] == "Mon, 01 Jan 2024"
+    (d,) = f.next_requests(1, now=t)
+    assert d.etag == '"e3"' and d.last_modified == "Mon, 01 Jan 2024"
+
+
+def test_observe_needs_fingerprint_or_not_modified(redis_url, namespace):
+    f = frontier(redis_url, namespace)
+    f.add("http://a.example/", now=0.0)
+    (d,) = f.next_requests(1, now=0.0)
+    with pytest.raises(ValueError, match="fingerprint"):
+        f.observe(d, fetched_at=1.0)
+
+
+def test_replayed_observe_changes_nothing(redis_url, namespace):
+    f = frontier(redis_url, namespace)
+    f.add("http://a.example/", now=0.0)
+    (d,) = f.next_requests(1, now=0.0)
+    first = f.observe(d, fingerprint="a", fetched_at=1.0)
+    state = f.page(d.url)
+    again = f.observe(d, fingerprint="b", fetched_at=5.0)
+    assert again == first
+    assert f.page(d.url) == state
+    assert f.stats(now=5.0)["fetches"] == 1
+
+
+def test_expired_lease_is_handed_out_again_and_late_observe_is_rejected(redis_url, namespace):
+    f = frontier(redis_url, namespace, lease_timeout=30.0)
+    f.add("http://a.example/", now=0.0)
+    (first,) = f.next_requests(5, now=0.0)
+    assert f.next_requests(5, now=29.0) == []  # leased: never handed out twice
+    (second,) = f.next_requests(5, now=30.0)
+    assert second.url == first.url and second.token != first.token
+    late = f.observe(first, fingerprint="x", fetched_at=31.0)
+    assert not late.accepted
+    assert f.page(first.url)["fetches"] == 0 and f.page(first.url)["status"] == "leased"
+    ok = f.observe(second, fingerprint="x", fetched_at=32.0)
+    assert ok.accepted and f.page(first.url)["fetches"] == 1
+    # the expired token stays rejected after the page was observed
+    assert not f.observe(first, fingerprint="y", fetched_at=33.0).accepted
+    assert f.page(first.url)["fetches"] == 1
+
+
+def test_host_delay_never_broken_over_a_simulated_day(redis_url, namespace):
+    """60 pages on 3 hosts want far more fetches than a 300 s host delay allows."""
+    f = frontier(redis_url, namespace, min_host_delay=300.0, min_interval=60.0,
+                 max_interval=3600.0, budget=10.0)
+    hosts = ["a.example", "b.example", "c.example"]
+    f.add_many([f"http://{hosts[i % 3]}/{i}" for i in range(60)], now=0.0)
+    f.set_host_delay("c.example", 900.0)  # e.g. robots.txt Crawl-delay
+    times = defaultdict(list)
+    t = 0.0
+    while t < 86400.0:
+        batch = []
+        for d in f.next_requests(50, now=t):
+            times[d.host].append(t)
+            batch.append((d, {"fingerprint": str(int(t) // 5000), "fetched_at": t}))
+        f.observe_many(batch)
+        t = max(t + 1e-3, f.next_due_time())
+    for host, delay in (("a.example", 300.0), ("b.example", 300.0), ("c.example", 900.0)):
+        gaps = [b - a for a, b in zip(times[host], times[host][1:], strict=False)]
+        assert min(gaps) >= delay - 1e-6, host
+        # the delay is binding: the host is served about once per delay
+        assert len(times[host]) >= 86400.0 / delay * 0.95, host
+
+
+def test_budget_caps_dispatches_over_time(redis_url, namespace):
+    """Token bucket: dispatches in any run of T seconds <= budget * T + burst."""
+    budget = 2.0
+    f = frontier(redis_url, namespace, budget=budget, min_interval=1.0)
+    f.add_many([f"http://h{i}.example/" for i in range(300)], now=0.0)
+    stamps = []
+    t = 0.0
+    while t < 100.0:
+        batch = [(d, {"fingerprint": "x", "fetched_at": t}) for d in f.next_requests(100, now=t)]
+        stamps += [t] * len(batch)
+        f.observe_many(batch)
+        t += 0.25
+    burst = max(1.0, budget * BURST_SECONDS)
+    assert len(stamps) >= budget * 100.0 * 0.95  # the budget is used
+    for i, start in enumerate(stamps):
+        window = [s for s in stamps[i:] if s < start + 10.0]
+        assert len(window) <= budget * 10.0 + burst
+
+
+def test_highest_index_first_when_over_budget(redis_url, namespace):
+    """Same change rate and age: the index is proportional to the weight."""
+    f = frontier(redis_url, namespace, budget=1000.0, objective="changes")
+    weights = {f"http://w{i}.example/": float(w) for i, w in enumerate([3, 1, 5, 2, 4])}
+    f.add_many(list(weights.items()), now=0.0)
+    f.observe_many([(d, {"fingerprint": "x", "fetched_at": 0.0})
+                    for d in f.next_requests(10, now=0.0)])
+    order = []
+    for step in range(5):
+        (d,) = f.next_requests(1, now=5000.0 + step)  # all long overdue
+        order.append(weights[d.url])
+    assert order == [5.0, 4.0, 3.0, 2.0, 1.0]
+
+
+def test_new_pages_come_before_revisits(redis_url, namespace):
+    f = frontier(redis_url, namespace)
+    f.add("http://old.example/", 100.0, now=0.0)
+    (d,) = f.next_requests(1, now=0.0)
+    f.observe(d, fingerprint="x", fetched_at=0.0)
+    f.add("http://new.example/", 0.01, now=1.0)
+    first = f.next_requests(1, now=5000.0)
+    assert [d.url for d in first] == ["http://new.example/"]
+
+
+def test_gone_after_three_404(redis_url, namespace):
+    f = frontier(redis_url, namespace)
+    f.add("http://a.example/", now=0.0)
+    t = 0.0
+    for _ in range(3):
+        (d,) = f.next_requests(1, now=t)
+        assert f.page(d.url)["status"] == "leased"
+        f.failed(d, "HTTP 404", status=404, now=t)
+        t = f.page(d.url)["next_due"] or t
+    page = f.page("http://a.example/")
+    assert page["status"] == "gone" and page["next_due"] is None
+    assert f.next_requests(5, now=t + 1e6) == []
+    assert f.stats(now=t)["gone"] == 1
+    assert f.add("http://a.example/", now=t) is False
+
+
+def test_404_streak_is_broken_by_other_results(redis_url, namespace):
+    f = frontier(redis_url, namespace)
+    f.add("http://a.example/", now=0.0)
+    t = 0.0
+    for status in (404, 404, 503, 404, 404):
+        (d,) = f.next_requests(1, now=t)
+        f.failed(d, f"HTTP {status}", status=status, now=t)
+        t = f.page(d.url)["next_due"]
+    assert f.page("http://a.example/")["status"] == "retrying"
+
+
+def test_failed_fetch_backs_off_exponentially(redis_url, namespace):
+    f = frontier(redis_url, namespace, max_interval=1000.0)
+    f.add("http://a.example/", now=0.0)
+    t, delays = 0.0, []
+    for _ in range(6):
+        (d,) = f.next_requests(1, now=t)
+        f.failed(d, "timeout", now=t)
+        due = f.page(d.url)["next_due"]
+        delays.append(due - t)
+        t = due
+    assert delays == [BACKOFF_BASE * 2 ** n for n in range(5)] + [1000.0]  # 60..960, cap
+    assert f.page("http://a.example/")["fetches"] == 0  # not an observation
+    (d,) = f.next_requests(1, now=t)
+    f.observe(d, fingerprint="ok", fetched_at=t)
+    assert f.page(d.url)["status"] == "active" and f.page(d.url)["fails"] == 0
+
+
+def test_observe_with_error_status_counts_as_failure(redis_url, namespace):
+    f = frontier(redis_url, namespace)
+    f.add("http://a.example/", now=0.0)
+    (d,) = f.next_requests(1, now=0.0)
+    obs = f.observe(d, status=503, fetched_at=0.0)
+    assert not obs.changed and obs.next_due == BACKOFF_BASE
+    assert f.page(d.url)["status"] == "retrying"
+
+
+def test_budget_change_replans_queued_pages(redis_url, namespace):
+    """set_budget re-solves ν; the background refresh moves stale due times."""
+    f = frontier(redis_url, namespace, budget=0.05, min_interval=1.0, max_interval=1e6,
+                 objective="changes", prior_rate=0.01)
+    urls = [f"http://h{i}.example/" for i in range(40)]
+    f.add_many(urls, now=0.0)
+    f.set_budget(1000.0, now=0.0)
+    f.observe_many([(d, {"fingerprint": "x", "fetched_at": 0.0})
+                    for d in f.next_requests(100, now=0.0)])
+    f.set_budget(0.05, now=1.0)
+    before = {u: f.page(u)["p"] for u in urls}
+    for _ in range(f.shards):
+        f.next_requests(0, now=1.0)
+    after = {u: f.page(u)["p"] for u in urls}
+    assert all(after[u] < before[u] * 0.5 for u in urls)
+    for u in urls:
+        page = f.page(u)
+        planned = 1.0 / page["p"]
+        assert page["next_due"] > 0.0 and planned == pytest.approx(
+            f.max_interval if planned > f.max_interval * 0.999 else planned)
+
+
+def test_stats_next_due_time_and_iter_pages(redis_url, namespace):
+    f = frontier(redis_url, namespace, min_host_delay=10.0)
+    f.add_many([f"http://a.example/{i}" for i in range(5)] + ["http://b.example/"], now=0.0)
+    stats = f.stats(now=0.0)
+    assert stats["pages"] == 6 and stats["due_now"] == 6 and stats["leased"] == 0
+    assert f.next_due_time() == 0.0
+    got = f.next_requests(10, now=0.0)
+    assert len(got) == 2  # one per host: the host delay
+    assert f.next_due_time() == 10.0
+    pages = list(f.iter_pages())
+    assert sorted(p["url"] for p in pages) == sorted(
+        [f"http://a.example/{i}" for i in range(5)] + ["http://b.example/"])
+    assert sum(p["status"] == "leased" for p in pages) == 2
+
+
+@pytest.mark.parametrize("url, fragment", [
+    ("example.com/page", "scheme"),
+    ("ftp://example.com/file", "http or https"),
+    ("http:///path", "no host"),
+    ("http://exa mple.com/", "whitespace"),
+    ("http://example.com:99999/", "not a valid URL"),
+    ("http://example.com/" + "a" * 3000, "too long"),
+    ("", "empty"),
+    (None, "string"),
+])
+def test_bad_urls_are_rejected(redis_url, namespace, url, fragment):
+    f = frontier(redis_url, namespace)
+    with pytest.raises(ValueError, match=fragment):
+        f.add(url)
+
+
+@pytest.mark.parametrize("kwargs, fragment", [
+    ({"estimator": "unknown"}, "unknown estimator 'unknown'"),
+    ({"estimator": "mle"}, "offline"),
+    ({"estimator": "naive"}, "biased"),
+    ({"budget": -1.0}, "budget"),
+    ({"budget": math.nan}, "budget"),
+    ({"min_interval": 0.0}, "min_interval"),
+    ({"max_interval": 1.0, "min_interval": 10.0}, "max_interval"),
+    ({"policy": "greedy"}, "policy 'greedy'"),
+    ({"objective": "speed"}, "objective 'speed'"),
+    ({"lease_timeout": math.inf}, "lease_timeout"),
+    ({"namespace": "bad name{}"}, "namespace"),
+])
+def test_bad_arguments_are_rejected(redis_url, namespace, kwargs, fragment):
+    options = {"namespace": namespace, **kwargs}
+    with pytest.raises(ValueError, match=fragment):
+        Frontier(redis_url, **options)
+
+
+def test_bad_call_arguments_are_rejected(redis_url, namespace):
+    f = frontier(redis_url, namespace)
+    with pytest.raises(ValueError, match="weight"):
+        f.add("http://a.example/", -1.0)
+    with pytest.raises(ValueError, match="weight"):
+        f.add("http://a.example/", math.nan)
+    with pytest.raises(ValueError, match="meta"):
+        f.add("http://a.example/", 1.0, {"x": object()})
+    with pytest.raises(ValueError, match="max_n"):
+        f.next_requests(-1)
+    with pytest.raises(ValueError, match="budget"):
+        f.set_budget(0.0)
+    with pytest.raises(ValueError, match="seconds"):
+        f.set_host_delay("a.example", -5.0)
+    with pytest.raises(ValueError, match="token"):
+        f.observe(Dispatch(url="http://a.example/", token="abc", host="a.example"),
+                  fingerprint="x")
+
+
+def test_namespace_keeps_its_estimator(redis_url, namespace):
+    frontier(redis_url, namespace, estimator="sa")
+    with pytest.raises(ValueError, match="uses estimator 'sa'"):
+        frontier(redis_url, namespace, estimator="lln")
+
+
+def _worker(redis_url, namespace, seconds, queue):
+    """One crawler process: lease, hold briefly, observe; report (url, token, start, end)."""
+    f = Frontier(redis_url, namespace=namespace, estimator="sa", budget=1000.0,
+                 min_host_delay=0.0, min_interval=0.01, max_interval=0.05, lease_timeout=30.0)
+    leases = []
+    stop = time.time() + seconds
+    while time.time() < stop:
+        got = f.next_requests(5)
+        start = time.time()
+        time.sleep(0.002)
+        end = time.time()
+        f.observe_many([(d, {"fingerprint": d.token}) for d in got])
+        leases += [(d.url, d.token, start, end) for d in got]
+    queue.put(leases)
+
+
+def test_two_processes_never_hold_the_same_lease(redis_url, namespace):
+    f = frontier(redis_url, namespace, min_interval=0.01, max_interval=0.05, budget=1000.0)
+    f.add_many([f"http://h{i % 4}.example/{i}" for i in range(12)])
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_worker, args=(redis_url, namespace, 3.0, queue))
+             for _ in range(2)]
+    for p in procs:
+        p.start()
+    results = [queue.get(timeout=60) for _ in procs]
+    for p in procs:
+        p.join(timeout=30)
+    assert all(results), "both processes got work"
+    by_url = defaultdict(list)
+    for worker, leases in enumerate(results):
+        for url, token, start, end in leases:
+            by_url[url].append((start, end, worker, token))
+    shared = [u for u, ls in by_url.items() if len({w for _, _, w, _ in ls}) == 2]
+    assert shared, "the processes should compete for the same pages"
+    for url, leases in by_url.items():
+        leases.sort()
+        for (_, e1, w1, t1), (s2, _, w2, t2) in zip(leases, leases[1:], strict=False):
+            assert t1 != t2, url
+            if w1 != w2:
+                # the second lease started after the first one's observe returned
+                assert s2 >= e1 - 0.001, url
