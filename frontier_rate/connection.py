@@ -17,7 +17,7 @@ import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import redis
 
@@ -55,7 +55,10 @@ def redact_url(url: str | None) -> str:
         pairs = [(k, "***" if k.lower() == "password" else v)
                  for k, v in parse_qsl(query, keep_blank_values=True)]
         query = urlencode(pairs, safe="*")
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    text = f"{parts.scheme}://{netloc}{parts.path}"
+    if query:
+        text += "?" + query
+    return text + ("#" + parts.fragment if parts.fragment else "")
 
 
 def data_dir() -> Path:

@@ -31,4 +31,4 @@ for i = H + 3, #ARGV, 5 do
     xset(id, etag, last_modified, meta)
   end
 end
-return added
+return finish(added)

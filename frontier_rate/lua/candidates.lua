@@ -6,6 +6,7 @@
 local window, look = tonumber(ARGV[H + 1]), tonumber(ARGV[H + 2])
 local now = C.now
 reclaim(now, 1000)
+finish(nil)  -- re-score the hosts of reclaimed pages before looking at them
 local out = {}
 local hosts = redis.call("ZRANGEBYSCORE", READY, "-inf", fmt(now), "LIMIT", 0, window)
 for _, host in ipairs(hosts) do
@@ -24,4 +25,4 @@ for _, host in ipairs(hosts) do
     out[#out + 1] = fmt(best_index)
   end
 end
-return out
+return finish(out)

@@ -11,8 +11,8 @@ local not_found, base, gone_after = ARGV[H + 4] == "1", tonumber(ARGV[H + 5]),
 local now = C.now
 
 local s = load(id)
-if not s then return {"missing", "0"} end
-if s.leases ~= token or not has(s.flags, F_LEASED) then return {"stale", "0"} end
+if not s then return finish({"missing", "0"}) end
+if s.leases ~= token or not has(s.flags, F_LEASED) then return finish({"stale", "0"}) end
 
 s.fails = math.min(s.fails + 1, 15)
 if not_found then s.notfound = math.min(s.notfound + 1, 15) else s.notfound = 0 end
@@ -23,9 +23,9 @@ if not_found and s.notfound >= gone_after then
   save(id, s)
   agg_add(s.weight, plan_rate(s), -1)
   redis.call("HINCRBY", CNT, "gone", 1)
-  return {"gone", "0"}
+  return finish({"gone", "0"})
 end
 save(id, s)
 local due = now + math.min(base * 2 ^ (s.fails - 1), C.max_interval)
 enqueue(host, id, due)
-return {"retry", fmt(due)}
+return finish({"retry", fmt(due)})

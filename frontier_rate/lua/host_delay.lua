@@ -3,4 +3,4 @@
 local host, delay = ARGV[H + 1], tonumber(ARGV[H + 2])
 local next_allowed = host_get(host)
 host_set(host, next_allowed, delay)
-return 1
+return finish(1)

@@ -33,4 +33,4 @@ for i = H + 1, #ARGV, 2 do
     out[#out + 1] = due
   end
 end
-return out
+return finish(out)

@@ -183,21 +183,21 @@ local function cell_of(weight, lam)
     + bin(lam, CELLS[4], CELLS[5], CELLS[6]))
 end
 
+-- Cell aggregate changes are summed in Lua and written once per cell by finish().
+local AGG_DELTA = {}
 local function agg_add(weight, lam, sign)
   local c = cell_of(weight, lam)
-  redis.call("HINCRBY", AGG, "n:" .. c, sign)
-  redis.call("HINCRBYFLOAT", AGG, "l:" .. c, fmt(sign * lam))
-  redis.call("HINCRBYFLOAT", AGG, "w:" .. c, fmt(sign * weight))
+  local d = AGG_DELTA[c]
+  if not d then
+    d = {0, 0, 0}
+    AGG_DELTA[c] = d
+  end
+  d[1], d[2], d[3] = d[1] + sign, d[2] + sign * lam, d[3] + sign * weight
 end
 
 -- Move a page's contribution to the cell aggregates from (w0, l0) to (w1, l1).
 local function agg_move(w0, l0, w1, l1)
   local c0, c1 = cell_of(w0, l0), cell_of(w1, l1)
-  if c0 == c1 then
-    if l0 ~= l1 then redis.call("HINCRBYFLOAT", AGG, "l:" .. c1, fmt(l1 - l0)) end
-    if w0 ~= w1 then redis.call("HINCRBYFLOAT", AGG, "w:" .. c1, fmt(w1 - w0)) end
-    return
-  end
   agg_add(w0, l0, -1)
   agg_add(w1, l1, 1)
 end
@@ -293,9 +293,24 @@ local function host_refresh(host)
   redis.call("ZADD", READY, fmt(math.max(tonumber(head[2]), next_allowed)), host)
 end
 
+-- Hosts whose queue changed; finish() re-scores each once.
+local DIRTY_HOSTS = {}
 local function enqueue(host, id, due)
   redis.call("ZADD", qkey(host), fmt(due), id)
-  host_refresh(host)
+  DIRTY_HOSTS[host] = true
+end
+
+-- Write the deferred aggregate deltas and host scores; every script returns through it.
+local function finish(result)
+  for c, d in pairs(AGG_DELTA) do
+    if d[1] ~= 0 then redis.call("HINCRBY", AGG, "n:" .. c, d[1]) end
+    if d[2] ~= 0 then redis.call("HINCRBYFLOAT", AGG, "l:" .. c, fmt(d[2])) end
+    if d[3] ~= 0 then redis.call("HINCRBYFLOAT", AGG, "w:" .. c, fmt(d[3])) end
+  end
+  AGG_DELTA = {}
+  for host in pairs(DIRTY_HOSTS) do host_refresh(host) end
+  DIRTY_HOSTS = {}
+  return result
 end
 
 -- Give expired leases back to their host queues (due now), at most `limit`.

@@ -75,4 +75,4 @@ for i = H + 1, #ARGV, 9 do
 end
 if fetches > 0 then redis.call("HINCRBY", CNT, "fetches", fetches) end
 if changes > 0 then redis.call("HINCRBY", CNT, "changes", changes) end
-return out
+return finish(out)

@@ -61,4 +61,4 @@ local flag = "0"
 if in_sweep then flag = "1" end
 redis.call("HSET", cursor_key, "c", scan, "p", table.concat(pending, "\n"), "o", offset,
   "s", flag)
-return {seen, moved, wrapped}
+return finish({seen, moved, wrapped})

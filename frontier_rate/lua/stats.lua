@@ -14,4 +14,4 @@ out[#out + 1] = "leased"
 out[#out + 1] = redis.call("ZCARD", LEASES)
 out[#out + 1] = "hosts_queued"
 out[#out + 1] = redis.call("ZCARD", READY)
-return out
+return finish(out)
