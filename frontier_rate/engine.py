@@ -36,6 +36,7 @@ import math
 import numbers
 import random
 import re
+import struct
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -53,6 +54,7 @@ from .store import (
     NAMESPACE_RE,
     Keys,
     Scripts,
+    ScriptsReloaded,
     bucket_of,
     digest,
     float32,
@@ -87,6 +89,8 @@ GONE_AFTER = 3
 CANDIDATE_LOOK = 4
 OBSERVE_BATCH = 256
 """Observations per script call in ``observe_many``."""
+OBSERVE_CHUNK = 2048
+"""Observations packed at a time in ``observe_many`` (sent while the server works)."""
 REFRESH_PAGES = 256
 """Pages re-planned per background refresh step (one shard per next_requests call)."""
 PRIOR_RATE = 1.0 / 86400
@@ -228,6 +232,7 @@ class Frontier:
         self._nu_read_at = -math.inf
         self._solved_at = -math.inf
         self._refresh_pending: list[int] = []
+        self._shards_of: dict[str, int] = {}
         self._unused_tokens = 0
         with self._errors():
             self.client.hset(self.keys.nu, "budget", repr(self.budget))
@@ -277,6 +282,14 @@ class Frontier:
             return math.log(x0), 0.0
         return x0, 0.0
 
+    def _shard_of(self, host: str) -> int:
+        shard = self._shards_of.get(host)
+        if shard is None:
+            if len(self._shards_of) > 100_000:
+                self._shards_of.clear()
+            shard = self._shards_of[host] = shard_of(host, self.shards)
+        return shard
+
     def _now(self, now: float | None) -> float:
         if now is None:
             return float(self.clock())
@@ -325,7 +338,7 @@ class Frontier:
                 except (TypeError, ValueError) as exc:
                     raise ValueError(f"meta of {url!r} is not JSON-serialisable: {exc}") from None
             pid = page_id(url)
-            groups[shard_of(host, self.shards)] += [pid, host, url, repr(weight), meta_text]
+            groups[self._shard_of(host)] += [pid, host, url, repr(weight), meta_text]
         if not groups:
             return 0
         est0, aux0 = self._initial_state()
@@ -434,63 +447,91 @@ class Frontier:
 
     def observe_many(self, results: Iterable[tuple[Dispatch, Mapping[str, Any]]]
                      ) -> list[Observation]:
-        """``observe`` for many (dispatch, keyword dict) pairs: one script call per shard batch.
+        """``observe`` for many (dispatch, keyword dict) pairs, streamed in per-shard batches.
 
         Each observation is still its own atomic step (in input order within
-        a shard); the batching only saves round trips and script start-up.
+        a shard); batching only saves round trips and script start-up. Chunks
+        of ``OBSERVE_CHUNK`` are checked and packed while the server runs the
+        previous ones, so a ValueError for a bad item leaves the chunks before
+        it applied (each item is applied at most once either way).
         """
-        calls = [self._observe_args(dispatch, **kwargs) for dispatch, kwargs in results]
-        out: list[Observation | None] = [None] * len(calls)
-        groups: dict[int, list[int]] = defaultdict(list)
-        for i, call in enumerate(calls):
-            if call[0] == "observe":
-                groups[call[1]].append(i)
-        batches = [(shard, idx[j:j + OBSERVE_BATCH]) for shard, idx in groups.items()
-                   for j in range(0, len(idx), OBSERVE_BATCH)]
+        results = list(results)
+        checked: list = [None] * len(results)
+        out: list[Observation | None] = [None] * len(results)
+        if not results:
+            return []
+        sent: list[list[int]] = []
 
-        def build(pipe: Any) -> None:
-            for shard, idx in batches:
-                now = max(calls[i][2] for i in idx)
-                args = [a for i in idx for a in calls[i][3]]
-                self._shard_call(pipe, "observe", shard, now, args)
+        def commands() -> Iterator[tuple[str, list[str], list]]:
+            for start in range(0, len(checked), OBSERVE_CHUNK):
+                for i in range(start, min(start + OBSERVE_CHUNK, len(checked))):
+                    dispatch, kwargs = results[i]
+                    checked[i] = self._check_observe(dispatch, **kwargs)
+                groups: dict[int, list[int]] = defaultdict(list)
+                packed: dict[int, bytes] = {}
+                for i in range(start, min(start + OBSERVE_CHUNK, len(checked))):
+                    if checked[i][0] == "observe":
+                        shard, packed[i] = self._pack_observation(checked[i])
+                        groups[shard].append(i)
+                for shard, idx in groups.items():
+                    for j in range(0, len(idx), OBSERVE_BATCH):
+                        part = idx[j:j + OBSERVE_BATCH]
+                        sent.append(part)
+                        now = max(checked[i][2] for i in part)
+                        yield ("observe", self.keys.shard_keys(shard),
+                               self._header(now) + [packed[i] for i in part])
 
         with self._errors():
-            times = [c[2] if c[0] == "observe" else c[4] for c in calls]
-            if not times:
-                return []
-            self._maybe_resolve(max(times))
-            if batches:
-                for (_, idx), flat in zip(batches, self.scripts.run(build), strict=True):
-                    for k, i in enumerate(idx):
-                        out[i] = _observation(flat[4 * k:4 * k + 4])
-            for i, call in enumerate(calls):
+            first = results[0][1].get("fetched_at")
+            self._maybe_resolve(self._now(first if isinstance(first, (int, float)) else None))
+            try:
+                streamed = self.scripts.stream(commands())
+            except ScriptsReloaded:
+                sent.clear()
+                streamed = self.scripts.stream(commands())
+            for part, replies in zip(sent, streamed, strict=True):
+                for i, reply in zip(part, replies, strict=True):
+                    out[i] = _observation(reply)
+            for i, call in enumerate(checked):
                 if call[0] == "fail":
-                    out[i] = self._fail(*call[1:])
+                    out[i] = self._fail(call[1], call[3], call[4], call[2])
         return out  # type: ignore[return-value]
 
-    def _observe_args(self, dispatch: Dispatch, *, fingerprint: str | bytes | None = None,
-                      not_modified: bool = False, status: int = 200,
-                      fetched_at: float | None = None, etag: str | None = None,
-                      last_modified: str | None = None) -> tuple:
+    def _check_observe(self, dispatch: Dispatch, *, fingerprint: str | bytes | None = None,
+                       not_modified: bool = False, status: int = 200,
+                       fetched_at: float | None = None, etag: str | None = None,
+                       last_modified: str | None = None) -> tuple:
+        """Validate one observe call: ("observe", dispatch, now, ...) or ("fail", ...)."""
         if not isinstance(dispatch, Dispatch):
             raise ValueError(f"dispatch must be a Dispatch, got {type(dispatch).__name__}")
         if isinstance(status, bool) or not isinstance(status, int) or not 100 <= status <= 599:
             raise ValueError(f"status must be an HTTP status code, got {status!r}")
         now = self._now(fetched_at)
+        host = parse_url(dispatch.url)
+        token = int(_token(dispatch))
         if status >= 400:
-            return ("fail", dispatch, f"HTTP {status}", status, now)
+            return ("fail", dispatch, now, f"HTTP {status}", status)
         not_modified = bool(not_modified) or status == 304
         if fingerprint is None and not not_modified:
             raise ValueError(f"observe of {dispatch.url!r} needs fingerprint= or "
                              "not_modified=True")
         if fingerprint is not None and not isinstance(fingerprint, (str, bytes)):
             raise ValueError(f"fingerprint must be str or bytes, got {type(fingerprint).__name__}")
-        host = parse_url(dispatch.url)
-        args = [page_id(dispatch.url), host, _token(dispatch), repr(now),
-                b"" if fingerprint is None else digest(fingerprint),
-                "1" if not_modified else "0", _validator("etag", etag),
-                _validator("last_modified", last_modified), repr(1.0 - self._rng.random())]
-        return ("observe", shard_of(host, self.shards), now, args)
+        return ("observe", dispatch, now, host, token, fingerprint, not_modified,
+                _validator("etag", etag), _validator("last_modified", last_modified))
+
+    def _pack_observation(self, call: tuple) -> tuple[int, bytes]:
+        """(shard, packed argument of lua/observe.lua) for a checked observe call."""
+        _, dispatch, now, host, token, fingerprint, not_modified, etag, lm = call
+        fp = b"" if fingerprint is None else digest(fingerprint)
+        host_b = host.encode("utf-8")
+        bits = (1 if not_modified else 0) | (2 if fp else 0) | (4 if etag is not None else 0) \
+            | (8 if lm is not None else 0)
+        packed = OBSERVATION.pack(page_id(dispatch.url), token, now, bits,
+                                  1.0 - self._rng.random(), fp or b"\0\0\0\0", len(host_b),
+                                  len(etag or b""), len(lm or b"")) \
+            + host_b + (etag or b"") + (lm or b"")
+        return self._shard_of(host), packed
 
     def failed(self, dispatch: Dispatch, reason: str, *, status: int | None = None,
                now: float | None = None) -> None:
@@ -511,7 +552,7 @@ class Frontier:
               ) -> Observation:
         host = parse_url(dispatch.url)
         pid = page_id(dispatch.url)
-        reply = self._run_one("fail", shard_of(host, self.shards), now,
+        reply = self._run_one("fail", self._shard_of(host), now,
                               [pid, host, _token(dispatch), "1" if status in (404, 410) else "0",
                                repr(BACKOFF_BASE), str(GONE_AFTER)])
         outcome = reply[0].decode()
@@ -735,15 +776,16 @@ def _token(dispatch: Dispatch) -> str:
     return token
 
 
-def _validator(field: str, value: str | None) -> str:
+def _validator(field: str, value: str | None) -> bytes | None:
     if value is None:
-        return "-"
+        return None
     if not isinstance(value, str):
         raise ValueError(f"{field} must be a string or None, got {type(value).__name__}")
-    if len(value.encode("utf-8")) > MAX_VALIDATOR_LENGTH:
-        logger.debug("ignoring an over-long %s (%d bytes)", field, len(value))
-        return "-"
-    return "=" + value
+    data = value.encode("utf-8")
+    if len(data) > MAX_VALIDATOR_LENGTH:
+        logger.debug("ignoring an over-long %s (%d bytes)", field, len(data))
+        return None
+    return data
 
 
 def _dispatch(fields: list) -> Dispatch:
@@ -753,12 +795,14 @@ def _dispatch(fields: list) -> Dispatch:
                     etag=etag or None, last_modified=lm or None, due=float(due))
 
 
-def _observation(reply: list) -> Observation:
-    status = reply[0].decode()
-    if status == "missing":
+OBSERVATION = struct.Struct("<8sHdBd4sHHH")
+"""One packed fetch result for lua/observe.lua (host, etag, last_modified follow)."""
+_REPLY = struct.Struct("<BBdd")
+
+
+def _observation(reply: bytes) -> Observation:
+    status, changed, estimate, due = _REPLY.unpack(reply)
+    if status == 3:
         logger.warning("observe of a page the frontier does not know")
-        return Observation(False, 0.0, None, accepted=False)
-    due = float(reply[3])
-    return Observation(changed=bool(int(reply[1])), estimate=float(reply[2]),
-                       next_due=due if due > 0 else None,
-                       accepted=status in ("ok", "replay"))
+    return Observation(changed=bool(changed), estimate=estimate,
+                       next_due=due if due > 0 else None, accepted=status in (0, 1))

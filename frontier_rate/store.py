@@ -37,6 +37,7 @@ import hashlib
 import logging
 import re
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -55,6 +56,8 @@ NAMESPACE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 SHARD_SCRIPTS = ("add", "candidates", "lease", "observe", "fail", "refresh", "host_delay",
                  "stats")
 HEADER_LENGTH = 18
+STREAM_WINDOW = 64
+"""Script calls ``Scripts.stream`` keeps in flight before it reads a reply."""
 
 
 def page_id(url: str) -> bytes:
@@ -181,6 +184,53 @@ class Scripts:
         """Queue (on a pipeline) or run (on a client) one script."""
         return target.evalsha(self.sha[name], len(keys), *keys, *args)
 
+    def stream(self, commands: Iterable[tuple[str, list[str], list]]) -> list:
+        """Run scripts one after another on one connection, sending while the server works.
+
+        ``commands`` yields (script name, keys, args) and may be a generator:
+        each command is sent as soon as it is produced, so packing the next
+        one overlaps with the server running the previous. Replies come back
+        in order. Redis Cluster clients fall back to one pipeline.
+        """
+        pool = getattr(self.client, "connection_pool", None)
+        if pool is None:
+            commands = list(commands)
+            return self.run(lambda pipe: [self.call(pipe, *c) for c in commands])
+        conn = pool.get_connection()
+        replies: list = []
+
+        def read_one() -> None:
+            try:
+                replies.append(conn.read_response())
+            except redis.exceptions.ResponseError as exc:
+                replies.append(exc)
+
+        try:
+            count = 0
+            try:
+                for name, keys, args in commands:
+                    conn.send_command("EVALSHA", self.sha[name], len(keys), *keys, *args)
+                    count += 1
+                    if count - len(replies) > STREAM_WINDOW:
+                        read_one()  # parse a finished reply while the server works
+            finally:
+                while len(replies) < count:  # always drain, so the connection stays in step
+                    read_one()
+        except BaseException:
+            conn.disconnect()
+            raise
+        finally:
+            pool.release(conn)
+        errors = [r for r in replies if isinstance(r, Exception)]
+        if errors and all(isinstance(e, redis.exceptions.NoScriptError) for e in errors) \
+                and len(errors) == len(replies):
+            logger.info("Redis lost the frontier scripts; loading them again")
+            self.load()
+            raise ScriptsReloaded()
+        if errors:
+            raise errors[0]
+        return replies
+
     def run(self, build: Any) -> list:
         """Execute ``build(pipeline)`` as one pipeline; reload scripts once if the server lost them.
 
@@ -198,6 +248,10 @@ class Scripts:
                 logger.info("Redis lost the frontier scripts; loading them again")
                 self.load()
         raise AssertionError("unreachable")
+
+
+class ScriptsReloaded(Exception):
+    """The server had lost the scripts and they were loaded again: nothing ran; resend."""
 
 
 def _read(name: str) -> str:

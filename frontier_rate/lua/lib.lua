@@ -179,8 +179,8 @@ local function bin(x, log10_min, per_decade, n_bins)
   return math.min(n_bins - 1, math.max(0, b))
 end
 local function cell_of(weight, lam)
-  return tostring(bin(weight, CELLS[1], CELLS[2], CELLS[3]) * CELLS[6]
-    + bin(lam, CELLS[4], CELLS[5], CELLS[6]))
+  return bin(weight, CELLS[1], CELLS[2], CELLS[3]) * CELLS[6]
+    + bin(lam, CELLS[4], CELLS[5], CELLS[6])
 end
 
 -- Cell aggregate changes are summed in Lua and written once per cell by finish().
@@ -197,7 +197,7 @@ end
 
 -- Move a page's contribution to the cell aggregates from (w0, l0) to (w1, l1).
 local function agg_move(w0, l0, w1, l1)
-  local c0, c1 = cell_of(w0, l0), cell_of(w1, l1)
+  if w0 == w1 and l0 == l1 then return end
   agg_add(w0, l0, -1)
   agg_add(w1, l1, 1)
 end
@@ -296,16 +296,19 @@ end
 -- Hosts whose queue changed; finish() re-scores each once.
 local DIRTY_HOSTS = {}
 local function enqueue(host, id, due)
-  redis.call("ZADD", qkey(host), fmt(due), id)
+  local text = fmt(due)
+  redis.call("ZADD", qkey(host), text, id)
   DIRTY_HOSTS[host] = true
+  return text
 end
 
 -- Write the deferred aggregate deltas and host scores; every script returns through it.
 local function finish(result)
   for c, d in pairs(AGG_DELTA) do
-    if d[1] ~= 0 then redis.call("HINCRBY", AGG, "n:" .. c, d[1]) end
-    if d[2] ~= 0 then redis.call("HINCRBYFLOAT", AGG, "l:" .. c, fmt(d[2])) end
-    if d[3] ~= 0 then redis.call("HINCRBYFLOAT", AGG, "w:" .. c, fmt(d[3])) end
+    local id = string.format("%d", c)
+    if d[1] ~= 0 then redis.call("HINCRBY", AGG, "n:" .. id, d[1]) end
+    if d[2] ~= 0 then redis.call("HINCRBYFLOAT", AGG, "l:" .. id, fmt(d[2])) end
+    if d[3] ~= 0 then redis.call("HINCRBYFLOAT", AGG, "w:" .. id, fmt(d[3])) end
   end
   AGG_DELTA = {}
   for host in pairs(DIRTY_HOSTS) do host_refresh(host) end

@@ -1,23 +1,28 @@
 -- observe.lua: fetch results, each one atomic step (DESIGN §2-3): change
 -- indicator, estimator update, next due time, re-queue.
--- ARGV after the header: groups of 9: id, host, token, fetched_at, fingerprint
--- digest ("" = none), not_modified ("1"/"0"), etag and last_modified ("-" = not
--- given, "=" .. value), u (uniform in (0, 1] for the exponential draw).
+-- ARGV after the header: one packed string per fetch (engine.OBSERVATION):
+-- "<c8I2dBdc4I2I2I2" = id, token, fetched_at, bits (1 not_modified,
+-- 2 fingerprint given, 4 etag given, 8 last_modified given), u (uniform in
+-- (0, 1] for the exponential draw), fingerprint digest, lengths of host, etag,
+-- last_modified; then those three strings.
 -- Accepted once per lease token: the page must hold an open lease with this
 -- token. A replay of the token that was applied returns the same result and
 -- changes nothing; any other token (an expired lease, re-leased or not) is
 -- "stale" and changes nothing.
--- Returns per group: status (ok | replay | stale | missing), changed, estimate, next_due.
+-- Returns per fetch a packed "<BBdd": status (0 ok, 1 replay, 2 stale, 3 missing),
+-- changed, estimate, next_due (0 when not queued).
+
+local OK, REPLAY, STALE, MISSING = 0, 1, 2, 3
 
 local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_arg, u)
   local s = load(id)
-  if not s then return "missing", 0, "0", "0" end
+  if not s then return MISSING, 0, 0, 0 end
   if s.leases ~= token or not has(s.flags, F_LEASED) then
-    local status = "stale"
-    if s.leases == token and has(s.flags, F_APPLIED) then status = "replay" end
+    local status = STALE
+    if s.leases == token and has(s.flags, F_APPLIED) then status = REPLAY end
     local changed = 0
     if has(s.flags, F_CHANGED) then changed = 1 end
-    return status, changed, fmt(reported(s)), redis.call("ZSCORE", qkey(host), id) or "0"
+    return status, changed, reported(s), tonumber(redis.call("ZSCORE", qkey(host), id) or "0")
   end
 
   -- change indicator: the first fetch is no change; 304 is no change
@@ -49,29 +54,30 @@ local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_
   redis.call("ZREM", LEASES, id .. host)
   enqueue(host, id, due)
 
-  if etag_arg ~= "-" or lm_arg ~= "-" then
+  if etag_arg or lm_arg then
     local etag, last_modified, meta = xget(id)
-    if etag_arg ~= "-" then etag = string.sub(etag_arg, 2) end
-    if lm_arg ~= "-" then last_modified = string.sub(lm_arg, 2) end
-    xset(id, etag, last_modified, meta)
+    xset(id, etag_arg or etag, lm_arg or last_modified, meta)
   end
-  return "ok", I, fmt(reported(s)), fmt(due)
+  return OK, I, reported(s), due
 end
 
 local out = {}
 local fetches, changes = 0, 0
-for i = H + 1, #ARGV, 9 do
-  local status, changed, est, due = observe_one(ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]),
-    tonumber(ARGV[i + 3]), ARGV[i + 4], ARGV[i + 5] == "1", ARGV[i + 6], ARGV[i + 7],
-    tonumber(ARGV[i + 8]))
-  if status == "ok" then
+for i = H + 1, #ARGV do
+  local arg = ARGV[i]
+  local id, token, now, bits, u, fp, lh, le, ll = struct.unpack("<c8I2dBdc4I2I2I2", arg)
+  local host = string.sub(arg, 38, 37 + lh)
+  local etag, last_modified = nil, nil
+  if bits % 8 >= 4 then etag = string.sub(arg, 38 + lh, 37 + lh + le) end
+  if bits >= 8 then last_modified = string.sub(arg, 38 + lh + le, 37 + lh + le + ll) end
+  if bits % 4 < 2 then fp = "" end
+  local status, changed, est, due = observe_one(id, host, token, now, fp, bits % 2 == 1,
+    etag, last_modified, u)
+  if status == OK then
     fetches = fetches + 1
     changes = changes + changed
   end
-  out[#out + 1] = status
-  out[#out + 1] = changed
-  out[#out + 1] = est
-  out[#out + 1] = due
+  out[#out + 1] = struct.pack("<BBdd", status, changed, est, due)
 end
 if fetches > 0 then redis.call("HINCRBY", CNT, "fetches", fetches) end
 if changes > 0 then redis.call("HINCRBY", CNT, "changes", changes) end
