@@ -39,7 +39,6 @@ by, them. How a page travels:
 from __future__ import annotations
 
 import importlib
-import json
 import logging
 import math
 import time
@@ -52,6 +51,14 @@ from frontera.core.models import Request as FrontierRequest
 
 from frontier_rate.engine import Dispatch, Frontier, Observation, parse_url
 from frontier_rate.fingerprint import DEFAULT_MAX_BODY, Fingerprinter, header_value
+from frontier_rate.settings import (
+    DONT_REVISIT_KEY,
+    WEIGHT_KEY,
+    close_after,
+    frontier_kwargs,
+    json_value,
+    strip_patterns,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -60,10 +67,6 @@ __all__ = ["DISPATCH_KEY", "DONT_REVISIT_KEY", "KeepAlive", "RESULT_KEY", "Revis
 
 DISPATCH_KEY = "frontier_rate_dispatch"
 """Meta key (str in Scrapy meta, bytes in frontera meta) that carries the lease of a fetch."""
-WEIGHT_KEY = "frontier_rate_weight"
-"""Meta key for a page's importance w_i (default 1.0), as in the Scrapy adapter."""
-DONT_REVISIT_KEY = "dont_revisit"
-"""Meta key: fetch once, never revisit (as in the Scrapy adapter)."""
 RESULT_KEY = b"frontier_rate"
 """Frontera response meta key that ``page_crawled`` fills with the observation."""
 
@@ -84,19 +87,6 @@ _PER_FETCH_META = frozenset({
 })
 """Scrapy meta keys that describe one fetch: never stored with a page."""
 _CONDITIONAL = ("if-none-match", "if-modified-since")
-
-_FRONTIER_SETTINGS: dict[str, tuple[str, Callable[[Any], Any]]] = {
-    "namespace": ("FRONTIER_RATE_NAMESPACE", str),
-    "estimator": ("FRONTIER_RATE_ESTIMATOR", str),
-    "policy": ("FRONTIER_RATE_POLICY", str),
-    "objective": ("FRONTIER_RATE_OBJECTIVE", str),
-    "budget": ("FRONTIER_RATE_BUDGET", float),
-    "min_host_delay": ("FRONTIER_RATE_MIN_HOST_DELAY", float),
-    "min_interval": ("FRONTIER_RATE_MIN_INTERVAL", float),
-    "max_interval": ("FRONTIER_RATE_MAX_INTERVAL", float),
-    "lease_timeout": ("FRONTIER_RATE_LEASE_TIMEOUT", float),
-    "seed": ("FRONTIER_RATE_SEED", int),
-}
 
 
 class RevisitBackend(Backend):
@@ -121,11 +111,11 @@ class RevisitBackend(Backend):
         self.redis_url: str | None = get("FRONTIER_RATE_REDIS_URL") or None
         self.fingerprinter = Fingerprinter(
             get("FRONTIER_RATE_FINGERPRINT") or "raw",
-            _pattern_list(get("FRONTIER_RATE_STRIP_PATTERNS")),
+            strip_patterns(get("FRONTIER_RATE_STRIP_PATTERNS")),
             _number(get, "FRONTIER_RATE_MAX_BODY", int, DEFAULT_MAX_BODY),
         )
         self.conditional = _flag(get, "FRONTIER_RATE_CONDITIONAL", True)
-        self.close_after, self.close_when_idle = _close_after(get("FRONTIER_RATE_CLOSE_AFTER"))
+        self.close_after, self.close_when_idle = close_after(get("FRONTIER_RATE_CLOSE_AFTER"))
         self.stats = get("STATS_MANAGER")
         self.request_model = request_model
         self.frontier = frontier
@@ -481,7 +471,7 @@ def page_meta(request: FrontierRequest) -> dict[str, Any]:
     for name, value in (("m", scrapy_meta), ("kw", meta.get(b"scrapy_cb_kwargs") or {})):
         if value:
             for key, item in value.items():
-                _json_value(item, f"{'meta' if name == 'm' else 'cb_kwargs'}[{key!r}]")
+                json_value(item, f"{'meta' if name == 'm' else 'cb_kwargs'}[{key!r}]")
             stored[name] = dict(value)
     headers = {_text(name): [_text(v) for v in (values if isinstance(values, list) else [values])]
                for name, values in (request.headers or {}).items()
@@ -540,17 +530,6 @@ def _weight(request: FrontierRequest) -> float:
     return weight
 
 
-def _json_value(value: Any, what: str) -> None:
-    try:
-        if json.loads(json.dumps(value, allow_nan=False)) != value:
-            raise TypeError("it does not survive a JSON round trip unchanged")
-    except (TypeError, ValueError) as exc:
-        raise ValueError(
-            f"{what} is not JSON-serialisable ({type(value).__name__}: {exc}); frontier-rate "
-            f"stores request meta as JSON (never pickle): store a plain value, or set "
-            f"meta[{DONT_REVISIT_KEY!r}]=True for a one-off request") from None
-
-
 def _text(value: Any) -> str:
     return value.decode("latin-1") if isinstance(value, bytes) else str(value)
 
@@ -578,22 +557,11 @@ def _slot_key(host: str, key_type: str) -> str:
 
 # -- settings ----------------------------------------------------------------------------
 def _frontier_kwargs(get: Callable[[str], Any]) -> dict[str, Any]:
-    kwargs: dict[str, Any] = {}
-    for argument, (name, kind) in _FRONTIER_SETTINGS.items():
-        value = get(name)
-        if value is None or value == "":
-            continue
-        try:
-            kwargs[argument] = kind(value)
-        except (TypeError, ValueError):
-            raise ValueError(f"{name}={value!r} is not a valid {kind.__name__}") from None
+    """``Frontier`` keywords; the namespace defaults to BOT_NAME (a backend never sees the spider)."""
+    kwargs = frontier_kwargs(get)
     if "namespace" not in kwargs:
         bot = get("BOT_NAME")
         kwargs["namespace"] = str(bot) if bot else "default"
-    if "min_host_delay" not in kwargs:
-        delay = _number(get, "DOWNLOAD_DELAY", float, 0.0)
-        if delay > 0:
-            kwargs["min_host_delay"] = delay
     return kwargs
 
 
@@ -619,40 +587,6 @@ def _flag(get: Callable[[str], Any], name: str, default: bool) -> bool:
             return False
         raise ValueError(f"{name}={value!r} is not a boolean")
     return bool(value)
-
-
-def _pattern_list(value: Any) -> list[str]:
-    """FRONTIER_RATE_STRIP_PATTERNS: a list of regexes, a JSON list, or one regex."""
-    if value is None or value == "":
-        return []
-    if isinstance(value, str):
-        if value.strip().startswith("["):
-            try:
-                value = json.loads(value)
-            except ValueError as exc:
-                raise ValueError(f"FRONTIER_RATE_STRIP_PATTERNS={value!r} is not a JSON list: "
-                                 f"{exc}") from None
-        else:
-            return [value]
-    if not isinstance(value, (list, tuple)):
-        raise ValueError(f"FRONTIER_RATE_STRIP_PATTERNS must be a list of regexes, got {value!r}")
-    return [str(pattern) for pattern in value]
-
-
-def _close_after(value: Any) -> tuple[float | None, bool]:
-    """FRONTIER_RATE_CLOSE_AFTER: seconds of running, or "idle" (finished once nothing is due)."""
-    if value is None or value == "" or value == 0:
-        return None, False
-    if isinstance(value, str) and value.strip().lower() == "idle":
-        return None, True
-    try:
-        seconds = float(value)
-    except (TypeError, ValueError):
-        seconds = math.nan
-    if not 0 < seconds < math.inf:
-        raise ValueError(f"FRONTIER_RATE_CLOSE_AFTER={value!r} must be a positive number of "
-                         "seconds or 'idle'")
-    return seconds, False
 
 
 def _clock(value: Any) -> Callable[[], float]:

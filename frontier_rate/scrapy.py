@@ -31,7 +31,6 @@ How a request travels (DESIGN.md section 5 has the Scrapy facts this rests on):
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections import deque
@@ -48,6 +47,14 @@ from scrapy.utils.misc import build_from_crawler, load_object
 
 from frontier_rate.connection import RedisUnavailable
 from frontier_rate.fingerprint import DEFAULT_MAX_BODY, Fingerprinter, header_value
+from frontier_rate.settings import (
+    DONT_REVISIT_KEY,
+    WEIGHT_KEY,
+    close_after,
+    frontier_kwargs,
+    json_value,
+    strip_patterns,
+)
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -72,10 +79,6 @@ PACE_MARGIN = 0.02
 """Seconds added to a host's delay on its download slot (see ``Scheduler._pace``)."""
 TOKEN_KEY = "_frontier_rate_flight"
 """Request meta key that ties a request (and its redirects/retries) to its lease."""
-WEIGHT_KEY = "frontier_rate_weight"
-"""Request meta key for a page's importance w_i (default 1.0)."""
-DONT_REVISIT_KEY = "dont_revisit"
-"""Request meta key: fetch once as an ordinary request, never revisit."""
 RESULT_KEY = "frontier_rate"
 """Response meta key the scheduler fills before the callback runs:
 ``{"changed": bool, "not_modified": bool, "estimate": float, "next_due": float}``."""
@@ -96,33 +99,6 @@ BUFFER_BATCHES = 4
 """Leased pages held locally: at most this many batches (FRONTIER_RATE_BATCH each)."""
 CLOCK_SLACK = 0.005
 """Timers may fire this early by ``time.time()``; a poll that early still counts."""
-
-_FRONTIER_SETTINGS = {
-    "namespace": ("FRONTIER_RATE_NAMESPACE", str),
-    "estimator": ("FRONTIER_RATE_ESTIMATOR", str),
-    "policy": ("FRONTIER_RATE_POLICY", str),
-    "objective": ("FRONTIER_RATE_OBJECTIVE", str),
-    "budget": ("FRONTIER_RATE_BUDGET", float),
-    "min_host_delay": ("FRONTIER_RATE_MIN_HOST_DELAY", float),
-    "min_interval": ("FRONTIER_RATE_MIN_INTERVAL", float),
-    "max_interval": ("FRONTIER_RATE_MAX_INTERVAL", float),
-    "lease_timeout": ("FRONTIER_RATE_LEASE_TIMEOUT", float),
-}
-
-
-def _json_value(value: Any, what: str) -> Any:
-    """``value`` if JSON can carry it unchanged, else ValueError naming ``what``."""
-    try:
-        if json.loads(json.dumps(value, allow_nan=False)) != value:
-            raise TypeError("it does not survive a JSON round trip unchanged")
-    except (TypeError, ValueError) as exc:
-        raise ValueError(
-            f"{what} is not JSON-serialisable ({type(value).__name__}: {exc}); frontier-rate "
-            "stores request meta as JSON in Redis (never pickle). Store an id or a plain "
-            f"value instead, or set meta[{DONT_REVISIT_KEY!r}]=True for a one-off request."
-        ) from None
-    return value
-
 
 def _method_name(spider: Spider, func: Callable[..., Any] | None, role: str) -> str | None:
     """The name of a spider method, as Scrapy's ``request_to_dict`` stores it."""
@@ -153,12 +129,12 @@ def request_to_page_meta(request: Request, spider: Spider) -> dict[str, Any]:
         stored["eb"] = errback
     meta = {k: v for k, v in request.meta.items() if k not in _PER_FETCH_META}
     for key, value in meta.items():
-        _json_value(value, f"request meta[{key!r}] of {request.url}")
+        json_value(value, f"request meta[{key!r}] of {request.url}")
     if meta:
         stored["m"] = meta
     if request.cb_kwargs:
         for key, value in request.cb_kwargs.items():
-            _json_value(value, f"request cb_kwargs[{key!r}] of {request.url}")
+            json_value(value, f"request cb_kwargs[{key!r}] of {request.url}")
         stored["kw"] = dict(request.cb_kwargs)
     if request.headers:
         stored["h"] = {
@@ -211,7 +187,7 @@ class Scheduler:
         self._redis_url: str | None = settings.get("FRONTIER_RATE_REDIS_URL") or None
         self.fingerprinter = Fingerprinter(
             settings.get("FRONTIER_RATE_FINGERPRINT", "raw"),
-            _pattern_list(settings.get("FRONTIER_RATE_STRIP_PATTERNS")),
+            strip_patterns(settings.get("FRONTIER_RATE_STRIP_PATTERNS")),
             settings.getint("FRONTIER_RATE_MAX_BODY", DEFAULT_MAX_BODY),
         )
         self.conditional = settings.getbool("FRONTIER_RATE_CONDITIONAL", True)
@@ -227,11 +203,11 @@ class Scheduler:
         self.robots_agent: str = (
             settings.get("ROBOTSTXT_USER_AGENT") or settings.get("USER_AGENT") or "*"
         )
-        self.close_after, self.close_when_idle = _close_after(
+        self.close_after, self.close_when_idle = close_after(
             settings.get("FRONTIER_RATE_CLOSE_AFTER")
         )
         self.log_interval = settings.getfloat("FRONTIER_RATE_LOG_INTERVAL", 60.0)
-        self._frontier_kwargs = _frontier_kwargs(settings)
+        self._frontier_kwargs = frontier_kwargs(settings.get)
         dupefilter_cls = load_object(settings["DUPEFILTER_CLASS"])
         self.dupefilter = build_from_crawler(dupefilter_cls, crawler)
 
@@ -825,51 +801,3 @@ def _short(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     return str(value)
-
-
-def _pattern_list(value: Any) -> list[str]:
-    if value is None or value == "":
-        return []
-    if isinstance(value, str):
-        stripped = value.strip()
-        if stripped.startswith("["):
-            value = json.loads(stripped)
-        else:
-            return [value]
-    if not isinstance(value, (list, tuple)):
-        raise ValueError(
-            f"FRONTIER_RATE_STRIP_PATTERNS must be a list of regexes, got {value!r}"
-        )
-    return [str(pattern) for pattern in value]
-
-
-def _close_after(value: Any) -> tuple[float | None, bool]:
-    """FRONTIER_RATE_CLOSE_AFTER: seconds of running, or "idle" (nothing due)."""
-    if value is None or value == "" or value == 0:
-        return None, False
-    if isinstance(value, str) and value.strip().lower() == "idle":
-        return None, True
-    try:
-        seconds = float(value)
-    except (TypeError, ValueError):
-        seconds = -1.0
-    if not seconds > 0:
-        raise ValueError(
-            f"FRONTIER_RATE_CLOSE_AFTER={value!r} must be a positive number of seconds or 'idle'"
-        )
-    return seconds, False
-
-
-def _frontier_kwargs(settings: Any) -> dict[str, Any]:
-    kwargs: dict[str, Any] = {}
-    for argument, (name, kind) in _FRONTIER_SETTINGS.items():
-        value = settings.get(name)
-        if value is None or value == "":
-            continue
-        try:
-            kwargs[argument] = kind(value)
-        except (TypeError, ValueError):
-            raise ValueError(f"{name}={value!r} is not a valid {kind.__name__}") from None
-    if "min_host_delay" not in kwargs and settings.getfloat("DOWNLOAD_DELAY", 0.0) > 0:
-        kwargs["min_host_delay"] = settings.getfloat("DOWNLOAD_DELAY")
-    return kwargs

@@ -194,7 +194,7 @@ def test_request_error_retries_later(manager: FrontierManager, clock: VirtualClo
     got = manager.get_next_requests(10, key_type="domain", overused_keys=[])
     manager.request_error(got[0], "ConnectionRefusedError")
     page = backend_of(manager).frontier.page(url)
-    assert (page["status"], page["fails"], page["fetches"]) == ("new", 1, 0)  # never fetched
+    assert (page["status"], page["fails"], page["fetches"]) == ("retrying", 1, 0)  # failed before its first fetch
     wait = page["next_due"] - clock.now
     assert wait == pytest.approx(min(BACKOFF_BASE, MAX_INTERVAL), abs=1e-6)
     clock.advance(wait - 0.5)

@@ -8,14 +8,10 @@ import pytest
 import scrapy
 from scrapy.settings import Settings
 
-from frontier_rate.scrapy import (
-    TOKEN_KEY,
-    _close_after,
-    _frontier_kwargs,
-    _pattern_list,
-    _weight,
-    request_to_page_meta,
-)
+from frontier_rate.scrapy import TOKEN_KEY, _weight, request_to_page_meta
+from frontier_rate.settings import close_after as _close_after
+from frontier_rate.settings import frontier_kwargs as _frontier_kwargs
+from frontier_rate.settings import strip_patterns as _pattern_list
 
 
 class Spider(scrapy.Spider):
@@ -92,7 +88,7 @@ def test_settings_parsing() -> None:
         _close_after("soon")
     settings = Settings({"FRONTIER_RATE_BUDGET": "3", "FRONTIER_RATE_POLICY": "lagrangian",
                          "DOWNLOAD_DELAY": 0.5})
-    assert _frontier_kwargs(settings) == {
+    assert _frontier_kwargs(settings.get) == {
         "budget": 3.0, "policy": "lagrangian", "min_host_delay": 0.5}
     with pytest.raises(ValueError, match="FRONTIER_RATE_BUDGET='lots'"):
-        _frontier_kwargs(Settings({"FRONTIER_RATE_BUDGET": "lots"}))
+        _frontier_kwargs(Settings({"FRONTIER_RATE_BUDGET": "lots"}).get)
