@@ -43,6 +43,7 @@ from importlib import resources
 from typing import Any
 
 import redis
+from redis.cluster import RedisCluster
 
 logger = logging.getLogger(__name__)
 
@@ -169,6 +170,7 @@ class Scripts:
 
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
+        self.cluster = isinstance(client, RedisCluster)
         lib = _read("lib.lua")
         self.source = {name: lib + "\n" + _read(f"{name}.lua") for name in SHARD_SCRIPTS}
         self.source["take_tokens"] = _read("take_tokens.lua")
@@ -177,8 +179,13 @@ class Scripts:
         self.load()
 
     def load(self) -> None:
+        nodes = self.client.get_primaries() if self.cluster else []
         for text in self.source.values():
-            self.client.script_load(text)
+            if self.cluster:
+                for node in nodes:
+                    node.redis_connection.script_load(text)
+            else:
+                self.client.script_load(text)
 
     def call(self, target: Any, name: str, keys: list[str], args: list) -> Any:
         """Queue (on a pipeline) or run (on a client) one script."""
@@ -192,10 +199,10 @@ class Scripts:
         one overlaps with the server running the previous. Replies come back
         in order. Redis Cluster clients fall back to one pipeline.
         """
-        pool = getattr(self.client, "connection_pool", None)
-        if pool is None:
+        if self.cluster:
             commands = list(commands)
             return self.run(lambda pipe: [self.call(pipe, *c) for c in commands])
+        pool = self.client.connection_pool
         conn = pool.get_connection()
         replies: list = []
 
@@ -238,9 +245,11 @@ class Scripts:
         the same loaded scripts), so building it again is safe.
         """
         for attempt in (1, 2):
-            pipe = self.client.pipeline(transaction=False)
-            build(pipe)
             try:
+                if self.cluster:
+                    return self._run_on_nodes(build)
+                pipe = self.client.pipeline(transaction=False)
+                build(pipe)
                 return pipe.execute()
             except redis.exceptions.NoScriptError:
                 if attempt == 2:
@@ -248,6 +257,35 @@ class Scripts:
                 logger.info("Redis lost the frontier scripts; loading them again")
                 self.load()
         raise AssertionError("unreachable")
+
+
+    def _run_on_nodes(self, build: Any) -> list:
+        """Redis Cluster: redis-py refuses EVALSHA in cluster pipelines, so the
+        commands are grouped by the node owning their key and sent as one
+        plain pipeline per node; replies come back in the original order."""
+        recorder = _Recorder()
+        build(recorder)
+        pipes: dict[str, Any] = {}
+        placed = []
+        for name, args, kwargs in recorder.calls:
+            key = args[2] if name == "evalsha" else args[0]
+            node = self.client.get_node_from_key(key)
+            if node.name not in pipes:
+                pipes[node.name] = node.redis_connection.pipeline(transaction=False)
+            getattr(pipes[node.name], name)(*args, **kwargs)
+            placed.append(node.name)
+        results = {name: iter(pipe.execute()) for name, pipe in pipes.items()}
+        return [next(results[name]) for name in placed]
+
+
+class _Recorder:
+    """Stands in for a pipeline and records the commands queued on it."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple, dict]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return lambda *args, **kwargs: self.calls.append((name, args, kwargs))
 
 
 class ScriptsReloaded(Exception):
