@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from _report import machine, table, write_json
 
-    biggest = results[-1]
+    biggest = next((r for r in results if r["pages"] == 100_000), results[-1])
     write_json("store", {
         "observe_per_s": biggest["observe_per_s"],
         "next_requests_per_s": biggest["next_requests_per_s"],

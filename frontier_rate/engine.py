@@ -20,10 +20,11 @@ Choices worth knowing (see the README section):
   global budget over all pages (host caps are not part of the solve). A host
   whose pages want more than its delay allows builds a backlog, served in
   index order.
-- Ordering: among due pages, the highest index first: candidates are the
-  ``CANDIDATE_LOOK`` earliest-due pages of each ready host (at most
-  ``2 * max_n`` hosts per shard, earliest ready first), compared across
-  shards by index. "whittle" uses seed 002's discrete index with period
+- Ordering: among due pages, the highest index first: each shard offers the
+  best of the ``CANDIDATE_LOOK`` earliest-due pages of each of its
+  earliest-ready hosts (``CANDIDATE_WINDOW * max_n`` hosts over all shards,
+  at least 16 per shard), and the offers are compared across shards by
+  index. "whittle" uses seed 002's discrete index with period
   ``min_interval``, "lagrangian" the continuous one; both plan with the same
   threshold, so the two policies differ only in this backlog order.
 """
@@ -87,6 +88,9 @@ BURST_SECONDS = 1.0
 BACKOFF_BASE = 60.0
 GONE_AFTER = 3
 CANDIDATE_LOOK = 4
+"""Due pages per ready host whose index is compared (the best one is the host's candidate)."""
+CANDIDATE_WINDOW = 4
+"""Ready hosts looked at per next_requests call: CANDIDATE_WINDOW * max_n over all shards."""
 OBSERVE_BATCH = 256
 """Observations per script call in ``observe_many``."""
 OBSERVE_CHUNK = 2048
@@ -366,7 +370,7 @@ class Frontier:
         if isinstance(max_n, bool) or not isinstance(max_n, int) or max_n < 0:
             raise ValueError(f"max_n must be a non-negative int, got {max_n!r}")
         now = self._now(now)
-        window = str(max(2 * max_n, 16))
+        window = str(max(16, -(-CANDIDATE_WINDOW * max_n // self.shards)))
         refresh = self._refresh_pending[0] if self._refresh_pending else None
         give_back, self._unused_tokens = self._unused_tokens, 0
 
