@@ -323,11 +323,13 @@ class Frontier:
         groups: dict[int, list[str]] = defaultdict(list)
         for item in pages:
             if isinstance(item, str):
-                url, weight, meta = item, 1.0, None
-            else:
-                url, weight, meta = (*item, 1.0, None)[:3] if len(item) >= 1 else (None,) * 3
-                if len(item) == 2:
-                    meta = None
+                item = (item,)
+            item = tuple(item)
+            if not 1 <= len(item) <= 3:
+                raise ValueError(f"a page is url or (url, weight[, meta]), got {item!r}")
+            url = item[0]
+            weight = item[1] if len(item) > 1 else 1.0
+            meta = item[2] if len(item) > 2 else None
             host = parse_url(url)
             weight = _real(f"weight of {url!r}", weight, minimum=0.0)
             if weight > 1e30:
