@@ -75,7 +75,7 @@ __all__ = [
     "request_to_page_meta",
 ]
 
-PACE_MARGIN = 0.02
+PACE_MARGIN = 0.01
 """Seconds added to a host's delay on its download slot (see ``Scheduler._pace``)."""
 TOKEN_KEY = "_frontier_rate_flight"
 """Request meta key that ties a request (and its redirects/retries) to its lease."""
@@ -234,6 +234,7 @@ class Scheduler:
         self._closing = False
 
         crawler.signals.connect(self._on_response, signal=signals.response_received)
+        crawler.signals.connect(self._on_downloaded, signal=signals.response_downloaded)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Scheduler:
@@ -335,16 +336,18 @@ class Scheduler:
         return max(self._frontier.min_host_delay, (robots.crawl_delay or 0.0) if robots else 0.0)
 
     def _pace(self, host: str) -> None:
-        """Have Scrapy's downloader send requests to ``host`` at least its delay apart.
+        """Have Scrapy's downloader keep ``host``'s delay between requests on the wire.
 
         The frontier spaces leases, but the downloader may send leased requests
-        in a burst (a busy slot drains back to back). A download slot with a
-        delay and no jitter measures the gap when each request is sent, so every
-        request to the host (revisits, one-off requests, robots.txt) keeps it.
-        The slot marks a request sent when it leaves the slot's queue; a busy
-        reactor can put the bytes on the wire a few milliseconds later, so the
-        slot delay carries ``PACE_MARGIN`` on top. Uses the downloader's per-slot settings (Scrapy's DOWNLOAD_SLOTS) and
-        its slots, which are not public API: guarded.
+        in a burst. So the host's download slot gets the delay (plus
+        ``PACE_MARGIN``), no jitter and one request at a time; and since a slot
+        measures the delay from when it *decided* to send (a busy reactor can
+        put the bytes on the wire tens of milliseconds later),
+        ``_on_downloaded`` restarts the clock when each answer arrives. The gap
+        between two requests to a host is then at least its delay, for every
+        request (revisits, one-off requests, robots.txt). Uses the downloader's
+        per-slot settings (Scrapy's DOWNLOAD_SLOTS) and slots, which are not
+        public API: guarded.
         """
         delay = self._host_delay(host) + PACE_MARGIN
         if self._paced.get(host) == delay:
@@ -354,11 +357,19 @@ class Scheduler:
         slots = getattr(downloader, "slots", None)
         if not isinstance(per_slot, dict) or not isinstance(slots, dict):
             return
-        per_slot[host] = {**per_slot.get(host, {}), "delay": delay, "jitter": 0.0}
+        per_slot[host] = {**per_slot.get(host, {}), "delay": delay, "jitter": 0.0, "concurrency": 1}
         slot = slots.get(host)
         if slot is not None:
-            slot.delay, slot.jitter = delay, 0.0
+            slot.delay, slot.jitter, slot.concurrency = delay, 0.0, 1
         self._paced[host] = delay
+
+    def _on_downloaded(self, response: Response, request: Request, spider: Spider) -> None:
+        """Restart a paced host's delay when its answer arrives (see ``_pace``)."""
+        downloader = getattr(self.crawler.engine, "downloader", None)
+        key = request.meta.get("download_slot")
+        slot = getattr(downloader, "slots", {}).get(key) if key in self._paced else None
+        if slot is not None and hasattr(slot, "lastseen"):
+            slot.lastseen = max(slot.lastseen, _downloader_clock())
 
     def has_pending_requests(self) -> bool:
         if self._one_off or self._new_pages or self._buffer:
@@ -795,6 +806,13 @@ def _result(observation: Any, *, not_modified: bool) -> dict[str, Any]:
         "estimate": observation.estimate,
         "next_due": observation.next_due,
     }
+
+
+def _downloader_clock() -> float:
+    """The clock Scrapy's download slots keep ``lastseen`` in (monotonic in 2.19)."""
+    from scrapy.core import downloader
+
+    return getattr(downloader, "monotonic", time.monotonic)()
 
 
 def _short(value: Any) -> str:

@@ -27,6 +27,7 @@ FRONTIER_SETTINGS: dict[str, tuple[str, type]] = {
     "min_interval": ("FRONTIER_RATE_MIN_INTERVAL", float),
     "max_interval": ("FRONTIER_RATE_MAX_INTERVAL", float),
     "lease_timeout": ("FRONTIER_RATE_LEASE_TIMEOUT", float),
+    "prior_rate": ("FRONTIER_RATE_PRIOR_RATE", float),
 }
 """``Frontier`` keyword -> (setting name, type)."""
 

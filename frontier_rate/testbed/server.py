@@ -340,6 +340,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _serve(self, head: bool) -> None:
         testbed: Testbed = self.server.testbed  # type: ignore[attr-defined]
         host: int = self.server.host_index  # type: ignore[attr-defined]
+        arrived = testbed.clock()  # before any rendering, so politeness gaps are measured at arrival
         self._sim = testbed.sim_time()
         reply = self._route(testbed, host, urlsplit(self.path).path)
         inm = self.headers.get("If-None-Match")
@@ -359,7 +360,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         sent = 0 if head else len(reply.body)
         testbed._record({
-            "real_time": testbed.clock() - (testbed._started_at or 0.0),
+            "real_time": arrived - (testbed._started_at or 0.0),
             "wall_time": time.time(),
             "sim_time": self._sim,
             "host": testbed.addresses[host],
