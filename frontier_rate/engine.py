@@ -433,7 +433,7 @@ class Frontier:
                 pipe.zrange(ready, 0, 0, withscores=True)
                 pipe.zrange(leases, 0, 0, withscores=True)
             firsts = [r[0][1] for r in pipe.execute() if r]
-        return min(firsts) if firsts else None
+        return min(firsts) / 1e6 if firsts else None
 
     # ------------------------------------------------------------------ results
 
@@ -667,7 +667,7 @@ class Frontier:
             raw, extras, due = pipe.execute()
         if raw is None:
             return None
-        return self._record(url, host, raw, extras, due)
+        return self._record(url, host, raw, extras, None if due is None else due / 1e6)
 
     def _record(self, url: str, host: str, raw: bytes, extras: bytes | None,
                 due: float | None) -> dict:
@@ -720,7 +720,7 @@ class Frontier:
                         pipe.zscore(self.keys.queue(shard, host), pid)
                     dues = pipe.execute()
                 for (url, host, raw, extra), due in zip(items, dues, strict=True):
-                    yield self._record(url, host, raw, extra, due)
+                    yield self._record(url, host, raw, extra, None if due is None else due / 1e6)
 
     def stats(self, *, now: float | None = None) -> dict:
         """Counters: pages, due_now, leased, gone, fetches, changes, nu, budget, budget_use."""

@@ -10,13 +10,13 @@ key                                   type   content
                                              policy cell layout (fixed at creation)
 ``fr:{ns}:tokens``                    hash   the shared token bucket (tokens, ts)
 ``fr:{ns}:nu``                        hash   threshold ν, solved_at, budget, planned_rate
-``fr:{ns:s}:ready``                   zset   host -> time the host may dispatch next
+``fr:{ns:s}:ready``                   zset   host -> time the host may dispatch next (µs)
 ``fr:{ns:s}:hosts``                   hash   host -> packed (next_allowed, delay)
-``fr:{ns:s}:leases``                  zset   page id + host -> lease deadline
+``fr:{ns:s}:leases``                  zset   page id + host -> lease deadline (µs)
 ``fr:{ns:s}:agg``                     hash   per policy cell c: n:c, l:c (Σλ), w:c (Σw)
 ``fr:{ns:s}:cnt``                     hash   pages, gone, fetches, changes
 ``fr:{ns:s}:cursor``                  str    background refresh cursor (bucket number)
-``fr:{ns:s}:q:<host>``                zset   page id -> due time
+``fr:{ns:s}:q:<host>``                zset   page id -> due time (µs)
 ``fr:{ns:s}:s:<b>``                   hash   page id -> packed state (48/64 bytes, ``STATE``)
 ``fr:{ns:s}:u:<b>``                   hash   page id -> URL
 ``fr:{ns:s}:x:<b>``                   hash   page id -> etag, last_modified, meta JSON

@@ -8,9 +8,9 @@ local now = C.now
 reclaim(now, 1000)
 finish(nil)  -- re-score the hosts of reclaimed pages before looking at them
 local out = {}
-local hosts = redis.call("ZRANGEBYSCORE", READY, "-inf", fmt(now), "LIMIT", 0, window)
+local hosts = redis.call("ZRANGEBYSCORE", READY, "-inf", us(now), "LIMIT", 0, window)
 for _, host in ipairs(hosts) do
-  local due = redis.call("ZRANGEBYSCORE", qkey(host), "-inf", fmt(now), "LIMIT", 0, look)
+  local due = redis.call("ZRANGEBYSCORE", qkey(host), "-inf", us(now), "LIMIT", 0, look)
   local best, best_index = nil, -1
   for _, id in ipairs(due) do
     local s = load(id)

@@ -27,5 +27,5 @@ if not_found and s.notfound >= gone_after then
 end
 save(id, s)
 local due = now + math.min(base * 2 ^ (s.fails - 1), C.max_interval)
-enqueue(host, id, due)
+due = enqueue(host, id, due)
 return finish({"retry", fmt(due)})

@@ -11,10 +11,11 @@ for i = H + 1, #ARGV, 2 do
   local next_allowed, stored_delay = host_get(host)
   local due = redis.call("ZSCORE", qkey(host), id)
   local s = load(id)
-  if next_allowed <= now and due and tonumber(due) <= now and s
+  if due then due = seconds(due) end
+  if next_allowed <= now and due and due <= now and s
       and not has(s.flags, F_LEASED) and not has(s.flags, F_GONE) then
     redis.call("ZREM", qkey(host), id)
-    redis.call("ZADD", LEASES, fmt(now + C.lease_timeout), id .. host)
+    redis.call("ZADD", LEASES, us(now + C.lease_timeout), id .. host)
     s.leases = (s.leases + 1) % 65536
     s.flags = set(set(s.flags, F_LEASED, true), F_APPLIED, false)
     save(id, s)
@@ -30,7 +31,7 @@ for i = H + 1, #ARGV, 2 do
     out[#out + 1] = etag
     out[#out + 1] = last_modified
     out[#out + 1] = meta
-    out[#out + 1] = due
+    out[#out + 1] = fmt(due)
   end
 end
 return finish(out)

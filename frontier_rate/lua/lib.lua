@@ -1,9 +1,9 @@
 -- lib.lua: shared helpers, prepended to every shard script by store.py.
 --
 -- Every shard script gets the same KEYS:
---   KEYS[1] <prefix>ready   zset  host -> time the host may next dispatch
+--   KEYS[1] <prefix>ready   zset  host -> time the host may next dispatch (microseconds)
 --   KEYS[2] <prefix>hosts   hash  host -> struct "<dd": next_allowed, delay (-1 = default)
---   KEYS[3] <prefix>leases  zset  id..host -> lease deadline
+--   KEYS[3] <prefix>leases  zset  id..host -> lease deadline (microseconds)
 --   KEYS[4] <prefix>agg     hash  "n:c" / "l:c" / "w:c" per policy cell c
 --   KEYS[5] <prefix>cnt     hash  pages, gone, fetches, changes
 -- and derives the per-bucket and per-host keys below from the same prefix
@@ -11,7 +11,7 @@
 --   <prefix>s:<b>  hash id -> packed page state (STATE below)
 --   <prefix>u:<b>  hash id -> url
 --   <prefix>x:<b>  hash id -> etag, last_modified and JSON meta (see xget)
---   <prefix>q:<host> zset id -> due time
+--   <prefix>q:<host> zset id -> due time (microseconds)
 -- ARGV[1..H] is the common header (see header()); a script's own arguments follow.
 
 local PREFIX = string.sub(KEYS[1], 1, -6)   -- strip "ready"
@@ -35,6 +35,11 @@ local function set(flags, bit, on)
 end
 
 local function fmt(x) return string.format("%.17g", x) end
+
+-- Zset scores (due times, ready times, lease deadlines) are whole microseconds:
+-- integers are stored and compared natively in compact zsets (no string scores).
+local function us(t) return fmt(math.floor(t * 1e6 + 0.5)) end
+local function seconds(score) return tonumber(score) / 1e6 end
 
 -- Common header ------------------------------------------------------------
 local H = 18
@@ -290,16 +295,20 @@ local function host_refresh(host)
     return
   end
   local next_allowed = host_get(host)
-  redis.call("ZADD", READY, fmt(math.max(tonumber(head[2]), next_allowed)), host)
+  redis.call("ZADD", READY, us(math.max(seconds(head[2]), next_allowed)), host)
 end
 
--- Hosts whose queue changed; finish() re-scores each once.
+-- Hosts whose queue head changed; finish() re-scores each once in the ready zset.
 local DIRTY_HOSTS = {}
 local function enqueue(host, id, due)
-  local text = fmt(due)
-  redis.call("ZADD", qkey(host), text, id)
-  DIRTY_HOSTS[host] = true
-  return text
+  local score = us(due)
+  local head = redis.call("ZRANGE", qkey(host), 0, 0, "WITHSCORES")
+  redis.call("ZADD", qkey(host), score, id)
+  -- behind the current head (and not the head itself): the host's ready time is unchanged
+  if #head == 0 or head[1] == id or tonumber(score) < tonumber(head[2]) then
+    DIRTY_HOSTS[host] = true
+  end
+  return seconds(score)
 end
 
 -- Write the deferred aggregate deltas and host scores; every script returns through it.
@@ -318,7 +327,7 @@ end
 
 -- Give expired leases back to their host queues (due now), at most `limit`.
 local function reclaim(now, limit)
-  local expired = redis.call("ZRANGEBYSCORE", LEASES, "-inf", fmt(now), "LIMIT", 0, limit)
+  local expired = redis.call("ZRANGEBYSCORE", LEASES, "-inf", us(now), "LIMIT", 0, limit)
   for _, member in ipairs(expired) do
     redis.call("ZREM", LEASES, member)
     local id, host = string.sub(member, 1, 8), string.sub(member, 9)

@@ -22,7 +22,7 @@ local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_
     if s.leases == token and has(s.flags, F_APPLIED) then status = REPLAY end
     local changed = 0
     if has(s.flags, F_CHANGED) then changed = 1 end
-    return status, changed, reported(s), tonumber(redis.call("ZSCORE", qkey(host), id) or "0")
+    return status, changed, reported(s), seconds(redis.call("ZSCORE", qkey(host), id) or "0")
   end
 
   -- change indicator: the first fetch is no change; 304 is no change
@@ -52,7 +52,7 @@ local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_
   s.flags = set(set(set(s.flags, F_LEASED, false), F_APPLIED, true), F_CHANGED, I == 1)
   save(id, s)
   redis.call("ZREM", LEASES, id .. host)
-  enqueue(host, id, due)
+  due = enqueue(host, id, due)
 
   if etag_arg or lm_arg then
     local etag, last_modified, meta = xget(id)

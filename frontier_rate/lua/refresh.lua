@@ -18,7 +18,7 @@ local seen, moved, wrapped = 0, 0, 0
 local function replan(h, from, count)
   local queued = redis.call("ZRANGE", qkey(h), from, from + count - 1, "WITHSCORES")
   for j = 1, #queued, 2 do
-    local id, due = queued[j], tonumber(queued[j + 1])
+    local id, due = queued[j], seconds(queued[j + 1])
     local s = load(id)
     if s and s.fetches > 0 and s.fails == 0 and s.p > 0 then
       local mean = planned_interval(s.weight, plan_rate(s))
@@ -27,7 +27,7 @@ local function replan(h, from, count)
         if C.estimator == "interval" then e = 1 end
         s.p = 1 / mean
         save(id, s)
-        redis.call("ZADD", qkey(h), fmt(s.last_fetch + e * mean), id)
+        redis.call("ZADD", qkey(h), us(s.last_fetch + e * mean), id)
         moved = moved + 1
       end
     end

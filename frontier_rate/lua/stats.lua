@@ -5,7 +5,7 @@ local limit = tonumber(ARGV[H + 1])
 local due_now = 0
 local hosts = redis.call("ZRANGEBYSCORE", READY, "-inf", "+inf", "LIMIT", 0, limit)
 for _, host in ipairs(hosts) do
-  due_now = due_now + redis.call("ZCOUNT", qkey(host), "-inf", fmt(now))
+  due_now = due_now + redis.call("ZCOUNT", qkey(host), "-inf", us(now))
 end
 local out = redis.call("HGETALL", CNT)
 out[#out + 1] = "due_now"
