@@ -118,7 +118,7 @@ def due(limit: int, redis_url: str | None, namespace: str, as_json: bool) -> Non
     """The pages that fall due soonest."""
     frontier = open_frontier(redis_url, namespace)
     now = time.time()
-    pages = frontier.due(limit, now=now)
+    pages = frontier.due(limit)
     columns = ("url", "next_due", "estimate", "weight", "fetches", "changes", "status")
 
     def render(rows: list[dict]) -> str:

@@ -68,7 +68,7 @@ from .store import (
 logger = logging.getLogger(__name__)
 
 __all__ = ["Dispatch", "Frontier", "FrontierError", "Observation", "RedisUnavailable",
-           "parse_url"]
+           "UnknownNamespace", "parse_url"]
 
 ENGINE_ESTIMATORS = ("lln", "sa", "sam", "interval")
 OFFLINE_ESTIMATORS = {"naive": "biased (it converges to pΔ/(Δ+p), seed 004 §3.4)",
@@ -653,6 +653,63 @@ class Frontier:
 
     # ------------------------------------------------------------------ inspection
 
+    @classmethod
+    def attach(cls, redis_url: str | None = None, namespace: str = "default", **kwargs: Any) -> Frontier:
+        """The frontier of an existing namespace, with the estimator, objective and
+        budget it was created with (for tools that inspect a crawl, like the CLI).
+
+        Raises ``UnknownNamespace`` when nothing is stored under ``namespace``.
+        """
+        if not isinstance(namespace, str) or not NAMESPACE_RE.match(namespace):
+            raise ValueError(f"namespace must be 1-64 characters of A-Z a-z 0-9 _ . -, got {namespace!r}")
+        keys = Keys(namespace, 1)
+        client = connect(redis_url)
+        try:
+            with _RedisErrors(redis_url):
+                cfg = client.hgetall(keys.cfg)
+                budget = client.hget(keys.nu, "budget")
+        finally:
+            client.close()
+        if not cfg:
+            raise UnknownNamespace(f"no frontier named {namespace!r} at {redact_url(redis_url)}")
+        kwargs.setdefault("estimator", cfg[b"estimator"].decode())
+        kwargs.setdefault("objective", cfg[b"objective"].decode())
+        if budget is not None:
+            kwargs.setdefault("budget", float(budget))
+        return cls(redis_url, namespace=namespace, **kwargs)
+
+    def due(self, limit: int = 20) -> list[dict]:
+        """The ``limit`` queued pages that fall due soonest, earliest first.
+
+        Reads each host queue's head (leased and gone pages are not queued);
+        leases nothing. Costs O(hosts x limit): an inspection tool, not a hot path.
+        """
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"limit must be a positive integer, got {limit!r}")
+        heads: list[tuple[float, int, str, bytes]] = []
+        with self._errors():
+            for shard in range(self.shards):
+                hosts = [h.decode() for h in self.client.zrange(self.keys.shard_keys(shard)[0], 0, -1)]
+                pipe = self.client.pipeline(transaction=False)
+                for host in hosts:
+                    pipe.zrange(self.keys.queue(shard, host), 0, limit - 1, withscores=True)
+                for host, entries in zip(hosts, pipe.execute(), strict=True):
+                    heads += [(score, shard, host, pid) for pid, score in entries]
+            heads = sorted(heads)[:limit]
+            pipe = self.client.pipeline(transaction=False)
+            for _, shard, _, pid in heads:
+                b = bucket_of(pid, self.buckets)
+                pipe.hget(self.keys.url(shard, b), pid)
+                pipe.hget(self.keys.state(shard, b), pid)
+                pipe.hget(self.keys.extras(shard, b), pid)
+            replies = pipe.execute()
+        pages = []
+        for i, (score, _, host, _) in enumerate(heads):
+            url, raw, extras = replies[3 * i: 3 * i + 3]
+            if url is not None and raw is not None:
+                pages.append(self._record(url.decode(), host, raw, extras, score / 1e6))
+        return pages
+
     def page(self, url: str) -> dict | None:
         """One page's record, or None if unknown."""
         host = parse_url(url)
@@ -756,6 +813,10 @@ class Frontier:
 
 
 OBJECTIVES = policy.OBJECTIVES
+
+
+class UnknownNamespace(FrontierError, LookupError):
+    """``Frontier.attach`` found nothing stored under the namespace."""
 
 
 class _RedisErrors:

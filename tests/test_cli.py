@@ -32,9 +32,13 @@ def filled(redis_url: str, namespace: str):
                         min_interval=1.0, seed=1)
     frontier.add_many([("http://a.example/1", 2.0), ("http://a.example/2", 1.0),
                        ("http://b.example/1", 0.5)], now=1000.0)
-    dispatches = frontier.next_requests(3, now=1000.0)
+    dispatches = frontier.next_requests(3, now=1000.0) + frontier.next_requests(3, now=1001.0)
+    assert sorted(d.url for d in dispatches) == ["http://a.example/1", "http://a.example/2",
+                                                 "http://b.example/1"]
     first = next(d for d in dispatches if d.url == "http://a.example/1")
-    frontier.observe(first, fingerprint="v1", fetched_at=1000.0)
+    frontier.observe(first, fingerprint="v1", fetched_at=1001.0)
+    other = next(d for d in dispatches if d.url == "http://b.example/1")
+    frontier.observe(other, fingerprint="w1", fetched_at=1001.0)
     yield frontier
     frontier.close()
 
@@ -50,7 +54,7 @@ def test_inspect_shows_the_page(filled: Frontier, redis_url: str, namespace: str
     assert record["url"] == "http://a.example/1"
     assert record["weight"] == 2.0
     assert record["fetches"] == 1
-    assert record["changes"] == 0
+    assert record["changes"] == 0, "a page's first fetch is not a change"
     table = cli("inspect", "http://a.example/1", "--redis", redis_url, "--namespace", namespace)
     assert table.returncode == 0
     assert "http://a.example/1" in table.stdout and "weight" in table.stdout
@@ -59,13 +63,15 @@ def test_inspect_shows_the_page(filled: Frontier, redis_url: str, namespace: str
 def test_stats_and_due(filled: Frontier, redis_url: str, namespace: str) -> None:
     stats = run_json("stats", "--redis", redis_url, "--namespace", namespace)
     assert stats["pages"] == 3
-    assert stats["fetches"] == 1
-    due = run_json("due", "--limit", "2", "--redis", redis_url, "--namespace", namespace)
-    assert len(due) == 2
-    assert due == sorted(due, key=lambda p: p["next_due"])
+    assert stats["fetches"] == 2
+    assert stats["leased"] == 1
+    one = run_json("due", "--limit", "1", "--redis", redis_url, "--namespace", namespace)
+    assert len(one) == 1
     all_due = run_json("due", "--redis", redis_url, "--namespace", namespace)
-    # Two pages are leased (handed out, not observed): only the observed page is queued.
-    assert [p["url"] for p in all_due] == ["http://a.example/1"]
+    # a.example/2 is leased (handed out, not observed): only the observed pages are queued.
+    assert sorted(p["url"] for p in all_due) == ["http://a.example/1", "http://b.example/1"]
+    assert [p["next_due"] for p in all_due] == sorted(p["next_due"] for p in all_due)
+    assert one[0] == all_due[0]
 
 
 def test_export_jsonl_and_csv(filled: Frontier, redis_url: str, namespace: str) -> None:
