@@ -7,7 +7,7 @@ or $FRONTIER_RATE_REDIS_URL names a server. Pages have 60-character URLs,
 50 pages per host. Bytes per page = growth of INFO used_memory / pages, after
 every page was added and fetched once (so every state and queue is populated).
 ``--quick`` uses 10^4 pages and writes nothing; otherwise (or with --write)
-the numbers go to docs/benchmarks/store.json and docs/BENCHMARKS_store.md.
+the numbers go to docs/benchmarks/store.json and the store section of docs/BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -137,6 +137,22 @@ def delete_namespace(f: Frontier) -> None:
             f.client.unlink(*batch)
 
 
+def targets(headline: dict, results: list[dict]) -> str:
+    """The targets of issue 3 against what this run measured, met or not."""
+    observe, worst_bytes = headline["observe_per_s"], max(r["bytes_per_page"] for r in results)
+    lines = [f"Targets: >= 40,000 observations/s with batching: **{'met' if observe >= 40_000 else 'missed'}** "
+             f"({observe:,.0f}/s at {headline['pages']:,} pages); <= 250 bytes per page: "
+             f"**{'met' if worst_bytes <= 250 else 'missed'}** (at most {worst_bytes:.0f} B)."]
+    if observe < 40_000:
+        lines.append("What limits observe throughput: the Redis server's single thread spends about 25 µs per "
+                     "observation inside the Lua script (four commands on the page's bucket hash, host queue, "
+                     "ready set and lease set, plus the estimator, policy and cell arithmetic); the Python side "
+                     "already packs arguments in binary and streams batches so that it overlaps with the "
+                     "server. At 10^6 pages each bucket hash holds ~61 entries, so lookups inside the compact "
+                     "encoding slow down further.")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="10^4 pages, write nothing")
@@ -166,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"solve_threshold, K = {k:>5} cells: {ms:.2f} ms")
     if args.quick and not args.write:
         return 0
-    from _report import machine, table, write_json
+    from _report import machine, table, write_json, write_section
 
     biggest = next((r for r in results if r["pages"] == 100_000), results[-1])
     write_json("store", {
@@ -185,8 +201,8 @@ def main(argv: list[str] | None = None) -> int:
                 [[r["pages"], r["bytes_per_page"], r["observe_per_s"], r["next_requests_per_s"],
                   r["add_per_s"], r["resolve_ms"], r["cells"]] for r in results]),
           "\nRe-solve cost vs number of cells K (`policy.solve_threshold`):\n",
-          table(["K", "ms"], solve_rows)]
-    (ROOT / "docs" / "BENCHMARKS_store.md").write_text("\n".join(md) + "\n")
+          table(["K", "ms"], solve_rows), "", targets(biggest, results)]
+    write_section("store", "\n".join(md))
     return 0
 
 
