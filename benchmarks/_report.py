@@ -26,7 +26,9 @@ writes nothing unless `--write` is given). Headline numbers are also in
 def machine() -> str:
     import os
 
-    return f"{platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} cores"
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return (f"{platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} cores, "
+            f"load average {load:.1f} when written")
 
 
 def write_json(name: str, data: dict) -> Path:
