@@ -57,6 +57,7 @@ from frontier_rate.settings import (
     close_after,
     frontier_kwargs,
     json_value,
+    page_weight,
     strip_patterns,
 )
 
@@ -521,13 +522,7 @@ def _meta_flag(request: FrontierRequest, key: str) -> bool:
 def _weight(request: FrontierRequest) -> float:
     meta = request.meta or {}
     value = (meta.get(b"scrapy_meta") or {}).get(WEIGHT_KEY, meta.get(WEIGHT_KEY.encode(), 1.0))
-    try:
-        weight = float(value)
-    except (TypeError, ValueError):
-        weight = math.nan
-    if not 0 < weight < math.inf:
-        raise ValueError(f"meta[{WEIGHT_KEY!r}]={value!r} must be a positive number")
-    return weight
+    return page_weight(value, _text(request.url))
 
 
 def _text(value: Any) -> str:

@@ -53,6 +53,7 @@ from frontier_rate.settings import (
     close_after,
     frontier_kwargs,
     json_value,
+    page_weight,
     strip_patterns,
 )
 
@@ -147,16 +148,7 @@ def request_to_page_meta(request: Request, spider: Spider) -> dict[str, Any]:
 
 
 def _weight(request: Request) -> float:
-    value = request.meta.get(WEIGHT_KEY, 1.0)
-    try:
-        weight = float(value)
-    except (TypeError, ValueError):
-        weight = float("nan")
-    if not weight > 0 or weight == float("inf"):
-        raise ValueError(
-            f"request meta[{WEIGHT_KEY!r}]={value!r} of {request.url} must be a positive number"
-        )
-    return weight
+    return page_weight(request.meta.get(WEIGHT_KEY, 1.0), request.url)
 
 
 @dataclass

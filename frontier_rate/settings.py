@@ -102,3 +102,14 @@ def json_value(value: Any, what: str) -> Any:
             f"value instead, or set meta[{DONT_REVISIT_KEY!r}]=True for a one-off request."
         ) from None
     return value
+
+
+def page_weight(value: Any, url: str) -> float:
+    """A page's weight from request meta ``frontier_rate_weight``: a positive finite number."""
+    try:
+        weight = float(value)
+    except (TypeError, ValueError):
+        weight = math.nan
+    if not 0 < weight < math.inf:
+        raise ValueError(f"request meta[{WEIGHT_KEY!r}]={value!r} of {url} must be a positive number")
+    return weight
