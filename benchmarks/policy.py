@@ -487,14 +487,16 @@ def verdict(runs: list[dict], full_n: int) -> str:
             out.append(f"- {run['model']}, N = {run['n']}, {k}: **{'met' if ok else 'missed'}** "
                        f"(ratio {r['ratio_to_oracle']:.3f}; best baseline {best_base} "
                        f"{res[best_base]['ratio_to_oracle']:.3f}; violations {r['violations']})")
-    worst = min(runs, key=lambda r: r["uncapped_plan_within_caps"])
-    out.append(f"\nWhat limits ours: the engine solves ν for the global budget without host caps "
+    shares = sorted(r["uncapped_plan_within_caps"] for r in runs)
+    out.append(f"\nWhat limits ours, mainly: the engine solves ν for the global budget without host caps "
                f"(README, *Politeness*). Planned exactly on the true rates, such a plan puts only "
-               f"{worst['uncapped_plan_within_caps']:.0%} of the budget within the host caps here "
-               f"(N = {worst['n']}); the rest is planned for the few capped hosts, whose pages then "
+               f"{shares[0]:.0%}-{shares[-1]:.0%} of the budget within the host caps in these scenarios; "
+               "the rest is planned for the few capped hosts, whose pages then "
                "wait in a backlog while the budget goes unspent (the *budget used* column), whereas "
                "the oracle moves that budget to uncapped hosts. A host-cap-aware solve in the engine "
-               "(per-host ν_h, as `policy.solve_with_host_caps` does) is the fix this points to.")
+               "(per-host ν_h, as `policy.solve_with_host_caps` does) is the fix this points to. Smaller "
+               "losses: estimation error (the rate estimators differ by up to 5 points of ratio), "
+               "fetches on the engine's clock grid, and the first-fetch sweep of the warm-up.")
     return "\n".join(out)
 
 
