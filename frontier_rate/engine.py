@@ -48,7 +48,7 @@ from urllib.parse import urlsplit
 import redis
 
 from . import policy
-from .connection import FrontierError, RedisUnavailable, connect, redact_url
+from .connection import SOCKET_TIMEOUT, FrontierError, RedisUnavailable, connect, redact_url
 from .store import (
     F_GONE,
     F_LEASED,
@@ -189,7 +189,8 @@ class Frontier:
     bound every planned (mean) interval; ``lease_timeout``: seconds before an
     unanswered dispatch is handed out again; ``clock``: the time source
     (every time-dependent method also takes ``now=``); ``seed``: seeds the
-    random draws of the exponential intervals.
+    random draws of the exponential intervals; ``redis_timeout``: seconds one
+    Redis call may block before it raises ``RedisUnavailable``.
     """
 
     def __init__(self, redis_url: str | None = None, *, namespace: str = "default",
@@ -198,7 +199,8 @@ class Frontier:
                  min_host_delay: float = 1.0, min_interval: float = 60.0,
                  max_interval: float = 30 * 86400, lease_timeout: float = 300.0,
                  clock: Callable[[], float] = time.time, seed: int | None = None,
-                 prior_rate: float = PRIOR_RATE) -> None:
+                 prior_rate: float = PRIOR_RATE,
+                 redis_timeout: float = SOCKET_TIMEOUT) -> None:
         if not isinstance(namespace, str) or not NAMESPACE_RE.match(namespace):
             raise ValueError(f"namespace must be 1-64 characters of A-Z a-z 0-9 _ . -, "
                              f"got {namespace!r}")
@@ -228,7 +230,8 @@ class Frontier:
         self.redis_url = redis_url
         self._rng = random.Random(seed)
 
-        self.client = connect(redis_url)
+        self.redis_timeout = _real("redis_timeout", redis_timeout, minimum=0.0, strict=True)
+        self.client = connect(redis_url, timeout=self.redis_timeout)
         self.shards, self.buckets = self._configure()
         self.keys = Keys(namespace, self.shards)
         self.scripts = Scripts(self.client)

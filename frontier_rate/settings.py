@@ -28,6 +28,7 @@ FRONTIER_SETTINGS: dict[str, tuple[str, type]] = {
     "max_interval": ("FRONTIER_RATE_MAX_INTERVAL", float),
     "lease_timeout": ("FRONTIER_RATE_LEASE_TIMEOUT", float),
     "prior_rate": ("FRONTIER_RATE_PRIOR_RATE", float),
+    "redis_timeout": ("FRONTIER_RATE_REDIS_TIMEOUT", float),
 }
 """``Frontier`` keyword -> (setting name, type)."""
 
