@@ -132,9 +132,25 @@ def due(limit: int, redis_url: str | None, namespace: str, as_json: bool) -> Non
 @main.command()
 @common
 def stats(redis_url: str | None, namespace: str, as_json: bool) -> None:
-    """Counters: pages, due now, leased, gone, threshold ν, budget use, changes seen."""
+    """Counters: pages, due now, leased, gone, quarantined, threshold ν, budget use, changes seen."""
     frontier = open_frontier(redis_url, namespace)
     emit(frontier.stats(), as_json, key_value)
+
+
+@main.command()
+@common
+def quarantine(redis_url: str | None, namespace: str, as_json: bool) -> None:
+    """Pages quarantined for corrupt state in Redis: URL and reason ('add' the URL again to reset it)."""
+    frontier = open_frontier(redis_url, namespace)
+    pages = list(frontier.quarantined())
+
+    def render(rows: list[dict]) -> str:
+        if not rows:
+            return "no quarantined pages"
+        table = [[p["url"] or f"(URL missing; id {p['id']})", p["host"], p["reason"]] for p in rows]
+        return tabulate(table, headers=("url", "host", "reason"))
+
+    emit(pages, as_json, render)
 
 
 @main.command()

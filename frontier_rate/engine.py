@@ -62,6 +62,7 @@ from .store import (
     page_id,
     shard_of,
     unpack_extras,
+    unpack_quarantine,
     unpack_state,
 )
 
@@ -359,7 +360,9 @@ class Frontier:
                                      [repr(est0), repr(aux0)] + args[i:i + 500 * 5])
 
         with self._errors():
-            added = sum(int(n) for n in self.scripts.run(build))
+            for count, quarantined in self.scripts.run(build):
+                added += int(count)
+                _log_quarantined(quarantined, "add gave it a fresh state")
         return added
 
     # ------------------------------------------------------------------ dispatch
@@ -396,7 +399,8 @@ class Frontier:
                 found = found[1:]
             self._use_published_nu(nu_raw, now)
             candidates = []
-            for shard, flat in enumerate(found):
+            for shard, (flat, quarantined) in enumerate(found):
+                _log_quarantined(quarantined)
                 for i in range(0, len(flat), 3):
                     candidates.append((float(flat[i + 2]), shard, flat[i], flat[i + 1]))
             candidates.sort(key=lambda c: -c[0])
@@ -412,13 +416,34 @@ class Frontier:
                     self._shard_call(pipe, "lease", shard, now, args)
 
             dispatches: list[Dispatch] = []
+            unreadable: list[tuple[bytes, str, str, str]] = []
             if granted > wanted or chosen:
                 leased = self.scripts.run(lease)
-                for flat in leased[1:] if granted > wanted else leased:
+                for flat, quarantined in leased[1:] if granted > wanted else leased:
+                    _log_quarantined(quarantined)
                     for i in range(0, len(flat), 8):
-                        dispatches.append(_dispatch(flat[i + 1:i + 8]))
+                        try:
+                            dispatches.append(_dispatch(flat[i + 1:i + 8]))
+                        except ValueError as exc:
+                            unreadable.append((flat[i], flat[i + 1].decode("utf-8", "replace"),
+                                               flat[i + 3].decode(), str(exc)))
+            if unreadable:
+                self._quarantine_leased(unreadable, now)
             self._unused_tokens = wanted - len(dispatches)
         return dispatches
+
+    def _quarantine_leased(self, pages: list[tuple[bytes, str, str, str]], now: float) -> None:
+        """Quarantine leased pages whose URL or meta could not be read (lua/quarantine.lua)."""
+        def build(pipe: Any) -> None:
+            for pid, host, token, reason in pages:
+                drop = "1" if reason.startswith("meta") else "0"
+                self._shard_call(pipe, "quarantine", self._shard_of(host), now,
+                                 [pid, host, token, reason, drop])
+
+        self.scripts.run(build)
+        for pid, host, _, reason in pages:
+            logger.error("quarantined page %s on %s: %s (see Frontier.quarantined(); add the URL "
+                         "again for a fresh state)", pid.hex(), host, reason)
 
     def _take_tokens(self, target: Any, now: float, want: int, give_back: int) -> Any:
         """Take up to ``want`` tokens from the shared bucket after returning ``give_back``."""
@@ -500,7 +525,7 @@ class Frontier:
                 streamed = self.scripts.stream(commands())
             for part, replies in zip(sent, streamed, strict=True):
                 for i, reply in zip(part, replies, strict=True):
-                    out[i] = _observation(reply)
+                    out[i] = _observation(reply, results[i][0].url)
             for i, call in enumerate(checked):
                 if call[0] == "fail":
                     out[i] = self._fail(call[1], call[3], call[4], call[2])
@@ -565,9 +590,14 @@ class Frontier:
                               [pid, host, _token(dispatch), "1" if status in (404, 410) else "0",
                                repr(BACKOFF_BASE), str(GONE_AFTER)])
         outcome = reply[0].decode()
+        if outcome == "quarantined":
+            logger.error("failed fetch of %s not recorded: the page is quarantined (%s)",
+                         dispatch.url, reply[1].decode("utf-8", "replace"))
+            return Observation(False, math.nan, None, accepted=False)
         logger.debug("fetch of %s failed (%s): %s", dispatch.url, reason, outcome)
         page = self.page(dispatch.url) or {}
-        return Observation(False, page.get("estimate", 0.0),
+        estimate = page.get("estimate")
+        return Observation(False, math.nan if estimate is None else estimate,
                            float(reply[1]) if outcome == "retry" else None,
                            accepted=outcome in ("retry", "gone"))
 
@@ -646,7 +676,8 @@ class Frontier:
 
     def _refreshed(self, shard: int, reply: list) -> None:
         """Book-keeping after a background refresh step (lua/refresh.lua) on ``shard``."""
-        seen, moved, wrapped = reply
+        seen, moved, wrapped, quarantined = reply
+        _log_quarantined(quarantined)
         if self._refresh_pending and self._refresh_pending[0] == shard:
             self._refresh_pending.pop(0)
             if not wrapped:
@@ -710,11 +741,17 @@ class Frontier:
         for i, (score, _, host, _) in enumerate(heads):
             url, raw, extras = replies[3 * i: 3 * i + 3]
             if url is not None and raw is not None:
-                pages.append(self._record(url.decode(), host, raw, extras, score / 1e6))
+                pages.append(self._record(url.decode("utf-8", "replace"), host, raw, extras,
+                                          score / 1e6))
         return pages
 
     def page(self, url: str) -> dict | None:
-        """One page's record, or None if unknown."""
+        """One page's record, or None if unknown.
+
+        A page with a corrupt state has status "corrupt" (it is quarantined as
+        soon as a script reads it), a quarantined one "quarantined"; both name
+        the reason in ``problem`` and have None for the numbers they lack.
+        """
         host = parse_url(url)
         pid = page_id(url)
         shard = shard_of(host, self.shards)
@@ -724,15 +761,22 @@ class Frontier:
             pipe.hget(self.keys.state(shard, b), pid)
             pipe.hget(self.keys.extras(shard, b), pid)
             pipe.zscore(self.keys.queue(shard, host), pid)
-            raw, extras, due = pipe.execute()
+            pipe.hget(self.keys.bad(shard), pid)
+            raw, extras, due, bad = pipe.execute()
         if raw is None:
-            return None
+            if bad is None:
+                return None
+            return _broken_record(url, host, "quarantined", _quarantine_reason(bad))
         return self._record(url, host, raw, extras, None if due is None else due / 1e6)
 
     def _record(self, url: str, host: str, raw: bytes, extras: bytes | None,
                 due: float | None) -> dict:
-        s = unpack_state(raw)
-        etag, lm, meta = unpack_extras(extras)
+        try:
+            s = unpack_state(raw, self.estimator)
+            etag, lm, meta = unpack_extras(extras)
+            meta = json.loads(meta) if meta else None
+        except (ValueError, RecursionError) as exc:
+            return _broken_record(url, host, "corrupt", str(exc), due)
         if s["flags"] & F_GONE:
             status = "gone"
         elif s["flags"] & F_LEASED:
@@ -747,8 +791,7 @@ class Frontier:
                 "estimate": self._reported(s["est"]), "fetches": s["fetches"],
                 "changes": s["changes"], "last_fetch": s["last_fetch"] if s["fetches"] else None,
                 "next_due": due, "status": status, "p": s["p"], "fails": s["fails"],
-                "meta": json.loads(meta) if meta else None, "etag": etag,
-                "last_modified": lm}
+                "meta": meta, "etag": etag, "last_modified": lm, "problem": None}
 
     def _reported(self, est: float) -> float:
         if self.estimator == "interval":
@@ -758,7 +801,11 @@ class Frontier:
         return est
 
     def iter_pages(self) -> Iterator[dict]:
-        """Every page's record, bucket by bucket (SCAN over the state buckets, never KEYS)."""
+        """Every page's record, bucket by bucket (SCAN over the state buckets, never KEYS).
+
+        Quarantined pages are not included (see ``quarantined``); a corrupt
+        state or a missing/invalid URL gives a record with status "corrupt".
+        """
         for shard in range(self.shards):
             pattern = self.keys.prefix(shard).replace("{", "\\{").replace("}", "\\}") + "s:*"
             with self._errors():
@@ -773,17 +820,46 @@ class Frontier:
                     states, urls, extras = pipe.execute()
                     items = []
                     pipe = self.client.pipeline(transaction=False)
+                    broken = []
                     for pid, raw in states.items():
-                        url = urls[pid].decode()
-                        host = parse_url(url)
+                        try:
+                            url, host = _stored_url(urls.get(pid))
+                        except ValueError as exc:
+                            broken.append(_broken_record(None, None, "corrupt",
+                                                         f"{exc} (page id {pid.hex()})"))
+                            continue
                         items.append((url, host, raw, extras.get(pid)))
                         pipe.zscore(self.keys.queue(shard, host), pid)
                     dues = pipe.execute()
                 for (url, host, raw, extra), due in zip(items, dues, strict=True):
                     yield self._record(url, host, raw, extra, None if due is None else due / 1e6)
+                yield from broken
+
+    def quarantined(self) -> Iterator[dict]:
+        """Every quarantined page: url (None when it was lost too), host, reason,
+        id (hex) and the raw corrupt value (hex), shard by shard (HSCAN).
+
+        Adding the URL again gives the page a fresh state and takes it out of here.
+        """
+        for shard in range(self.shards):
+            with self._errors():
+                entries = list(self.client.hscan_iter(self.keys.bad(shard), count=1000))
+                pipe = self.client.pipeline(transaction=False)
+                for pid, _ in entries:
+                    pipe.hget(self.keys.url(shard, bucket_of(pid, self.buckets)), pid)
+                urls = pipe.execute() if entries else []
+            for (pid, record), url in zip(entries, urls, strict=True):
+                try:
+                    host, reason, raw = unpack_quarantine(record)
+                except ValueError as exc:
+                    host, reason, raw = None, str(exc), record
+                yield {"url": None if url is None else url.decode("utf-8", "replace"),
+                       "host": host, "reason": reason, "id": pid.hex(), "raw": raw.hex()}
 
     def stats(self, *, now: float | None = None) -> dict:
-        """Counters: pages, due_now, leased, gone, fetches, changes, nu, budget, budget_use."""
+        """Counters: pages, due_now, leased, gone, quarantined, fetches, changes, nu, budget,
+        budget_use. ``pages`` excludes quarantined pages; ``fetches`` and ``changes`` count
+        every accepted observation, of quarantined pages too."""
         now = self._now(now)
         totals: dict[str, float] = defaultdict(float)
         with self._errors():
@@ -793,11 +869,15 @@ class Frontier:
 
             for flat in self.scripts.run(build):
                 for i in range(0, len(flat), 2):
-                    totals[flat[i].decode()] += float(flat[i + 1])
+                    try:
+                        totals[flat[i].decode()] += float(flat[i + 1])
+                    except ValueError:
+                        logger.error("ignoring a corrupt counter %r = %r", flat[i], flat[i + 1])
             nu = self.client.hgetall(self.keys.nu)
         planned = float(nu.get(b"planned_rate", 0.0))
         return {"pages": int(totals["pages"]), "due_now": int(totals["due_now"]),
                 "leased": int(totals["leased"]), "gone": int(totals["gone"]),
+                "quarantined": int(totals["quarantined"]),
                 "fetches": int(totals["fetches"]), "changes": int(totals["changes"]),
                 "hosts_queued": int(totals["hosts_queued"]),
                 "nu": float(nu.get(b"nu", 0.0)), "budget": self.budget,
@@ -846,33 +926,107 @@ def _token(dispatch: Dispatch) -> str:
     return token
 
 
+_HEADER_SAFE = re.compile(r"[ -~]*")
+"""Printable ASCII: what a validator may hold to be sent back in a request header."""
+
+
 def _validator(field: str, value: str | None) -> bytes | None:
+    """An ETag / Last-Modified to store, or None to store nothing (over-long, or holding
+    control characters (CR, LF, NUL, ...) or non-ASCII: it could never be sent back
+    safely in a conditional request header)."""
     if value is None:
         return None
     if not isinstance(value, str):
         raise ValueError(f"{field} must be a string or None, got {type(value).__name__}")
-    data = value.encode("utf-8")
+    if not _HEADER_SAFE.fullmatch(value):
+        logger.debug("ignoring a %s with control or non-ASCII characters: %r", field, value[:100])
+        return None
+    data = value.encode("ascii")
     if len(data) > MAX_VALIDATOR_LENGTH:
         logger.debug("ignoring an over-long %s (%d bytes)", field, len(data))
         return None
     return data
 
 
+def _stored_url(raw: bytes | None) -> tuple[str, str]:
+    """(url, host) of a URL read from Redis; ValueError naming what is wrong with it."""
+    if raw is None:
+        raise ValueError("URL missing")
+    try:
+        url = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError("URL is not UTF-8") from None
+    try:
+        return url, parse_url(url)
+    except ValueError as exc:
+        raise ValueError(f"URL is invalid: {exc}") from None
+
+
+def _stored_validator(field: str, raw: bytes) -> str | None:
+    text = raw.decode("utf-8", "replace")
+    if not text:
+        return None
+    if not _HEADER_SAFE.fullmatch(text):
+        logger.debug("not sending a stored %s with control or non-ASCII characters", field)
+        return None
+    return text
+
+
 def _dispatch(fields: list) -> Dispatch:
-    host, url, token, etag, lm, meta, due = (f.decode("utf-8") if isinstance(f, bytes) else f
-                                             for f in fields)
-    return Dispatch(url=url, token=token, host=host, meta=json.loads(meta) if meta else None,
-                    etag=etag or None, last_modified=lm or None, due=float(due))
+    """A Dispatch from a lease reply; ValueError (the reason to quarantine) for an
+    unreadable URL or meta."""
+    host, url, token, etag, lm, meta, due = fields
+    url, _ = _stored_url(url)
+    try:
+        meta = json.loads(meta.decode("utf-8")) if meta else None
+    except (ValueError, RecursionError) as exc:
+        raise ValueError(f"meta is not valid JSON ({type(exc).__name__})") from None
+    if meta is not None and not isinstance(meta, dict):
+        raise ValueError(f"meta is not a JSON object ({type(meta).__name__})")
+    return Dispatch(url=url, token=token.decode(), host=host.decode("utf-8"), meta=meta,
+                    etag=_stored_validator("etag", etag),
+                    last_modified=_stored_validator("last_modified", lm), due=float(due))
+
+
+def _broken_record(url: str | None, host: str | None, status: str, problem: str,
+                   due: float | None = None) -> dict:
+    """The record of a page whose state cannot be read: the usual fields, None where unknown."""
+    return {"url": url, "host": host, "weight": None, "estimate": None, "fetches": None,
+            "changes": None, "last_fetch": None, "next_due": due, "status": status, "p": None,
+            "fails": None, "meta": None, "etag": None, "last_modified": None, "problem": problem}
+
+
+def _quarantine_reason(record: bytes) -> str:
+    try:
+        return unpack_quarantine(record)[1]
+    except ValueError as exc:
+        return str(exc)
+
+
+def _log_quarantined(flat: list, what_next: str = "see Frontier.quarantined(); add the URL "
+                     "again for a fresh state") -> None:
+    """One ERROR per page a script quarantined (flat url, reason pairs)."""
+    for i in range(0, len(flat), 2):
+        url = flat[i].decode("utf-8", "replace") or "(URL missing)"
+        logger.error("quarantined page %s: %s (%s)", url, flat[i + 1].decode("utf-8", "replace"),
+                     what_next)
 
 
 OBSERVATION = struct.Struct("<8sHdBd4sHHH")
 """One packed fetch result for lua/observe.lua (host, etag, last_modified follow)."""
 _REPLY = struct.Struct("<BBdd")
+OK, REPLAY, STALE, MISSING, QUARANTINED = range(5)
+"""Observation statuses of lua/observe.lua."""
 
 
-def _observation(reply: bytes) -> Observation:
-    status, changed, estimate, due = _REPLY.unpack(reply)
-    if status == 3:
-        logger.warning("observe of a page the frontier does not know")
+def _observation(reply: bytes, url: str) -> Observation:
+    status, changed, estimate, due = _REPLY.unpack_from(reply)
+    if status == QUARANTINED:
+        reason = reply[_REPLY.size:].decode("utf-8", "replace")
+        logger.error("observation of %s dropped: the page is quarantined (%s); add the URL again "
+                     "for a fresh state", url, reason)
+        return Observation(changed=False, estimate=math.nan, next_due=None, accepted=False)
+    if status == MISSING:
+        logger.warning("observe of a page the frontier does not know: %s", url)
     return Observation(changed=bool(changed), estimate=estimate,
-                       next_due=due if due > 0 else None, accepted=status in (0, 1))
+                       next_due=due if due > 0 else None, accepted=status in (OK, REPLAY))

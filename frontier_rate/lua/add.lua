@@ -2,13 +2,16 @@
 -- ARGV after the header: initial estimate, initial aux, then groups of 5
 -- (weight already rounded to float32 by the caller):
 --   id, host, url, weight, meta (JSON text, "" = none)
--- Returns the number of pages that were new.
+-- A page whose state is corrupt is quarantined, and a quarantined page is
+-- given a fresh state (counted as new): adding it again is the way out.
+-- Returns {number of pages that were new, QUARANTINED (url, reason pairs)}.
 local est0, aux0 = tonumber(ARGV[H + 1]), tonumber(ARGV[H + 2])
 local added = 0
 for i = H + 3, #ARGV, 5 do
   local id, host, url, weight, meta = ARGV[i], ARGV[i + 1], ARGV[i + 2],
     tonumber(ARGV[i + 3]), ARGV[i + 4]
-  local s = load(id)
+  local s, problem, raw = load_state(id)
+  if problem then quarantine(id, host, problem, raw, false) end
   if s then
     if s.weight ~= weight and not has(s.flags, F_GONE) then
       agg_move(s.weight, plan_rate(s), weight, plan_rate(s))
@@ -16,6 +19,7 @@ for i = H + 3, #ARGV, 5 do
       save(id, s)
     end
   else
+    if redis.call("HDEL", BAD, id) == 1 then redis.call("HINCRBY", CNT, "quarantined", -1) end
     s = {weight = weight, est = est0, aux = aux0, p = 0, last_fetch = 0, fetches = 0,
          changes = 0, leases = 0, fp = string.rep("\0", 4), flags = 0, fails = 0, notfound = 0,
          x1 = 0, x2 = 0}
@@ -28,7 +32,8 @@ for i = H + 3, #ARGV, 5 do
   end
   if meta ~= "" then
     local etag, last_modified = xget(id)
+    if etag == nil then etag, last_modified = "", "" end  -- malformed: replaced
     xset(id, etag, last_modified, meta)
   end
 end
-return finish(added)
+return finish({added, QUARANTINED})

@@ -4,14 +4,23 @@
 -- Not an observation: the estimator is untouched. The page is retried after
 -- base * 2^(n-1) seconds (n = consecutive failures), capped by max_interval;
 -- after gone_after consecutive 404/410 it is marked gone and leaves the queues.
--- Returns {status, next_due} with status retry | gone | stale | missing.
+-- A corrupt state is quarantined. Returns {status, next_due} with status
+-- retry | gone | stale | missing, or {"quarantined", reason}.
 local id, host, token = ARGV[H + 1], ARGV[H + 2], tonumber(ARGV[H + 3])
 local not_found, base, gone_after = ARGV[H + 4] == "1", tonumber(ARGV[H + 5]),
   tonumber(ARGV[H + 6])
 local now = C.now
 
-local s = load(id)
-if not s then return finish({"missing", "0"}) end
+local s, problem, raw = load_state(id)
+if problem then
+  quarantine(id, host, problem, raw, false)
+  return finish({"quarantined", problem})
+end
+if not s then
+  local reason = quarantine_reason(id)
+  if reason then return finish({"quarantined", reason}) end
+  return finish({"missing", "0"})
+end
 if s.leases ~= token or not has(s.flags, F_LEASED) then return finish({"stale", "0"}) end
 
 s.fails = math.min(s.fails + 1, 15)

@@ -3,16 +3,29 @@
 -- dispatch now, and it is not leased: then it leaves its host queue for the
 -- lease zset (deadline now + lease_timeout), its lease counter (the token)
 -- goes up, and the host's next dispatch moves to now + host delay.
--- Returns, per lease: id, host, url, token, etag, last_modified, meta, due.
+-- A queued candidate with a corrupt state, no URL or malformed extras is
+-- quarantined instead.
+-- Returns {flat groups per lease: id, host, url, token, etag, last_modified, meta, due;
+-- QUARANTINED (url, reason pairs)}.
 local now = C.now
 local out = {}
 for i = H + 1, #ARGV, 2 do
   local host, id = ARGV[i], ARGV[i + 1]
   local next_allowed, stored_delay = host_get(host)
   local due = redis.call("ZSCORE", qkey(host), id)
-  local s = load(id)
-  if due then due = seconds(due) end
-  if next_allowed <= now and due and due <= now and s
+  local s = nil
+  if due then
+    due = seconds(due)
+    s = load_checked(id, host)
+  end
+  local url = s and redis.call("HGET", ukey(id), id)
+  local etag, last_modified, meta = "", "", ""
+  if s and url then etag, last_modified, meta = xget(id) end
+  if s and not url then
+    quarantine(id, host, "URL missing", redis.call("HGET", skey(id), id), false)
+  elseif s and etag == nil then
+    quarantine(id, host, "extras are malformed", redis.call("HGET", xkey(id), id), true)
+  elseif next_allowed <= now and due and due <= now and s
       and not has(s.flags, F_LEASED) and not has(s.flags, F_GONE) then
     redis.call("ZREM", qkey(host), id)
     redis.call("ZADD", LEASES, us(now + C.lease_timeout), id .. host)
@@ -23,10 +36,9 @@ for i = H + 1, #ARGV, 2 do
     if delay < 0 then delay = C.default_delay end
     host_set(host, now + delay, stored_delay)
     host_refresh(host)
-    local etag, last_modified, meta = xget(id)
     out[#out + 1] = id
     out[#out + 1] = host
-    out[#out + 1] = redis.call("HGET", ukey(id), id)
+    out[#out + 1] = url
     out[#out + 1] = tostring(s.leases)
     out[#out + 1] = etag
     out[#out + 1] = last_modified
@@ -34,4 +46,4 @@ for i = H + 1, #ARGV, 2 do
     out[#out + 1] = fmt(due)
   end
 end
-return finish(out)
+return finish({out, QUARANTINED})

@@ -5,13 +5,14 @@
 --   KEYS[2] <prefix>hosts   hash  host -> struct "<dd": next_allowed, delay (-1 = default)
 --   KEYS[3] <prefix>leases  zset  id..host -> lease deadline (microseconds)
 --   KEYS[4] <prefix>agg     hash  "n:c" / "l:c" / "w:c" per policy cell c
---   KEYS[5] <prefix>cnt     hash  pages, gone, fetches, changes
+--   KEYS[5] <prefix>cnt     hash  pages, gone, fetches, changes, quarantined
 -- and derives the per-bucket and per-host keys below from the same prefix
 -- (they carry the shard's hash tag, so every key lies in one cluster slot):
 --   <prefix>s:<b>  hash id -> packed page state (STATE below)
 --   <prefix>u:<b>  hash id -> url
 --   <prefix>x:<b>  hash id -> etag, last_modified and JSON meta (see xget)
 --   <prefix>q:<host> zset id -> due time (microseconds)
+--   <prefix>bad    hash id -> quarantine record (see quarantine)
 -- ARGV[1..H] is the common header (see header()); a script's own arguments follow.
 
 local PREFIX = string.sub(KEYS[1], 1, -6)   -- strip "ready"
@@ -68,15 +69,52 @@ local function ukey(id) return PREFIX .. "u:" .. bucket_of(id) end
 local function xkey(id) return PREFIX .. "x:" .. bucket_of(id) end
 local function qkey(host) return PREFIX .. "q:" .. host end
 
-local function load(id)
-  local raw = redis.call("HGET", skey(id), id)
-  if not raw then return nil end
+local BAD = PREFIX .. "bad"
+
+-- Validation (mirrors store.unpack_state, same checks in the same order, same
+-- words): a state read from Redis is checked before any script uses it, so one
+-- corrupted value can never make a whole batch fail. Returns the state table,
+-- or nil and the problem.
+local STATE_SIZE = struct.size(STATE)
+local RATE_EST = C.estimator == "lln" or C.estimator == "sa"       -- est is a rate (>= 0)
+local SUM_AUX = C.estimator == "lln" or C.estimator == "interval"  -- aux is a sum (>= 0)
+
+local function number_problem(name, x, non_negative)
+  if x ~= x or x == math.huge or x == -math.huge then return name .. " is not a finite number" end
+  if non_negative and x < 0 then return name .. " is negative" end
+  return nil
+end
+
+local function validate(raw)
+  if #raw ~= STATE_SIZE then
+    return nil, "state is " .. #raw .. " bytes, expected " .. STATE_SIZE
+  end
   local s = {}
   local fails
   s.weight, s.est, s.aux, s.p, s.last_fetch, s.fetches, s.changes, s.leases,
     s.fp, s.flags, fails, s.x1, s.x2 = struct.unpack(STATE, raw)
   s.fails, s.notfound = fails % 16, math.floor(fails / 16)
+  local problem = number_problem("weight", s.weight, true)
+    or number_problem("estimate", s.est, RATE_EST)
+    or number_problem("aux", s.aux, SUM_AUX)
+    or number_problem("p", s.p, true)
+    or number_problem("last_fetch", s.last_fetch, false)
+  if not problem and C.estimator == "interval" then
+    problem = number_problem("x1", s.x1, true) or number_problem("x2", s.x2, true)
+  end
+  if problem then return nil, problem end
+  if s.fetches > 0 and s.p <= 0 then return nil, "p is not positive after a fetch" end
+  if s.changes > s.fetches then return nil, "changes exceed fetches" end
+  if s.flags >= 16 then return nil, "flags " .. s.flags .. " out of range" end
   return s
+end
+
+-- The page's state: s; or nil, problem, raw when the stored value is corrupt; nil when absent.
+local function load_state(id)
+  local raw = redis.call("HGET", skey(id), id)
+  if not raw then return nil end
+  local s, problem = validate(raw)
+  return s, problem, raw
 end
 
 local function save(id, s)
@@ -271,10 +309,14 @@ end
 
 -- Hosts ---------------------------------------------------------------------
 
+-- A host's (next_allowed, delay); a malformed value reads as the default (0, -1)
+-- and is overwritten by the next host_set.
 local function host_get(host)
   local raw = redis.call("HGET", HOSTS, host)
-  if not raw then return 0, -1 end
-  return struct.unpack("<dd", raw)
+  if not raw or #raw ~= 16 then return 0, -1 end
+  local next_allowed, delay = struct.unpack("<dd", raw)
+  if next_allowed ~= next_allowed or delay ~= delay or delay == math.huge then return 0, -1 end
+  return next_allowed, delay
 end
 
 local function host_delay(host)
@@ -325,13 +367,58 @@ local function finish(result)
   return result
 end
 
+-- Quarantine ------------------------------------------------------------------
+-- A page whose stored data cannot be used leaves its host queue and the lease
+-- set; its state moves to the BAD hash as "<I2I2" lengths of host and reason,
+-- then host, reason and the raw corrupt value. Counters: pages -1, quarantined +1
+-- (so pages + quarantined stays the number of pages added). The URL, meta and
+-- validators stay (unless drop_extras: they were the corrupt part); add.lua gives
+-- a quarantined page a fresh state. QUARANTINED collects url, reason of every
+-- page quarantined by this call, for the caller to log.
+local QUARANTINED = {}
+local function quarantine(id, host, reason, raw, drop_extras)
+  redis.call("ZREM", qkey(host), id)
+  redis.call("ZREM", LEASES, id .. host)
+  DIRTY_HOSTS[host] = true
+  if drop_extras then redis.call("HDEL", xkey(id), id) end
+  redis.call("HDEL", skey(id), id)
+  if raw == "" and redis.call("HEXISTS", BAD, id) == 1 then return end  -- a leftover entry
+  local record = struct.pack("<I2I2", #host, #reason) .. host .. reason .. raw
+  if redis.call("HSET", BAD, id, record) == 1 then
+    redis.call("HINCRBY", CNT, "pages", -1)
+    redis.call("HINCRBY", CNT, "quarantined", 1)
+  end
+  QUARANTINED[#QUARANTINED + 1] = redis.call("HGET", ukey(id), id) or ""
+  QUARANTINED[#QUARANTINED + 1] = reason
+end
+
+-- The reason stored in a page's quarantine record, or nil when it is not quarantined.
+local function quarantine_reason(id)
+  local record = redis.call("HGET", BAD, id)
+  if not record then return nil end
+  if #record < 4 then return "unreadable quarantine record" end
+  local lh, lr = struct.unpack("<I2I2", record)
+  return string.sub(record, 5 + lh, 4 + lh + lr)
+end
+
+-- The usable state of a page that `host`'s queue or lease set refers to. A
+-- corrupt state, or none at all (the page was lost), is quarantined: then nil
+-- and the reason.
+local function load_checked(id, host)
+  local s, problem, raw = load_state(id)
+  if s then return s end
+  if not problem then problem, raw = "state missing", "" end
+  quarantine(id, host, problem, raw, false)
+  return nil, problem
+end
+
 -- Give expired leases back to their host queues (due now), at most `limit`.
 local function reclaim(now, limit)
   local expired = redis.call("ZRANGEBYSCORE", LEASES, "-inf", us(now), "LIMIT", 0, limit)
   for _, member in ipairs(expired) do
     redis.call("ZREM", LEASES, member)
     local id, host = string.sub(member, 1, 8), string.sub(member, 9)
-    local s = load(id)
+    local s = load_checked(id, host)
     if s and has(s.flags, F_LEASED) then
       s.flags = set(set(s.flags, F_LEASED, false), F_APPLIED, false)
       save(id, s)
@@ -343,10 +430,13 @@ end
 
 -- Extras: etag, last_modified and the JSON meta, packed as
 -- "<I2I2" lengths of etag and last_modified, then the three strings (meta verbatim).
+-- xget returns nil for a malformed value (store.unpack_extras checks the same).
 local function xget(id)
   local raw = redis.call("HGET", xkey(id), id)
   if not raw then return "", "", "" end
+  if #raw < 4 then return nil end
   local le, ll = struct.unpack("<I2I2", raw)
+  if 4 + le + ll > #raw then return nil end
   return string.sub(raw, 5, 4 + le), string.sub(raw, 5 + le, 4 + le + ll),
     string.sub(raw, 5 + le + ll)
 end

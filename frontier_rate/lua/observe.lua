@@ -9,14 +9,25 @@
 -- token. A replay of the token that was applied returns the same result and
 -- changes nothing; any other token (an expired lease, re-leased or not) is
 -- "stale" and changes nothing.
--- Returns per fetch a packed "<BBdd": status (0 ok, 1 replay, 2 stale, 3 missing),
--- changed, estimate, next_due (0 when not queued).
+-- A page whose state is corrupt is quarantined (and the observation dropped);
+-- the other fetches of the batch go on.
+-- Returns per fetch a packed "<BBdd": status (0 ok, 1 replay, 2 stale, 3 missing,
+-- 4 quarantined), changed, estimate, next_due (0 when not queued), followed by
+-- the reason when quarantined.
 
-local OK, REPLAY, STALE, MISSING = 0, 1, 2, 3
+local OK, REPLAY, STALE, MISSING, QUARANTINE = 0, 1, 2, 3, 4
 
 local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_arg, u)
-  local s = load(id)
-  if not s then return MISSING, 0, 0, 0 end
+  local s, problem, raw = load_state(id)
+  if problem then
+    quarantine(id, host, problem, raw, false)
+    return QUARANTINE, 0, 0, 0, problem
+  end
+  if not s then
+    local reason = quarantine_reason(id)
+    if reason then return QUARANTINE, 0, 0, 0, reason end
+    return MISSING, 0, 0, 0
+  end
   if s.leases ~= token or not has(s.flags, F_LEASED) then
     local status = STALE
     if s.leases == token and has(s.flags, F_APPLIED) then status = REPLAY end
@@ -56,6 +67,7 @@ local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_
 
   if etag_arg or lm_arg then
     local etag, last_modified, meta = xget(id)
+    if etag == nil then etag, last_modified, meta = "", "", "" end  -- malformed: replaced
     xset(id, etag_arg or etag, lm_arg or last_modified, meta)
   end
   return OK, I, reported(s), due
@@ -71,13 +83,13 @@ for i = H + 1, #ARGV do
   if bits % 8 >= 4 then etag = string.sub(arg, 38 + lh, 37 + lh + le) end
   if bits >= 8 then last_modified = string.sub(arg, 38 + lh + le, 37 + lh + le + ll) end
   if bits % 4 < 2 then fp = "" end
-  local status, changed, est, due = observe_one(id, host, token, now, fp, bits % 2 == 1,
-    etag, last_modified, u)
+  local status, changed, est, due, reason = observe_one(id, host, token, now, fp,
+    bits % 2 == 1, etag, last_modified, u)
   if status == OK then
     fetches = fetches + 1
     changes = changes + changed
   end
-  out[#out + 1] = struct.pack("<BBdd", status, changed, est, due)
+  out[#out + 1] = struct.pack("<BBdd", status, changed, est, due) .. (reason or "")
 end
 if fetches > 0 then redis.call("HINCRBY", CNT, "fetches", fetches) end
 if changes > 0 then redis.call("HINCRBY", CNT, "changes", changes) end

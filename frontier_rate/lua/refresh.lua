@@ -7,7 +7,9 @@
 -- A queued, fetched page keeps its standardised draw E = (due - last_fetch) * p
 -- and gets due = last_fetch + E * mean(nu), p = 1 / mean(nu) (E = 1 for the
 -- periodic `interval` estimator). Never-fetched and retrying pages are left alone.
--- Returns {pages looked at, pages moved, 1 if this call finished a sweep of the shard}.
+-- A queued page whose state is corrupt is quarantined.
+-- Returns {pages looked at, pages moved, 1 if this call finished a sweep of the shard,
+-- QUARANTINED (url, reason pairs)}.
 local limit, cursor_key = tonumber(ARGV[H + 1]), PREFIX .. "cursor"
 local cur = redis.call("HMGET", cursor_key, "c", "p", "o", "s")
 local scan, offset, in_sweep = cur[1] or "0", tonumber(cur[3] or "0"), cur[4] == "1"
@@ -19,7 +21,7 @@ local function replan(h, from, count)
   local queued = redis.call("ZRANGE", qkey(h), from, from + count - 1, "WITHSCORES")
   for j = 1, #queued, 2 do
     local id, due = queued[j], seconds(queued[j + 1])
-    local s = load(id)
+    local s = load_checked(id, h)
     if s and s.fetches > 0 and s.fails == 0 and s.p > 0 then
       local mean = planned_interval(s.weight, plan_rate(s))
       if math.abs(mean * s.p - 1) > 1e-6 then
@@ -61,4 +63,4 @@ local flag = "0"
 if in_sweep then flag = "1" end
 redis.call("HSET", cursor_key, "c", scan, "p", table.concat(pending, "\n"), "o", offset,
   "s", flag)
-return finish({seen, moved, wrapped})
+return finish({seen, moved, wrapped, QUARANTINED})
