@@ -416,7 +416,7 @@ class Frontier:
                     self._shard_call(pipe, "lease", shard, now, args)
 
             dispatches: list[Dispatch] = []
-            unreadable: list[tuple[bytes, str, str, str]] = []
+            unreadable: list[tuple[bytes, str, str, str, str]] = []
             if granted > wanted or chosen:
                 leased = self.scripts.run(lease)
                 for flat, quarantined in leased[1:] if granted > wanted else leased:
@@ -426,24 +426,25 @@ class Frontier:
                             dispatches.append(_dispatch(flat[i + 1:i + 8]))
                         except ValueError as exc:
                             unreadable.append((flat[i], flat[i + 1].decode("utf-8", "replace"),
-                                               flat[i + 3].decode(), str(exc)))
+                                               flat[i + 3].decode(), str(exc),
+                                               flat[i + 2].decode("utf-8", "replace")))
             if unreadable:
                 self._quarantine_leased(unreadable, now)
             self._unused_tokens = wanted - len(dispatches)
         return dispatches
 
-    def _quarantine_leased(self, pages: list[tuple[bytes, str, str, str]], now: float) -> None:
+    def _quarantine_leased(self, pages: list[tuple[bytes, str, str, str, str]], now: float) -> None:
         """Quarantine leased pages whose URL or meta could not be read (lua/quarantine.lua)."""
         def build(pipe: Any) -> None:
-            for pid, host, token, reason in pages:
+            for pid, host, token, reason, _ in pages:
                 drop = "1" if reason.startswith("meta") else "0"
                 self._shard_call(pipe, "quarantine", self._shard_of(host), now,
                                  [pid, host, token, reason, drop])
 
         self.scripts.run(build)
-        for pid, host, _, reason in pages:
-            logger.error("quarantined page %s on %s: %s (see Frontier.quarantined(); add the URL "
-                         "again for a fresh state)", pid.hex(), host, reason)
+        for pid, host, _, reason, url in pages:
+            logger.error("quarantined page %s (id %s on %s): %s (see Frontier.quarantined(); add "
+                         "the URL again for a fresh state)", url, pid.hex(), host, reason)
 
     def _take_tokens(self, target: Any, now: float, want: int, give_back: int) -> Any:
         """Take up to ``want`` tokens from the shared bucket after returning ``give_back``."""

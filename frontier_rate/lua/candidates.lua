@@ -15,7 +15,7 @@ for _, host in ipairs(hosts) do
   local due = redis.call("ZRANGEBYSCORE", qkey(host), "-inf", us(now), "LIMIT", 0, look)
   local best, best_index = nil, -1
   for _, id in ipairs(due) do
-    local s = load_checked(id, host)
+    local s = load_queued(id, host)
     if s then
       local g = index(s, now)
       if g > best_index then best, best_index = id, g end

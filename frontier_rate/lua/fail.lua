@@ -25,7 +25,7 @@ if s.leases ~= token or not has(s.flags, F_LEASED) then return finish({"stale", 
 
 s.fails = math.min(s.fails + 1, 15)
 if not_found then s.notfound = math.min(s.notfound + 1, 15) else s.notfound = 0 end
-s.flags = set(set(s.flags, F_LEASED, false), F_APPLIED, true)
+s.flags = set(set(s.flags, F_LEASED, false), F_APPLIED, false)  -- consumed, not an observation
 redis.call("ZREM", LEASES, id .. host)
 if not_found and s.notfound >= gone_after then
   s.flags = set(s.flags, F_GONE, true)

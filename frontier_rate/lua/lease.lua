@@ -3,8 +3,8 @@
 -- dispatch now, and it is not leased: then it leaves its host queue for the
 -- lease zset (deadline now + lease_timeout), its lease counter (the token)
 -- goes up, and the host's next dispatch moves to now + host delay.
--- A queued candidate with a corrupt state, no URL or malformed extras is
--- quarantined instead.
+-- A queued candidate with a corrupt state (or one marked leased or gone), no
+-- URL or malformed extras is quarantined instead.
 -- Returns {flat groups per lease: id, host, url, token, etag, last_modified, meta, due;
 -- QUARANTINED (url, reason pairs)}.
 local now = C.now
@@ -16,7 +16,7 @@ for i = H + 1, #ARGV, 2 do
   local s = nil
   if due then
     due = seconds(due)
-    s = load_checked(id, host)
+    s = load_queued(id, host)
   end
   local url = s and redis.call("HGET", ukey(id), id)
   local etag, last_modified, meta = "", "", ""
@@ -25,8 +25,7 @@ for i = H + 1, #ARGV, 2 do
     quarantine(id, host, "URL missing", redis.call("HGET", skey(id), id), false)
   elseif s and etag == nil then
     quarantine(id, host, "extras are malformed", redis.call("HGET", xkey(id), id), true)
-  elseif next_allowed <= now and due and due <= now and s
-      and not has(s.flags, F_LEASED) and not has(s.flags, F_GONE) then
+  elseif next_allowed <= now and due and due <= now and s then
     redis.call("ZREM", qkey(host), id)
     redis.call("ZADD", LEASES, us(now + C.lease_timeout), id .. host)
     s.leases = (s.leases + 1) % 65536

@@ -412,6 +412,21 @@ local function load_checked(id, host)
   return nil, problem
 end
 
+-- load_checked for a page found in `host`'s queue: a queued page is never leased
+-- or gone (lease.lua takes it out of the queue, fail.lua never re-queues a gone
+-- page), so either flag means the state contradicts the queue; left alone, such
+-- a page would be offered as its host's candidate forever and refused by lease.
+local function load_queued(id, host)
+  local s, problem = load_checked(id, host)
+  if not s then return nil, problem end
+  if has(s.flags, F_LEASED) or has(s.flags, F_GONE) then
+    problem = "queued but marked leased or gone"
+    quarantine(id, host, problem, redis.call("HGET", skey(id), id), false)
+    return nil, problem
+  end
+  return s
+end
+
 -- Give expired leases back to their host queues (due now), at most `limit`.
 local function reclaim(now, limit)
   local expired = redis.call("ZRANGEBYSCORE", LEASES, "-inf", us(now), "LIMIT", 0, limit)
