@@ -328,6 +328,8 @@ class Frontier:
         for item in pages:
             if isinstance(item, str):
                 item = (item,)
+            elif isinstance(item, (bytes, bytearray)) or not isinstance(item, Iterable):
+                raise ValueError(f"url must be a string, got {type(item).__name__}")
             item = tuple(item)
             if not 1 <= len(item) <= 3:
                 raise ValueError(f"a page is url or (url, weight[, meta]), got {item!r}")

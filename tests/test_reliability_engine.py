@@ -21,7 +21,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from frontier_rate import Dispatch, Frontier
@@ -352,3 +352,405 @@ def test_cli_stats_and_quarantine_list_the_quarantined_pages(redis_url):
     assert json.loads(inspect.stdout)["status"] == "quarantined"
     f.add(urls[1], now=6000.0)
     assert cli("quarantine", *common).stdout.strip() == "no quarantined pages"
+
+
+# ---------------------------------------------------------------- validators and URLs
+
+UNSAFE_VALIDATORS = ['"abc"\r\nSet-Cookie: x=1', '"a\nb"', '"a\rb"', '"nul\x00"', '"tab\tx"',
+                     '"del\x7f"', '"esc\x1b[0m"', '"caf\u00e9"', "W/\"\u2028\"", "Mon, 01 Jan 2024\x85"]
+
+
+@pytest.mark.parametrize("bad", UNSAFE_VALIDATORS, ids=[repr(v) for v in UNSAFE_VALIDATORS])
+def test_validators_that_could_break_a_request_header_are_not_stored(redis_url, bad):
+    f = frontier(redis_url)
+    f.add("http://a.example/", now=0.0)
+    (d,) = f.next_requests(1, now=0.0)
+    assert f.observe(d, fingerprint="v1", fetched_at=0.0, etag=bad, last_modified=bad).accepted
+    page = f.page(d.url)
+    assert page["etag"] is None and page["last_modified"] is None
+    (d,) = f.next_requests(1, now=5000.0)
+    assert d.etag is None and d.last_modified is None
+    # a safe pair is stored, and an unsafe one later does not replace it
+    f.observe(d, fingerprint="v1", fetched_at=5000.0, etag='W/"ok-1"',
+              last_modified="Mon, 01 Jan 2024 00:00:00 GMT")
+    (d,) = f.next_requests(1, now=10000.0)
+    assert d.etag == 'W/"ok-1"' and d.last_modified == "Mon, 01 Jan 2024 00:00:00 GMT"
+    f.observe(d, not_modified=True, fetched_at=10000.0, etag=bad, last_modified=bad)
+    (d,) = f.next_requests(1, now=20000.0)
+    assert d.etag == 'W/"ok-1"' and d.last_modified == "Mon, 01 Jan 2024 00:00:00 GMT"
+
+
+def test_unsafe_validators_written_into_redis_are_not_handed_out(redis_url):
+    """Defence in depth: a validator edited into Redis never reaches a Dispatch."""
+    f = frontier(redis_url)
+    url = "http://a.example/"
+    f.add(url, meta={"k": 1}, now=0.0)
+    host, pid = parse_url(url), page_id(url)
+    etag, lm, meta = b'"x"\r\nX-Evil: 1', b"ok", b'{"k": 1}'
+    f.client.hset(f.keys.extras(shard_of(host, f.shards), bucket_of(pid, f.buckets)), pid,
+                  struct.pack("<HH", len(etag), len(lm)) + etag + lm + meta)
+    (d,) = f.next_requests(1, now=0.0)
+    assert d.etag is None and d.last_modified == "ok" and d.meta == {"k": 1}
+
+
+HEADER_INJECTION_URLS = ["http://a.example/x\r\nSet-Cookie: y=1", "http://a.example/x\ny",
+                         "http://a.example/x\ry", "http://a.example/a b", "http://a.example/\ttab",
+                         "http://a.example/nul\x00", "http://a.example/del\x7f",
+                         "http://a.example\r\n.evil/", " http://a.example/", "http://a.example/\x1b"]
+
+
+@pytest.mark.parametrize("url", HEADER_INJECTION_URLS, ids=[repr(u) for u in HEADER_INJECTION_URLS])
+def test_urls_with_header_injection_characters_are_refused_by_add(redis_url, url):
+    f = frontier(redis_url)
+    with pytest.raises(ValueError, match="whitespace/control characters") as info:
+        f.add(url, now=0.0)
+    assert repr(url)[1:20] in str(info.value), "the error names the URL"
+    assert f.stats(now=0.0)["pages"] == 0
+
+
+@pytest.mark.parametrize("url", HEADER_INJECTION_URLS[:4], ids=[repr(u) for u in HEADER_INJECTION_URLS[:4]])
+def test_add_many_with_one_bad_url_adds_nothing_and_names_it(redis_url, url):
+    f = frontier(redis_url)
+    good = [f"http://b{i}.example/{i}" for i in range(50)]
+    with pytest.raises(ValueError) as info:
+        f.add_many(good[:25] + [(url, 1.0)] + good[25:], now=0.0)
+    assert repr(url)[1:20] in str(info.value)
+    assert f.stats(now=0.0)["pages"] == 0
+    assert all(f.page(u) is None for u in good)
+
+
+def test_percent_encoded_crlf_is_a_valid_url_and_stays_encoded(redis_url):
+    f = frontier(redis_url)
+    url = "http://a.example/x%0d%0aSet-Cookie:%20y=1?q=%0D%0A"
+    assert f.add(url, now=0.0)
+    (d,) = f.next_requests(1, now=0.0)
+    assert d.url == url and "\r" not in d.url and "\n" not in d.url
+    assert f.page(url)["url"] == url
+    assert [p["url"] for p in f.iter_pages()] == [url]
+
+
+def test_url_length_limit_is_exact(redis_url):
+    f = frontier(redis_url)
+    base = "http://a.example/"
+    longest = base + "x" * (MAX_URL_LENGTH - len(base))
+    assert f.add(longest, now=0.0) and f.page(longest)["url"] == longest
+    with pytest.raises(ValueError, match=rf"too long \({MAX_URL_LENGTH + 1} > {MAX_URL_LENGTH}"):
+        f.add(longest + "y", now=0.0)
+    with pytest.raises(ValueError, match="too long") as info:
+        f.add(base + "z" * 100_000, now=0.0)
+    assert len(str(info.value)) < 300, "a huge URL is shortened in the message"
+
+
+@pytest.mark.parametrize("url, fragment", [
+    ("a.example/x", "scheme"), ("//a.example/x", "scheme"), ("ftp://a.example/x", "'ftp'"),
+    ("javascript:alert(1)", "'javascript'"), ("http:///x", "no host"), ("http://", "no host"),
+    ("http://a.example:99999/", "not a valid URL"), ("http://a.example:port/", "not a valid URL"),
+    ("", "empty"), (42, "must be a string"), (None, "must be a string"),
+    (b"http://a.example/", "must be a string"),
+])
+def test_invalid_urls_are_refused_by_add_and_add_many(redis_url, url, fragment):
+    f = frontier(redis_url)
+    with pytest.raises(ValueError, match=re.escape(fragment)):
+        f.add(url, now=0.0)
+    with pytest.raises(ValueError, match=re.escape(fragment)):
+        f.add_many(["http://ok.example/", url], now=0.0)
+    with pytest.raises(ValueError, match=re.escape(fragment)):
+        f.add_many([("http://ok.example/", 1.0), (url, 1.0)], now=0.0)
+    assert f.stats(now=0.0)["pages"] == 0
+
+
+# ---------------------------------------------------------------- property-based: state decoder
+
+
+def _f32(lo: float, hi: float) -> st.SearchStrategy[float]:
+    return st.floats(float32(lo), float32(hi), width=32, allow_nan=False)
+
+
+@st.composite
+def valid_states(draw, estimator: str) -> dict:
+    """States the engine could write. Ranges are realistic (rates <= 1e6/s, times within
+    ±1e12 s) so that engine arithmetic on them stays finite; the decoder itself is
+    exercised on arbitrary bytes below."""
+    fetches = draw(st.integers(0, 2**32 - 1))
+    changes = draw(st.integers(0, fetches))
+    rate = st.floats(0.0, 1e6)
+    if estimator in ("lln", "sa"):
+        est = draw(rate)
+    elif estimator == "sam":
+        est = draw(st.floats(-1e6, 1e6))
+    else:
+        est = draw(st.floats(-690.0, 690.0))
+    aux = draw(st.floats(0.0, 1e12) if estimator in ("lln", "interval") else st.floats(-1e6, 1e6))
+    p = draw(_f32(1e-9, 1e3) if fetches else st.just(0.0))
+    interval = estimator == "interval"
+    return {"weight": draw(_f32(0.0, 1e30)), "est": est, "aux": aux, "p": p,
+            "last_fetch": draw(st.floats(-1e12, 1e12)), "fetches": fetches, "changes": changes,
+            "leases": draw(st.integers(0, 65535)), "fp": draw(st.binary(min_size=4, max_size=4)),
+            "flags": draw(st.integers(0, 15)), "fails": draw(st.integers(0, 15)),
+            "notfound": draw(st.integers(0, 15)),
+            "x1": draw(st.floats(0.0, 1e6)) if interval else 0.0,
+            "x2": draw(st.floats(0.0, 1e6)) if interval else 0.0}
+
+
+BAD_NUMBERS = st.sampled_from([math.nan, math.inf, -math.inf, -1.0, -1e-30])
+
+
+@st.composite
+def raw_states(draw, estimator: str) -> bytes:
+    """Bytes to store as a page state: valid, one field broken, or arbitrary."""
+    interval = estimator == "interval"
+    size = STATE_INTERVAL.size if interval else STATE.size
+    kind = draw(st.sampled_from(["valid", "broken field", "random", "random length"]))
+    if kind == "random":
+        return draw(st.binary(min_size=size, max_size=size))
+    if kind == "random length":
+        return draw(st.binary(max_size=100))
+    state = draw(valid_states(estimator))
+    if kind == "broken field":
+        field = draw(st.sampled_from(["weight", "est", "aux", "p", "last_fetch", "changes", "flags"]
+                                     + (["x1", "x2"] if interval else [])))
+        if field == "changes":
+            state["changes"] = state["fetches"] + 1 if state["fetches"] < 2**32 - 1 else 0
+            if state["changes"] == 0:
+                state["fetches"], state["changes"] = 0, 1
+        elif field == "flags":
+            state["flags"] = draw(st.integers(16, 255))
+        else:
+            state[field] = draw(BAD_NUMBERS)
+    return pack_state(state, interval=interval)
+
+
+@pytest.mark.parametrize("estimator", ESTIMATORS)
+@FIXED
+@given(data=st.data())
+def test_pack_unpack_round_trip(estimator, data):
+    state = data.draw(valid_states(estimator))
+    raw = pack_state(state, interval=estimator == "interval")
+    assert len(raw) == (64 if estimator == "interval" else 48)
+    assert unpack_state(raw, estimator) == state
+    assert pack_state(unpack_state(raw, estimator), interval=estimator == "interval") == raw
+
+
+@FIXED
+@given(raw=st.one_of(st.binary(max_size=200), st.binary(min_size=48, max_size=48),
+                     st.binary(min_size=64, max_size=64)),
+       estimator=st.sampled_from((None,) + ESTIMATORS))
+def test_arbitrary_bytes_decode_to_a_state_or_value_error(raw, estimator):
+    try:
+        state = unpack_state(raw, estimator)
+    except ValueError as exc:
+        assert str(exc)  # a message, never struct.error or anything else
+        return
+    assert isinstance(state, dict) and all(math.isfinite(state[k]) for k in ("weight", "est", "p"))
+    assert state["changes"] <= state["fetches"] and 0 <= state["flags"] < 16
+
+
+def _reported(estimator: str, est: float) -> float:
+    if estimator == "interval":
+        return math.exp(est)
+    return max(est, 0.0) if estimator == "sam" else est
+
+
+@pytest.mark.parametrize("estimator", ESTIMATORS)
+@settings(FIXED, max_examples=60)
+@given(data=st.data())
+def test_lua_decoder_agrees_with_python(redis_url, estimator, data):
+    """Store bytes as a page's state, then let Lua read it (a stale observe: read-only)
+    and rewrite it (add with a new weight). Lua quarantines exactly the states
+    Python rejects, with the same reason; for the others it reports the same
+    estimate and change flag, and its re-encoding is byte-identical to Python's
+    with only the weight changed."""
+    f = _shared_frontier(redis_url, estimator)
+    raw = data.draw(raw_states(estimator))
+    url = f"http://agree.example/{uuid.uuid4().hex}"
+    f.add(url, now=0.0)
+    write_state(f, url, raw)
+    problem = _python_reason(raw, estimator)
+    event("quarantined" if problem else "valid")
+    token = 1 if problem else (unpack_state(raw, estimator)["leases"] + 1) % 65536
+    obs = f.observe(Dispatch(url=url, token=str(token), host="agree.example"),
+                    fingerprint="x", fetched_at=1.0)
+    assert not obs.accepted
+    page = f.page(url)
+    if problem:
+        assert page["status"] == "quarantined" and page["problem"] == problem
+        assert read_state(f, url) is None
+        return
+    state = unpack_state(raw, estimator)
+    assert page["problem"] is None and read_state(f, url) == raw, "a stale observe writes nothing"
+    expected = _reported(estimator, state["est"])
+    assert obs.estimate == pytest.approx(expected, rel=1e-15) or obs.estimate == expected
+    assert obs.changed == bool(state["flags"] & F_CHANGED)
+    if not state["flags"] & F_GONE:
+        new_weight = float32(state["weight"] + 1.0)
+        assume_changed = new_weight != state["weight"]
+        f.add(url, new_weight, now=0.0)
+        if assume_changed:
+            state["weight"] = new_weight
+        assert read_state(f, url) == pack_state(state, interval=estimator == "interval")
+
+
+_FRONTIERS: dict[tuple[str, str], Frontier] = {}
+
+
+def _shared_frontier(redis_url: str, estimator: str) -> Frontier:
+    """One frontier per estimator for the many small examples of a property test."""
+    key = (redis_url, estimator)
+    if key not in _FRONTIERS:
+        _FRONTIERS[key] = frontier(redis_url, estimator=estimator)
+    return _FRONTIERS[key]
+
+
+# ---------------------------------------------------------------- property-based: observe path
+
+SM_URLS = [f"http://h{i % 2}.example/{i}" for i in range(4)]
+LEASE_TIMEOUT, MIN_INTERVAL, MAX_INTERVAL = 60.0, 10.0, 1000.0
+MAX_EXP_DRAW = 53 * math.log(2)
+"""Largest -ln(u) of the exponential draw: u = 1 - random() >= 2^-53 (engine._pack_observation)."""
+
+OPERATIONS = st.lists(st.one_of(
+    st.tuples(st.just("next"), st.sampled_from([0.0, 1.0, 9.5, 30.0, 60.0, 61.0, 400.0, 3000.0]),
+              st.integers(1, 4)),
+    st.tuples(st.just("observe"), st.integers(0, 10**6), st.sampled_from(["a", "b", "c"]),
+              st.booleans(), st.sampled_from([200, 200, 200, 304, 404, 503]),
+              st.sampled_from([0.0, 0.5, 5.0, 20.0])),
+    st.tuples(st.just("replay"), st.integers(0, 10**6)),
+    st.tuples(st.just("failed"), st.integers(0, 10**6), st.sampled_from([None, 404, 503])),
+), min_size=1, max_size=30)
+
+
+def _us(t: float) -> int:
+    """A time as the whole microseconds of the engine's zset scores (lua/lib.lua, us)."""
+    return math.floor(t * 1e6 + 0.5)
+
+
+class LeaseModel:
+    """What the engine must do with leases, written down independently of it.
+
+    A page leased at t holds an open lease (its newest token) until an accepted
+    observe/failed, or until a next_requests call at a time >= t + lease_timeout
+    gives it back. An observe is accepted once per token, while that token is
+    the open lease; asking again with the same token is a replay (accepted, not
+    counted) only while no newer lease exists; failed() consumes the token.
+    """
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.open: dict[str, tuple[str, int]] = {}    # url -> (token, deadline in µs)
+        self.newest: dict[str, str] = {}              # url -> newest token handed out
+        self.done: dict[tuple[str, str], tuple] = {}  # (url, token) -> ("observe", obs) | ("fail",)
+        self.fetches = dict.fromkeys(SM_URLS, 0)
+
+    def reclaim(self, now: float) -> None:
+        for url, (_, deadline) in list(self.open.items()):
+            if deadline <= _us(now):
+                del self.open[url]
+
+    def leased(self, d: Dispatch, now: float) -> None:
+        assert d.url not in self.open, "a page was handed out twice"
+        self.open[d.url] = (d.token, _us(now + LEASE_TIMEOUT))
+        self.newest[d.url] = d.token
+
+    def outcome(self, d: Dispatch, observe: bool) -> str:
+        """'new', 'replay' or 'rejected' for an observe (or a failed) of ``d`` now."""
+        key = (d.url, d.token)
+        if key in self.done:
+            first = self.done[key][0]
+            return "replay" if observe and first == "observe" and self.newest[d.url] == d.token \
+                else "rejected"
+        return "new" if self.open.get(d.url, (None,))[0] == d.token else "rejected"
+
+
+@pytest.mark.parametrize("estimator", ["sam", "interval"])
+@settings(FIXED, max_examples=40)
+@given(operations=OPERATIONS)
+def test_observe_path_keeps_its_invariants(redis_url, estimator, operations):
+    """Random next_requests / observe / replayed observe / failed sequences on 4 pages
+    and 2 hosts, on a virtual clock; invariants checked after every step.
+
+    Tolerances: due times are stored in whole microseconds (±0.5 µs, we allow 1 µs).
+    The planned mean interval lies in [min_interval, max_interval]; sam draws the
+    interval as -ln(u) x mean with u in [2^-53, 1], so next_due - fetched_at lies in
+    [0, 53 ln 2 x max_interval]; interval plans the mean itself: [min, max]. The
+    reported estimate is >= 0 (0 until a change is seen; the policy plans with
+    max(estimate, 1/max_interval)); interval's is exp(log-rate) > 0.
+    """
+    model = LeaseModel()
+    f = frontier(redis_url, estimator=estimator, lease_timeout=LEASE_TIMEOUT,
+                 min_interval=MIN_INTERVAL, max_interval=MAX_INTERVAL, clock=lambda: model.now)
+    f.add_many(SM_URLS, now=0.0)
+    dispatches: list[Dispatch] = []
+    calls: list[tuple[Dispatch, dict]] = []
+    for op in operations:
+        if op[0] == "next":
+            _, dt, n = op
+            model.now += dt
+            model.reclaim(model.now)
+            for d in f.next_requests(n, now=model.now):
+                model.leased(d, model.now)
+                dispatches.append(d)
+        elif not dispatches:
+            continue
+        elif op[0] in ("observe", "replay"):
+            if op[0] == "observe":
+                _, pick, fp, not_modified, status, offset = op
+                d = dispatches[pick % len(dispatches)]
+                kwargs = {"fingerprint": fp, "not_modified": not_modified, "status": status,
+                          "fetched_at": model.now + offset}
+                calls.append((d, kwargs))
+            else:
+                d, kwargs = calls[op[1] % len(calls)] if calls else (None, None)
+                if d is None:
+                    continue
+            failure = kwargs["status"] >= 400
+            expected = model.outcome(d, observe=not failure)
+            obs = f.observe(d, **kwargs)
+            event(f"{op[0]} {'failure' if failure else 'fetch'}: {expected}")
+            assert obs.accepted == (expected != "rejected"), (expected, d, kwargs)
+            if expected == "new":
+                del model.open[d.url]
+                model.done[(d.url, d.token)] = ("fail",) if failure else ("observe", obs)
+            if expected == "new" and not failure:
+                model.fetches[d.url] += 1
+                at = kwargs["fetched_at"]
+                assert math.isfinite(obs.estimate) and obs.estimate >= 0
+                if estimator == "interval":
+                    assert obs.estimate > 0
+                    assert at + MIN_INTERVAL - 1e-6 <= obs.next_due <= at + MAX_INTERVAL + 1e-6
+                else:
+                    assert at - 1e-6 <= obs.next_due <= at + MAX_EXP_DRAW * MAX_INTERVAL + 1e-6
+            if expected == "replay":
+                first = model.done[(d.url, d.token)][1]
+                assert (obs.changed, obs.estimate) == (first.changed, first.estimate)
+        else:
+            _, pick, status = op
+            d = dispatches[pick % len(dispatches)]
+            event(f"failed: {model.outcome(d, observe=False)}")
+            if model.outcome(d, observe=False) == "new":
+                del model.open[d.url]
+                model.done[(d.url, d.token)] = ("fail",)
+            f.failed(d, "timeout" if status is None else f"HTTP {status}", status=status,
+                     now=model.now)
+        _check_invariants(f, model)
+    pages = list(f.iter_pages())
+    stats = f.stats(now=model.now)
+    assert sorted(p["url"] for p in pages) == sorted(SM_URLS)
+    assert sum(p["fetches"] for p in pages) == stats["fetches"]
+    assert sum(p["changes"] for p in pages) == stats["changes"]
+    f.close()
+
+
+def _check_invariants(f: Frontier, model: LeaseModel) -> None:
+    stats = f.stats(now=model.now)
+    pages = {url: f.page(url) for url in SM_URLS}
+    assert all(p is not None and p["problem"] is None for p in pages.values()), "a page was lost"
+    assert stats["pages"] == len(SM_URLS) and stats["quarantined"] == 0
+    assert stats["fetches"] == sum(model.fetches.values()), "an observation counted twice or lost"
+    for url, page in pages.items():
+        assert page["fetches"] == model.fetches[url]
+        assert 0 <= page["changes"] <= max(page["fetches"] - 1, 0)  # the first fetch is no change
+        assert math.isfinite(page["estimate"]) and page["estimate"] >= 0
+        assert (page["status"] == "leased") == (url in model.open), (url, page["status"])
+    assert stats["changes"] == sum(p["changes"] for p in pages.values())
+    assert stats["leased"] == len(model.open)
+    assert stats["gone"] == sum(p["status"] == "gone" for p in pages.values())
