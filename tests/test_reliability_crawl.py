@@ -69,7 +69,7 @@ def test_two_crawlers_share_a_frontier_on_redis_cluster(cluster_url, sites, tmp_
 
     Exclusive: each fetch's answer carries the due time the frontier set for
     the next fetch; whichever process makes it, it must not come earlier
-    (``CLOSE_SLACK``). None lost: the site's log, the spiders' records and the
+    (``CLOCK_SLACK``). None lost: the site's log, the spiders' records and the
     frontier's per-page fetch counts agree exactly.
     """
     hosts = sites(3)
