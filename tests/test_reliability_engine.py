@@ -754,3 +754,180 @@ def _check_invariants(f: Frontier, model: LeaseModel) -> None:
     assert stats["changes"] == sum(p["changes"] for p in pages.values())
     assert stats["leased"] == len(model.open)
     assert stats["gone"] == sum(p["status"] == "gone" for p in pages.values())
+
+
+# ---------------------------------------------------------------- namespaces
+
+
+def _snapshot(client, skip_namespace: str) -> dict[bytes, tuple[bytes, int]]:
+    """Every key of the server except ``skip_namespace``'s: DUMP (type, encoding and
+    value) and TTL."""
+    own = (f"fr:{{{skip_namespace}}}:".encode(), f"fr:{{{skip_namespace}:".encode())
+    keys = [key for key in client.scan_iter(count=1000) if not key.startswith(own)]
+    pipe = client.pipeline(transaction=False)
+    for key in keys:
+        pipe.dump(key)
+        pipe.pttl(key)
+    replies = pipe.execute()
+    return {key: (replies[2 * i], replies[2 * i + 1]) for i, key in enumerate(keys)}
+
+
+def test_a_full_cycle_on_one_namespace_changes_no_key_of_another(redis_url, namespace, redis_client):
+    a_ns, b_ns = namespace, namespace + "0"  # B's name extends A's: prefixes must not collide
+    shared = [f"http://h{i % 3}.example/{i}" for i in range(30)]
+    b = frontier(redis_url, b_ns, seed=2)
+    b.add_many(shared + ["http://only-b.example/x"], now=0.0)
+    got = lease_all(b, 0.0)
+    b.observe_many([(d, {"fingerprint": "b", "fetched_at": 1.0, "etag": '"b"'}) for d in got[:20]])
+    b.failed(got[20], "timeout", now=1.0)
+    before = _snapshot(redis_client, a_ns)
+
+    a = frontier(redis_url, a_ns, seed=3)
+    a.add_many([(u, 2.0, {"a": 1}) for u in shared] + ["http://only-a.example/y"], now=0.0)
+    got = lease_all(a, 0.0)
+    a.observe_many([(d, {"fingerprint": "a", "fetched_at": 1.0, "etag": '"a"'}) for d in got[:25]])
+    for d in got[25:28]:
+        a.failed(d, "not found", status=404, now=1.0)
+    a.set_host_delay("h0.example", 5.0)
+    a.set_budget(0.01, now=2.0)  # re-solve ν: refresh steps run on A's shards
+    for t in range(3, 3 + 2 * a.shards):
+        a.next_requests(5, now=float(t))
+    write_state(a, shared[0], b"corrupt")
+    lease_all(a, 5000.0)
+    a.add(shared[0], now=5000.0)
+    assert a.stats(now=5000.0)["pages"] == 31 and len(list(a.iter_pages())) == 31
+    assert a.due(5) and list(a.quarantined()) == [] and a.cells() and a.next_due_time()
+
+    assert _snapshot(redis_client, a_ns) == before, "a key outside namespace A changed"
+    seen_a = {p["url"] for p in Frontier.attach(redis_url, a_ns).iter_pages()}
+    seen_b = {p["url"] for p in Frontier.attach(redis_url, b_ns).iter_pages()}
+    assert seen_a == set(shared) | {"http://only-a.example/y"}
+    assert seen_b == set(shared) | {"http://only-b.example/x"}
+    assert Frontier.attach(redis_url, b_ns).stats(now=5000.0)["quarantined"] == 0
+    assert Frontier.attach(redis_url, b_ns).page(shared[1])["weight"] == 1.0
+    assert Frontier.attach(redis_url, a_ns).page(shared[1])["weight"] == 2.0
+
+
+# ---------------------------------------------------------------- static security checks
+
+FORBIDDEN_MODULES = {"pickle", "cPickle", "_pickle", "marshal", "shelve", "dill", "cloudpickle"}
+FORBIDDEN_CALLS = {"eval", "exec"}
+
+
+def unsafe_python(source: str, name: str = "<source>") -> list[str]:
+    """Uses of pickle/marshal/shelve, eval/exec or yaml.load in Python code (AST: comments
+    and docstrings do not count)."""
+    found = []
+    for node in ast.walk(ast.parse(source, name)):
+        if isinstance(node, ast.Import):
+            found += [f"import {a.name}" for a in node.names
+                      if a.name.split(".")[0] in FORBIDDEN_MODULES]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in FORBIDDEN_MODULES:
+            found.append(f"from {node.module} import ...")
+        elif isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Name) and func.id in FORBIDDEN_CALLS | {"__import__"}:
+                found.append(f"{func.id}(...)")
+            elif isinstance(func, ast.Attribute) and func.attr in ("load", "unsafe_load", "full_load") \
+                    and isinstance(func.value, ast.Name) and func.value.id == "yaml":
+                found.append(f"yaml.{func.attr}(...)")
+            elif isinstance(func, ast.Attribute) and func.attr in FORBIDDEN_CALLS \
+                    and isinstance(func.value, ast.Name) and func.value.id == "builtins":
+                found.append(f"builtins.{func.attr}(...)")
+    return [f"{name}: {f}" for f in found]
+
+
+def test_the_python_checker_finds_what_it_looks_for():
+    planted = ('"""docstring: pickle, eval(x)"""\n# exec(y), import marshal\nimport pickle\n'
+               "from marshal import loads\nimport yaml\nyaml.load(s)\neval('1')\nexec('x = 1')\n")
+    assert len(unsafe_python(planted)) == 5
+
+
+def test_no_pickle_marshal_shelve_eval_exec_or_yaml_load_in_the_package():
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        found += unsafe_python(path.read_text("utf-8"), str(path.relative_to(PACKAGE)))
+    assert found == []
+
+
+LUA_KEY_ARGS = {"READY", "HOSTS", "LEASES", "AGG", "CNT", "BAD", "cursor_key", "KEYS[1]"}
+LUA_KEY_FUNCS = {"skey", "ukey", "xkey", "qkey"}
+LUA_FORBIDDEN = re.compile(r"\b(loadstring|load|dofile|loadfile|require|setfenv|getfenv|rawset|"
+                           r"_G|cmsgpack|cjson|math\.random)\b")
+LUA_DEFINITIONS = [  # every key name derives from KEYS[1]: these lines must stay as they are
+    'local PREFIX = string.sub(KEYS[1], 1, -6)',
+    'local READY, HOSTS, LEASES, AGG, CNT = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]',
+    'local BAD = PREFIX .. "bad"',
+    'local function skey(id) return PREFIX .. "s:" .. bucket_of(id) end',
+    'local function ukey(id) return PREFIX .. "u:" .. bucket_of(id) end',
+    'local function xkey(id) return PREFIX .. "x:" .. bucket_of(id) end',
+    'local function qkey(host) return PREFIX .. "q:" .. host end',
+]
+
+
+def lua_code(text: str) -> tuple[str, list[str]]:
+    """(code without comments, string literals) of a Lua source ("-- ..." comments only)."""
+    code, strings, i = [], [], 0
+    while i < len(text):
+        c = text[i]
+        if c in "\"'":
+            j = i + 1
+            while text[j] != c:
+                j += 2 if text[j] == "\\" else 1
+            strings.append(text[i + 1:j])
+            code.append(text[i:j + 1])
+            i = j + 1
+        elif text.startswith("--", i):
+            i = text.find("\n", i) if "\n" in text[i:] else len(text)
+        else:
+            code.append(c)
+            i += 1
+    return "".join(code), strings
+
+
+def lua_problems(text: str, name: str = "<lua>") -> list[str]:
+    code, strings = lua_code(text)
+    found = [f"{name}: uses {m.group(1)}" for m in LUA_FORBIDDEN.finditer(code)]
+    for match in re.finditer(r"redis\.p?call\(\s*(\"[^\"]*\"|[^,)]+)\s*(?:,\s*([^,)]+(?:\([^)]*\))?))?",
+                             code):
+        command, key = match.group(1), (match.group(2) or "").strip()
+        if not command.startswith('"'):
+            found.append(f"{name}: command not a literal: {command}")
+            continue
+        if command.strip('"').upper() in ("EVAL", "EVALSHA", "SCRIPT", "FUNCTION", "FCALL",
+                                          "KEYS", "FLUSHALL", "FLUSHDB", "CONFIG", "DEBUG"):
+            found.append(f"{name}: calls {command}")
+        head = key.split("(", 1)[0].strip()
+        if key.startswith(('"', "'")) or (key not in LUA_KEY_ARGS and head not in LUA_KEY_FUNCS):
+            found.append(f"{name}: key {key!r} not derived from KEYS")
+    found += [f"{name}: literal key name {s!r}" for s in strings if s.startswith("fr:")]
+    return found
+
+
+def test_the_lua_checker_finds_what_it_looks_for():
+    planted = ('-- redis.call("GET", "fr:x") in a comment is fine\n'
+               'local x = redis.call("GET", "fr:{other}:cfg")\n'
+               'redis.call("HSET", "somekey", "f", ARGV[1])\n'
+               'redis.call("EVAL", ARGV[1], 0)\n'
+               'local f = loadstring(ARGV[2])\n'
+               'redis.call("HGET", skey(id), id)\n')
+    assert len(lua_problems(planted)) == 6  # 2 literal keys, EVAL (+ its key), loadstring, "fr:"
+
+
+def test_lua_scripts_build_keys_only_from_keys_and_load_no_code():
+    lib = (PACKAGE / "lua" / "lib.lua").read_text("utf-8")
+    for line in LUA_DEFINITIONS:
+        assert line in lib, line
+    found = []
+    for path in sorted((PACKAGE / "lua").glob("*.lua")):
+        text = path.read_text("utf-8")
+        found += lua_problems(text, path.name)
+        code, _ = lua_code(text)
+        # key names are assigned only in lib.lua's definitions (and refresh's cursor key)
+        for m in re.finditer(r"\b(PREFIX|KEYS\[\d+\])", code):
+            line = code[code.rfind("\n", 0, m.start()) + 1:code.find("\n", m.start())].strip()
+            assert line in LUA_DEFINITIONS or line.startswith((
+                "local limit, cursor_key = tonumber(ARGV[H + 1]), PREFIX .. \"cursor\"",
+                "local state = redis.call(\"HMGET\", KEYS[1]", "redis.call(\"HSET\", KEYS[1]")), \
+                f"{path.name}: {line}"
+    assert found == []
