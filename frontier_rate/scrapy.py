@@ -27,12 +27,40 @@ How a request travels (DESIGN.md section 5 has the Scrapy facts this rests on):
 4. When nothing is due the scheduler keeps the spider open and wakes the
    engine when the next page falls due (within ``WAKE_LIMIT`` seconds),
    instead of waiting for Scrapy's 5-second heartbeat.
+
+Faults and bad input (issue 8):
+
+- Redis unreachable or slow: results (``observe`` / ``failed`` with their
+  ``fetched_at``) that cannot reach Redis are held locally and replayed in
+  order when it answers again (both calls are idempotent per lease token, so
+  a result whose call timed out after the server ran it is not counted
+  twice). A circuit breaker makes no Redis call at all until the next attempt
+  (1, 2, 4 ... at most 30 s apart), so one reactor turn blocks for at most
+  one ``FRONTIER_RATE_REDIS_TIMEOUT``. Buffered leases keep being fetched; no
+  new lease is taken until every held result is in. The held queue needs no
+  cap of its own: it only holds results of leases already taken, at most
+  ``BUFFER_BATCHES`` batches plus the requests in flight. A result replayed
+  after its lease expired (an outage longer than ``FRONTIER_RATE_LEASE_
+  TIMEOUT``) is refused as stale and that page is fetched again.
+- URLs the frontier cannot keep (not http(s), no host, longer than the
+  engine's ``MAX_URL_LENGTH``, whitespace or control characters) are refused
+  one by one with a WARNING and ``frontier_rate/rejected``; the rest of the
+  batch goes in.
+- Bodies past ``FRONTIER_RATE_MAX_BODY`` are cut (``StopDownload``) and
+  fingerprinted by their first bytes plus the declared Content-Length.
+- robots.txt Crawl-delays that are not numbers, negative or beyond
+  ``FRONTIER_RATE_MAX_CRAWL_DELAY`` are ignored or clamped with a WARNING.
+- Conditional headers carry a validator only when it is exactly the
+  printable-ASCII value the server sent; anything else is not sent.
 """
 
 from __future__ import annotations
 
 import logging
+import math
+import re
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,12 +68,13 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from scrapy import Request, signals
-from scrapy.exceptions import IgnoreRequest
+from scrapy.exceptions import IgnoreRequest, StopDownload
 from scrapy.utils.asyncio import call_later, create_looping_call
 from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.misc import build_from_crawler, load_object
 
-from frontier_rate.connection import RedisUnavailable
+from frontier_rate.connection import RedisUnavailable, redact_url
+from frontier_rate.engine import MAX_VALIDATOR_LENGTH, parse_url
 from frontier_rate.fingerprint import DEFAULT_MAX_BODY, Fingerprinter, header_value
 from frontier_rate.settings import (
     DONT_REVISIT_KEY,
@@ -82,7 +111,10 @@ TOKEN_KEY = "_frontier_rate_flight"
 """Request meta key that ties a request (and its redirects/retries) to its lease."""
 RESULT_KEY = "frontier_rate"
 """Response meta key the scheduler fills before the callback runs:
-``{"changed": bool, "not_modified": bool, "estimate": float, "next_due": float}``."""
+``{"changed": bool, "not_modified": bool, "estimate": float, "next_due": float}``.
+While Redis is unreachable the result is held for later and the value is
+``{"held": True, "not_modified": bool, "changed": None, "estimate": None,
+"next_due": None}``."""
 
 _PER_FETCH_META = frozenset({
     TOKEN_KEY, RESULT_KEY, "download_slot", "download_latency", "redirect_urls",
@@ -100,6 +132,19 @@ BUFFER_BATCHES = 4
 """Leased pages held locally: at most this many batches (FRONTIER_RATE_BATCH each)."""
 CLOCK_SLACK = 0.005
 """Timers may fire this early by ``time.time()``; a poll that early still counts."""
+REDIS_RETRY_FIRST = 1.0
+REDIS_RETRY_MAX = 30.0
+"""Seconds between attempts to reach Redis while it is down: 1, 2, 4 ... at most 30."""
+REPLAY_BATCH = 256
+"""Held observations sent per ``observe_many`` call when Redis is back."""
+MAX_REJECTION_WARNINGS = 100
+"""Refused URLs logged at WARNING level per crawl; later ones at DEBUG (all are counted)."""
+DEFAULT_MAX_CRAWL_DELAY = 60.0
+"""Largest robots.txt Crawl-delay obeyed (FRONTIER_RATE_MAX_CRAWL_DELAY); larger ones are clamped."""
+ROBOTS_MAX_BYTES = 500 * 1024
+"""Bytes of a robots.txt that are parsed (Google's limit, RFC 9309 asks for at least 500 KiB)."""
+_PRINTABLE_ASCII = re.compile(r"[\x20-\x7e]+")
+_CRAWL_DELAY_LINE = re.compile(r"^[ \t]*crawl[-_ ]?delay[ \t]*:[ \t]*([^\r\n#]*)", re.I | re.M)
 
 def _method_name(spider: Spider, func: Callable[..., Any] | None, role: str) -> str | None:
     """The name of a spider method, as Scrapy's ``request_to_dict`` stores it."""
@@ -167,6 +212,73 @@ class _InFlight:
     answered: int | None = None  # status of the response observed, if any
 
 
+@dataclass
+class _Result:
+    """A call for Redis in the order it happened: kept until Redis has taken it.
+
+    ``kind``: "observe" (``args`` are ``Frontier.observe`` keywords, with
+    ``fetched_at``), "failed" (``reason``, ``status``, ``now``) or
+    "host_delay" (``host``, ``seconds``).
+    """
+
+    kind: str
+    dispatch: Dispatch | None
+    args: dict[str, Any]
+    observation: Observation | None = None
+    held: bool = False  # waited for Redis at least once
+
+
+def clean_validator(value: str | None) -> str | None:
+    """``value`` if it may go back verbatim in If-None-Match / If-Modified-Since, else None.
+
+    Only printable ASCII (space to ``~``) up to the engine's
+    ``MAX_VALIDATOR_LENGTH``: no control character (CR, LF, NUL ...) can end
+    up in a request header, and the value sent is byte for byte the one the
+    server sent. A validator with other bytes (legal but rare) means no
+    conditional request for that page; change detection still works.
+    """
+    if not isinstance(value, str) or not value or len(value) > MAX_VALIDATOR_LENGTH:
+        return None
+    return value if _PRINTABLE_ASCII.fullmatch(value) else None
+
+
+def robots_crawl_delay(body: bytes, agent: str, host: str, maximum: float) -> float | None:
+    """The Crawl-delay robots.txt ``body`` sets for ``agent``, made safe.
+
+    Parsed with Protego (as Scrapy does) from the first ``ROBOTS_MAX_BYTES``;
+    a delay above ``maximum`` is clamped to it with a WARNING. Values Protego
+    ignores (not a number, negative, nan, inf) are named in a WARNING too, so
+    a site owner's typo is visible. Never raises.
+    """
+    from protego import Protego
+
+    text = body[:ROBOTS_MAX_BYTES].decode("utf-8", errors="replace")
+    for match in _CRAWL_DELAY_LINE.finditer(text):
+        raw = match.group(1).strip()
+        try:
+            value = float(raw)
+        except ValueError:
+            value = math.nan
+        if not 0 <= value < math.inf:
+            logger.warning("robots.txt of %s: Crawl-delay %r is not a number of seconds >= 0; "
+                           "ignored", host, raw[:50])
+    try:
+        delay = Protego.parse(text).crawl_delay(agent)
+    except Exception as exc:  # a malformed robots.txt means no Crawl-delay
+        logger.debug("robots.txt of %s not parsed: %r", host, exc)
+        return None
+    if delay is None:
+        return None
+    delay = float(delay)
+    if not 0 <= delay < math.inf:
+        return None
+    if delay > maximum:
+        logger.warning("robots.txt of %s: Crawl-delay %g s clamped to %g s "
+                       "(FRONTIER_RATE_MAX_CRAWL_DELAY)", host, delay, maximum)
+        return maximum
+    return delay
+
+
 class Scheduler:
     """Scrapy scheduler backed by a ``frontier_rate.Frontier`` (see module docstring)."""
 
@@ -191,6 +303,12 @@ class Scheduler:
             "FRONTIER_RATE_OBEY_CRAWL_DELAY", settings.getbool("ROBOTSTXT_OBEY", False)
         )
         self.robots_ttl = settings.getfloat("FRONTIER_RATE_ROBOTS_TTL", 86400.0)
+        self.max_crawl_delay = settings.getfloat(
+            "FRONTIER_RATE_MAX_CRAWL_DELAY", DEFAULT_MAX_CRAWL_DELAY
+        )
+        if not 0 <= self.max_crawl_delay < math.inf:
+            raise ValueError(f"FRONTIER_RATE_MAX_CRAWL_DELAY={self.max_crawl_delay!r} must be "
+                             "a finite number of seconds >= 0")
         self.scrapy_reads_robots = settings.getbool("ROBOTSTXT_OBEY", False)
         self.robots_agent: str = (
             settings.get("ROBOTSTXT_USER_AGENT") or settings.get("USER_AGENT") or "*"
@@ -210,7 +328,6 @@ class Scheduler:
         self._in_flight: dict[str, _InFlight] = {}  # by flight id (TOKEN_KEY)
         self._flights = 0
         self._observed = 0
-        self._warned_at = -float("inf")
         self._not_modified: set[str] = set()
         self._host_load: dict[str, int] = {}
         self._robots: dict[str, _Robots] = {}
@@ -224,9 +341,17 @@ class Scheduler:
         self._timers: list[Any] = []
         self._loops: list[Any] = []
         self._closing = False
+        self._held: deque[_Result] = deque()  # results Redis has not taken yet, in order
+        self._outage_since: float | None = None  # when Redis stopped answering
+        self._retry_at = 0.0  # no Redis call before this while it is down
+        self._backoff = REDIS_RETRY_FIRST
+        self._replayed_in_outage = 0
+        self._rejections = 0
+        self._received: weakref.WeakKeyDictionary[Request, int] = weakref.WeakKeyDictionary()
 
         crawler.signals.connect(self._on_response, signal=signals.response_received)
         crawler.signals.connect(self._on_downloaded, signal=signals.response_downloaded)
+        crawler.signals.connect(self._on_bytes, signal=signals.bytes_received)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Scheduler:
@@ -259,11 +384,31 @@ class Scheduler:
             if loop.running:
                 loop.stop()
         if self.frontier is not None:
-            self._flush_new_pages()
-            self._release_buffer()
-            self._log_summary()
+            self._drain(force=True)  # one last attempt, whatever the retry schedule
+            if self._outage_since is None:
+                try:
+                    self._flush_new_pages()
+                except RedisUnavailable as exc:
+                    self._redis_down(exc)
+            if self._outage_since is None:
+                self._release_buffer()
+                self._log_summary()
+            else:
+                self._report_loss()
             self.frontier.close()
         self.dupefilter.close(reason)
+
+    def _report_loss(self) -> None:
+        """Closing while Redis is down: say what is lost and why."""
+        results = sum(1 for held in self._held if held.kind != "host_delay")
+        self.stats.set_value("frontier_rate/lost_results", results)
+        logger.warning(
+            "frontier-rate: closing while Redis at %s is unreachable: %d fetch results lost "
+            "(their leases expire after %.0f s and those pages are fetched again; these "
+            "fetches are not counted) and %d new pages not added",
+            redact_url(self._redis_url), results, self._frontier.lease_timeout,
+            len(self._new_pages),
+        )
 
     def enqueue_request(self, request: Request) -> bool:
         if self._is_continuation(request):
@@ -277,14 +422,36 @@ class Scheduler:
             self.stats.inc_value("frontier_rate/one_off")
             return True
         assert self.spider is not None
+        try:
+            parse_url(request.url)
+        except ValueError as exc:
+            self._reject(exc)
+            return False
         page = (request.url, _weight(request), request_to_page_meta(request, self.spider))
         if not self._new_pages:
             self._new_since = time.time()
             self._wake_at(self._new_since + FLUSH_DELAY)
         self._new_pages.append(page)
-        if len(self._new_pages) >= self.batch_size:
-            self._flush_new_pages()
+        if len(self._new_pages) >= self.batch_size and self._redis_ready(time.time()):
+            try:
+                self._flush_new_pages()
+            except RedisUnavailable as exc:
+                self._redis_down(exc)
         return True
+
+    def _reject(self, exc: ValueError) -> None:
+        """A page the frontier cannot keep: count it, name it (the engine truncates it)."""
+        self.stats.inc_value("frontier_rate/rejected")
+        self._rejections += 1
+        if self._rejections <= MAX_REJECTION_WARNINGS:
+            logger.warning("frontier-rate: request refused, not a page the frontier can keep: %s",
+                           exc)
+            if self._rejections == MAX_REJECTION_WARNINGS:
+                logger.warning("frontier-rate: %d requests refused; further refusals are logged "
+                               "at DEBUG level (stat frontier_rate/rejected counts them all)",
+                               MAX_REJECTION_WARNINGS)
+        else:
+            logger.debug("frontier-rate: request refused: %s", exc)
 
     def _is_continuation(self, request: Request) -> bool:
         """A redirect or retry Scrapy made from a request this scheduler sent.
@@ -308,17 +475,21 @@ class Scheduler:
                 self._pace(host)
             return request
         now = time.time()
-        try:
-            self._flush_new_pages(now)
-            dispatch = self._take_ready(now)
-            if dispatch is None and now >= self._next_poll - CLOCK_SLACK:
+        if self._drain(now) and self._redis_ready(now):
+            try:
+                self._flush_new_pages(now)
+            except RedisUnavailable as exc:
+                self._redis_down(exc)
+        dispatch = self._take_ready(now)  # buffered leases leave even while Redis is down
+        if (dispatch is None and now >= self._next_poll - CLOCK_SLACK
+                and self._redis_ready(now) and not self._held):
+            try:
                 self._refill(now)
-                dispatch = self._take_ready(now)
-        except RedisUnavailable as exc:
-            self._redis_down(exc, now)
-            return None
+            except RedisUnavailable as exc:
+                self._redis_down(exc)
+            dispatch = self._take_ready(now)
         if dispatch is None:
-            self._wake_at(self._next_poll)
+            self._wake_at(self._retry_at if self._outage_since is not None else self._next_poll)
             return None
         self._pace(dispatch.host)
         return self._to_request(dispatch, now)
@@ -364,15 +535,17 @@ class Scheduler:
             slot.lastseen = max(slot.lastseen, _downloader_clock())
 
     def has_pending_requests(self) -> bool:
-        if self._one_off or self._new_pages or self._buffer:
+        if self._one_off or self._new_pages or self._buffer or self._held:
             return True
+        if self._outage_since is not None:
+            return True  # keep the spider open; the wake-up timer retries
         now = time.time()
         if self._next_due_at is None or now - self._next_due_checked > MIN_WAKE * 4:
             try:
                 self._next_due_at = self._frontier.next_due_time()
             except RedisUnavailable as exc:
-                self._redis_down(exc, now)
-                return True  # keep the spider open; the wake-up timer retries
+                self._redis_down(exc)
+                return True
             self._next_due_checked = now
         if self._next_due_at is None:
             return False
@@ -399,14 +572,129 @@ class Scheduler:
     def _namespace(self) -> str:
         return str(getattr(self.frontier, "namespace", self._frontier_kwargs.get("namespace")))
 
-    def _redis_down(self, exc: Exception, now: float) -> None:
-        """Redis is unreachable: keep what is buffered, warn now and then, retry soon."""
-        if now - self._warned_at > 10.0:
-            logger.warning("frontier-rate: %s; retrying every %.0f s", exc, WAKE_LIMIT)
-            self._warned_at = now
+    # -- Redis outages: circuit breaker, held results, replay --------------------------
+    def _redis_ready(self, now: float) -> bool:
+        """Whether a Redis call may be made now (the breaker is closed or due a retry)."""
+        return self._outage_since is None or now >= self._retry_at - CLOCK_SLACK
+
+    def _redis_down(self, exc: Exception) -> None:
+        """A Redis call failed: open the breaker until the next attempt (backing off)."""
+        now = time.time()
         self.stats.inc_value("frontier_rate/redis_errors")
-        self._next_poll = now + WAKE_LIMIT
-        self._wake_at(self._next_poll)
+        for result in self._held:
+            result.held = True
+        url = redact_url(self._redis_url)
+        if self._outage_since is None:
+            self._outage_since, self._backoff, self._replayed_in_outage = now, REDIS_RETRY_FIRST, 0
+            self.stats.inc_value("frontier_rate/redis_outages")
+            logger.warning("frontier-rate: Redis at %s unreachable (%s); holding %d results, "
+                           "retrying in %.0f s", url, exc, self._held_results(), self._backoff)
+        else:
+            self._backoff = min(2 * self._backoff, REDIS_RETRY_MAX)
+            logger.info("frontier-rate: Redis at %s still unreachable after %.0f s (%s); "
+                        "holding %d results, retrying in %.0f s", url, now - self._outage_since,
+                        exc, self._held_results(), self._backoff)
+        self._retry_at = now + self._backoff
+        self._wake_at(self._retry_at)
+
+    def _redis_up(self) -> None:
+        now = time.time()
+        assert self._outage_since is not None
+        logger.warning("frontier-rate: Redis at %s back after %.1f s; replayed %d results",
+                       redact_url(self._redis_url), now - self._outage_since,
+                       self._replayed_in_outage)
+        self._outage_since, self._backoff, self._retry_at = None, REDIS_RETRY_FIRST, 0.0
+        self._next_poll = 0.0
+        self._wake_at(now)
+
+    def _held_results(self) -> int:
+        return sum(1 for held in self._held if held.kind != "host_delay")
+
+    def _submit(self, result: _Result) -> _Result:
+        """Queue a call behind any held ones and send what Redis takes now (never raises
+        RedisUnavailable: an unreachable Redis leaves it held)."""
+        self._held.append(result)
+        self._drain()
+        if result.observation is None and result in self._held:
+            result.held = True
+        return result
+
+    def _drain(self, now: float | None = None, *, force: bool = False) -> bool:
+        """Send the held calls in order; False when Redis is (still) unreachable.
+
+        Makes no Redis call while the breaker is open (unless ``force``); an
+        attempt with nothing held probes with ``next_due_time``.
+        """
+        if not self._held and self._outage_since is None:
+            return True
+        if not force and not self._redis_ready(time.time() if now is None else now):
+            return False
+        try:
+            if not self._held:
+                self._next_due_at = self._frontier.next_due_time()
+                self._next_due_checked = time.time()
+            while self._held:
+                self._send_held()
+        except RedisUnavailable as exc:
+            self._redis_down(exc)
+            return False
+        if self._outage_since is not None:
+            self._redis_up()
+        return True
+
+    def _send_held(self) -> None:
+        """Send the oldest held call (with the observations right behind it, in one batch)."""
+        first = self._held[0]
+        if first.kind == "observe":
+            batch: list[_Result] = []
+            for result in self._held:
+                if result.kind != "observe" or len(batch) >= REPLAY_BATCH:
+                    break
+                batch.append(result)
+            while True:
+                try:
+                    observations = self._frontier.observe_many(
+                        [(result.dispatch, result.args) for result in batch]
+                    )
+                    break
+                except ValueError as exc:  # bad data cannot block the queue
+                    if len(batch) > 1:
+                        batch = batch[:1]  # the chunks before the bad one may have applied
+                        continue
+                    logger.warning("frontier-rate: dropping an observation of %s the frontier "
+                                   "refused: %s", first.dispatch.url if first.dispatch else "?", exc)
+                    self._held.popleft()
+                    return
+            for result, observation in zip(batch, observations, strict=True):
+                result.observation = observation
+                self._held.popleft()
+                self._applied(result)
+            return
+        try:
+            if first.kind == "failed":
+                assert first.dispatch is not None
+                self._frontier.failed(first.dispatch, first.args["reason"],
+                                      status=first.args["status"], now=first.args["now"])
+            else:
+                self._frontier.set_host_delay(first.args["host"], first.args["seconds"])
+        except ValueError as exc:  # bad data cannot block the queue
+            logger.warning("frontier-rate: dropping a %s call the frontier refused: %s",
+                           first.kind, exc)
+        self._held.popleft()
+        self._applied(first)
+
+    def _applied(self, result: _Result) -> None:
+        if result.held and result.kind != "host_delay":
+            self._replayed_in_outage += 1
+            self.stats.inc_value("frontier_rate/replayed")
+        if result.kind == "observe" and result.observation is not None:
+            assert result.dispatch is not None
+            self._count_observation(result.observation, result.dispatch,
+                                    not_modified=bool(result.args.get("not_modified")))
+        elif result.kind == "failed" and result.args["status"] in (404, 410):
+            assert result.dispatch is not None
+            if self._frontier_page_gone(result.dispatch.url):
+                self.stats.inc_value("frontier_rate/gone")
 
     def _flush_new_pages(self, now: float | None = None) -> None:
         """Add the pages enqueued since the last flush in one call.
@@ -424,9 +712,17 @@ class Scheduler:
             return
         batch, self._new_pages = self._new_pages, []
         try:
-            added = self._frontier.add_many(batch)
+            try:
+                added = self._frontier.add_many(batch)
+            except ValueError:  # one bad page refuses the batch: add one at a time
+                added = 0
+                for page in batch:
+                    try:
+                        added += self._frontier.add_many([page])
+                    except ValueError as exc:
+                        self._reject(exc)
         except RedisUnavailable:
-            self._new_pages = batch + self._new_pages
+            self._new_pages = batch + self._new_pages  # add_many is idempotent
             raise
         self.stats.inc_value("frontier_rate/new_pages", added)
         if added:
@@ -486,19 +782,24 @@ class Scheduler:
     def _to_request(self, dispatch: Dispatch, now: float) -> Request:
         assert self.spider is not None
         stored = dispatch.meta or {}
-        headers = dict(stored.get("h") or {})
+        headers: dict[str, Any] = {
+            name: [_header_bytes(value) for value in values]
+            for name, values in (stored.get("h") or {}).items()
+        }
+        etag = clean_validator(dispatch.etag)
+        last_modified = clean_validator(dispatch.last_modified)
         if self.conditional:
             present = {name.lower() for name in headers}
-            if dispatch.etag and "if-none-match" not in present:
-                headers["If-None-Match"] = dispatch.etag
-            if dispatch.last_modified and "if-modified-since" not in present:
-                headers["If-Modified-Since"] = dispatch.last_modified
+            if etag and "if-none-match" not in present:
+                headers["If-None-Match"] = etag.encode("ascii")
+            if last_modified and "if-modified-since" not in present:
+                headers["If-Modified-Since"] = last_modified.encode("ascii")
         meta = dict(stored.get("m") or {})
         self._flights += 1
         flight_id = str(self._flights)
         meta[TOKEN_KEY] = flight_id
         callback = getattr(self.spider, stored.get("cb") or "parse", None)
-        validators = bool(dispatch.etag or dispatch.last_modified)
+        validators = bool(etag or last_modified)
         if self.conditional and validators and self._allows_304(meta):
             callback = self._wrap_callback(callback or self.spider._parse)
         errback_name = stored.get("eb")
@@ -535,8 +836,6 @@ class Scheduler:
         flight.answered = response.status
         try:
             self._record_response(response, request, flight, token)
-        except RedisUnavailable as exc:  # the lease expires and the page comes back
-            self._redis_down(exc, time.time())
         finally:
             if response.url != flight.dispatch.url:
                 self.stats.inc_value("frontier_rate/redirected")
@@ -546,36 +845,66 @@ class Scheduler:
     def _record_response(
         self, response: Response, request: Request, flight: _InFlight, token: str
     ) -> None:
-        status = response.status
-        if 200 <= status < 300:
-            observation = self._frontier.observe(
-                flight.dispatch,
-                fingerprint=self.fingerprinter(response.body, response.url, response.headers),
-                status=status,
-                etag=header_value(response.headers, "ETag"),
-                last_modified=header_value(response.headers, "Last-Modified"),
-            )
-            self._count_observation(observation, flight.dispatch, not_modified=False)
-            request.meta[RESULT_KEY] = _result(observation, not_modified=False)
-        elif status == 304:
-            observation = self._frontier.observe(
-                flight.dispatch, not_modified=True, status=status,
-                etag=header_value(response.headers, "ETag") or flight.dispatch.etag,
-                last_modified=header_value(response.headers, "Last-Modified")
-                or flight.dispatch.last_modified,
-            )
-            self._count_observation(observation, flight.dispatch, not_modified=True)
-            request.meta[RESULT_KEY] = _result(observation, not_modified=True)
-            if len(self._not_modified) > 10_000:  # tokens some middleware swallowed
-                self._not_modified.clear()
-            self._not_modified.add(token)
-        else:
-            self._frontier.failed(flight.dispatch, f"http {status}", status=status)
-            self.stats.inc_value("frontier_rate/failed")
-            if status in (404, 410):
-                self.stats.inc_value(f"frontier_rate/http_{status}")
-                if self._frontier_page_gone(flight.dispatch.url):
-                    self.stats.inc_value("frontier_rate/gone")
+        """Observe a 2xx or 304, report anything else as failed (held if Redis is down)."""
+        status, now, dispatch = response.status, time.time(), flight.dispatch
+        if 200 <= status < 300 or status == 304:
+            not_modified = status == 304
+            args = {"status": status, "fetched_at": now,
+                    "etag": self._validator(response, "ETag"),
+                    "last_modified": self._validator(response, "Last-Modified")}
+            if not_modified:
+                args["not_modified"] = True
+                args["etag"] = args["etag"] or clean_validator(dispatch.etag)
+                args["last_modified"] = (args["last_modified"]
+                                         or clean_validator(dispatch.last_modified))
+                if len(self._not_modified) > 10_000:  # tokens some middleware swallowed
+                    self._not_modified.clear()
+                self._not_modified.add(token)
+            else:
+                truncated = "download_stopped" in response.flags
+                args["fingerprint"] = self.fingerprinter(
+                    response.body, response.url, response.headers, truncated=truncated,
+                    full_length=_content_length(response.headers) if truncated else None,
+                )
+            result = self._submit(_Result("observe", dispatch, args))
+            request.meta[RESULT_KEY] = _result(result.observation, not_modified=not_modified)
+            return
+        self.stats.inc_value("frontier_rate/failed")
+        if status in (404, 410):
+            self.stats.inc_value(f"frontier_rate/http_{status}")
+        self._submit(_Result("failed", dispatch,
+                             {"reason": f"http {status}", "status": status, "now": now}))
+
+    def _validator(self, response: Response, name: str) -> str | None:
+        """A validator header of ``response`` that may be sent back verbatim, or None."""
+        value = header_value(response.headers, name)
+        clean = clean_validator(value)
+        if value and clean is None:
+            self.stats.inc_value("frontier_rate/bad_validator")
+            logger.debug("not keeping %s %r of %s: not printable ASCII of at most %d characters",
+                         name, value[:100], response.url, MAX_VALIDATOR_LENGTH)
+        return clean
+
+    def _on_bytes(self, data: bytes, request: Request, spider: Spider) -> None:
+        """Stop a download of this scheduler's past ``FRONTIER_RATE_MAX_BODY`` bytes.
+
+        The response keeps what arrived (``"download_stopped"`` in its flags)
+        and is fingerprinted by its first ``max_body`` bytes plus its declared
+        Content-Length, so memory stays bounded by the cap whatever the size
+        of the body. Other requests (one-off, robots.txt) are not touched.
+        """
+        if TOKEN_KEY not in request.meta:
+            return
+        received = self._received.get(request, 0) + len(data)
+        if received <= self.fingerprinter.max_body:
+            self._received[request] = received
+            return
+        self._received.pop(request, None)
+        self.stats.inc_value("frontier_rate/body_cut")
+        logger.debug("frontier-rate: download of %s stopped after %d bytes "
+                     "(FRONTIER_RATE_MAX_BODY=%d)", request.url, received,
+                     self.fingerprinter.max_body)
+        raise StopDownload(fail=False)
 
     def _frontier_page_gone(self, url: str) -> bool:
         page = self._frontier.page(url)
@@ -643,11 +972,9 @@ class Scheduler:
                 reason = type(failure.value).__name__
                 if isinstance(failure.value, IgnoreRequest):
                     reason = f"ignored: {failure.value}"
-                try:
-                    self._frontier.failed(flight.dispatch, reason)
-                    self.stats.inc_value("frontier_rate/failed")
-                except RedisUnavailable as exc:
-                    self._redis_down(exc, time.time())
+                self.stats.inc_value("frontier_rate/failed")
+                self._submit(_Result("failed", flight.dispatch,
+                                     {"reason": reason, "status": None, "now": time.time()}))
                 self._finish(token)
             if errback is None:
                 return failure
@@ -704,23 +1031,18 @@ class Scheduler:
 
     def _learn_robots(self, response: Response) -> None:
         """Apply the Crawl-delay of any robots.txt answer that passes the engine."""
-        from protego import Protego
-
         host = urlsplit(response.url).hostname
         if not host:
             return
         state = self._robots.setdefault(host, _Robots())
         delay: float | None = None
         if 200 <= response.status < 300:
-            try:
-                body = response.body.decode("utf-8", errors="replace")
-                delay = Protego.parse(body).crawl_delay(self.robots_agent)
-            except Exception as exc:  # a malformed robots.txt means no Crawl-delay
-                logger.debug("robots.txt of %s not parsed: %r", host, exc)
+            delay = robots_crawl_delay(response.body, self.robots_agent, host,
+                                       self.max_crawl_delay)
         state.fetched_at = time.time()
         if delay is not None and delay != state.crawl_delay and not self._closing:
             logger.info("robots.txt Crawl-delay %.3gs for %s", delay, host)
-            self._frontier.set_host_delay(host, float(delay))
+            self._submit(_Result("host_delay", None, {"host": host, "seconds": delay}))
         state.crawl_delay = delay
         self._pace(host)
 
@@ -766,7 +1088,12 @@ class Scheduler:
     def _log_summary(self) -> None:
         if self.frontier is None:
             return
-        self._sweep_in_flight(time.time())
+        now = time.time()
+        self._sweep_in_flight(now)
+        if self._outage_since is not None:
+            logger.info("frontier-rate [%s]: Redis unreachable for %.0f s; holding %d results",
+                        self._namespace, now - self._outage_since, self._held_results())
+            return
         try:
             summary = self.frontier.stats()
         except Exception as exc:
@@ -792,12 +1119,34 @@ async def _download(crawler: Crawler, request: Request) -> Response:
 
 
 def _result(observation: Any, *, not_modified: bool) -> dict[str, Any]:
+    if observation is None:  # held until Redis answers again
+        return {"held": True, "changed": None, "not_modified": not_modified,
+                "estimate": None, "next_due": None}
     return {
         "changed": bool(observation.changed),
         "not_modified": not_modified,
         "estimate": observation.estimate,
         "next_due": observation.next_due,
     }
+
+
+def _content_length(headers: Any) -> int | None:
+    """The declared Content-Length as a non-negative int, or None."""
+    value = header_value(headers, "Content-Length")
+    try:
+        length = int(value) if value is not None else -1
+    except ValueError:
+        return None
+    return length if length >= 0 else None
+
+
+def _header_bytes(value: Any) -> bytes:
+    """A stored request header value (decoded as Latin-1 when stored) as its original bytes."""
+    text = str(value)
+    try:
+        return text.encode("latin-1")
+    except UnicodeEncodeError:
+        return text.encode("utf-8")
 
 
 def _downloader_clock() -> float:
