@@ -130,6 +130,12 @@ class ChangingSite:
         with self._lock:
             return [hit for hit in self.hits if hit.path == path]
 
+    def arrivals(self, path: str) -> int:
+        """Requests for ``path`` that have arrived (counted before any ``delay``)."""
+        with self._lock:
+            page = self._pages.get(path)
+            return page.hits if page is not None else 0
+
     def paths(self) -> list[str]:
         with self._lock:
             return [hit.path for hit in self.hits]

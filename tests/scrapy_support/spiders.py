@@ -64,6 +64,17 @@ class RecordingSpider(scrapy.Spider):
                     meta["tags"] = {"not", "json"}  # a set: JSON cannot carry it
                 yield response.follow(href, callback=self.parse, errback=self.on_error, meta=meta)
 
+    def parse_bytes(self, response: scrapy.http.Response):
+        """Record any response, binary ones included (they have no ``.text``)."""
+        self.record(
+            "response", callback="parse_bytes", url=response.url, status=response.status,
+            request_url=response.request.url, meta=self._meta(response.meta),
+            body_length=len(response.body), flags=list(response.flags),
+            headers={k.decode("latin-1"): v[0].decode("latin-1")
+                     for k, v in response.request.headers.items()},
+        )
+        return []
+
     def closed(self, reason: str) -> None:
         stats = self.crawler.stats.get_stats()
         self.record(
