@@ -23,6 +23,7 @@ import redis
 sys.path.insert(0, str(Path(__file__).parent))
 from conftest import start_redis_server  # noqa: E402
 from reliability_support.proxy import RedisProxy  # noqa: E402
+from reliability_support.rawsite import Answer, RawSite  # noqa: E402
 from scrapy_support.harness import Crawl, finish_crawl, open_frontier, start_crawl  # noqa: E402
 from scrapy_support.server import ChangingSite  # noqa: E402
 
@@ -335,3 +336,201 @@ def test_odd_bodies_are_observed_with_change_detection_right(redis_url, namespac
             stall = json.loads(stall_file.read_text())
             assert stall["max_gap"] < 1.0, (mode, stall)
 
+
+
+# -- a 50 MB body ---------------------------------------------------------------------------------
+
+
+BIG = 50 * 1024 * 1024
+CAP = 1024 * 1024
+RSS_BOUND_KIB = 20 * 1024
+"""Growth of the crawl's peak RSS allowed with a 1 MiB cap.
+
+A cut body is held a few times at once (Twisted's read buffer, Scrapy's
+BytesIO and its ``getvalue()`` copy, the Response, the fingerprint's prefix
+copy): about 5 x (1 MiB + one 64 KiB read) plus the crawl's ordinary growth
+(a few MiB, see the other crawls' meters). A whole 50 MiB body needs at least
+50 MiB for the Response alone, which the uncapped control crawl shows."""
+
+
+def _big(prefix: bytes) -> Answer:
+    return Answer(prefix, length=BIG, headers=[(b"Content-Type", b"application/octet-stream")])
+
+
+def test_big_body_is_cut_at_the_cap_with_bounded_memory(redis_url, namespace, tmp_path):
+    """A 50 MiB body, FRONTIER_RATE_MAX_BODY=1 MiB: the download stops, memory stays flat.
+
+    The server streams 50 MiB per fetch; its first bytes change from the
+    third fetch on. The capped crawl must stop every transfer early, observe
+    every fetch (change seen exactly at the third), and keep its peak RSS
+    growth under RSS_BOUND_KIB. A control crawl with a 64 MiB cap (run at the
+    same time on its own site) downloads whole bodies and grows by more than
+    the body size, which shows the meter would catch an uncut download.
+    """
+    runs = []
+    with RawSite("127.0.0.1") as capped_site, RawSite("127.0.0.2") as control_site:
+        for name, site, cap in (("capped", capped_site, CAP), ("control", control_site, 64 * CAP)):
+            site.route("/big", lambda n: _big(b"version A " * 10 if n < 3 else b"version B " * 10))
+            site.route("/small", Answer(b"<p>small</p>"))
+            meter, stall_file = _meter(tmp_path, name)
+            started = start_crawl(
+                tmp_path, name, redis_url, f"{namespace}-{name}",
+                [{"url": site.url("/big"), "callback": "parse_bytes"}, {"url": site.url("/small")}],
+                {"FRONTIER_RATE_MAX_BODY": cap, "FRONTIER_RATE_CLOSE_AFTER": 5 if cap == CAP else 3,
+                 "LOG_LEVEL": "INFO", **meter})
+            runs.append((name, site, started, stall_file))
+        results = {}
+        for name, site, (proc, output, log), stall_file in runs:
+            crawl = finish_crawl(proc, output, log, timeout=90)
+            _crawl_ok(crawl)
+            stall = json.loads(stall_file.read_text())
+            results[name] = (crawl, site, stall, stall["rss_peak_kib"] - stall["rss_open_kib"])
+
+        crawl, site, stall, growth = results["capped"]
+        big = site.hits_for("/big")
+        assert len(big) >= 3, crawl.log[-3000:]
+        assert not any(hit.complete for hit in big)  # every transfer was cut short
+        assert all(hit.sent < BIG // 2 for hit in big), [hit.sent for hit in big]
+        responses = crawl.responses(site.url("/big"))
+        assert all("download_stopped" in r["flags"] and CAP < r["body_length"] < 2 * CAP
+                   for r in responses), [(r["flags"], r["body_length"]) for r in responses]
+        changed = [r["meta"]["frontier_rate"]["changed"] for r in responses]
+        assert changed == [False, False, True] + [False] * (len(changed) - 3), changed
+        assert crawl.stats["frontier_rate/body_cut"] == len(big)
+        frontier = open_frontier(redis_url, f"{namespace}-capped")
+        try:
+            page = frontier.page(site.url("/big"))
+            assert page["fetches"] == len(big) and page["changes"] == 1, page
+        finally:
+            frontier.close()
+        assert growth < RSS_BOUND_KIB, stall
+
+        control_crawl, control_site_, control_stall, control_growth = results["control"]
+        assert any(hit.complete for hit in control_site_.hits_for("/big")), control_crawl.log[-2000:]
+        assert control_growth > BIG // 1024, control_stall
+        print(f"big body: capped peak RSS growth {growth / 1024:.1f} MiB "
+              f"(open {stall['rss_open_kib'] / 1024:.1f} MiB), uncapped control "
+              f"{control_growth / 1024:.1f} MiB; bytes sent per cut fetch "
+              f"{[hit.sent for hit in big]}")
+
+
+# -- malformed robots.txt ---------------------------------------------------------------------------
+
+
+MAX_CRAWL_DELAY = 1.5
+ROBOTS: dict[str, tuple[bytes, str | None]] = {
+    "127.0.0.2": (bytes(range(256)) * 8 + b"\nCrawl-delay: \xff\xfe\n", "'\ufffd\ufffd'"),
+    "127.0.0.3": (b"User-agent: *\nCrawl-delay: abc\n", "'abc'"),
+    "127.0.0.4": (b"User-agent: *\nCrawl-delay: -1\n", "'-1'"),
+    "127.0.0.5": (b"User-agent: *\nCrawl-delay: nan\n", "'nan'"),
+    "127.0.0.6": (b"User-agent: *\nCrawl-delay: inf\n", "'inf'"),
+    "127.0.0.7": (b"User-agent: *\nCrawl-delay: 1e9\n", None),
+}
+"""Host -> (robots.txt, the value a WARNING must name as ignored; None: clamped)."""
+
+
+def test_malformed_robots_txt_is_ignored_or_clamped_with_a_warning(redis_url, namespace, tmp_path):
+    """Binary garbage and bad Crawl-delay values: no crash, one WARNING naming host and value.
+
+    Values that are not a number of seconds >= 0 are ignored (the host keeps
+    the minimum delay, so its page is revisited about every second); 1e9 is
+    clamped to FRONTIER_RATE_MAX_CRAWL_DELAY (1.5 s here), which the gaps
+    between that host's fetches show.
+    """
+    sites = [RawSite(host) for host in ROBOTS]
+    for site in sites:
+        site.__enter__()
+    try:
+        for site in sites:
+            site.route("/robots.txt", Answer(ROBOTS[site.host][0],
+                                             headers=[(b"Content-Type", b"text/plain")]))
+            site.route("/p", Answer(b"<p>page</p>"))
+        starts = [{"url": site.url("/p")} for site in sites]
+        proc, output, log = start_crawl(
+            tmp_path, "robots", redis_url, namespace, starts,
+            {"ROBOTSTXT_OBEY": True, "FRONTIER_RATE_MAX_CRAWL_DELAY": MAX_CRAWL_DELAY,
+             "FRONTIER_RATE_CLOSE_AFTER": 5})
+        crawl = finish_crawl(proc, output, log)
+        _crawl_ok(crawl)
+        for site in sites:
+            value = ROBOTS[site.host][1]
+            fetches = [hit.time for hit in site.hits_for("/p")]
+            if value is None:
+                assert re.search(rf"WARNING: robots.txt of {re.escape(site.host)}: Crawl-delay "
+                                 rf"1e\+09 s clamped to {MAX_CRAWL_DELAY:g} s", crawl.log)
+                assert len(fetches) >= 2, crawl.log[-3000:]
+                gaps = [b - a for a, b in zip(fetches, fetches[1:], strict=False)]
+                assert min(gaps) >= MAX_CRAWL_DELAY - 0.05, gaps
+            else:
+                warning = (f"WARNING: robots.txt of {site.host}: Crawl-delay {value} is not a "
+                           "number of seconds >= 0; ignored")
+                assert crawl.log.count(warning) == 1, (warning, crawl.log[-3000:])
+                assert len(fetches) >= 3, (site.host, fetches)  # min interval 1 s, no delay
+    finally:
+        for site in sites:
+            site.__exit__(None, None, None)
+
+
+# -- garbage ETag / Last-Modified --------------------------------------------------------------------
+
+
+VALIDATORS: dict[str, list[tuple[bytes, bytes]]] = {
+    "/long": [(b"ETag", b'"' + b"e" * 3000 + b'"'),
+              (b"Last-Modified", b"Mon, 01 Jan 2024 00:00:00 GMT" + b" " + b"z" * 1100)],
+    "/non-ascii": [(b"ETag", b'"\xe9t\xe9"'), (b"Last-Modified", b"Mon, 01 Jan 2024 \xff\xfe")],
+    "/control": [(b"ETag", b'"a\x01b"'), (b"Last-Modified", b"Mon,\x0b01 Jan 2024")],
+    "/folded": [(b"ETag", b'"f1"\r\n X-Injected: folded'),
+                (b"Last-Modified", b"Mon, 01 Jan 2024\r\n\tX-Injected: tab")],
+    "/unquoted": [(b"ETag", b"abc123"), (b"Last-Modified", b"not a date at all")],
+    "/empty": [(b"ETag", b""), (b"Last-Modified", b"")],
+}
+"""Path -> raw validator headers. /unquoted is printable ASCII: it goes back verbatim."""
+
+EXPECTED_HEADERS = {"accept", "accept-language", "accept-encoding", "user-agent", "host",
+                    "if-none-match", "if-modified-since", "connection"}
+
+
+def test_garbage_validators_never_build_a_header(redis_url, namespace, tmp_path):
+    """Very long, non-ASCII, control, folded, unquoted and empty ETag / Last-Modified.
+
+    Every page is observed on every fetch; what goes back in If-None-Match /
+    If-Modified-Since is exactly the value the server sent (printable ASCII,
+    at most 1024 characters) or nothing; no request carries a header beyond
+    the ones Scrapy sends. A folded header (obs-fold) reaches the client
+    unfolded, each fold replaced by one space (RFC 9112 section 5.2 allows
+    that); that one-line value is what the server sent as far as HTTP goes,
+    and it goes back as one header.
+    """
+    with RawSite("127.0.0.1") as site:
+        for path, headers in VALIDATORS.items():
+            site.route(path, Answer(b"<p>same</p>", headers=headers))
+        proc, output, log = start_crawl(
+            tmp_path, "validators", redis_url, namespace,
+            [{"url": site.url(path), "callback": "parse_bytes"} for path in VALIDATORS])
+        crawl = finish_crawl(proc, output, log)
+        _crawl_ok(crawl)
+
+        for hit in site.hits:
+            names = {name.lower() for name, _ in hit.headers}
+            assert names <= EXPECTED_HEADERS, (hit.path, hit.headers)
+            sent = {name: re.sub(rb"\r\n[ \t]+", b" ", value)
+                    for name, value in VALIDATORS[hit.path]}
+            for request_header, response_header in (("If-None-Match", b"ETag"),
+                                                    ("If-Modified-Since", b"Last-Modified")):
+                value = hit.header(request_header)
+                assert value is None or value.encode("latin-1") == sent[response_header], \
+                    (hit.path, request_header, value)
+        unquoted = site.hits_for("/unquoted")
+        assert len(unquoted) >= 3
+        assert all(hit.header("If-None-Match") == "abc123" and
+                   hit.header("If-Modified-Since") == "not a date at all" for hit in unquoted[1:])
+        for path in ("/long", "/non-ascii", "/control", "/empty"):
+            assert all(hit.header("If-None-Match") is None and
+                       hit.header("If-Modified-Since") is None for hit in site.hits_for(path))
+        assert crawl.stats["frontier_rate/bad_validator"] >= 6
+        frontier = open_frontier(redis_url, namespace)
+        try:
+            counts = _assert_counted_once(frontier, site, list(VALIDATORS))
+            assert min(counts.values()) >= 3, counts
+        finally:
+            frontier.close()
