@@ -16,6 +16,10 @@ Choices worth knowing (see the README section):
   returns the same result and changes nothing; a token whose lease expired
   (whether or not the page was re-leased) is answered with
   ``Observation(accepted=False)`` and changes nothing.
+- Corrupt data: a page whose state, URL or meta in Redis cannot be used is
+  quarantined (out of its queue and the lease set, listed by ``quarantined()``
+  with the reason) and the rest of the batch goes on; ``add`` of its URL gives
+  it a fresh state.
 - Politeness: the dispatcher enforces every host's delay; ν is solved for the
   global budget over all pages (host caps are not part of the solve). A host
   whose pages want more than its delay allows builds a backlog, served in
@@ -872,10 +876,7 @@ class Frontier:
 
             for flat in self.scripts.run(build):
                 for i in range(0, len(flat), 2):
-                    try:
-                        totals[flat[i].decode()] += float(flat[i + 1])
-                    except ValueError:
-                        logger.error("ignoring a corrupt counter %r = %r", flat[i], flat[i + 1])
+                    totals[flat[i].decode()] += float(flat[i + 1])
             nu = self.client.hgetall(self.keys.nu)
         planned = float(nu.get(b"planned_rate", 0.0))
         return {"pages": int(totals["pages"]), "due_now": int(totals["due_now"]),
