@@ -212,7 +212,7 @@ class _InFlight:
     answered: int | None = None  # status of the response observed, if any
 
 
-@dataclass
+@dataclass(eq=False)
 class _Result:
     """A call for Redis in the order it happened: kept until Redis has taken it.
 
@@ -225,6 +225,7 @@ class _Result:
     dispatch: Dispatch | None
     args: dict[str, Any]
     observation: Observation | None = None
+    sent: bool = False  # Redis has taken it
     held: bool = False  # waited for Redis at least once
 
 
@@ -584,16 +585,19 @@ class Scheduler:
         for result in self._held:
             result.held = True
         url = redact_url(self._redis_url)
+        reason = str(exc)
+        if f" at {url}: " in reason:  # the engine's message names the URL already
+            reason = reason.split(f" at {url}: ", 1)[1]
         if self._outage_since is None:
             self._outage_since, self._backoff, self._replayed_in_outage = now, REDIS_RETRY_FIRST, 0
             self.stats.inc_value("frontier_rate/redis_outages")
             logger.warning("frontier-rate: Redis at %s unreachable (%s); holding %d results, "
-                           "retrying in %.0f s", url, exc, self._held_results(), self._backoff)
+                           "retrying in %.0f s", url, reason, self._held_results(), self._backoff)
         else:
             self._backoff = min(2 * self._backoff, REDIS_RETRY_MAX)
             logger.info("frontier-rate: Redis at %s still unreachable after %.0f s (%s); "
                         "holding %d results, retrying in %.0f s", url, now - self._outage_since,
-                        exc, self._held_results(), self._backoff)
+                        reason, self._held_results(), self._backoff)
         self._retry_at = now + self._backoff
         self._wake_at(self._retry_at)
 
@@ -615,7 +619,7 @@ class Scheduler:
         RedisUnavailable: an unreachable Redis leaves it held)."""
         self._held.append(result)
         self._drain()
-        if result.observation is None and result in self._held:
+        if not result.sent:
             result.held = True
         return result
 
@@ -684,6 +688,7 @@ class Scheduler:
         self._applied(first)
 
     def _applied(self, result: _Result) -> None:
+        result.sent = True
         if result.held and result.kind != "host_delay":
             self._replayed_in_outage += 1
             self.stats.inc_value("frontier_rate/replayed")

@@ -124,6 +124,8 @@ def test_redis_outage_holds_results_and_replays_them(redis_url, namespace, tmp_p
         assert stats["frontier_rate/redis_errors"] >= 5  # the first failure and 4 retries
         assert "frontier_rate/lost_results" not in stats
         assert refused <= 5 * 4, refused  # the breaker: no Redis call between attempts
+        print(f"outage: back after {outage} s, replayed {replayed}, "
+              f"connections refused by the cut proxy {refused}")
 
         slow_hits = other.hits_for("/slow")
         assert any(cut_at < hit.time < restored_at for hit in slow_hits)  # answered while cut
@@ -138,6 +140,41 @@ def test_redis_outage_holds_results_and_replays_them(redis_url, namespace, tmp_p
             late_paths = sorted({h.path for h in other.hits} - {"/slow"})
             _assert_counted_once(frontier, other, ["/slow", *late_paths])
             assert frontier.page(site.url("/etag"))["fetches"] >= 5
+        finally:
+            frontier.close()
+
+
+def test_closing_while_redis_is_down_reports_what_is_lost(redis_url, namespace, tmp_path):
+    """The crawl ends while Redis is still cut: one flush attempt, then a WARNING
+    counting the results lost; the numbers add up against the site's log."""
+    port = urlsplit(redis_url).port
+    with ChangingSite("127.0.0.1") as site, ChangingSite("127.0.0.2") as other, \
+            RedisProxy(port) as proxy:
+        site.set("/news", "<p>story {n}</p>", template=True)
+        other.set("/slow", "<p>slow {n}</p>", template=True, delay=1.5)
+        proc, output, log = start_crawl(
+            tmp_path, "lost", proxy.url, namespace,
+            [{"url": site.url("/news")}, {"url": other.url("/slow")}],
+            {"FRONTIER_RATE_CLOSE_AFTER": 6, "FRONTIER_RATE_LEASE_TIMEOUT": 60,
+             "LOG_LEVEL": "INFO"})
+        deadline = time.time() + 20
+        while other.arrivals("/slow") < 2 and time.time() < deadline and proc.poll() is None:
+            time.sleep(0.01)
+        proxy.cut()
+        crawl = finish_crawl(proc, output, log)
+        _crawl_ok(crawl)
+        lost = re.findall(rf"WARNING: frontier-rate: closing while Redis at {re.escape(proxy.url)} "
+                          r"is unreachable: (\d+) fetch results lost \(their leases expire after "
+                          r"60 s and those pages are fetched again; these fetches are not "
+                          r"counted\) and \d+ new pages not added", crawl.log)
+        assert len(lost) == 1, crawl.log[-3000:]
+        assert int(lost[0]) >= 1 and crawl.stats["frontier_rate/lost_results"] == int(lost[0])
+        frontier = open_frontier(redis_url, namespace)
+        try:
+            answered = (_answered(site.hits_for("/news")) + _answered(other.hits_for("/slow")))
+            counted = (frontier.page(site.url("/news"))["fetches"]
+                       + frontier.page(other.url("/slow"))["fetches"])
+            assert answered - counted == int(lost[0]), (answered, counted, lost)
         finally:
             frontier.close()
 
