@@ -1101,6 +1101,9 @@ class Scheduler:
             return
         try:
             summary = self.frontier.stats()
+        except RedisUnavailable as exc:
+            self._redis_down(exc)
+            return
         except Exception as exc:
             logger.warning("frontier-rate stats unavailable: %r", exc)
             return
