@@ -608,6 +608,37 @@ class Frontier:
                            float(reply[1]) if outcome == "retry" else None,
                            accepted=outcome in ("retry", "gone"))
 
+    def release(self, dispatch: Dispatch, *, now: float | None = None) -> bool:
+        """Hand back a dispatch that was never sent; True if its lease was still open."""
+        return self.release_many([dispatch], now=now) == 1
+
+    def release_many(self, dispatches: Iterable[Dispatch], *, now: float | None = None) -> int:
+        """Hand back dispatches that were never sent (a crawler closing with a buffer).
+
+        Each page goes back to its host queue at its old due time instead of
+        waiting for the lease deadline; the host's next dispatch time is not
+        moved earlier. A lease already observed, failed, expired or handed out
+        again is left alone. Returns how many leases were released.
+        """
+        now = self._now(now)
+        groups: dict[int, list] = defaultdict(list)
+        for dispatch in dispatches:
+            if not isinstance(dispatch, Dispatch):
+                raise ValueError(f"dispatch must be a Dispatch, got {type(dispatch).__name__}")
+            host = parse_url(dispatch.url)
+            due = now if dispatch.due is None else _real("dispatch.due", dispatch.due)
+            groups[self._shard_of(host)] += [page_id(dispatch.url), host, _token(dispatch),
+                                             repr(due)]
+        if not groups:
+            return 0
+
+        def build(pipe: Any) -> None:
+            for shard, args in groups.items():
+                self._shard_call(pipe, "release", shard, now, args)
+
+        with self._errors():
+            return sum(int(n) for n in self.scripts.run(build))
+
     def set_host_delay(self, host: str, seconds: float | None) -> None:
         """Minimum seconds between dispatches to ``host`` (None: back to min_host_delay)."""
         if not isinstance(host, str) or not host or len(host) > 253:

@@ -49,7 +49,7 @@ from typing import Any
 from frontera.core.components import Backend
 from frontera.core.models import Request as FrontierRequest
 
-from frontier_rate.engine import Dispatch, Frontier, Observation, parse_url
+from frontier_rate.engine import Dispatch, Frontier, Observation, RedisUnavailable, parse_url
 from frontier_rate.fingerprint import DEFAULT_MAX_BODY, Fingerprinter, header_value
 from frontier_rate.settings import (
     DONT_REVISIT_KEY,
@@ -156,13 +156,14 @@ class RevisitBackend(Backend):
     def frontier_stop(self) -> None:
         if self.frontier is None:
             return
-        release = getattr(self.frontier, "release", None)  # not in the engine contract yet
-        for dispatch, _ in self._held:
-            if release is not None:
-                release(dispatch)
-        if self._held and release is None:
-            logger.info("frontier-rate: %d held leases left to expire", len(self._held))
+        held = [dispatch for dispatch, _ in self._held]
         self._held.clear()
+        if held:
+            try:
+                self.frontier.release_many(held)
+            except RedisUnavailable as exc:
+                logger.warning("frontier-rate: could not hand back %d held leases (%s); they "
+                               "expire after FRONTIER_RATE_LEASE_TIMEOUT", len(held), exc)
         if self._own_frontier:
             self.frontier.close()
             self.frontier = None

@@ -824,11 +824,17 @@ class Scheduler:
 
     def _release_buffer(self) -> None:
         """Hand unsent leases back so other crawlers need not wait for them to expire."""
-        release = getattr(self.frontier, "release", None)
-        for dispatch, _ in self._buffer:
-            if release is not None:
-                release(dispatch)
+        dispatches = [dispatch for dispatch, _ in self._buffer]
         self._buffer.clear()
+        if not dispatches:
+            return
+        try:
+            released = self._frontier.release_many(dispatches)
+        except RedisUnavailable as exc:
+            logger.warning("frontier-rate: could not hand back %d unsent leases (%s); they "
+                           "expire after FRONTIER_RATE_LEASE_TIMEOUT", len(dispatches), exc)
+            return
+        self.stats.inc_value("frontier_rate/released", released)
 
     # -- from the downloader back to the frontier ---------------------------------
     def _on_response(self, response: Response, request: Request, spider: Spider) -> None:

@@ -65,7 +65,7 @@ F_LEASED, F_GONE, F_CHANGED, F_APPLIED = 1, 2, 4, 8
 
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 SHARD_SCRIPTS = ("add", "candidates", "lease", "observe", "fail", "refresh", "host_delay",
-                 "stats", "quarantine")
+                 "stats", "quarantine", "release")
 HEADER_LENGTH = 18
 STREAM_WINDOW = 64
 """Script calls ``Scripts.stream`` keeps in flight before it reads a reply."""

@@ -355,3 +355,25 @@ def test_two_processes_never_hold_the_same_lease(redis_url, namespace):
             if w1 != w2:
                 # the second lease started after the first one's observe returned
                 assert s2 >= e1 - 0.001, url
+
+
+def test_release_hands_unsent_leases_back_at_their_due_time(redis_url, namespace):
+    """A released lease is queued again at once (old due time), with a new token;
+    the old token is dead, and the host's delay still holds."""
+    f = frontier(redis_url, namespace, min_host_delay=5.0)
+    f.add_many(["http://a.example/1", "http://b.example/1"], now=0.0)
+    first = {d.url: d for d in f.next_requests(10, now=0.0)}
+    assert f.release_many(first.values(), now=1.0) == 2
+    assert f.release(first["http://a.example/1"], now=1.0) is False  # already released
+    assert f.page("http://a.example/1")["status"] == "new"
+    assert f.stats(now=1.0)["leased"] == 0
+    assert f.next_requests(10, now=1.0) == []  # both hosts wait out their 5 s delay
+    again = {d.url: d for d in f.next_requests(10, now=5.0)}
+    assert set(again) == set(first)
+    assert again["http://a.example/1"].token != first["http://a.example/1"].token
+    assert again["http://a.example/1"].due == first["http://a.example/1"].due == 0.0
+    stale = f.observe(first["http://a.example/1"], fingerprint="x", fetched_at=5.0)
+    assert stale.accepted is False
+    assert f.observe(again["http://a.example/1"], fingerprint="x", fetched_at=5.0).accepted
+    assert f.release(again["http://a.example/1"], now=6.0) is False  # observed: not a lease
+    assert f.page("http://a.example/1")["fetches"] == 1

@@ -236,6 +236,13 @@ def test_a_slow_host_does_not_fill_the_downloader(redis_url, namespace, tmp_path
         for a, b in zip(slow_hits, slow_hits[1:], strict=False):
             assert b.started >= a.time - 0.05  # one at a time on the slow host
         assert len(fast.hits_for("/f")) >= 3  # revisited about every second meanwhile
+        # Slow pages still leased in the scheduler's buffer at close are handed back,
+        # not left to expire after the lease timeout.
+        frontier = open_frontier(redis_url, namespace)
+        never_sent = [i for i in range(6) if not slow.hits_for(f"/s{i}")]
+        assert never_sent and crawl.stats.get("frontier_rate/released", 0) >= 1, crawl.stats
+        assert [frontier.page(slow.url(f"/s{i}"))["status"] for i in never_sent] == \
+            ["new"] * len(never_sent)
 
 
 # -- request round trip ---------------------------------------------------------------
