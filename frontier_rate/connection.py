@@ -40,6 +40,11 @@ class RedisUnavailable(FrontierError):
     """Redis could not be reached or refused us; the message names the URL (no password)."""
 
 
+class RedisPermissionDenied(FrontierError, PermissionError):
+    """Redis refused a command under its ACL rules (NOPERM): the Redis user may not touch
+    this namespace's keys. The message names the URL (no password) and the namespace."""
+
+
 def redact_url(url: str | None) -> str:
     """The URL with any password replaced by ``***`` (userinfo and ``?password=``)."""
     if url is None:

@@ -52,7 +52,14 @@ from urllib.parse import urlsplit
 import redis
 
 from . import policy
-from .connection import SOCKET_TIMEOUT, FrontierError, RedisUnavailable, connect, redact_url
+from .connection import (
+    SOCKET_TIMEOUT,
+    FrontierError,
+    RedisPermissionDenied,
+    RedisUnavailable,
+    connect,
+    redact_url,
+)
 from .store import (
     F_GONE,
     F_LEASED,
@@ -72,7 +79,8 @@ from .store import (
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Dispatch", "Frontier", "FrontierError", "Observation", "RedisUnavailable",
+__all__ = ["Dispatch", "Frontier", "FrontierError", "Observation", "RedisPermissionDenied",
+           "RedisUnavailable",
            "UnknownNamespace", "parse_url"]
 
 ENGINE_ESTIMATORS = ("lln", "sa", "sam", "interval")
@@ -252,7 +260,7 @@ class Frontier:
     # ------------------------------------------------------------------ setup
 
     def _errors(self) -> _RedisErrors:
-        return _RedisErrors(self.redis_url)
+        return _RedisErrors(self.redis_url, self.namespace)
 
     def _configure(self) -> tuple[int, int]:
         """Fix shards, buckets, estimator and objective of the namespace on first use."""
@@ -737,7 +745,7 @@ class Frontier:
         keys = Keys(namespace, 1)
         client = connect(redis_url)
         try:
-            with _RedisErrors(redis_url):
+            with _RedisErrors(redis_url, namespace):
                 cfg = client.hgetall(keys.cfg)
                 budget = client.hget(keys.nu, "budget")
         finally:
@@ -938,10 +946,11 @@ class UnknownNamespace(FrontierError, LookupError):
 
 
 class _RedisErrors:
-    """Turns connection failures during an operation into one RedisUnavailable."""
+    """Turns connection failures during an operation into one RedisUnavailable, and an
+    ACL refusal into RedisPermissionDenied naming the namespace."""
 
-    def __init__(self, url: str | None) -> None:
-        self.url = url
+    def __init__(self, url: str | None, namespace: str) -> None:
+        self.url, self.namespace = url, namespace
 
     def __enter__(self) -> None:
         return None
@@ -950,6 +959,12 @@ class _RedisErrors:
         if exc is not None and isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
             raise RedisUnavailable(f"lost Redis at {redact_url(self.url)}: "
                                    f"{type(exc).__name__}") from None
+        if exc is not None and isinstance(exc, redis.exceptions.NoPermissionError):
+            raise RedisPermissionDenied(
+                f"Redis at {redact_url(self.url)} refused access to namespace "
+                f"{self.namespace!r} ({exc}): the Redis user's ACL rules do "
+                f"not cover its keys fr:{{{self.namespace}}}:* and fr:{{{self.namespace}:*"
+            ) from None
         return False
 
 

@@ -29,7 +29,7 @@ from redis_servers import RedisServer  # noqa: I001
 from reliability_support.proxy import RedisProxy
 
 from frontier_rate import Frontier
-from frontier_rate.connection import RedisUnavailable
+from frontier_rate.connection import RedisPermissionDenied, RedisUnavailable
 
 pytestmark = pytest.mark.reliability
 
@@ -221,8 +221,10 @@ def test_documented_acl_rule_confines_a_user_to_its_namespace(secured):
             assert again.page("http://a1.example/")["fetches"] >= 1
 
         # user_a cannot open, read or write crawl_b, neither directly nor through a script
-        with pytest.raises(redis.exceptions.NoPermissionError):
+        with pytest.raises(RedisPermissionDenied) as refused:
             Frontier(url_a, namespace="crawl_b")
+        assert "'crawl_b'" in str(refused.value) and "a-Pw-1" not in str(refused.value)
+        assert "user_a" in str(refused.value)  # the URL, redacted
         client_a = redis.Redis.from_url(url_a)
         try:
             with pytest.raises(redis.exceptions.NoPermissionError):
