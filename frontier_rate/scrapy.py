@@ -52,6 +52,9 @@ Faults and bad input (issue 8):
   ``FRONTIER_RATE_MAX_CRAWL_DELAY`` are ignored or clamped with a WARNING.
 - Conditional headers carry a validator only when it is exactly the
   printable-ASCII value the server sent; anything else is not sent.
+- Closing while Redis is still unreachable: the held results and the pages
+  not yet added are written to a spool file (``frontier_rate.spool``) in
+  ``FRONTIER_RATE_SPOOL_DIR`` and replayed by the next crawl of the namespace.
 """
 
 from __future__ import annotations
@@ -63,7 +66,7 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -73,8 +76,8 @@ from scrapy.utils.asyncio import call_later, create_looping_call
 from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.misc import build_from_crawler, load_object
 
-from frontier_rate.connection import RedisUnavailable, redact_url
-from frontier_rate.engine import MAX_VALIDATOR_LENGTH, parse_url
+from frontier_rate.connection import RedisUnavailable, data_dir, redact_url
+from frontier_rate.engine import MAX_VALIDATOR_LENGTH, Dispatch, parse_url
 from frontier_rate.fingerprint import DEFAULT_MAX_BODY, Fingerprinter, header_value
 from frontier_rate.settings import (
     DONT_REVISIT_KEY,
@@ -85,6 +88,7 @@ from frontier_rate.settings import (
     page_weight,
     strip_patterns,
 )
+from frontier_rate.spool import Spool
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -92,7 +96,7 @@ if TYPE_CHECKING:
     from scrapy.spiders import Spider
     from twisted.python.failure import Failure
 
-    from frontier_rate.engine import Dispatch, Frontier, Observation
+    from frontier_rate.engine import Frontier, Observation
 
 logger = logging.getLogger(__name__)
 
@@ -318,6 +322,9 @@ class Scheduler:
             settings.get("FRONTIER_RATE_CLOSE_AFTER")
         )
         self.log_interval = settings.getfloat("FRONTIER_RATE_LOG_INTERVAL", 60.0)
+        self.spool_dir = settings.get("FRONTIER_RATE_SPOOL_DIR") or (
+            f"{settings['JOBDIR']}/frontier-rate" if settings.get("JOBDIR") else str(data_dir() / "spool")
+        )
         self._frontier_kwargs = frontier_kwargs(settings.get)
         dupefilter_cls = load_object(settings["DUPEFILTER_CLASS"])
         self.dupefilter = build_from_crawler(dupefilter_cls, crawler)
@@ -368,6 +375,7 @@ class Scheduler:
             kwargs.setdefault("namespace", spider.name)
             self.frontier = Frontier(self._redis_url, **kwargs)
         self.dupefilter.open()
+        self._replay_spool()
         if self.close_after:
             self._timers.append(call_later(self.close_after, self._close_spider, "close_after"))
         if self.log_interval > 0:
@@ -395,9 +403,72 @@ class Scheduler:
                 self._release_buffer()
                 self._log_summary()
             else:
-                self._report_loss()
+                self._save_spool()
             self.frontier.close()
         self.dupefilter.close(reason)
+
+    def _save_spool(self) -> None:
+        """Closing while Redis is down: write what it has not taken to the spool."""
+        entries = [{"kind": "page", "url": url, "weight": weight, "meta": meta}
+                   for url, weight, meta in self._new_pages]
+        for held in self._held:
+            entry: dict[str, Any] = {"kind": held.kind, "args": dict(held.args)}
+            if held.dispatch is not None:
+                entry["dispatch"] = asdict(held.dispatch)
+            fingerprint = entry["args"].get("fingerprint")
+            if isinstance(fingerprint, (bytes, bytearray)):
+                entry["args"]["fingerprint"] = None
+                entry["args"]["fingerprint_hex"] = bytes(fingerprint).hex()
+            entries.append(entry)
+        if not entries:
+            return
+        try:
+            path = Spool(self.spool_dir, self._namespace).save(entries)
+        except (OSError, ValueError) as exc:
+            logger.error("frontier-rate: could not write the spool in %s: %s", self.spool_dir, exc)
+            self._report_loss()
+            return
+        results = self._held_results()
+        self.stats.set_value("frontier_rate/spooled", len(entries))
+        logger.warning(
+            "frontier-rate: closing while Redis at %s is unreachable: %d fetch results and %d new "
+            "pages saved to %s; the next crawl of namespace %r replays them (results whose lease "
+            "has expired by then, after %.0f s, are refused and those pages fetched again)",
+            redact_url(self._redis_url), results, len(self._new_pages), path, self._namespace,
+            self._frontier.lease_timeout,
+        )
+
+    def _replay_spool(self) -> None:
+        """Queue what an earlier crawl of this namespace could not give Redis, and send it."""
+        entries = Spool(self.spool_dir, self._namespace).claim()
+        if not entries:
+            return
+        pages = results = 0
+        for entry in entries:
+            try:
+                if entry["kind"] == "page":
+                    self._new_pages.append((str(entry["url"]), float(entry["weight"]),
+                                            dict(entry["meta"] or {})))
+                    pages += 1
+                    continue
+                if entry["kind"] not in ("observe", "failed", "host_delay"):
+                    raise ValueError(f"unknown kind {entry['kind']!r}")
+                args = dict(entry["args"])
+                if args.get("fingerprint_hex") is not None:
+                    args["fingerprint"] = bytes.fromhex(args.pop("fingerprint_hex"))
+                dispatch = Dispatch(**entry["dispatch"]) if "dispatch" in entry else None
+            except (KeyError, TypeError, ValueError) as exc:
+                logger.warning("frontier-rate: skipping a spool entry of namespace %r that "
+                               "cannot be read (%s: %s): %.200r", self._namespace,
+                               type(exc).__name__, exc, entry)
+                continue
+            self._held.append(_Result(entry["kind"], dispatch, args, held=True))
+            results += 1
+        self._new_since = time.time()
+        logger.info("frontier-rate: replaying %d results and %d new pages an earlier crawl of "
+                    "namespace %r could not give Redis", results, pages, self._namespace)
+        self.stats.inc_value("frontier_rate/spool_replayed", results + pages)
+        self._drain(force=True)
 
     def _report_loss(self) -> None:
         """Closing while Redis is down: say what is lost and why."""

@@ -145,39 +145,55 @@ def test_redis_outage_holds_results_and_replays_them(redis_url, namespace, tmp_p
             frontier.close()
 
 
-def test_closing_while_redis_is_down_reports_what_is_lost(redis_url, namespace, tmp_path):
-    """The crawl ends while Redis is still cut: one flush attempt, then a WARNING
-    counting the results lost; the numbers add up against the site's log."""
+def test_closing_while_redis_is_down_spools_and_the_next_crawl_replays(redis_url, namespace,
+                                                                       tmp_path):
+    """The crawl ends while Redis is still cut: the held results go to the spool with
+    one WARNING counting them; the next crawl of the namespace replays them, so in
+    the end every answered fetch is counted once."""
     port = urlsplit(redis_url).port
+    spool = tmp_path / "spool"
+    settings = {"FRONTIER_RATE_LEASE_TIMEOUT": 60, "LOG_LEVEL": "INFO",
+                "FRONTIER_RATE_SPOOL_DIR": str(spool)}
     with ChangingSite("127.0.0.1") as site, ChangingSite("127.0.0.2") as other, \
             RedisProxy(port) as proxy:
         site.set("/news", "<p>story {n}</p>", template=True)
         other.set("/slow", "<p>slow {n}</p>", template=True, delay=1.5)
-        proc, output, log = start_crawl(
-            tmp_path, "lost", proxy.url, namespace,
-            [{"url": site.url("/news")}, {"url": other.url("/slow")}],
-            {"FRONTIER_RATE_CLOSE_AFTER": 6, "FRONTIER_RATE_LEASE_TIMEOUT": 60,
-             "LOG_LEVEL": "INFO"})
+        start = [{"url": site.url("/news")}, {"url": other.url("/slow")}]
+        proc, output, log = start_crawl(tmp_path, "first", proxy.url, namespace, start,
+                                        {**settings, "FRONTIER_RATE_CLOSE_AFTER": 6})
         deadline = time.time() + 20
         while other.arrivals("/slow") < 2 and time.time() < deadline and proc.poll() is None:
             time.sleep(0.01)
         proxy.cut()
         crawl = finish_crawl(proc, output, log)
         _crawl_ok(crawl)
-        lost = re.findall(rf"WARNING: frontier-rate: closing while Redis at {re.escape(proxy.url)} "
-                          r"is unreachable: (\d+) fetch results lost \(their leases expire after "
-                          r"60 s and those pages are fetched again; these fetches are not "
-                          r"counted\) and \d+ new pages not added", crawl.log)
-        assert len(lost) == 1, crawl.log[-3000:]
-        assert int(lost[0]) >= 1 and crawl.stats["frontier_rate/lost_results"] == int(lost[0])
-        frontier = open_frontier(redis_url, namespace)
-        try:
-            answered = (_answered(site.hits_for("/news")) + _answered(other.hits_for("/slow")))
-            counted = (frontier.page(site.url("/news"))["fetches"]
-                       + frontier.page(other.url("/slow"))["fetches"])
-            assert answered - counted == int(lost[0]), (answered, counted, lost)
-        finally:
-            frontier.close()
+        saved = re.findall(rf"WARNING: frontier-rate: closing while Redis at {re.escape(proxy.url)} "
+                           r"is unreachable: (\d+) fetch results and 0 new pages saved to (\S+); "
+                           rf"the next crawl of namespace '{namespace}' replays them", crawl.log)
+        assert len(saved) == 1, crawl.log[-3000:]
+        held, path = int(saved[0][0]), Path(saved[0][1])
+        assert held >= 1 and path.parent == spool and path.exists()
+        assert crawl.stats["frontier_rate/spooled"] == held
+
+        def unanswered() -> int:
+            frontier = open_frontier(redis_url, namespace)
+            try:
+                answered = _answered(site.hits_for("/news")) + _answered(other.hits_for("/slow"))
+                return answered - (frontier.page(site.url("/news"))["fetches"]
+                                   + frontier.page(other.url("/slow"))["fetches"])
+            finally:
+                frontier.close()
+
+        assert unanswered() == held  # exactly the spooled results are missing so far
+
+        proxy.restore()
+        again = start_crawl(tmp_path, "second", proxy.url, namespace, start,
+                            {**settings, "FRONTIER_RATE_CLOSE_AFTER": 3})
+        second = finish_crawl(*again)
+        _crawl_ok(second)
+        assert f"replaying {held} results and 0 new pages" in second.log, second.log[-3000:]
+        assert not path.exists() and list(spool.iterdir()) == []
+        assert unanswered() == 0  # every answered fetch counted once, none twice
 
 
 # -- slow Redis ----------------------------------------------------------------------------
