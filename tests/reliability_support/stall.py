@@ -7,7 +7,7 @@ ticks is how long the reactor was kept from running timers (a tick that
 comes ``TICK`` late means a stall of about that much). At close it writes
 JSON: ``max_gap`` (s), ``max_gap_at`` (epoch), ``long_gaps`` (every gap over
 0.2 s as ``[at, gap]``), ``rss_open_kib`` / ``rss_peak_kib`` (the process's
-peak resident memory, ``ru_maxrss``, at spider_opened and at close).
+peak resident memory, ``VmHWM``, at spider_opened and at close).
 """
 
 from __future__ import annotations
@@ -24,7 +24,20 @@ TICK = 0.05
 
 
 def peak_rss_kib() -> int:
-    """Peak resident set size of this process so far (KiB on Linux)."""
+    """Peak resident set size of this process's memory so far, in KiB.
+
+    ``VmHWM`` from /proc/self/status: the high-water mark of this program's
+    own address space. ``ru_maxrss`` is no good here: Linux carries the
+    parent's peak over fork and exec, so a crawl started from a big pytest
+    process would report pytest's size from its first moment.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
