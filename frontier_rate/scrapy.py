@@ -66,7 +66,7 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -77,7 +77,7 @@ from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.misc import build_from_crawler, load_object
 
 from frontier_rate.connection import RedisUnavailable, data_dir, redact_url
-from frontier_rate.engine import MAX_VALIDATOR_LENGTH, Dispatch, parse_url
+from frontier_rate.engine import MAX_VALIDATOR_LENGTH, parse_url
 from frontier_rate.fingerprint import DEFAULT_MAX_BODY, Fingerprinter, header_value
 from frontier_rate.settings import (
     DONT_REVISIT_KEY,
@@ -88,7 +88,7 @@ from frontier_rate.settings import (
     page_weight,
     strip_patterns,
 )
-from frontier_rate.spool import Spool
+from frontier_rate.spool import Spool, call_entry, page_entry, read_entry
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -96,7 +96,7 @@ if TYPE_CHECKING:
     from scrapy.spiders import Spider
     from twisted.python.failure import Failure
 
-    from frontier_rate.engine import Frontier, Observation
+    from frontier_rate.engine import Dispatch, Frontier, Observation
 
 logger = logging.getLogger(__name__)
 
@@ -409,17 +409,8 @@ class Scheduler:
 
     def _save_spool(self) -> None:
         """Closing while Redis is down: write what it has not taken to the spool."""
-        entries = [{"kind": "page", "url": url, "weight": weight, "meta": meta}
-                   for url, weight, meta in self._new_pages]
-        for held in self._held:
-            entry: dict[str, Any] = {"kind": held.kind, "args": dict(held.args)}
-            if held.dispatch is not None:
-                entry["dispatch"] = asdict(held.dispatch)
-            fingerprint = entry["args"].get("fingerprint")
-            if isinstance(fingerprint, (bytes, bytearray)):
-                entry["args"]["fingerprint"] = None
-                entry["args"]["fingerprint_hex"] = bytes(fingerprint).hex()
-            entries.append(entry)
+        entries = [page_entry(*page) for page in self._new_pages]
+        entries += [call_entry(held.kind, held.dispatch, held.args) for held in self._held]
         if not entries:
             return
         try:
@@ -446,24 +437,17 @@ class Scheduler:
         pages = results = 0
         for entry in entries:
             try:
-                if entry["kind"] == "page":
-                    self._new_pages.append((str(entry["url"]), float(entry["weight"]),
-                                            dict(entry["meta"] or {})))
-                    pages += 1
-                    continue
-                if entry["kind"] not in ("observe", "failed", "host_delay"):
-                    raise ValueError(f"unknown kind {entry['kind']!r}")
-                args = dict(entry["args"])
-                if args.get("fingerprint_hex") is not None:
-                    args["fingerprint"] = bytes.fromhex(args.pop("fingerprint_hex"))
-                dispatch = Dispatch(**entry["dispatch"]) if "dispatch" in entry else None
-            except (KeyError, TypeError, ValueError) as exc:
-                logger.warning("frontier-rate: skipping a spool entry of namespace %r that "
-                               "cannot be read (%s: %s): %.200r", self._namespace,
-                               type(exc).__name__, exc, entry)
+                kind, item, args = read_entry(entry)
+            except ValueError as exc:
+                logger.warning("frontier-rate: skipping a spool entry of namespace %r: %s",
+                               self._namespace, exc)
                 continue
-            self._held.append(_Result(entry["kind"], dispatch, args, held=True))
-            results += 1
+            if kind == "page":
+                self._new_pages.append(item)
+                pages += 1
+            else:
+                self._held.append(_Result(kind, item, args, held=True))
+                results += 1
         self._new_since = time.time()
         logger.info("frontier-rate: replaying %d results and %d new pages an earlier crawl of "
                     "namespace %r could not give Redis", results, pages, self._namespace)

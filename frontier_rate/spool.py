@@ -19,12 +19,16 @@ import logging
 import os
 import re
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
+
+from frontier_rate.engine import Dispatch
 
 logger = logging.getLogger(__name__)
 
 SUFFIX = ".jsonl"
+CALL_KINDS = ("observe", "failed", "host_delay")
 
 
 class Spool:
@@ -90,3 +94,43 @@ class Spool:
                 claimed.unlink()
         return entries
 
+
+
+def page_entry(url: str, weight: float, meta: dict[str, Any] | None) -> dict[str, Any]:
+    """A spool entry for a page not yet added."""
+    return {"kind": "page", "url": url, "weight": weight, "meta": meta}
+
+
+def call_entry(kind: str, dispatch: Dispatch | None, args: dict[str, Any]) -> dict[str, Any]:
+    """A spool entry for a held ``observe`` / ``failed`` / ``host_delay`` call.
+
+    A bytes fingerprint (from a custom fingerprint function) is kept as hex.
+    """
+    args = dict(args)
+    fingerprint = args.get("fingerprint")
+    if isinstance(fingerprint, (bytes, bytearray)):
+        args["fingerprint"], args["fingerprint_hex"] = None, bytes(fingerprint).hex()
+    entry: dict[str, Any] = {"kind": kind, "args": args}
+    if dispatch is not None:
+        entry["dispatch"] = asdict(dispatch)
+    return entry
+
+
+def read_entry(entry: dict[str, Any]) -> tuple[str, Any, dict[str, Any]]:
+    """(kind, dispatch or None, args) of a call entry, or ("page", (url, weight, meta), {}).
+
+    Raises ValueError naming what is wrong with an entry that cannot be used.
+    """
+    try:
+        kind = entry["kind"]
+        if kind == "page":
+            return kind, (str(entry["url"]), float(entry["weight"]), dict(entry["meta"] or {})), {}
+        if kind not in CALL_KINDS:
+            raise ValueError(f"unknown kind {kind!r}")
+        args = dict(entry["args"])
+        if args.get("fingerprint_hex") is not None:
+            args["fingerprint"] = bytes.fromhex(args.pop("fingerprint_hex"))
+        dispatch = Dispatch(**entry["dispatch"]) if "dispatch" in entry else None
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"unreadable spool entry ({type(exc).__name__}: {exc}): {entry!r:.200}") from None
+    return kind, dispatch, args
