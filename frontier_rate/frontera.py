@@ -49,10 +49,13 @@ from typing import Any
 from frontera.core.components import Backend
 from frontera.core.models import Request as FrontierRequest
 
+from frontier_rate.connection import data_dir, redact_url
 from frontier_rate.engine import Dispatch, Frontier, Observation, RedisUnavailable, parse_url
 from frontier_rate.fingerprint import DEFAULT_MAX_BODY, Fingerprinter, header_value
 from frontier_rate.settings import (
     DONT_REVISIT_KEY,
+    REDIS_RETRY_FIRST,
+    REDIS_RETRY_MAX,
     WEIGHT_KEY,
     close_after,
     frontier_kwargs,
@@ -60,6 +63,7 @@ from frontier_rate.settings import (
     page_weight,
     strip_patterns,
 )
+from frontier_rate.spool import Spool, call_entry, page_entry, read_entry
 
 logger = logging.getLogger(__name__)
 
@@ -127,6 +131,13 @@ class RevisitBackend(Backend):
         self._finished_at = -math.inf
         self._finished = False
         self._started_at: float | None = None
+        self._last_observation: Observation | None = None
+        self.spool_dir = get("FRONTIER_RATE_SPOOL_DIR") or str(data_dir() / "spool")
+        self._pending: deque[tuple[str, Dispatch, dict[str, Any]]] = deque()  # Redis has not taken
+        self._unadded: list[tuple[str, float, dict[str, Any]]] = []
+        self._outage_since: float | None = None
+        self._retry_at = -math.inf
+        self._backoff = REDIS_RETRY_FIRST
 
     @classmethod
     def from_manager(cls, manager: Any) -> RevisitBackend:
@@ -152,10 +163,13 @@ class RevisitBackend(Backend):
         self._started_at = self.clock()
         logger.info("frontier-rate backend started: namespace=%r, fingerprint=%s",
                     self.frontier.namespace, self.fingerprinter.mode)
+        self._replay_spool()
 
     def frontier_stop(self) -> None:
         if self.frontier is None:
             return
+        if not self._flush(force=True):
+            self._save_spool()
         held = [dispatch for dispatch, _ in self._held]
         self._held.clear()
         if held:
@@ -205,10 +219,8 @@ class RevisitBackend(Backend):
                 self._count("skipped")
                 problem = problem or f"{kind} {request.url[:200]!r}: {exc}"
         if pages:
-            new = self._frontier.add_many(pages)
-            self._count("new_pages", new)
-            self._next_poll = -math.inf
-            self._finished_at = -math.inf
+            self._unadded += pages
+            self._flush()
         if problem is not None:
             raise ValueError(problem)
 
@@ -234,15 +246,18 @@ class RevisitBackend(Backend):
             out.append(self._one_off.popleft())
         out += self._release_held(limit - len(out), key_type, overused, now)
         room = limit - len(out)
-        if room > 0 and len(self._held) < limit and now >= self._next_poll:
-            dispatches = self._frontier.next_requests(room)
-            for dispatch in dispatches:
-                if _slot_key(dispatch.host, key_type) in overused:
-                    self._held.append((dispatch, now))
-                else:
-                    out.append(self._to_request(dispatch))
-            if not dispatches:
-                self._next_poll = now + self._wait(now)
+        if room > 0 and len(self._held) < limit and now >= self._next_poll and self._flush():
+            try:
+                dispatches = self._frontier.next_requests(room)
+                for dispatch in dispatches:
+                    if _slot_key(dispatch.host, key_type) in overused:
+                        self._held.append((dispatch, now))
+                    else:
+                        out.append(self._to_request(dispatch))
+                if not dispatches:
+                    self._next_poll = now + self._wait(now)
+            except RedisUnavailable as exc:
+                self._redis_down(exc)
         self._count("dispatched", len(out))
         return out
 
@@ -309,25 +324,30 @@ class RevisitBackend(Backend):
             return
         status = int(response.status_code)
         headers = response.headers
+        now = self.clock()
         if 200 <= status < 300:
-            observation = self._frontier.observe(
-                dispatch, status=status,
-                fingerprint=self.fingerprinter(_body(response.body), response.url, headers),
-                etag=header_value(headers, "ETag"),
-                last_modified=header_value(headers, "Last-Modified"))
-            self._count_observation(observation, not_modified=False)
+            args = {"status": status, "fetched_at": now,
+                    "fingerprint": self.fingerprinter(_body(response.body), response.url, headers),
+                    "etag": header_value(headers, "ETag"),
+                    "last_modified": header_value(headers, "Last-Modified")}
         elif status == 304:
-            observation = self._frontier.observe(
-                dispatch, not_modified=True, status=status,
-                etag=header_value(headers, "ETag") or dispatch.etag,
-                last_modified=header_value(headers, "Last-Modified") or dispatch.last_modified)
-            self._count_observation(observation, not_modified=True)
+            args = {"status": status, "fetched_at": now, "not_modified": True,
+                    "etag": header_value(headers, "ETag") or dispatch.etag,
+                    "last_modified": header_value(headers, "Last-Modified")
+                    or dispatch.last_modified}
         else:
-            self._fail(dispatch, f"HTTP {status}", status)
+            self._submit("failed", dispatch, {"reason": f"HTTP {status}", "status": status,
+                                              "now": now})
             return
-        response.meta[RESULT_KEY] = {"changed": observation.changed, "not_modified": status == 304,
-                                     "estimate": observation.estimate,
-                                     "next_due": observation.next_due}
+        observation = self._submit("observe", dispatch, args)
+        if observation is None:
+            response.meta[RESULT_KEY] = {"held": True, "changed": None,
+                                         "not_modified": status == 304}
+        else:
+            response.meta[RESULT_KEY] = {"changed": observation.changed,
+                                         "not_modified": status == 304,
+                                         "estimate": observation.estimate,
+                                         "next_due": observation.next_due}
 
     def request_error(self, page: FrontierRequest, error: Any) -> None:
         """A fetch without a response (DNS, timeout, refused): retried with backoff."""
@@ -335,15 +355,115 @@ class RevisitBackend(Backend):
         if dispatch is None:
             self._count("untracked")
             return
-        self._fail(dispatch, str(error) or "error", None)
+        self._submit("failed", dispatch, {"reason": str(error) or "error", "status": None,
+                                          "now": self.clock()})
 
-    def _fail(self, dispatch: Dispatch, reason: str, status: int | None) -> None:
-        self._frontier.failed(dispatch, reason, status=status)
+    # -- Redis outages: results held in order, a circuit breaker, the spool ----------
+    def _submit(self, kind: str, dispatch: Dispatch, args: dict[str, Any]) -> Observation | None:
+        """Queue a result behind any held ones and send what Redis takes now; the
+        observation if this one was applied at once, else None (held for later)."""
+        self._pending.append((kind, dispatch, args))
+        applied = self._flush()
+        return self._last_observation if applied and kind == "observe" else None
+
+    def _flush(self, *, force: bool = False) -> bool:
+        """Send unadded pages and held results in order; False while Redis is unreachable.
+
+        While it is down nothing is sent before the next attempt (1, 2, 4 ... at
+        most 30 s apart), so a caller blocks for at most one Redis timeout.
+        """
+        if not self._pending and not self._unadded and self._outage_since is None:
+            return True
+        if not force and self.clock() < self._retry_at:
+            return False
+        try:
+            if self._unadded:
+                new = self._frontier.add_many(self._unadded)
+                self._unadded = []
+                self._count("new_pages", new)
+                self._next_poll = -math.inf
+                self._finished_at = -math.inf
+            while self._pending:
+                kind, dispatch, args = self._pending[0]
+                self._apply(kind, dispatch, args)
+                self._pending.popleft()
+                if self._outage_since is not None:
+                    self._count("replayed")
+        except RedisUnavailable as exc:
+            self._redis_down(exc)
+            return False
+        if self._outage_since is not None:
+            logger.warning("frontier-rate: Redis at %s back after %.1f s",
+                           redact_url(self.redis_url), self.clock() - self._outage_since)
+            self._outage_since, self._backoff, self._retry_at = None, REDIS_RETRY_FIRST, -math.inf
+        return True
+
+    def _apply(self, kind: str, dispatch: Dispatch, args: dict[str, Any]) -> None:
+        if kind == "observe":
+            observation = self._frontier.observe(dispatch, **args)
+            self._count_observation(observation, not_modified=bool(args.get("not_modified")))
+            self._last_observation = observation
+            return
+        self._frontier.failed(dispatch, args["reason"], status=args["status"], now=args["now"])
         self._count("failed")
-        if status in (404, 410):
+        if args["status"] in (404, 410):
             page = self._frontier.page(dispatch.url)
             if page is not None and page["status"] == "gone":
                 self._count("gone")
+
+    def _redis_down(self, exc: Exception) -> None:
+        now = self.clock()
+        self._count("redis_errors")
+        if self._outage_since is None:
+            self._outage_since, self._backoff = now, REDIS_RETRY_FIRST
+            self._count("redis_outages")
+            logger.warning("frontier-rate: %s; holding %d results and %d new pages, retrying in "
+                           "%.0f s", exc, len(self._pending), len(self._unadded), self._backoff)
+        else:
+            self._backoff = min(2 * self._backoff, REDIS_RETRY_MAX)
+        self._retry_at = now + self._backoff
+
+    def _save_spool(self) -> None:
+        """Stopping while Redis is down: keep what it has not taken for the next crawl."""
+        entries = [page_entry(*page) for page in self._unadded]
+        entries += [call_entry(kind, dispatch, args) for kind, dispatch, args in self._pending]
+        if not entries:
+            return
+        try:
+            path = Spool(self.spool_dir, self._frontier.namespace).save(entries)
+        except (OSError, ValueError) as exc:
+            logger.error("frontier-rate: could not write the spool in %s (%s): %d results and %d "
+                         "new pages lost", self.spool_dir, exc, len(self._pending),
+                         len(self._unadded))
+            return
+        self._count("spooled", len(entries))
+        logger.warning("frontier-rate: stopping while Redis at %s is unreachable: %d results and "
+                       "%d new pages saved to %s for the next crawl of namespace %r",
+                       redact_url(self.redis_url), len(self._pending), len(self._unadded), path,
+                       self._frontier.namespace)
+        self._pending.clear()
+        self._unadded = []
+
+    def _replay_spool(self) -> None:
+        """Queue and send what an earlier crawl of this namespace could not give Redis."""
+        entries = Spool(self.spool_dir, self._frontier.namespace).claim()
+        for entry in entries:
+            try:
+                kind, item, args = read_entry(entry)
+                if kind == "host_delay":
+                    raise ValueError("host delays are not replayed by the Frontera backend")
+            except ValueError as exc:
+                logger.warning("frontier-rate: skipping a spool entry: %s", exc)
+                continue
+            if kind == "page":
+                self._unadded.append(item)
+            else:
+                self._pending.append((kind, item, args))
+        if entries:
+            logger.info("frontier-rate: replaying %d results and %d new pages from the spool",
+                        len(self._pending), len(self._unadded))
+            self._count("spool_replayed", len(self._pending) + len(self._unadded))
+            self._flush(force=True)
 
     def _count_observation(self, observation: Observation, *, not_modified: bool) -> None:
         if not observation.accepted:
@@ -369,13 +489,18 @@ class RevisitBackend(Backend):
         if self._started_at is not None and self.close_after is not None \
                 and now - self._started_at >= self.close_after:
             return True
-        if self._one_off or self._held:
+        if self._one_off or self._held or self._pending or self._unadded \
+                or self._outage_since is not None:
             return False
         if abs(now - self._finished_at) >= FINISHED_CACHE:
-            if self.close_when_idle:
-                self._finished = self._frontier.stats(now=now)["due_now"] == 0
-            else:
-                self._finished = self._frontier.next_due_time() is None
+            try:
+                if self.close_when_idle:
+                    self._finished = self._frontier.stats(now=now)["due_now"] == 0
+                else:
+                    self._finished = self._frontier.next_due_time() is None
+            except RedisUnavailable as exc:
+                self._redis_down(exc)
+                return False
             self._finished_at = now
         return self._finished
 
@@ -384,7 +509,13 @@ class RevisitBackend(Backend):
         if self._one_off or self._held:
             return MIN_POLL
         now = self.clock()
-        wait = self._wait(now)
+        if self._outage_since is not None or self._pending or self._unadded:
+            return min(MAX_POLL, max(MIN_POLL, self._retry_at - now))
+        try:
+            wait = self._wait(now)
+        except RedisUnavailable as exc:
+            self._redis_down(exc)
+            return MAX_POLL
         if self.close_after is not None and self._started_at is not None:
             wait = min(wait, max(0.0, self._started_at + self.close_after - now))
         return wait

@@ -81,6 +81,8 @@ from frontier_rate.engine import MAX_VALIDATOR_LENGTH, parse_url
 from frontier_rate.fingerprint import DEFAULT_MAX_BODY, Fingerprinter, header_value
 from frontier_rate.settings import (
     DONT_REVISIT_KEY,
+    REDIS_RETRY_FIRST,
+    REDIS_RETRY_MAX,
     WEIGHT_KEY,
     close_after,
     frontier_kwargs,
@@ -136,9 +138,6 @@ BUFFER_BATCHES = 4
 """Leased pages held locally: at most this many batches (FRONTIER_RATE_BATCH each)."""
 CLOCK_SLACK = 0.005
 """Timers may fire this early by ``time.time()``; a poll that early still counts."""
-REDIS_RETRY_FIRST = 1.0
-REDIS_RETRY_MAX = 30.0
-"""Seconds between attempts to reach Redis while it is down: 1, 2, 4 ... at most 30."""
 REPLAY_BATCH = 256
 """Held observations sent per ``observe_many`` call when Redis is back."""
 MAX_REJECTION_WARNINGS = 100

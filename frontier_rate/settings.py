@@ -16,6 +16,9 @@ WEIGHT_KEY = "frontier_rate_weight"
 """Request meta key for a page's importance w_i (default 1.0)."""
 DONT_REVISIT_KEY = "dont_revisit"
 """Request meta key: fetch once as an ordinary request, never revisit."""
+REDIS_RETRY_FIRST = 1.0
+REDIS_RETRY_MAX = 30.0
+"""Seconds between an adapter's attempts to reach Redis while it is down: 1, 2, 4 ... at most 30."""
 
 FRONTIER_SETTINGS: dict[str, tuple[str, type]] = {
     "namespace": ("FRONTIER_RATE_NAMESPACE", str),

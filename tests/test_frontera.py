@@ -8,6 +8,10 @@ clock is virtual, so due times, backoffs and close conditions are exact.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+from urllib.parse import urlsplit
+
 import pytest
 from frontera.core.manager import FrontierManager
 from frontera.core.models import Request, Response
@@ -21,6 +25,9 @@ from frontier_rate.frontera import (
     lease_of,
     page_meta,
 )
+
+sys.path.insert(0, str(Path(__file__).parent))
+from reliability_support.proxy import RedisProxy  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -351,3 +358,44 @@ def test_page_meta_round_trip() -> None:
     request.cookies["session"] = "abc"
     assert page_meta(request) == {"cb": "parse_x", "m": {"k": [1, "two"]},
                                   "h": {"X-A": ["1"]}, "c": {"session": "abc"}}
+
+
+@pytest.mark.reliability
+def test_redis_outage_holds_results_and_the_spool_carries_them_over(
+        redis_url: str, namespace: str, clock: VirtualClock, tmp_path) -> None:
+    """With Redis cut, results and new links are held (no exception reaches Frontera),
+    sent when it is back; a stop during an outage spools them for the next start."""
+    with RedisProxy(urlsplit(redis_url).port) as proxy:
+        spool = {"FRONTIER_RATE_SPOOL_DIR": str(tmp_path), "FRONTIER_RATE_REDIS_TIMEOUT": 1.0}
+        manager = make_manager(proxy.url, namespace, clock, **spool)
+        a, b = "http://a.test/a", "http://b.test/b"
+        manager.add_seeds([scrapy_request(a), scrapy_request(b)])
+        first = {r.url: r for r in manager.get_next_requests(10, key_type="domain",
+                                                             overused_keys=[])}
+        proxy.cut()
+        response = respond(manager, first[a], body=b"<p>a</p>")
+        assert response.meta[RESULT_KEY]["held"] is True
+        manager.links_extracted(first[a], [scrapy_request("http://c.test/c")])
+        assert manager.get_next_requests(10, key_type="domain", overused_keys=[]) == []
+        assert manager.backend.finished() is False
+        clock.advance(1.0)  # the first retry: still cut
+        assert manager.get_next_requests(10, key_type="domain", overused_keys=[]) == []
+        proxy.restore()
+        clock.advance(2.0)  # the second retry gets through: held result and link sent
+        got = manager.get_next_requests(10, key_type="domain", overused_keys=[])
+        assert urls(got) == ["http://c.test/c"]
+        frontier = Frontier(redis_url, namespace=namespace, estimator="interval")
+        assert frontier.page(a)["fetches"] == 1
+
+        proxy.cut()
+        respond(manager, first[b], body=b"<p>b</p>")
+        manager.stop()  # Redis still cut: the result goes to the spool
+        assert frontier.page(b)["fetches"] == 0 and len(list(tmp_path.iterdir())) == 1
+        proxy.restore()
+        again = make_manager(proxy.url, namespace, clock, **spool)
+        try:
+            assert frontier.page(b)["fetches"] == 1  # replayed at start, counted once
+            assert list(tmp_path.iterdir()) == []
+        finally:
+            again.stop()
+            frontier.close()
