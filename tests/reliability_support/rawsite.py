@@ -11,11 +11,12 @@ a download shows as ``complete=False``).
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from scrapy_support.server import LoopbackSite
 
 CHUNK = 64 * 1024
 
@@ -50,43 +51,14 @@ class RawHit:
 Route = Callable[[int], Answer]
 
 
-class RawSite:
-    """A threaded HTTP/1.1 server on ``host`` (127.0.0.0/8 only); ``route`` maps paths."""
+class RawSite(LoopbackSite):
+    """A loopback HTTP/1.1 site whose answers are raw bytes; ``route`` maps paths."""
 
     def __init__(self, host: str = "127.0.0.1") -> None:
-        if not host.startswith("127."):
-            raise ValueError(f"test servers bind to 127.0.0.0/8 only, got {host!r}")
-        self._lock = threading.Lock()
+        super().__init__(host)
         self._routes: dict[str, Route] = {}
         self._counts: dict[str, int] = {}
         self.hits: list[RawHit] = []
-        site = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_GET(self) -> None:  # noqa: N802 (http.server naming)
-                site._answer(self)
-
-            def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-                pass
-
-        self._server = ThreadingHTTPServer((host, 0), Handler)
-        self._server.daemon_threads = True
-        self.host = host
-        self.port = self._server.server_address[1]
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    def __enter__(self) -> RawSite:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-    def url(self, path: str) -> str:
-        return f"http://{self.host}:{self.port}{path}"
 
     def route(self, path: str, answer: Answer | Route) -> None:
         """Answer ``path`` with ``answer`` (or ``answer(hit_number)``, numbers from 1)."""

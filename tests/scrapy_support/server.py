@@ -16,6 +16,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Self
 
 
 @dataclass
@@ -53,15 +54,14 @@ class Hit:
     started: float = 0.0
 
 
-class ChangingSite:
-    """A threaded HTTP server on ``host`` (a loopback address) with mutable pages."""
+class LoopbackSite:
+    """A threaded HTTP/1.1 server on ``host`` (127.0.0.0/8 only) that hands every GET
+    and POST to ``self._answer(handler)``; subclasses decide what to send."""
 
     def __init__(self, host: str = "127.0.0.1") -> None:
         if not host.startswith("127."):
             raise ValueError(f"test servers bind to 127.0.0.0/8 only, got {host!r}")
         self._lock = threading.Lock()
-        self._pages: dict[str, Page] = {}
-        self.hits: list[Hit] = []
         site = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -84,8 +84,10 @@ class ChangingSite:
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
-    # -- lifecycle ---------------------------------------------------------
-    def __enter__(self) -> ChangingSite:
+    def _answer(self, handler: BaseHTTPRequestHandler) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
@@ -99,6 +101,15 @@ class ChangingSite:
 
     def url(self, path: str) -> str:
         return f"http://{self.netloc}{path}"
+
+
+class ChangingSite(LoopbackSite):
+    """A loopback site with mutable pages and a request log."""
+
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        super().__init__(host)
+        self._pages: dict[str, Page] = {}
+        self.hits: list[Hit] = []
 
     # -- pages ---------------------------------------------------------------
     def set(self, path: str, body: str | bytes = b"", **attributes: object) -> Page:
