@@ -385,7 +385,11 @@ class RevisitBackend(Backend):
                 self._finished_at = -math.inf
             while self._pending:
                 kind, dispatch, args = self._pending[0]
-                self._apply(kind, dispatch, args)
+                try:
+                    self._apply(kind, dispatch, args)
+                except ValueError as exc:  # bad data (a tampered spool) cannot block the rest
+                    logger.warning("frontier-rate: dropping a %s of %s the frontier refused: %s",
+                                   kind, dispatch.url, exc)
                 self._pending.popleft()
                 if self._outage_since is not None:
                     self._count("replayed")
@@ -452,6 +456,8 @@ class RevisitBackend(Backend):
                 kind, item, args = read_entry(entry)
                 if kind == "host_delay":
                     raise ValueError("host delays are not replayed by the Frontera backend")
+                if kind == "page":
+                    parse_url(item[0])
             except ValueError as exc:
                 logger.warning("frontier-rate: skipping a spool entry: %s", exc)
                 continue

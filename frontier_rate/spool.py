@@ -130,6 +130,8 @@ def read_entry(entry: dict[str, Any]) -> tuple[str, Any, dict[str, Any]]:
         args = dict(entry["args"])
         if args.get("fingerprint_hex") is not None:
             args["fingerprint"] = bytes.fromhex(args.pop("fingerprint_hex"))
+        if kind != "host_delay" and "dispatch" not in entry:
+            raise ValueError(f"a {kind} entry needs its dispatch")
         dispatch = Dispatch(**entry["dispatch"]) if "dispatch" in entry else None
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"unreadable spool entry ({type(exc).__name__}: {exc}): {entry!r:.200}") from None

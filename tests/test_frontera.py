@@ -399,3 +399,29 @@ def test_redis_outage_holds_results_and_the_spool_carries_them_over(
         finally:
             again.stop()
             frontier.close()
+
+
+@pytest.mark.reliability
+def test_a_tampered_spool_entry_is_dropped_with_a_warning_and_the_rest_replayed(
+        redis_url: str, namespace: str, clock: VirtualClock, tmp_path, caplog) -> None:
+    from frontier_rate.spool import Spool, call_entry, page_entry
+
+    frontier = Frontier(redis_url, namespace=namespace, estimator="interval")
+    try:
+        Spool(tmp_path, namespace).save([
+            page_entry("http://good.test/", 1.0, None),
+            page_entry("ftp://bad.test/", 1.0, None),
+            call_entry("observe", None, {"fingerprint": "x"}),
+        ])
+        with caplog.at_level("WARNING", logger="frontier_rate"):
+            manager = make_manager(redis_url, namespace, clock,
+                                   FRONTIER_RATE_SPOOL_DIR=str(tmp_path))
+        try:
+            assert frontier.page("http://good.test/") is not None
+            assert "ftp://bad.test/" in caplog.text
+            assert caplog.text.count("skipping a spool entry") == 2  # the URL and the dispatchless call
+            assert list(tmp_path.iterdir()) == []
+        finally:
+            manager.stop()
+    finally:
+        frontier.close()
