@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+import numpy as np
 import redis
 
 from . import policy
@@ -203,17 +204,24 @@ class Frontier:
     unanswered dispatch is handed out again; ``clock``: the time source
     (every time-dependent method also takes ``now=``); ``seed``: seeds the
     random draws of the exponential intervals; ``redis_timeout``: seconds one
-    Redis call may block before it raises ``RedisUnavailable``.
+    Redis call may block before it raises ``RedisUnavailable``; ``fill_budget``:
+    when the budget has tokens that no due page can use, lease the best pages
+    that are not due yet on hosts that may be fetched now (the budget is a
+    rate to spend, not only a cap; False: only due pages are ever leased).
+    None (the default) fills with ``interval``, which learns from the realised
+    intervals, and not with ``lln``/``sa``/``sam``, whose Poisson assumption
+    early fetches would break.
     """
 
     def __init__(self, redis_url: str | None = None, *, namespace: str = "default",
-                 estimator: str = "sam", policy: str = "whittle",
+                 estimator: str = "interval", policy: str = "whittle",
                  objective: str = "freshness", budget: float = 1.0,
                  min_host_delay: float = 1.0, min_interval: float = 60.0,
                  max_interval: float = 30 * 86400, lease_timeout: float = 300.0,
                  clock: Callable[[], float] = time.time, seed: int | None = None,
                  prior_rate: float = PRIOR_RATE,
-                 redis_timeout: float = SOCKET_TIMEOUT) -> None:
+                 redis_timeout: float = SOCKET_TIMEOUT,
+                 fill_budget: bool | None = None) -> None:
         if not isinstance(namespace, str) or not NAMESPACE_RE.match(namespace):
             raise ValueError(f"namespace must be 1-64 characters of A-Z a-z 0-9 _ . -, "
                              f"got {namespace!r}")
@@ -239,6 +247,7 @@ class Frontier:
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise ValueError(f"seed must be an int or None, got {seed!r}")
         self.namespace, self.estimator, self.policy = namespace, estimator, policy
+        self.fill_budget = estimator == "interval" if fill_budget is None else bool(fill_budget)
         self.objective, self.clock = objective, clock
         self.redis_url = redis_url
         self._rng = random.Random(seed)
@@ -402,7 +411,8 @@ class Frontier:
             if refresh is not None:
                 self._shard_call(pipe, "refresh", refresh, now, [str(REFRESH_PAGES)])
             for shard in range(self.shards):
-                self._shard_call(pipe, "candidates", shard, now, [window, str(CANDIDATE_LOOK)])
+                self._shard_call(pipe, "candidates", shard, now,
+                                 [window, str(CANDIDATE_LOOK), "0"])
 
         with self._errors():
             replies = self.scripts.run(first)
@@ -412,22 +422,23 @@ class Frontier:
                 self._refreshed(refresh, found[0])
                 found = found[1:]
             self._use_published_nu(nu_raw, now)
-            candidates = []
-            for shard, (flat, quarantined) in enumerate(found):
-                _log_quarantined(quarantined)
-                for i in range(0, len(flat), 3):
-                    candidates.append((float(flat[i + 2]), shard, flat[i], flat[i + 1]))
+            candidates = _candidates(found)
             candidates.sort(key=lambda c: -c[0])
+            early = []
+            if self.fill_budget and granted > len(candidates):
+                early = self._early_candidates(now, granted - len(candidates))
             chosen: dict[int, list] = defaultdict(list)
-            for _, shard, host, pid in candidates[:granted]:
+            for _, shard, host, pid in (candidates + early)[:granted]:
                 chosen[shard] += [host, pid]
-            wanted = min(granted, len(candidates))
+            early_shards = {shard for _, shard, _, _ in early[:max(0, granted - len(candidates))]}
+            wanted = min(granted, len(candidates) + len(early))
 
             def lease(pipe: Any) -> None:
                 if granted > wanted:
                     self._take_tokens(pipe, now, 0, granted - wanted)
                 for shard, args in chosen.items():
-                    self._shard_call(pipe, "lease", shard, now, args)
+                    self._shard_call(pipe, "lease", shard, now,
+                                     ["1" if shard in early_shards else "0"] + args)
 
             dispatches: list[Dispatch] = []
             unreadable: list[tuple[bytes, str, str, str, str]] = []
@@ -446,6 +457,20 @@ class Frontier:
                 self._quarantine_leased(unreadable, now)
             self._unused_tokens = wanted - len(dispatches)
         return dispatches
+
+    def _early_candidates(self, now: float, tokens: int) -> list[tuple[float, int, str, bytes]]:
+        """Pages not due yet on hosts that may dispatch now, best index first, for ``tokens``
+        the budget holds that no due page can use (``fill_budget``; lua/candidates.lua)."""
+        window = str(max(16, -(-CANDIDATE_WINDOW * tokens // self.shards)))
+
+        def build(pipe: Any) -> None:
+            for shard in range(self.shards):
+                self._shard_call(pipe, "candidates", shard, now,
+                                 [window, str(CANDIDATE_LOOK), "1"])
+
+        early = _candidates(self.scripts.run(build))
+        early.sort(key=lambda c: -c[0])
+        return early
 
     def _quarantine_leased(self, pages: list[tuple[bytes, str, str, str, str]], now: float) -> None:
         """Quarantine leased pages whose URL or meta could not be read (lua/quarantine.lua)."""
@@ -680,20 +705,61 @@ class Frontier:
         return {c: (v[0], max(v[1], 0.0), max(v[2], 0.0)) for c, v in cells.items()
                 if v[0] > 0.5}
 
+    def host_table(self) -> tuple[list[tuple[int, str]], np.ndarray]:
+        """Per host with pages: (shard, host) and a row (pages, Σλ, Σw, cap in fetches/s),
+        the cap from its delay (O(hosts) reads; a delay of 0 is no cap)."""
+        pipe = self.client.pipeline(transaction=False)
+        for shard in range(self.shards):
+            pipe.hgetall(self.keys.host_agg(shard))
+            pipe.hgetall(self.keys.shard_keys(shard)[1])
+        replies = pipe.execute()
+        names, rows = [], []
+        for shard in range(self.shards):
+            aggs, delays = replies[2 * shard], replies[2 * shard + 1]
+            for host, raw in aggs.items():
+                if len(raw) != HOST_AGG.size:
+                    continue
+                n, lam, w = HOST_AGG.unpack(raw)
+                delay = self.min_host_delay
+                packed = delays.get(host)
+                if packed is not None and len(packed) == 16:
+                    stored = struct.unpack("<dd", packed)[1]
+                    if math.isfinite(stored) and stored >= 0:
+                        delay = stored
+                cap = 1.0 / delay if delay > 0 else math.inf
+                if n > 0.5 and math.isfinite(lam) and math.isfinite(w):
+                    names.append((shard, host.decode("utf-8", "replace")))
+                    rows.append((n, max(lam, 0.0), max(w, 0.0), cap))
+        return names, np.array(rows, dtype=float).reshape(-1, 4)
+
     def resolve(self, *, now: float | None = None) -> float:
-        """Re-solve ν from the cell aggregates (policy.solve_threshold) and publish it."""
+        """Re-solve ν from the cell and host aggregates (policy.solve_threshold) and
+        publish it, with τ_h for every host whose delay caps it (lua ``host_nu``)."""
         now = self._now(now)
         with self._errors():
             cells = self.cells()
+            capped: dict[int, dict[str, str]] = defaultdict(dict)
             if cells:
+                names, hosts = self.host_table()
                 sol = policy.solve_threshold(cells, self.budget, self.min_interval,
-                                             self.max_interval, self.objective)
+                                             self.max_interval, self.objective,
+                                             guess=self._nu or None, hosts=hosts)
                 nu, rate, status = sol.nu, sol.rate, sol.status
+                for (shard, host), nu_h in zip(names, sol.host_nu, strict=True):
+                    if nu_h > nu:
+                        capped[shard][host] = repr(min(float(nu_h), 1e300))
             else:
                 nu, rate, status = 0.0, 0.0, "empty"
-            self.client.hset(self.keys.nu, mapping={
+            pipe = self.client.pipeline(transaction=False)
+            for shard in range(self.shards):
+                pipe.delete(self.keys.host_nu(shard))
+                if capped.get(shard):
+                    pipe.hset(self.keys.host_nu(shard), mapping=capped[shard])
+            pipe.hset(self.keys.nu, mapping={
                 "nu": repr(nu), "solved_at": repr(now), "planned_rate": repr(rate),
-                "status": status, "budget": repr(self.budget)})
+                "status": status, "budget": repr(self.budget),
+                "capped_hosts": str(sum(len(c) for c in capped.values()))})
+            pipe.execute()
         self._set_nu(nu, now)
         self._solved_at = now
         logger.debug("re-solved nu=%g (planned %g fetches/s, %s)", nu, rate, status)
@@ -968,6 +1034,16 @@ class _RedisErrors:
         return False
 
 
+def _candidates(found: list) -> list[tuple[float, int, str, bytes]]:
+    """(index, shard, host, page id) of every candidate in the shards' candidates.lua replies."""
+    out = []
+    for shard, (flat, quarantined) in enumerate(found):
+        _log_quarantined(quarantined)
+        for i in range(0, len(flat), 3):
+            out.append((float(flat[i + 2]), shard, flat[i], flat[i + 1]))
+    return out
+
+
 def _token(dispatch: Dispatch) -> str:
     token = dispatch.token
     if not isinstance(token, str) or not token.isdigit() or len(token) > 10:
@@ -1062,6 +1138,8 @@ def _log_quarantined(flat: list, what_next: str = "see Frontier.quarantined(); a
                      what_next)
 
 
+HOST_AGG = struct.Struct("<ddd")
+"""A host's aggregates in fr:{ns:s}:ha (lua/lib.lua HOST_AGG): pages, Σλ, Σw."""
 OBSERVATION = struct.Struct("<8sHdBd4sHHH")
 """One packed fetch result for lua/observe.lua (host, etag, last_modified follow)."""
 _REPLY = struct.Struct("<BBdd")

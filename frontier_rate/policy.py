@@ -365,30 +365,82 @@ def _freqs(nu, w_eff: np.ndarray, rates: np.ndarray) -> np.ndarray:
     return out
 
 
-def _bracket(total: Callable[[float], float], budget: float, nu_top: float) -> tuple[float, float]:
-    """Adjacent ν (lo, hi) with total(lo) >= budget >= total(hi), total non-increasing.
+SOLVE_RTOL = 1e-12
+"""``_bracket`` stops once hi/lo - 1 or (budget - total(hi))/budget is below this."""
 
-    Requires total(nu_top) <= budget and total(ν) -> above budget as ν -> 0. The
-    search is on log ν: down by factors of 16 for ``lo``, then bisection until
-    lo and hi are neighbouring floats.
+
+def _bracket(total: Callable[[float], float], budget: float, nu_top: float,
+             guess: float | None = None) -> tuple[float, float]:
+    """ν (lo, hi) with total(lo) >= budget >= total(hi), total non-increasing in ν, and
+    hi/lo - 1 <= SOLVE_RTOL; or lo = hi when total(hi) >= budget (1 - SOLVE_RTOL).
+
+    Requires total(nu_top) <= budget and total(ν) -> above budget as ν -> 0.
+    The bracket starts at ``guess`` (the previous solve's ν: the pages changed
+    little, so a few evaluations) widened by 1.1, 4.4, ... or at ``nu_top``
+    widened by 16, 64, ...; it is then closed by regula falsi with the Illinois
+    modification on x = log ν (superlinear on the smooth pieces of total), with
+    a bisection step whenever three updates shrank the bracket less than three
+    bisections would have.
     """
-    hi = nu_top
-    lo = nu_top
-    while total(lo) < budget:
-        hi = lo
-        lo = lo / 16.0
-        if lo < 1e-300:
-            raise ValueError(f"budget {budget!r} is too large for these pages")
-    for _ in range(200):
-        mid = math.sqrt(lo * hi)
-        if not lo < mid < hi:
-            mid = 0.5 * (lo + hi)
-            if not lo < mid < hi:
-                break
-        if total(mid) >= budget:
-            lo = mid
+    memo: dict[float, float] = {}
+
+    def excess(nu: float) -> float:
+        if nu not in memo:
+            memo[nu] = total(nu) - budget
+        return memo[nu]
+
+    near = guess is not None and 0.0 < guess < nu_top
+    start, factor = (guess, 1.1) if near else (nu_top, 16.0)
+    lo = hi = start
+    if excess(start) >= 0.0:
+        while excess(hi) >= 0.0:  # excess(nu_top) <= 0 ends this
+            lo, hi = hi, min(nu_top, hi * factor)
+            factor *= 4.0
+    else:
+        while excess(lo) < 0.0:
+            hi, lo = lo, lo / factor
+            factor *= 4.0
+            if lo < 1e-300:
+                raise ValueError(f"budget {budget!r} is too large for these pages")
+    xl, xh = math.log(lo), math.log(hi)
+    gl, gh = excess(lo), excess(hi)  # true values: the stopping test
+    fl, fh = gl, gh  # Illinois-scaled values: the interpolation
+    side = 0
+
+    def step(x: float) -> None:
+        nonlocal lo, hi, xl, xh, gl, gh, fl, fh
+        nu = math.exp(x)
+        g = excess(nu)
+        if g >= 0.0:
+            lo, xl, gl, fl = nu, x, g, g
         else:
-            hi = mid
+            hi, xh, gh, fh = nu, x, g, g
+
+    width = xh - xl
+    for k in range(200):
+        if xh - xl <= SOLVE_RTOL or gh >= -SOLVE_RTOL * budget or gl == 0.0:
+            break
+        if k % 3 == 0:
+            width = xh - xl
+        x = (xl * fh - xh * fl) / (fh - fl)
+        if not xl < x < xh:
+            x = 0.5 * (xl + xh)
+        was_lo = xl
+        step(x)
+        moved = 1 if xl != was_lo else -1
+        if moved == side:  # the same end moved twice: halve the other end's value
+            if moved == 1:
+                fh *= 0.5
+            else:
+                fl *= 0.5
+        side = moved
+        if k % 3 == 2 and xh - xl > 0.125 * width and xh - xl > SOLVE_RTOL:
+            step(0.5 * (xl + xh))  # three steps shrank the bracket less than bisection would
+            side = 0
+    if gl == 0.0:
+        hi = lo
+    elif gh >= -SOLVE_RTOL * budget:  # hi meets the budget: both ends at hi
+        lo = hi
     return lo, hi
 
 
@@ -755,6 +807,8 @@ class ThresholdSolution:
     nu: float
     rate: float
     status: str
+    host_nu: np.ndarray = field(default_factory=lambda: np.zeros(0), compare=False, repr=False)
+    """max(ν, τ_h) per row of ``hosts`` (empty without hosts)."""
 
     @property
     def budget_met(self) -> bool:
@@ -822,34 +876,81 @@ def _cell_rates(nu: float, table: np.ndarray, min_interval: float, max_interval:
     return n * per_page
 
 
+def host_cap_thresholds(hosts, min_interval: float, max_interval: float,
+                        objective: str = "changes") -> np.ndarray:
+    """τ_h for each host row (pages n, Σλ, Σw, cap in fetches/s): the threshold below
+    which the host's pages, taken as one cell, would want more than its cap.
+
+    With the host as one cell (λ̄ = Σλ/n, w̄_eff as in ``cell_rates``) its rate at ν is
+    n·λ̄/y(ν/w̄_eff) = Σλ/y, which equals the cap at y* = Σλ/cap, so τ_h = w̄_eff·F(y*)
+    (F = ``index_curve``, the inverse of ``optimal_y``): the per-host multiplier
+    ν_h = max(ν, τ_h) of DESIGN §3 (Kolobov et al., SIGIR 2019) in closed form. A host
+    whose cap allows every page its min_interval gets τ = 0; one whose cap is below
+    its pages at max_interval gets τ = inf (its pages run at max_interval).
+    """
+    _check_objective(objective)
+    table = np.asarray(hosts, dtype=float).reshape(-1, 4)
+    lo_i, hi_i = _intervals(min_interval, max_interval)
+    n, lam_sum, cap = table[:, 0], table[:, 1], table[:, 3]
+    _, w_eff = _cell_weights(np.maximum(table[:, :3], [1e-300, 0.0, 0.0]), objective)
+    tau = np.zeros(len(table))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        y = np.where(cap > 0, lam_sum / cap, np.inf)
+        between = (n > 0) & (cap < n / lo_i) & (cap > n / hi_i) & (lam_sum > 0)
+        tau[between] = w_eff[between] * _index_curve(y[between])
+    tau[(n > 0) & (cap <= n / hi_i)] = np.inf
+    return tau
+
+
 def solve_threshold(cells, budget: float, min_interval: float, max_interval: float,
-                    objective: str = "changes") -> ThresholdSolution:
+                    objective: str = "changes", guess: float | None = None,
+                    hosts=None) -> ThresholdSolution:
     """The threshold ν at which the cells' total fetch rate equals ``budget`` (fetches/s).
 
     ``cells``: rows of (count n, Σλ, Σw) -- e.g. ``cells_from_pages`` or a
     mapping cell id -> (n, Σλ, Σw) as the engine keeps them; see
-    ``cell_rates`` for the rate model. The total is non-increasing in ν, so ν
-    is bisected on log ν to adjacent floats and the upper end is returned (its
-    rate is <= budget). Cost O(cells) per step, about 60-70 steps.
+    ``cell_rates`` for the rate model. ``hosts``: optional rows of (n, Σλ, Σw,
+    cap) per host: a host whose threshold τ_h (``host_cap_thresholds``) is
+    above ν runs at its cap instead of its pages' rate at ν, so the budget it
+    cannot serve goes to the other hosts; ``host_nu`` holds max(ν, τ_h). The
+    total is non-increasing in ν, so ν is bracketed and closed on log ν
+    (``_bracket``) and the upper end is returned (its rate is <= budget,
+    within SOLVE_RTOL of it). ``guess``: the previous ν, from which a re-solve
+    takes a few evaluations of O(cells + capped hosts) each.
     """
     _check_objective(objective)
     table = _cell_table(cells)
     b = _scalar("budget", budget, positive=True)
     lo_i, hi_i = _intervals(min_interval, max_interval)
+    host_table = np.zeros((0, 4)) if hosts is None else np.asarray(hosts, dtype=float).reshape(-1, 4)
+    tau = host_cap_thresholds(host_table, lo_i, hi_i, objective)
+    capped = tau > 0
+    host_table, tau_c = host_table[capped], tau[capped]
+    order = np.argsort(-tau_c)
+    host_table, tau_c = host_table[order], tau_c[order]
 
     def total(nu: float) -> float:
-        return float(_cell_rates(nu, table, lo_i, hi_i, objective).sum())
+        rate = float(_cell_rates(nu, table, lo_i, hi_i, objective).sum())
+        k = int(np.searchsorted(-tau_c, -nu, side="left"))  # hosts with τ_h > ν
+        if k:
+            rows = host_table[:k]
+            rate -= float((_cell_rates(nu, rows[:, :3], lo_i, hi_i, objective)
+                           - rows[:, 3]).clip(min=0.0).sum())
+        return rate
+
+    def solution(nu: float, rate: float, status: str) -> ThresholdSolution:
+        return ThresholdSolution(nu, rate, status, np.maximum(tau, nu))
 
     at_zero = total(0.0)
     if at_zero <= b:
-        return ThresholdSolution(0.0, at_zero, "ok" if at_zero == b else "under_budget")
+        return solution(0.0, at_zero, "ok" if at_zero == b else "under_budget")
     _, w_eff = _cell_weights(table, objective)
     nu_top = float(w_eff[np.isfinite(w_eff)].max()) if np.isfinite(w_eff).any() else 0.0
     at_top = total(nu_top)
     if at_top >= b:
-        return ThresholdSolution(nu_top, at_top, "ok" if at_top == b else "over_budget")
-    _, hi = _bracket(total, b, nu_top)
-    return ThresholdSolution(hi, total(hi), "ok")
+        return solution(nu_top, at_top, "ok" if at_top == b else "over_budget")
+    _, hi = _bracket(total, b, nu_top, guess)
+    return solution(hi, total(hi), "ok")
 
 
 # --------------------------------------------------------------------------- Azar et al.

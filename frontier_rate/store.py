@@ -16,6 +16,12 @@ key                                   type   content
 ``fr:{ns:s}:agg``                     hash   per policy cell c: n:c, l:c (Σλ), w:c (Σw)
 ``fr:{ns:s}:cnt``                     hash   pages, gone, fetches, changes, quarantined
 ``fr:{ns:s}:cursor``                  str    background refresh cursor (bucket number)
+``fr:{ns:s}:hr``                      hash   host -> packed (pages, Σ log rate): the host's
+                                             pooled prior (pages with an observed interval)
+``fr:{ns:s}:ha``                      hash   host -> packed (pages, Σλ, Σw): what the solve
+                                             needs to see which hosts their delay caps
+``fr:{ns:s}:hnu``                     hash   host -> τ_h, for hosts whose cap binds: their
+                                             pages plan with max(ν, τ_h)
 ``fr:{ns:s}:q:<host>``                zset   page id -> due time (µs)
 ``fr:{ns:s}:s:<b>``                   hash   page id -> packed state (48/64 bytes, ``STATE``)
 ``fr:{ns:s}:u:<b>``                   hash   page id -> URL
@@ -128,6 +134,12 @@ class Keys:
         """KEYS of every shard script (order fixed by lua/lib.lua)."""
         p = self.prefix(shard)
         return [p + "ready", p + "hosts", p + "leases", p + "agg", p + "cnt"]
+
+    def host_agg(self, shard: int) -> str:
+        return f"{self.prefix(shard)}ha"
+
+    def host_nu(self, shard: int) -> str:
+        return f"{self.prefix(shard)}hnu"
 
     def state(self, shard: int, bucket: int) -> str:
         return f"{self.prefix(shard)}s:{bucket}"

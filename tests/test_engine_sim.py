@@ -91,7 +91,7 @@ def test_estimates_converge_to_true_rates(redis_url, namespace, estimator):
     rates = make_rates(20, seed=7, lo=2.0, hi=10.0)
     f = Frontier(redis_url, namespace=namespace, estimator=estimator, objective="changes",
                  budget=100.0, min_host_delay=0.0, min_interval=0.15, max_interval=0.25,
-                 lease_timeout=1e6, seed=11, prior_rate=1.0)
+                 lease_timeout=1e6, seed=11, prior_rate=1.0, fill_budget=False)
     f.add_many(list(rates), now=0.0)
     simulate(f, rates, 1000, seed=3)
     ratios = [f.page(url)["estimate"] / lam for url, lam in rates.items()]
@@ -104,7 +104,7 @@ def test_lua_estimators_equal_python(redis_url, namespace, estimator):
     rates = make_rates(4, seed=5)
     f = Frontier(redis_url, namespace=namespace, estimator=estimator, objective="changes",
                  budget=20.0, min_host_delay=0.0, min_interval=0.1, max_interval=0.5,
-                 lease_timeout=1e6, seed=2, prior_rate=1.0)
+                 lease_timeout=1e6, seed=2, prior_rate=1.0, fill_budget=False)
     f.add_many(list(rates), now=0.0)
     history = simulate(f, rates, 150, seed=4, trace=True)
     for url, steps in history.items():

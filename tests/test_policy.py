@@ -621,3 +621,41 @@ def test_host_threshold_meets_the_cap():
 def test_bad_input_names_the_field(call, field):
     with pytest.raises(ValueError, match=field):
         call()
+
+
+def test_host_cap_thresholds_put_each_capped_host_at_its_cap():
+    """τ_h from the closed form: the host's pages at threshold τ_h sum to the cap
+    (checked with frequency_for_threshold page by page)."""
+    n = np.array([5, 40, 12])
+    lam = np.array([1e-4, 3e-5, 2e-3])
+    w = np.array([1.0, 2.0, 0.5])
+    caps = np.array([1e-3, 5e-4, 1e-2])
+    rows = np.column_stack([n, n * lam, n * w, caps])
+    for objective in ("changes", "freshness"):
+        tau = P.host_cap_thresholds(rows, 1e-3, 1e9, objective)
+        for h in range(3):
+            f = P.frequency_for_threshold(tau[h], np.full(n[h], lam[h]), np.full(n[h], w[h]),
+                                          objective)
+            assert float(np.sum(f)) == pytest.approx(caps[h], rel=1e-9)
+
+
+def test_solve_threshold_with_hosts_matches_the_exact_host_cap_solve():
+    """With one rate and weight per host (each host is exactly one cell), the cell solve
+    with host rows gives the same ν and host thresholds as solve_with_host_caps page by page."""
+    rng = np.random.default_rng(11)
+    hosts, per_host = 30, 20
+    lam_h = np.exp(rng.uniform(np.log(1e-6), np.log(1e-3), hosts))
+    w_h = np.exp(rng.uniform(0.0, 2.0, hosts))
+    lam, w = np.repeat(lam_h, per_host), np.repeat(w_h, per_host)
+    host_of = np.repeat(np.arange(hosts), per_host)
+    budget = float(lam.sum()) * 0.8
+    caps = {h: budget / hosts * 1.5 for h in range(hosts)}
+    exact = P.solve_with_host_caps(w, lam, host_of.tolist(), caps, budget, objective="freshness")
+    cells = np.column_stack([np.full(hosts, per_host), per_host * lam_h, per_host * w_h])
+    rows = np.column_stack([cells, [caps[h] for h in range(hosts)]])
+    sol = P.solve_threshold(cells, budget, 1e-9, 1e12, "freshness", hosts=rows)
+    assert sol.status == "ok" and sol.rate == pytest.approx(budget, rel=1e-9)
+    assert sol.nu == pytest.approx(exact.nu, rel=1e-6)
+    for h in range(hosts):
+        assert sol.host_nu[h] == pytest.approx(exact.host_nu[h], rel=1e-6)
+    assert (sol.host_nu > sol.nu).sum() >= 3, "the case must cap some hosts"

@@ -850,7 +850,8 @@ def test_no_pickle_marshal_shelve_eval_exec_or_yaml_load_in_the_package():
     assert found == []
 
 
-LUA_KEY_ARGS = {"READY", "HOSTS", "LEASES", "AGG", "CNT", "BAD", "cursor_key", "KEYS[1]"}
+LUA_KEY_ARGS = {"READY", "HOSTS", "LEASES", "AGG", "CNT", "BAD", "HOST_PRIOR", "HOST_AGG", "HOST_NU",
+                "cursor_key", "KEYS[1]"}
 LUA_KEY_FUNCS = {"skey", "ukey", "xkey", "qkey"}
 LUA_FORBIDDEN = re.compile(r"\b(loadstring|load|dofile|loadfile|require|setfenv|getfenv|rawset|"
                            r"_G|cmsgpack|cjson|math\.random)\b")
@@ -862,6 +863,9 @@ LUA_DEFINITIONS = [  # every key name derives from KEYS[1]: these lines must sta
     'local function ukey(id) return PREFIX .. "u:" .. bucket_of(id) end',
     'local function xkey(id) return PREFIX .. "x:" .. bucket_of(id) end',
     'local function qkey(host) return PREFIX .. "q:" .. host end',
+    'local HOST_PRIOR = PREFIX .. "hr"',
+    'local HOST_AGG = PREFIX .. "ha"',
+    'local HOST_NU = PREFIX .. "hnu"',
 ]
 
 

@@ -40,7 +40,8 @@ def test_every_key_carries_the_namespace_and_each_shard_is_one_slot(redis_url, n
 
 def test_pages_stay_in_compact_encodings(redis_url, namespace, redis_client):
     """Bucketed hashes and small host queues keep the listpack/ziplist encoding."""
-    f = Frontier(redis_url, namespace=namespace, budget=1e6, min_host_delay=0.0, seed=1)
+    f = Frontier(redis_url, namespace=namespace, estimator="sam", budget=1e6, min_host_delay=0.0,
+                 seed=1)
     urls = [f"https://www.host{i // 40:04d}.example.org/articles/{i:010d}" for i in range(4000)]
     assert all(len(u) <= 60 for u in urls)
     f.add_many(urls, now=0.0)

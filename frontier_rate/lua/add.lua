@@ -14,18 +14,30 @@ for i = H + 3, #ARGV, 5 do
   if problem then quarantine(id, host, problem, raw, false) end
   if s then
     if s.weight ~= weight and not has(s.flags, F_GONE) then
-      agg_move(s.weight, plan_rate(s), weight, plan_rate(s))
+      agg_move(s.weight, plan_rate(s), weight, plan_rate(s), host)
       s.weight = weight
       save(id, s)
     end
   else
     if redis.call("HDEL", BAD, id) == 1 then redis.call("HINCRBY", CNT, "quarantined", -1) end
-    s = {weight = weight, est = est0, aux = aux0, p = 0, last_fetch = 0, fetches = 0,
+    -- a new page starts from its host's pooled prior (est0 / aux0: the namespace prior)
+    local e0, a0 = est0, aux0
+    local log_prior = host_log_prior(host, nil)
+    if log_prior ~= C.log_prior then
+      if C.estimator == "interval" then
+        e0 = log_prior
+      elseif C.estimator == "sam" then
+        e0, a0 = math.exp(log_prior), math.exp(log_prior)
+      else
+        e0 = math.exp(log_prior)
+      end
+    end
+    s = {weight = weight, est = e0, aux = a0, p = 0, last_fetch = 0, fetches = 0,
          changes = 0, leases = 0, fp = string.rep("\0", 4), flags = 0, fails = 0, notfound = 0,
          x1 = 0, x2 = 0}
     save(id, s)
     redis.call("HSET", ukey(id), id, url)
-    agg_add(weight, plan_rate(s), 1)
+    agg_add(weight, plan_rate(s), 1, host)
     redis.call("HINCRBY", CNT, "pages", 1)
     enqueue(host, id, C.now)
     added = added + 1

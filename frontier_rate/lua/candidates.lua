@@ -1,20 +1,36 @@
 -- candidates.lua: give expired leases back, then list dispatch candidates.
--- ARGV after the header: window (ready hosts to look at), look (due pages per host).
--- For each host that may dispatch now and has a due page, returns the due page
--- with the highest index among its `look` earliest-due ones: host, id, index.
+-- ARGV after the header: window (hosts to look at), look (pages per host),
+-- early ("0": hosts whose head page is due; "1": hosts that may dispatch now
+-- but whose pages are not due yet, for tokens no due page can use).
+-- For each such host, returns the page with the highest index among its
+-- `look` earliest-due ones: host, id, index.
 -- Read-only apart from the lease reclaim and quarantining corrupt pages;
 -- lease.lua re-checks everything.
 -- Returns {flat host, id, index triples, QUARANTINED (url, reason pairs)}.
 local window, look = tonumber(ARGV[H + 1]), tonumber(ARGV[H + 2])
+local early = ARGV[H + 3] == "1"
 local now = C.now
 reclaim(now, 1000)
 finish(nil)  -- re-score the hosts of reclaimed pages before looking at them
 local out = {}
-local hosts = redis.call("ZRANGEBYSCORE", READY, "-inf", us(now), "LIMIT", 0, window)
+local hosts
+if early then
+  -- a host's ready score is max(head due, next allowed): past now, either may be the reason
+  hosts = redis.call("ZRANGEBYSCORE", READY, "(" .. us(now), "+inf", "LIMIT", 0, window)
+else
+  hosts = redis.call("ZRANGEBYSCORE", READY, "-inf", us(now), "LIMIT", 0, window)
+end
 for _, host in ipairs(hosts) do
-  local due = redis.call("ZRANGEBYSCORE", qkey(host), "-inf", us(now), "LIMIT", 0, look)
+  local pages
+  if not early then
+    pages = redis.call("ZRANGEBYSCORE", qkey(host), "-inf", us(now), "LIMIT", 0, look)
+  elseif host_get(host) <= now then
+    pages = redis.call("ZRANGE", qkey(host), 0, look - 1)
+  else
+    pages = {}
+  end
   local best, best_index = nil, -1
-  for _, id in ipairs(due) do
+  for _, id in ipairs(pages) do
     local s = load_queued(id, host)
     if s then
       local g = index(s, now)

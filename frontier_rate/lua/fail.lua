@@ -30,7 +30,7 @@ redis.call("ZREM", LEASES, id .. host)
 if not_found and s.notfound >= gone_after then
   s.flags = set(s.flags, F_GONE, true)
   save(id, s)
-  agg_add(s.weight, plan_rate(s), -1)
+  agg_add(s.weight, plan_rate(s), -1, host)
   redis.call("HINCRBY", CNT, "gone", 1)
   return finish({"gone", "0"})
 end

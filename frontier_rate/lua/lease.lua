@@ -1,6 +1,7 @@
--- lease.lua: lease chosen candidates (pairs host, id after the header).
--- A candidate is leased only if it is still queued and due, its host may
--- dispatch now, and it is not leased: then it leaves its host queue for the
+-- lease.lua: lease chosen candidates. ARGV after the header: early ("1": pages
+-- not due yet may be leased, to use budget no due page can), then pairs host, id.
+-- A candidate is leased only if it is still queued and due (or early), its
+-- host may dispatch now, and it is not leased: then it leaves its host queue for the
 -- lease zset (deadline now + lease_timeout), its lease counter (the token)
 -- goes up, and the host's next dispatch moves to now + host delay.
 -- A queued candidate with a corrupt state (or one marked leased or gone), no
@@ -8,8 +9,9 @@
 -- Returns {flat groups per lease: id, host, url, token, etag, last_modified, meta, due;
 -- QUARANTINED (url, reason pairs)}.
 local now = C.now
+local early = ARGV[H + 1] == "1"
 local out = {}
-for i = H + 1, #ARGV, 2 do
+for i = H + 2, #ARGV, 2 do
   local host, id = ARGV[i], ARGV[i + 1]
   local next_allowed, stored_delay = host_get(host)
   local due = redis.call("ZSCORE", qkey(host), id)
@@ -25,7 +27,7 @@ for i = H + 1, #ARGV, 2 do
     quarantine(id, host, "URL missing", redis.call("HGET", skey(id), id), false)
   elseif s and etag == nil then
     quarantine(id, host, "extras are malformed", redis.call("HGET", xkey(id), id), true)
-  elseif next_allowed <= now and due and due <= now and s then
+  elseif next_allowed <= now and due and (due <= now or early) and s then
     redis.call("ZREM", qkey(host), id)
     redis.call("ZADD", LEASES, us(now + C.lease_timeout), id .. host)
     s.leases = (s.leases + 1) % 65536

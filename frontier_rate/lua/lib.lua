@@ -180,14 +180,14 @@ local function optimal_y(c)
   return y
 end
 
--- Planned (mean) interval at threshold nu: t = y(nu / w_eff) / lambda
+-- Planned (mean) interval at threshold nu (the page's host_nu): t = y(nu / w_eff) / lambda
 -- (policy.interval_for_threshold), bounded by [min_interval, max_interval].
-local function planned_interval(weight, lam)
+local function planned_interval(weight, lam, nu)
   local w_eff = eff_weight(weight, lam)
   local t = math.huge
-  if lam > 0 and w_eff > C.nu then
+  if lam > 0 and w_eff > nu then
     local c = 0
-    if w_eff < math.huge then c = C.nu / w_eff end
+    if w_eff < math.huge then c = nu / w_eff end
     t = optimal_y(c) / lam
   end
   return math.min(math.max(t, C.min_interval), C.max_interval)
@@ -226,23 +226,38 @@ local function cell_of(weight, lam)
     + bin(lam, CELLS[4], CELLS[5], CELLS[6])
 end
 
--- Cell aggregate changes are summed in Lua and written once per cell by finish().
-local AGG_DELTA = {}
-local function agg_add(weight, lam, sign)
-  local c = cell_of(weight, lam)
-  local d = AGG_DELTA[c]
+-- Aggregate changes are summed in Lua and written once per cell (AGG) and once
+-- per host (HOST_AGG: host -> "<ddd" pages, Σλ, Σw, what the threshold solve
+-- needs to know which hosts their politeness caps) by finish().
+local HOST_AGG = PREFIX .. "ha"
+local AGG_DELTA, HOST_DELTA = {}, {}
+local function add_to(t, key, sign, lam, weight)
+  local d = t[key]
   if not d then
     d = {0, 0, 0}
-    AGG_DELTA[c] = d
+    t[key] = d
   end
   d[1], d[2], d[3] = d[1] + sign, d[2] + sign * lam, d[3] + sign * weight
 end
+local function agg_add(weight, lam, sign, host)
+  add_to(AGG_DELTA, cell_of(weight, lam), sign, lam, weight)
+  add_to(HOST_DELTA, host, sign, lam, weight)
+end
 
--- Move a page's contribution to the cell aggregates from (w0, l0) to (w1, l1).
-local function agg_move(w0, l0, w1, l1)
+-- Move a page's contribution to the aggregates from (w0, l0) to (w1, l1).
+local function agg_move(w0, l0, w1, l1, host)
   if w0 == w1 and l0 == l1 then return end
-  agg_add(w0, l0, -1)
-  agg_add(w1, l1, 1)
+  agg_add(w0, l0, -1, host)
+  agg_add(w1, l1, 1, host)
+end
+
+-- Host h's own threshold nu_h = max(nu, tau_h) (DESIGN §3: a multiplier per host):
+-- the engine publishes tau_h in HOST_NU for the hosts whose politeness cap binds.
+local HOST_NU = PREFIX .. "hnu"
+local function host_nu(host)
+  local tau = tonumber(redis.call("HGET", HOST_NU, host) or "")
+  if tau and tau == tau and tau > C.nu then return tau end
+  return C.nu
 end
 
 -- Estimators (seed 004): mirror frontier_rate.estimators exactly -----------
@@ -260,8 +275,9 @@ end
 local function clip(x, lo, hi) return math.min(math.max(x, lo), hi) end
 
 -- One update with change indicator I (0/1), the crawl rate p of this
--- observation, its realised interval tau; k = number of earlier updates.
-local function update_estimate(s, I, p, tau, k)
+-- observation, its realised interval tau; k = number of earlier updates;
+-- log_prior: the page's prior log-rate (`interval` only; host_log_prior).
+local function update_estimate(s, I, p, tau, k, log_prior)
   local e = C.estimator
   if e == "lln" then
     -- eq. 1 in ratio form: x_k = I_hat_k / (S_k + alpha_k / p_k), S_k = sum (1 - I_j)/p_j,
@@ -294,7 +310,7 @@ local function update_estimate(s, I, p, tau, k)
     local h = s.x2 + I * (r * rho)
     s.aux = s.aux + (1 - I) * tau
     local exposure = math.min(math.exp(phi) * s.aux, 1e300)
-    local score = b - exposure + C.prior_info * (C.log_prior - phi)
+    local score = b - exposure + C.prior_info * (log_prior - phi)
     local curvature = C.prior_info + exposure + h
     local new = clip(phi + clip(score / curvature, -C.max_step, C.max_step), -690, 690)
     local step = new - phi
@@ -304,6 +320,49 @@ local function update_estimate(s, I, p, tau, k)
       factor = scaled / b
     end
     s.est, s.x1, s.x2 = new, b * factor, h * factor
+  end
+end
+
+-- Pooled prior per host (empirical Bayes) ------------------------------------
+-- <prefix>hr hash: host -> "<dd" count, sum of log planned rates of the host's
+-- pages with at least one observed interval (fetches >= 2). A page's prior
+-- log-rate is the mean over the *other* such pages of its host, shrunk towards
+-- the namespace prior by PRIOR_PAGES pseudo-pages: pages of a host tend to
+-- change alike, so a page fetched only a few times learns from its siblings.
+local HOST_PRIOR = PREFIX .. "hr"
+local PRIOR_PAGES = 2
+
+local function host_rates(host)
+  local raw = redis.call("HGET", HOST_PRIOR, host)
+  if not raw or #raw ~= 16 then return 0, 0 end
+  local n, sum = struct.unpack("<dd", raw)
+  if n ~= n or sum ~= sum or n < 0 or sum == math.huge or sum == -math.huge then return 0, 0 end
+  return n, sum
+end
+
+-- The page's contribution to its host's pool (nil: none yet).
+local function pooled_log_rate(s)
+  if s.fetches < 2 then return nil end
+  return math.log(plan_rate(s))
+end
+
+-- Prior log-rate of a page of `host` whose own contribution is `own` (or nil).
+local function host_log_prior(host, own)
+  local n, sum = host_rates(host)
+  if own then n, sum = n - 1, sum - own end
+  if n < 0.5 then return C.log_prior end
+  return (sum + PRIOR_PAGES * C.log_prior) / (n + PRIOR_PAGES)
+end
+
+local function host_pool_move(host, old, new)
+  if old == new then return end
+  local n, sum = host_rates(host)
+  if old then n, sum = n - 1, sum - old end
+  if new then n, sum = n + 1, sum + new end
+  if n < 0.5 then
+    redis.call("HDEL", HOST_PRIOR, host)
+  else
+    redis.call("HSET", HOST_PRIOR, host, struct.pack("<dd", n, sum))
   end
 end
 
@@ -362,6 +421,18 @@ local function finish(result)
     if d[3] ~= 0 then redis.call("HINCRBYFLOAT", AGG, "w:" .. id, fmt(d[3])) end
   end
   AGG_DELTA = {}
+  for host, d in pairs(HOST_DELTA) do
+    local raw = redis.call("HGET", HOST_AGG, host)
+    local n, l, w = 0, 0, 0
+    if raw and #raw == 24 then n, l, w = struct.unpack("<ddd", raw) end
+    n, l, w = n + d[1], math.max(l + d[2], 0), math.max(w + d[3], 0)
+    if n < 0.5 then
+      redis.call("HDEL", HOST_AGG, host)
+    else
+      redis.call("HSET", HOST_AGG, host, struct.pack("<ddd", n, l, w))
+    end
+  end
+  HOST_DELTA = {}
   for host in pairs(DIRTY_HOSTS) do host_refresh(host) end
   DIRTY_HOSTS = {}
   return result

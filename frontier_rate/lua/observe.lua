@@ -42,19 +42,21 @@ local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_
   if fp ~= "" then s.fp = fp end
 
   local old_rate = plan_rate(s)
+  local old_pooled = pooled_log_rate(s)
   if s.fetches > 0 then
-    update_estimate(s, I, s.p, now - s.last_fetch, s.fetches - 1)
+    update_estimate(s, I, s.p, now - s.last_fetch, s.fetches - 1, host_log_prior(host, old_pooled))
   end
   s.fetches = s.fetches + 1
   s.changes = s.changes + I
   s.last_fetch = now
   s.fails, s.notfound = 0, 0
   local new_rate = plan_rate(s)
-  agg_move(s.weight, old_rate, s.weight, new_rate)
+  agg_move(s.weight, old_rate, s.weight, new_rate, host)
+  host_pool_move(host, old_pooled, pooled_log_rate(s))
 
   -- next due: exponential with the planned mean for lln/sa/sam (their Poisson
   -- assumption, docs/ARCHITECTURE.md), the planned interval itself for `interval`
-  local mean = planned_interval(s.weight, new_rate)
+  local mean = planned_interval(s.weight, new_rate, host_nu(host))
   local interval = mean
   if C.estimator ~= "interval" then interval = -math.log(u) * mean end
   s.p = 1 / mean

@@ -19,11 +19,12 @@ local seen, moved, wrapped = 0, 0, 0
 
 local function replan(h, from, count)
   local queued = redis.call("ZRANGE", qkey(h), from, from + count - 1, "WITHSCORES")
+  local nu_h = host_nu(h)
   for j = 1, #queued, 2 do
     local id, due = queued[j], seconds(queued[j + 1])
     local s = load_queued(id, h)
     if s and s.fetches > 0 and s.fails == 0 and s.p > 0 then
-      local mean = planned_interval(s.weight, plan_rate(s))
+      local mean = planned_interval(s.weight, plan_rate(s), nu_h)
       if math.abs(mean * s.p - 1) > 1e-6 then
         local e = (due - s.last_fetch) * s.p
         if C.estimator == "interval" then e = 1 end

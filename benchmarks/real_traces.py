@@ -1,0 +1,331 @@
+"""Revisit policies on real change histories at equal budget and politeness.
+
+    python benchmarks/real_traces.py             # every budget, every estimator x policy; writes docs/
+    python benchmarks/real_traces.py --quick     # 40 pages, one budget, the default engine; prints only
+
+The pages are real: ``benchmarks/data/real_traces.json.gz`` holds change
+histories cut from public git repositories (``benchmarks/make_real_traces.py``
+regenerates it; a file is a page, the first-parent commit times that touched it
+are its changes, a repository is a host). Each repository's most recent
+``WINDOW_DAYS`` of history is replayed; freshness (weight 1 per page) is scored
+exactly over the last ``WINDOW_DAYS - WARMUP_DAYS`` days. The global budget is
+B fetches per page per day; every host may take at most 3x its average share
+of the budget (one fetch per ``host_delay`` seconds), as in
+``benchmarks/policy.py``.
+
+Compared at each budget, all dispatched by the same rules (token bucket of R
+fetches/s, one fetch per host per host_delay):
+
+- ``uniform``: every page at the same interval, scaled to the budget with the
+  host caps (water-filling);
+- ``nutch`` / ``stormcrawler``: their adaptive schedules with shipped defaults
+  (``policy.adaptive_next``);
+- ``oracle``: the hindsight-Poisson oracle (each page's empirical rate over
+  the replayed window, exact solve with host caps, periodic fetching);
+- ``clairvoyant``: an upper bound that knows every change: the budget (and
+  each host's cap) spent on fetches right after the changes followed by the
+  longest fresh stretches, the copy counted fresh at the window's start;
+- ``ours:<estimator>+<policy>``: the real ``frontier_rate.Frontier`` in Redis
+  on a virtual clock in seconds (no tick: the driver jumps to the next due page
+  or the next budget token).
+
+"Spent" is fetches in the scored window over the budget R·T; "allowed" is the
+most the budget and the host delays let through, min(R, Σ_h 1/host_delay)·T
+(every page here is worth fetching: weight 1 and a positive change rate).
+
+Writes docs/benchmarks/real_traces.json and the real-traces section of
+docs/BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from policy import delete_namespace, freshness_and_catch, run_baseline, violations  # noqa: E402
+from traces import Trace, load_traces  # noqa: E402
+
+from frontier_rate import Frontier, connection  # noqa: E402
+
+DAY = 86400.0
+WINDOW_DAYS = 60.0
+WARMUP_DAYS = 20.0
+BUDGETS = (0.05, 0.2, 0.5, 2.0)
+"""Fetches per page per day."""
+HOST_SHARE = 3.0
+"""Each host may take this many times its average share of the budget."""
+MIN_INTERVAL = 60.0
+MAX_INTERVAL = 30 * DAY
+BASELINES = ("uniform", "nutch", "stormcrawler", "oracle")
+ESTIMATORS = ("interval", "lln", "sa", "sam")
+POLICIES = ("whittle", "lagrangian")
+QUICK_PAGES = 40
+
+
+@dataclass
+class World:
+    """Real pages replayed on a clock that starts at 0, with a budget and host caps.
+
+    Has the attributes ``benchmarks/policy.py``'s dispatcher and scoring read
+    (n, hosts, host, weights, rates, budget, host_delay, t_start, t_end, burst,
+    changes, seed).
+    """
+
+    traces: list[Trace]
+    per_page_day: float
+    seed: int = 0
+    names: list[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        span = WINDOW_DAYS * DAY
+        host_names = sorted({t.host for t in self.traces})
+        ends = {h: max(float(t.changes[-1]) for t in self.traces if t.host == h and len(t.changes))
+                for h in host_names}
+        self.names = [t.page for t in self.traces]
+        self.kinds = [t.kind for t in self.traces]
+        self.n = len(self.traces)
+        self.hosts = len(host_names)
+        self.host_names = host_names
+        self.host = np.array([host_names.index(t.host) for t in self.traces], dtype=np.int64)
+        self.weights = np.ones(self.n)
+        # each repository's last WINDOW_DAYS, shifted to start at 0 (a change at the very end
+        # belongs to the window: the end is one second after the repository's last change)
+        self.changes = []
+        for t in self.traces:
+            start = ends[t.host] + 1.0 - span
+            c = np.asarray(t.changes, dtype=float) - start
+            self.changes.append(np.unique(c[(c >= 0.0) & (c < span)]))
+        self.rates = np.array([len(c) / span for c in self.changes])
+        self.budget = self.per_page_day * self.n / DAY
+        self.host_delay = self.hosts / (HOST_SHARE * self.budget)
+        self.t_start, self.t_end = WARMUP_DAYS * DAY, span
+        self.burst = max(1.0, self.budget)  # the engine's bucket: one second of budget
+
+    @property
+    def allowed(self) -> float:
+        """Fetches the budget and the host delays allow over the scored window."""
+        return min(self.budget, self.hosts / self.host_delay) * (self.t_end - self.t_start)
+
+
+def clairvoyant(world: World) -> float:
+    """Upper bound on freshness for a crawler that knows every change time.
+
+    The copy is fresh at the window's start; every fetch is placed right after
+    a change, and the fetches (at most R·T, and T/host_delay per host) go to the
+    changes followed by the longest fresh stretches (greedy is exact for this
+    bound: a partition constraint under a total count).
+    """
+    a, b = world.t_start, world.t_end
+    free = 0.0
+    gaps, hosts = [], []
+    for i, c in enumerate(world.changes):
+        inside = c[(c >= a) & (c < b)]
+        free += (inside[0] if inside.size else b) - a
+        if inside.size:
+            g = np.diff(np.append(inside, b))
+            gaps.append(g)
+            hosts.append(np.full(g.size, world.host[i]))
+    if not gaps:
+        return 1.0
+    g, h = np.concatenate(gaps), np.concatenate(hosts)
+    order = np.argsort(-g, kind="stable")
+    left = int(world.budget * (b - a))
+    host_left = np.full(world.hosts, int((b - a) / world.host_delay))
+    gained = 0.0
+    for j in order:
+        if left <= 0:
+            break
+        if host_left[h[j]] > 0:
+            host_left[h[j]] -= 1
+            left -= 1
+            gained += g[j]
+    return (free + gained) / (world.n * (b - a))
+
+
+def run_frontier(world: World, url: str | None, estimator: str, pol: str) -> tuple[list[np.ndarray], dict]:
+    """Fetch times per page when the real engine decides, on a virtual clock in seconds.
+
+    After a batch the clock moves one second; when nothing was leased it jumps
+    to ``next_call``.
+    """
+    namespace = f"traces-{estimator}-{pol}-{world.per_page_day:g}-{os.getpid()}-{time.monotonic_ns() % 10**9}"
+    f = Frontier(url, namespace=namespace, estimator=estimator, policy=pol, objective="freshness",
+                 budget=world.budget, min_host_delay=world.host_delay, min_interval=MIN_INTERVAL,
+                 max_interval=MAX_INTERVAL, lease_timeout=1e12, seed=world.seed)
+    urls = [f"https://h{world.host[i]}.example/p/{i}" for i in range(world.n)]
+    index = {u: i for i, u in enumerate(urls)}
+    f.add_many([(u, 1.0, None) for u in urls], now=0.0)
+    out: list[list[float]] = [[] for _ in range(world.n)]
+    t, calls = 0.0, 0
+    wall = time.perf_counter()
+    while t < world.t_end:
+        got = f.next_requests(64, now=t)
+        calls += 1
+        if got:
+            batch = []
+            for d in got:
+                i = index[d.url]
+                out[i].append(t)
+                version = int(np.searchsorted(world.changes[i], t, side="right"))
+                batch.append((d, {"fingerprint": str(version), "fetched_at": t}))
+            f.observe_many(batch)
+            t += 1.0
+            continue
+        t = max(t + 1.0, next_call(f, world, t))
+    stats = f.stats(now=t)
+    info = {"wall_s": time.perf_counter() - wall, "next_requests_calls": calls, "nu": stats["nu"]}
+    delete_namespace(f)
+    f.close()
+    return [np.array(x) for x in out], info
+
+
+def next_call(f: Frontier, world: World, t: float) -> float:
+    """When a crawler that got nothing at ``t`` would usefully ask again.
+
+    The bucket empty: when it holds a whole token again (the engine, with
+    ``fill_budget``, leases a page then if any host may be fetched). Tokens
+    left (every host with pages is waiting for its delay): the next due page
+    (host delay included, ``next_due_time``), or 60 s later if that is sooner.
+    """
+    tokens, ts = f.client.hmget(f.keys.tokens, "tokens", "ts")
+    tokens, ts = float(tokens or 0.0), float(ts or t)
+    due = f.next_due_time()
+    if tokens < 1.0:
+        token_at = ts + (1.0 - tokens) / world.budget
+        if f.fill_budget:
+            return token_at
+        return math.inf if due is None else max(token_at, due)
+    return math.inf if due is None else min(due, t + 60.0)
+
+
+def score(world: World, fetches: list[np.ndarray]) -> dict:
+    fresh, catch, count = freshness_and_catch(world, fetches)
+    return {"freshness": fresh, "caught_per_fetch": catch,
+            "budget_used": count / (world.budget * (world.t_end - world.t_start)),
+            "spent_of_allowed": count / world.allowed,
+            "violations": violations(world, fetches, world.burst)}
+
+
+def run_budget(traces: list[Trace], per_page_day: float, ours: list[tuple[str, str]],
+               url: str | None) -> dict:
+    """Every baseline, the bound and each (estimator, policy) of ``ours`` at one budget."""
+    world = World(traces, per_page_day)
+    results: dict[str, dict] = {}
+    for name in BASELINES:
+        results[name] = score(world, run_baseline(world, name))
+        print(f"  B={per_page_day:<5g} {name:26} F={results[name]['freshness']:.4f} "
+              f"spent {results[name]['spent_of_allowed']:.3f}", flush=True)
+    results["clairvoyant"] = {"freshness": clairvoyant(world)}
+    for est, pol in ours:
+        fetches, info = run_frontier(world, url, est, pol)
+        name = f"ours:{est}+{pol}"
+        results[name] = {**score(world, fetches), **info}
+        print(f"  B={per_page_day:<5g} {name:26} F={results[name]['freshness']:.4f} "
+              f"spent {results[name]['spent_of_allowed']:.3f} ({info['wall_s']:.0f} s)", flush=True)
+    oracle = results["oracle"]["freshness"]
+    for r in results.values():
+        r["ratio_to_oracle"] = r["freshness"] / oracle
+    return {"per_page_day": per_page_day, "pages": world.n, "hosts": world.hosts,
+            "budget_per_s": world.budget, "host_delay_s": world.host_delay, "results": results}
+
+
+def markdown(runs: list[dict], summary: dict) -> str:
+    from _report import machine
+
+    names = list(runs[0]["results"])
+    head = "| B (fetches/page/day) | " + " | ".join(names) + " |"
+    rows = [head, "|" + "---|" * (len(names) + 1)]
+    for run in runs:
+        cells = []
+        for k in names:
+            r = run["results"].get(k)
+            if r is None:
+                cells.append("")
+            elif "spent_of_allowed" in r:
+                cells.append(f"{r['ratio_to_oracle']:.3f} ({r['spent_of_allowed']:.2f})")
+            else:
+                cells.append(f"{r['ratio_to_oracle']:.3f}")
+        rows.append(f"| {run['per_page_day']:g} | " + " | ".join(cells) + " |")
+    viol = {k: sum(run["results"][k].get("violations", 0) for run in runs if k in run["results"])
+            for k in names}
+    return "\n".join([
+        "`python benchmarks/real_traces.py` -- real change histories "
+        f"({summary['pages']} pages, {summary['hosts']} repositories as hosts, "
+        f"{summary['changes']} change times in the data file; the last {WINDOW_DAYS:g} days of each "
+        f"repository replayed, freshness scored over the last {WINDOW_DAYS - WARMUP_DAYS:g}), "
+        f"each host capped at {HOST_SHARE:g}x its average share. Freshness as a ratio to the "
+        "hindsight-Poisson oracle, budget spent / allowed in brackets; `clairvoyant` is an "
+        "upper bound that knows every change.",
+        "",
+        *rows,
+        "",
+        "Politeness and budget violations over all budgets: "
+        + ", ".join(f"{k} {v}" for k, v in viol.items() if k != "clairvoyant") + ".",
+        "",
+        f"Machine: {machine()}.",
+    ])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true",
+                        help=f"{QUICK_PAGES} pages, budget 0.5, default engine; write nothing")
+    parser.add_argument("--write", action="store_true", help="write docs/ even with --quick")
+    parser.add_argument("--budgets", type=float, nargs="*", help="fetches per page per day")
+    parser.add_argument("--ours", nargs="*", help="estimator+policy pairs (default: all)")
+    parser.add_argument("--url", default=os.environ.get("FRONTIER_RATE_REDIS_URL"),
+                        help="Redis URL (default: $FRONTIER_RATE_REDIS_URL, else embedded)")
+    args = parser.parse_args(argv)
+    traces = load_traces()
+    if args.quick:  # every k-th page, so that each kind and most hosts stay in
+        traces = traces[::max(1, len(traces) // QUICK_PAGES)][:QUICK_PAGES]
+    keeper = None
+    if args.url is None:
+        os.environ["FRONTIER_RATE_DATA_DIR"] = tempfile.mkdtemp(prefix="frontier-rate-traces-")
+        keeper = connection.connect(None)
+    budgets = args.budgets or ((0.5,) if args.quick else BUDGETS)
+    if args.ours:
+        ours = [tuple(x.split("+")) for x in args.ours]
+    elif args.quick:
+        ours = [("interval", "whittle")]
+    else:
+        ours = [(e, p) for e in ESTIMATORS for p in POLICIES]
+    runs = [run_budget(traces, b, ours, args.url) for b in budgets]
+    if keeper is not None:
+        keeper.shutdown(nosave=True)
+    for run in runs:
+        for k, r in run["results"].items():
+            spent = f"  spent/allowed {r['spent_of_allowed']:.3f}" if "spent_of_allowed" in r else ""
+            print(f"B={run['per_page_day']:<5g} {k:26} ratio {r['ratio_to_oracle']:.3f}{spent}"
+                  f"  violations {r.get('violations', 0)}")
+    if args.quick and not args.write:
+        return 0
+    from _report import write_json, write_section
+    from traces import summary as trace_summary
+
+    summary = trace_summary(traces)
+    write_json("real_traces", {
+        "ratio_to_oracle": {f"{k}@{run['per_page_day']:g}": r["ratio_to_oracle"]
+                            for run in runs for k, r in run["results"].items()},
+        "spent_of_allowed": {f"{k}@{run['per_page_day']:g}": r["spent_of_allowed"]
+                             for run in runs for k, r in run["results"].items()
+                             if "spent_of_allowed" in r},
+        "runs": runs, "data": summary})
+    write_section("real_traces", markdown(runs, summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

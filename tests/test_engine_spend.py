@@ -1,0 +1,162 @@
+"""Spending the budget (``fill_budget``) and the pooled prior per host, on a real Redis.
+
+``fill_budget``: tokens that no due page can use go to the best pages that are
+not due yet, on hosts that may be fetched now; host delays still hold.
+Pooled prior: a page of a host starts from, and is shrunk towards, the mean
+log-rate of the host's other observed pages (lua/lib.lua ``host_log_prior``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from frontier_rate import Frontier, policy
+from frontier_rate.engine import INTERVAL_MAX_STEP, INTERVAL_PRIOR_INFO
+from frontier_rate.estimators import make_estimator
+
+PRIOR_PAGES = 2  # lua/lib.lua: pseudo-pages of the namespace prior in a host's pool
+
+
+def _frontier(redis_url, namespace, **kw):
+    args = {"estimator": "interval", "objective": "freshness", "budget": 1.0,
+            "min_host_delay": 0.0, "min_interval": 100.0, "max_interval": 1000.0,
+            "lease_timeout": 1e6, "seed": 1, "prior_rate": 0.01}
+    args.update(kw)
+    return Frontier(redis_url, namespace=namespace, **args)
+
+
+def _fetch_all(f, now):
+    got = f.next_requests(100, now=now)
+    f.observe_many([(d, {"fingerprint": "v0", "fetched_at": now}) for d in got])
+    return got
+
+
+@pytest.mark.parametrize("fill", [True, False])
+def test_tokens_no_due_page_can_use_go_to_pages_not_due(redis_url, namespace, fill):
+    f = _frontier(redis_url, namespace, fill_budget=fill, budget=10.0)
+    urls = [f"http://h{i}.example/p" for i in range(3)]
+    f.add_many(urls, now=0.0)
+    assert len(_fetch_all(f, 0.0)) == 3
+    got = f.next_requests(2, now=5.0)  # every page is due >= 100 s after its fetch
+    if not fill:
+        assert got == []
+        return
+    assert len(got) == 2
+    assert all(d.due > 5.0 for d in got), "only pages not due yet were there to lease"
+    assert {d.url for d in got} <= set(urls)
+
+
+def test_filling_never_breaks_a_host_delay(redis_url, namespace):
+    f = _frontier(redis_url, namespace, min_host_delay=50.0, budget=10.0)
+    urls = [f"http://one.example/p{i}" for i in range(4)]
+    f.add_many(urls, now=0.0)
+    times = []
+    t = 0.0
+    while t < 400.0:
+        for d in f.next_requests(10, now=t):
+            times.append(t)
+            f.observe(d, fingerprint="v0", fetched_at=t)
+        t += 1.0
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    assert len(times) == 8, times  # one fetch per 50 s, from t = 0 to 350
+    assert min(gaps) >= 50.0
+
+
+def test_filling_spends_the_budget(redis_url, namespace):
+    """20 pages on 20 hosts planned at >= 100 s intervals, budget 1 fetch/s: with filling
+    the crawl makes a fetch every second; without, about 20 per planned interval."""
+    spent = {}
+    for fill in (True, False):
+        f = _frontier(redis_url, f"{namespace}-{fill}", fill_budget=fill)
+        f.add_many([f"http://h{i}.example/p" for i in range(20)], now=0.0)
+        count = 0
+        for step in range(600):
+            for d in f.next_requests(5, now=float(step)):
+                f.observe(d, fingerprint="v0", fetched_at=float(step))
+                count += 1
+        spent[fill] = count
+    assert spent[True] >= 590  # 600 tokens, the first 20 on the new pages
+    assert spent[False] < 0.5 * spent[True]
+
+
+def _run_page(f, url, versions, start, step):
+    """Lease and observe ``url`` (the only page due) once per ``step`` with the given versions;
+    returns the realised intervals."""
+    taus, t, last = [], start, None
+    for v in versions:
+        got = []
+        while not got:
+            got = [d for d in f.next_requests(1, now=t) if d.url == url]
+            t += 1.0 if not got else 0.0
+        f.observe(got[0], fingerprint=v, fetched_at=t)
+        if last is not None:
+            taus.append(t - last)
+        last = t
+        t += step
+    return taus
+
+
+def test_new_page_starts_from_its_hosts_pooled_prior(redis_url, namespace):
+    f = _frontier(redis_url, namespace, fill_budget=False, min_interval=1.0, max_interval=1e4)
+    first = "http://pool.example/a"
+    f.add(first, now=0.0)
+    _run_page(f, first, [f"v{i}" for i in range(30)], 0.0, 5.0)  # changes every fetch: fast
+    est_first = f.page(first)["estimate"]
+    assert est_first > 10 * f.prior_rate
+    f.add_many(["http://pool.example/b", "http://other.example/b"], now=1e5)
+    pooled = math.exp((math.log(est_first) + PRIOR_PAGES * math.log(f.prior_rate))
+                      / (1 + PRIOR_PAGES))
+    assert f.page("http://pool.example/b")["estimate"] == pytest.approx(pooled, rel=1e-12)
+    assert f.page("http://other.example/b")["estimate"] == pytest.approx(f.prior_rate, rel=1e-12)
+
+
+def test_lua_interval_update_with_a_pooled_prior_equals_python(redis_url, namespace):
+    """A second page of a host is estimated by frontier_rate.estimators' Interval with the
+    pooled prior as its prior (the page's own contribution left out)."""
+    f = _frontier(redis_url, namespace, fill_budget=False, min_interval=1.0, max_interval=1e4)
+    first, second = "http://pool.example/a", "http://pool.example/b"
+    f.add(first, now=0.0)
+    _run_page(f, first, [f"v{i // 2}" for i in range(20)], 0.0, 7.0)
+    est_first = f.page(first)["estimate"]
+    prior = math.exp((math.log(est_first) + PRIOR_PAGES * math.log(f.prior_rate))
+                     / (1 + PRIOR_PAGES))
+    f.add(second, now=1e5)
+    versions = [f"w{i // 3}" for i in range(25)]
+    taus = _run_page(f, second, versions, 1e5, 11.0)
+    python = make_estimator("interval", x0=prior, prior_info=INTERVAL_PRIOR_INFO,
+                            max_step=INTERVAL_MAX_STEP)
+    for k, tau in enumerate(taus, start=1):
+        python.update(int(versions[k] != versions[k - 1]), interval=tau, p=1.0 / tau)
+    assert f.page(second)["estimate"] == pytest.approx(python.estimate, rel=1e-9)
+
+
+def test_a_capped_host_gets_its_own_threshold_and_frees_budget(redis_url, namespace):
+    """One big host behind a long delay and small free hosts: the solve publishes τ_h for
+    the big host only, its pages plan with max(ν, τ_h), and ν drops below the ν of the
+    same pages with no delay (its budget goes to the others)."""
+    nus = {}
+    for delay in (0.0, 600.0):
+        ns = f"{namespace}-{delay:g}"
+        f = _frontier(redis_url, ns, budget=0.05, fill_budget=False, min_interval=10.0,
+                      max_interval=1e6, prior_rate=1e-4)
+        f.add_many([f"http://big.example/p{i}" for i in range(50)]
+                   + [f"http://small{i}.example/p" for i in range(10)], now=0.0)
+        f.set_host_delay("big.example", delay)
+        nus[delay] = f.resolve(now=0.0)
+        host_nu = f.client.hgetall(f.keys.host_nu(f._shard_of("big.example")))
+        if delay == 0.0:
+            assert f.client.hget(f.keys.host_nu(f._shard_of("big.example")),
+                                 "big.example") is None
+            continue
+        tau = float(host_nu[b"big.example"])
+        assert tau > nus[delay]
+        for i in range(10):
+            shard = f._shard_of(f"small{i}.example")
+            assert f.client.hget(f.keys.host_nu(shard), f"small{i}.example") is None
+        # the big host's pages at τ_h sum to its cap 1/600 (one cell: equal pages)
+        lam = f.prior_rate
+        per_page = 1.0 / policy.interval_for_threshold(tau, lam, 1.0, "freshness")
+        assert 50 * per_page == pytest.approx(1.0 / 600.0, rel=1e-6)
+    assert nus[600.0] < nus[0.0]
