@@ -365,7 +365,7 @@ def _freqs(nu, w_eff: np.ndarray, rates: np.ndarray) -> np.ndarray:
     return out
 
 
-SOLVE_RTOL = 1e-12
+SOLVE_RTOL = 1e-10
 """``_bracket`` stops once hi/lo - 1 or (budget - total(hi))/budget is below this."""
 
 
@@ -929,13 +929,18 @@ def solve_threshold(cells, budget: float, min_interval: float, max_interval: flo
     order = np.argsort(-tau_c)
     host_table, tau_c = host_table[order], tau_c[order]
 
+    memo: dict[float, float] = {}
+
     def total(nu: float) -> float:
+        if nu in memo:
+            return memo[nu]
         rate = float(_cell_rates(nu, table, lo_i, hi_i, objective).sum())
         k = int(np.searchsorted(-tau_c, -nu, side="left"))  # hosts with τ_h > ν
         if k:
             rows = host_table[:k]
             rate -= float((_cell_rates(nu, rows[:, :3], lo_i, hi_i, objective)
                            - rows[:, 3]).clip(min=0.0).sum())
+        memo[nu] = rate
         return rate
 
     def solution(nu: float, rate: float, status: str) -> ThresholdSolution:
@@ -944,11 +949,16 @@ def solve_threshold(cells, budget: float, min_interval: float, max_interval: flo
     at_zero = total(0.0)
     if at_zero <= b:
         return solution(0.0, at_zero, "ok" if at_zero == b else "under_budget")
-    _, w_eff = _cell_weights(table, objective)
+    lam_bar, w_eff = _cell_weights(table, objective)
     nu_top = float(w_eff[np.isfinite(w_eff)].max()) if np.isfinite(w_eff).any() else 0.0
     at_top = total(nu_top)
     if at_top >= b:
         return solution(nu_top, at_top, "ok" if at_top == b else "over_budget")
+    if guess is None:
+        # small-c start: y ≈ sqrt(2ν/w_eff), so Σ n·λ̄·sqrt(w_eff/(2ν)) = budget (no clamps, no caps)
+        live = np.isfinite(w_eff) & (w_eff > 0)
+        root = float((table[live, 0] * lam_bar[live] * np.sqrt(w_eff[live] / 2.0)).sum()) / b
+        guess = root * root if root > 0 else None
     _, hi = _bracket(total, b, nu_top, guess)
     return solution(hi, total(hi), "ok")
 
