@@ -291,13 +291,35 @@ def run_frontier(sc: Scenario, url: str | None, estimator: str, pol: str) -> tup
             f.observe_many(batch)
             t += 1.0
         else:
-            due = f.next_due_time()
-            t = max(t + 1.0, t_end if due is None else due)
+            t = max(t + 1.0, next_call(f, t, retry=1.0))
     stats = f.stats(now=t)
     info = {"wall_s": time.perf_counter() - wall, "next_requests_calls": calls, "nu": stats.get("nu")}
     delete_namespace(f)
     f.close()
     return [np.array(x) for x in out], info
+
+
+def next_call(f: Frontier, t: float, retry: float) -> float:
+    """When a crawler that got nothing from ``f.next_requests`` at ``t`` would usefully ask again
+    (times in the frontier's clock units).
+
+    The bucket empty: when it holds a whole token again (with ``fill_budget`` the
+    engine leases a page then if any host may be fetched; without, not before the
+    next due page). Tokens left (every host with pages waits for its delay): the
+    next due page (``next_due_time``, host delay included) or ``retry`` later if
+    that is sooner, since a host whose delay ends may take a page not yet due.
+    """
+    tokens, ts = f.client.hmget(f.keys.tokens, "tokens", "ts")
+    tokens, ts = float(tokens or 0.0), float(ts or t)
+    due = f.next_due_time()
+    if tokens < 1.0:
+        token_at = ts + (1.0 - tokens) / f.budget
+        if f.fill_budget:
+            return token_at
+        return math.inf if due is None else max(token_at, due)
+    if due is None:
+        return math.inf
+    return min(due, t + retry) if f.fill_budget else due
 
 
 def delete_namespace(f: Frontier) -> None:

@@ -40,7 +40,6 @@ docs/BENCHMARKS.md.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 import tempfile
@@ -54,7 +53,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from policy import delete_namespace, freshness_and_catch, run_baseline, violations  # noqa: E402
+from policy import (  # noqa: E402
+    delete_namespace,
+    freshness_and_catch,
+    next_call,
+    run_baseline,
+    violations,
+)
 from traces import Trace, load_traces  # noqa: E402
 
 from frontier_rate import Frontier, connection  # noqa: E402
@@ -183,31 +188,12 @@ def run_frontier(world: World, url: str | None, estimator: str, pol: str) -> tup
             f.observe_many(batch)
             t += 1.0
             continue
-        t = max(t + 1.0, next_call(f, world, t))
+        t = max(t + 1.0, next_call(f, t, retry=60.0))
     stats = f.stats(now=t)
     info = {"wall_s": time.perf_counter() - wall, "next_requests_calls": calls, "nu": stats["nu"]}
     delete_namespace(f)
     f.close()
     return [np.array(x) for x in out], info
-
-
-def next_call(f: Frontier, world: World, t: float) -> float:
-    """When a crawler that got nothing at ``t`` would usefully ask again.
-
-    The bucket empty: when it holds a whole token again (the engine, with
-    ``fill_budget``, leases a page then if any host may be fetched). Tokens
-    left (every host with pages is waiting for its delay): the next due page
-    (host delay included, ``next_due_time``), or 60 s later if that is sooner.
-    """
-    tokens, ts = f.client.hmget(f.keys.tokens, "tokens", "ts")
-    tokens, ts = float(tokens or 0.0), float(ts or t)
-    due = f.next_due_time()
-    if tokens < 1.0:
-        token_at = ts + (1.0 - tokens) / world.budget
-        if f.fill_budget:
-            return token_at
-        return math.inf if due is None else max(token_at, due)
-    return math.inf if due is None else min(due, t + 60.0)
 
 
 def score(world: World, fetches: list[np.ndarray]) -> dict:

@@ -159,4 +159,12 @@ def test_a_capped_host_gets_its_own_threshold_and_frees_budget(redis_url, namesp
         lam = f.prior_rate
         per_page = 1.0 / policy.interval_for_threshold(tau, lam, 1.0, "freshness")
         assert 50 * per_page == pytest.approx(1.0 / 600.0, rel=1e-6)
+        # a page of the big host, fetched for the first time, is planned at τ_h, not at ν
+        t, big = 0.0, []
+        while not big:  # one token per 20 s; new pages in any order
+            big = [d for d in f.next_requests(1, now=t) if d.host == "big.example"]
+            t += 20.0 if not big else 0.0
+        obs = f.observe(big[0], fingerprint="v0", fetched_at=t)
+        assert obs.next_due - t == pytest.approx(1.0 / per_page, rel=1e-9)
+        assert obs.next_due > policy.interval_for_threshold(nus[delay], lam, 1.0, "freshness")
     assert nus[600.0] < nus[0.0]
