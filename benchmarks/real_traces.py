@@ -116,7 +116,7 @@ class World:
         self.budget = self.per_page_day * self.n / DAY
         self.host_delay = self.hosts / (HOST_SHARE * self.budget)
         self.t_start, self.t_end = WARMUP_DAYS * DAY, span
-        self.burst = max(1.0, self.budget)  # the engine's bucket: one second of budget
+        self.burst = self.budget + 1.0  # the engine's bucket: one second of budget + 1
 
     @property
     def allowed(self) -> float:

@@ -20,10 +20,14 @@ Choices worth knowing (see the README section):
   quarantined (out of its queue and the lease set, listed by ``quarantined()``
   with the reason) and the rest of the batch goes on; ``add`` of its URL gives
   it a fresh state.
-- Politeness: the dispatcher enforces every host's delay; ν is solved for the
-  global budget over all pages (host caps are not part of the solve). A host
-  whose pages want more than its delay allows builds a backlog, served in
-  index order.
+- Politeness: the dispatcher enforces every host's delay, and the solve
+  knows it: from each host's own cell aggregates, a host that would want more
+  than 1/delay at ν runs at its cap in the budget equation and plans its
+  pages with its own threshold max(ν, τ_h) (published per shard).
+- Spending: with ``fill_budget``, tokens no due page can use go to the best
+  pages that are not due yet on hosts that may be fetched now.
+- Pooled prior: a page's prior log-rate is the mean over its host's other
+  observed pages, shrunk towards ``prior_rate`` (lua/lib.lua).
 - Ordering: among due pages, the highest index first: each shard offers the
   best of the ``CANDIDATE_LOOK`` earliest-due pages of each of its
   earliest-ready hosts (``CANDIDATE_WINDOW * max_n`` hosts over all shards,
@@ -98,7 +102,9 @@ RESOLVE_EVERY = 60.0
 NU_CACHE = 1.0
 """Seconds of clock time a process reuses ν before reading it again."""
 BURST_SECONDS = 1.0
-"""The token bucket holds max(1, budget * BURST_SECONDS) fetches."""
+"""The token bucket holds budget * BURST_SECONDS + 1 fetches: one second of budget, plus one
+token so that a crawler asking at any pace keeps the fraction of a token it could not use
+(with max(1, budget) a crawler asking once per second at 3.47 fetches/s lost 0.47 a time)."""
 BACKOFF_BASE = 60.0
 GONE_AFTER = 3
 CANDIDATE_LOOK = 4
@@ -487,7 +493,7 @@ class Frontier:
 
     def _take_tokens(self, target: Any, now: float, want: int, give_back: int) -> Any:
         """Take up to ``want`` tokens from the shared bucket after returning ``give_back``."""
-        burst = max(1.0, self.budget * BURST_SECONDS)
+        burst = self.budget * BURST_SECONDS + 1.0
         return self.scripts.call(target, "take_tokens", [self.keys.tokens],
                                  [repr(now), repr(self.budget), repr(burst), str(want),
                                   str(give_back)])
@@ -705,32 +711,44 @@ class Frontier:
         return {c: (v[0], max(v[1], 0.0), max(v[2], 0.0)) for c, v in cells.items()
                 if v[0] > 0.5}
 
-    def host_table(self) -> tuple[list[tuple[int, str]], np.ndarray]:
-        """Per host with pages: (shard, host) and a row (pages, Σλ, Σw, cap in fetches/s),
-        the cap from its delay (O(hosts) reads; a delay of 0 is no cap)."""
+    def host_table(self) -> tuple[list[tuple[int, str]], np.ndarray, np.ndarray]:
+        """Every host with pages as (shard, host); rows (pages, Σλ, Σw, host index) of each
+        host's own policy cells; and each host's cap in fetches/s from its delay (a delay of
+        0 is no cap). O(host cells) reads."""
         pipe = self.client.pipeline(transaction=False)
         for shard in range(self.shards):
             pipe.hgetall(self.keys.host_agg(shard))
             pipe.hgetall(self.keys.shard_keys(shard)[1])
         replies = pipe.execute()
-        names, rows = [], []
+        names: list[tuple[int, str]] = []
+        caps: list[float] = []
+        rows: list[tuple[float, float, float, int]] = []
         for shard in range(self.shards):
             aggs, delays = replies[2 * shard], replies[2 * shard + 1]
-            for host, raw in aggs.items():
-                if len(raw) != HOST_AGG.size:
+            index: dict[bytes, int] = {}
+            for field, raw in aggs.items():
+                _, _, host = field.partition(b":")
+                if len(raw) != HOST_AGG.size or not host:
                     continue
                 n, lam, w = HOST_AGG.unpack(raw)
-                delay = self.min_host_delay
-                packed = delays.get(host)
-                if packed is not None and len(packed) == 16:
-                    stored = struct.unpack("<dd", packed)[1]
-                    if math.isfinite(stored) and stored >= 0:
-                        delay = stored
-                cap = 1.0 / delay if delay > 0 else math.inf
-                if n > 0.5 and math.isfinite(lam) and math.isfinite(w):
+                if not (n > 0.5 and math.isfinite(lam) and math.isfinite(w)):
+                    continue
+                if host not in index:
+                    index[host] = len(names)
                     names.append((shard, host.decode("utf-8", "replace")))
-                    rows.append((n, max(lam, 0.0), max(w, 0.0), cap))
-        return names, np.array(rows, dtype=float).reshape(-1, 4)
+                    caps.append(self._host_cap(delays.get(host)))
+                rows.append((n, max(lam, 0.0), max(w, 0.0), index[host]))
+        return (names, np.array(rows, dtype=float).reshape(-1, 4),
+                np.array(caps, dtype=float))
+
+    def _host_cap(self, packed: bytes | None) -> float:
+        """Fetches/s a host's delay allows (lua/lib.lua host_get: (next_allowed, delay))."""
+        delay = self.min_host_delay
+        if packed is not None and len(packed) == 16:
+            stored = struct.unpack("<dd", packed)[1]
+            if math.isfinite(stored) and stored >= 0:
+                delay = stored
+        return 1.0 / delay if delay > 0 else math.inf
 
     def resolve(self, *, now: float | None = None) -> float:
         """Re-solve ν from the cell and host aggregates (policy.solve_threshold) and
@@ -740,10 +758,14 @@ class Frontier:
             cells = self.cells()
             capped: dict[int, dict[str, str]] = defaultdict(dict)
             if cells:
-                names, hosts = self.host_table()
+                names, hosts, caps = self.host_table()
+                pages = sum(c[0] for c in cells.values())
+                if abs(hosts[:, 0].sum() - pages) > 0.01 * pages:
+                    # host cells missing (a namespace from before they were kept): host-blind solve
+                    names, hosts, caps = [], None, None
                 sol = policy.solve_threshold(cells, self.budget, self.min_interval,
                                              self.max_interval, self.objective,
-                                             guess=self._nu or None, hosts=hosts)
+                                             guess=self._nu or None, hosts=hosts, caps=caps)
                 nu, rate, status = sol.nu, sol.rate, sol.status
                 for (shard, host), nu_h in zip(names, sol.host_nu, strict=True):
                     if nu_h > nu:
@@ -1139,7 +1161,7 @@ def _log_quarantined(flat: list, what_next: str = "see Frontier.quarantined(); a
 
 
 HOST_AGG = struct.Struct("<ddd")
-"""A host's aggregates in fr:{ns:s}:ha (lua/lib.lua HOST_AGG): pages, Σλ, Σw."""
+"""One cell of one host in fr:{ns:s}:ha (lua/lib.lua HOST_AGG): pages, Σλ, Σw."""
 OBSERVATION = struct.Struct("<8sHdBd4sHHH")
 """One packed fetch result for lua/observe.lua (host, etag, last_modified follow)."""
 _REPLY = struct.Struct("<BBdd")

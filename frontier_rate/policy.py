@@ -808,7 +808,7 @@ class ThresholdSolution:
     rate: float
     status: str
     host_nu: np.ndarray = field(default_factory=lambda: np.zeros(0), compare=False, repr=False)
-    """max(ν, τ_h) per row of ``hosts`` (empty without hosts)."""
+    """max(ν, τ_h) per host index of ``hosts`` (empty without hosts)."""
 
     @property
     def budget_met(self) -> bool:
@@ -876,90 +876,144 @@ def _cell_rates(nu: float, table: np.ndarray, min_interval: float, max_interval:
     return n * per_page
 
 
-def host_cap_thresholds(hosts, min_interval: float, max_interval: float,
-                        objective: str = "changes") -> np.ndarray:
-    """τ_h for each host row (pages n, Σλ, Σw, cap in fetches/s): the threshold below
-    which the host's pages, taken as one cell, would want more than its cap.
+def _host_thresholds(nu: float, rows: np.ndarray, host: np.ndarray, caps: np.ndarray,
+                     min_interval: float, max_interval: float, objective: str) -> np.ndarray:
+    """ν_h = max(ν, τ_h) per host: τ_h is where the host's own cells sum to its cap
+    (vectorised bisection on log ν over the rows of the hosts above their cap at ν; inf
+    when even every page at max_interval exceeds the cap)."""
+    n_hosts = len(caps)
+    at_nu = np.bincount(host, weights=_cell_rates(nu, rows, min_interval, max_interval, objective),
+                        minlength=n_hosts)  # ``rows`` may leave out hosts known to be under
+    out = np.full(n_hosts, float(nu))
+    over = at_nu > caps * (1 + 1e-12)
+    if not over.any():
+        return out
+    floor = np.bincount(host, weights=rows[:, 0], minlength=n_hosts) / max_interval
+    out[over & (floor >= caps)] = np.inf
+    todo_hosts = np.flatnonzero(over & (floor < caps))
+    if not len(todo_hosts):
+        return out
+    slot = np.full(n_hosts, -1)
+    slot[todo_hosts] = np.arange(len(todo_hosts))
+    mine = slot[host] >= 0
+    sub, g, cap = rows[mine], slot[host[mine]], caps[todo_hosts]
+    _, w_eff = _cell_weights(sub, objective)
+    top = np.zeros(len(todo_hosts))
+    np.maximum.at(top, g, np.where(np.isfinite(w_eff), w_eff, 0.0))
+    lo = np.full(len(todo_hosts), max(float(nu), 1e-300))
+    hi = np.maximum(top, lo)
+    for _ in range(80):
+        open_ = hi > lo * (1 + 1e-9)
+        if not open_.any():
+            break
+        mid = np.where(open_, np.sqrt(lo * hi), hi)
+        demand = np.bincount(g, weights=_cell_rates_each(mid[g], sub, min_interval, max_interval,
+                                                         objective), minlength=len(todo_hosts))
+        above = demand > cap
+        lo = np.where(open_ & above, mid, lo)
+        hi = np.where(open_ & ~above, mid, hi)
+    out[todo_hosts] = hi
+    return out
 
-    With the host as one cell (λ̄ = Σλ/n, w̄_eff as in ``cell_rates``) its rate at ν is
-    n·λ̄/y(ν/w̄_eff) = Σλ/y, which equals the cap at y* = Σλ/cap, so τ_h = w̄_eff·F(y*)
-    (F = ``index_curve``, the inverse of ``optimal_y``): the per-host multiplier
-    ν_h = max(ν, τ_h) of DESIGN §3 (Kolobov et al., SIGIR 2019) in closed form. A host
-    whose cap allows every page its min_interval gets τ = 0; one whose cap is below
-    its pages at max_interval gets τ = inf (its pages run at max_interval).
-    """
-    _check_objective(objective)
-    table = np.asarray(hosts, dtype=float).reshape(-1, 4)
-    lo_i, hi_i = _intervals(min_interval, max_interval)
-    n, lam_sum, cap = table[:, 0], table[:, 1], table[:, 3]
-    _, w_eff = _cell_weights(np.maximum(table[:, :3], [1e-300, 0.0, 0.0]), objective)
-    tau = np.zeros(len(table))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        y = np.where(cap > 0, lam_sum / cap, np.inf)
-        between = (n > 0) & (cap < n / lo_i) & (cap > n / hi_i) & (lam_sum > 0)
-        tau[between] = w_eff[between] * _index_curve(y[between])
-    tau[(n > 0) & (cap <= n / hi_i)] = np.inf
-    return tau
+
+def _cell_rates_each(nu: np.ndarray, table: np.ndarray, min_interval: float, max_interval: float,
+                     objective: str) -> np.ndarray:
+    """``_cell_rates`` with a threshold per row."""
+    n = table[:, 0]
+    lam_bar, w_eff = _cell_weights(table, objective)
+    live = (lam_bar > 0) & (w_eff > 0)
+    per_page = np.full(len(n), 1.0 / max_interval)
+    zero = live & (nu <= 0)
+    per_page[zero] = 1.0 / min_interval
+    pos = live & (nu > 0)
+    f = _freqs(nu[pos], w_eff[pos], lam_bar[pos])
+    per_page[pos] = np.clip(f, 1.0 / max_interval, 1.0 / min_interval)
+    return n * per_page
 
 
 def solve_threshold(cells, budget: float, min_interval: float, max_interval: float,
                     objective: str = "changes", guess: float | None = None,
-                    hosts=None) -> ThresholdSolution:
+                    hosts=None, caps=None) -> ThresholdSolution:
     """The threshold ν at which the cells' total fetch rate equals ``budget`` (fetches/s).
 
     ``cells``: rows of (count n, Σλ, Σw) -- e.g. ``cells_from_pages`` or a
     mapping cell id -> (n, Σλ, Σw) as the engine keeps them; see
-    ``cell_rates`` for the rate model. ``hosts``: optional rows of (n, Σλ, Σw,
-    cap) per host: a host whose threshold τ_h (``host_cap_thresholds``) is
-    above ν runs at its cap instead of its pages' rate at ν, so the budget it
-    cannot serve goes to the other hosts; ``host_nu`` holds max(ν, τ_h). The
-    total is non-increasing in ν, so ν is bracketed and closed on log ν
-    (``_bracket``) and the upper end is returned (its rate is <= budget,
-    within SOLVE_RTOL of it). ``guess``: the previous ν, from which a re-solve
-    takes a few evaluations of O(cells + capped hosts) each.
+    ``cell_rates`` for the rate model. The total is non-increasing in ν, so ν
+    is bracketed and closed on log ν (``_bracket``) and the upper end is
+    returned (its rate is <= budget, within SOLVE_RTOL of it). ``guess``: the
+    previous ν, from which a re-solve takes a few evaluations.
+
+    Politeness inside the solve (DESIGN §3, one multiplier per host; Kolobov
+    et al., SIGIR 2019): ``hosts`` -- rows (n, Σλ, Σw, host index) of each
+    host's own cells, summing to ``cells`` -- and ``caps`` (fetches/s per host
+    index, inf: none). A host runs at min(D_h(ν), cap_h), D_h its cells' rate,
+    so the total is the cells' rate less Σ_h max(0, D_h(ν) − cap_h): the budget
+    a capped host cannot serve goes to the others. ``host_nu[h]`` = max(ν, τ_h)
+    with D_h(τ_h) = cap_h. Only the hosts over their cap at a quarter of the
+    starting ν are evaluated, O(cells + their cells) per step (all hosts if the
+    answer falls below that).
     """
     _check_objective(objective)
     table = _cell_table(cells)
     b = _scalar("budget", budget, positive=True)
     lo_i, hi_i = _intervals(min_interval, max_interval)
-    host_table = np.zeros((0, 4)) if hosts is None else np.asarray(hosts, dtype=float).reshape(-1, 4)
-    tau = host_cap_thresholds(host_table, lo_i, hi_i, objective)
-    capped = tau > 0
-    host_table, tau_c = host_table[capped], tau[capped]
-    order = np.argsort(-tau_c)
-    host_table, tau_c = host_table[order], tau_c[order]
+    host_rows = np.zeros((0, 4)) if hosts is None else np.asarray(hosts, dtype=float).reshape(-1, 4)
+    host_rows = host_rows[host_rows[:, 0] > 0]
+    cap = np.zeros(0) if caps is None else np.asarray(caps, dtype=float).reshape(-1)
+    host = host_rows[:, 3].astype(np.int64)
+    if len(host) and (len(cap) <= host.max() or np.isnan(cap).any() or (cap < 0).any()):
+        raise ValueError("caps must give a non-negative cap (or inf) for every host index")
+
+    def hosts_over(nu: float) -> np.ndarray:
+        """Rows of the hosts whose cells want more than their cap at ν."""
+        if not len(host):
+            return np.zeros(0, dtype=bool)
+        d = np.bincount(host, weights=_cell_rates(nu, host_rows[:, :3], lo_i, hi_i, objective),
+                        minlength=len(cap))
+        return (d > cap)[host]
 
     memo: dict[float, float] = {}
+    rows, group = host_rows, host
 
     def total(nu: float) -> float:
-        if nu in memo:
-            return memo[nu]
-        rate = float(_cell_rates(nu, table, lo_i, hi_i, objective).sum())
-        k = int(np.searchsorted(-tau_c, -nu, side="left"))  # hosts with τ_h > ν
-        if k:
-            rows = host_table[:k]
-            rate -= float((_cell_rates(nu, rows[:, :3], lo_i, hi_i, objective)
-                           - rows[:, 3]).clip(min=0.0).sum())
-        memo[nu] = rate
-        return rate
+        if nu not in memo:
+            rate = float(_cell_rates(nu, table, lo_i, hi_i, objective).sum())
+            if len(group):
+                d = np.bincount(group, weights=_cell_rates(nu, rows[:, :3], lo_i, hi_i, objective),
+                                minlength=len(cap))
+                rate -= float(np.maximum(d - cap, 0.0)[np.isfinite(cap)].sum())
+            memo[nu] = rate
+        return memo[nu]
 
     def solution(nu: float, rate: float, status: str) -> ThresholdSolution:
-        return ThresholdSolution(nu, rate, status, np.maximum(tau, nu))
+        if not len(host):
+            return ThresholdSolution(nu, rate, status)
+        return ThresholdSolution(nu, rate, status, _host_thresholds(
+            nu, rows[:, :3], group, cap, lo_i, hi_i, objective))
 
     at_zero = total(0.0)
     if at_zero <= b:
         return solution(0.0, at_zero, "ok" if at_zero == b else "under_budget")
     lam_bar, w_eff = _cell_weights(table, objective)
     nu_top = float(w_eff[np.isfinite(w_eff)].max()) if np.isfinite(w_eff).any() else 0.0
-    at_top = total(nu_top)
-    if at_top >= b:
-        return solution(nu_top, at_top, "ok" if at_top == b else "over_budget")
     if guess is None:
         # small-c start: y ≈ sqrt(2ν/w_eff), so Σ n·λ̄·sqrt(w_eff/(2ν)) = budget (no clamps, no caps)
         live = np.isfinite(w_eff) & (w_eff > 0)
         root = float((table[live, 0] * lam_bar[live] * np.sqrt(w_eff[live] / 2.0)).sum()) / b
         guess = root * root if root > 0 else None
+    probe = 0.25 * guess if guess else 0.0
+    if probe > 0 and len(host):
+        keep = hosts_over(probe)
+        rows, group = host_rows[keep], host[keep]
+        memo.clear()
+    at_top = total(nu_top)
+    if at_top >= b:
+        return solution(nu_top, at_top, "ok" if at_top == b else "over_budget")
     _, hi = _bracket(total, b, nu_top, guess)
+    if hi < probe:  # below the probe more hosts may be capped: all of them, once more
+        rows, group = host_rows, host
+        memo.clear()
+        _, hi = _bracket(total, b, nu_top, hi)
     return solution(hi, total(hi), "ok")
 
 

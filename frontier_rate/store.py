@@ -18,8 +18,8 @@ key                                   type   content
 ``fr:{ns:s}:cursor``                  str    background refresh cursor (bucket number)
 ``fr:{ns:s}:hr``                      hash   host -> packed (pages, Σ log rate): the host's
                                              pooled prior (pages with an observed interval)
-``fr:{ns:s}:ha``                      hash   host -> packed (pages, Σλ, Σw): what the solve
-                                             needs to see which hosts their delay caps
+``fr:{ns:s}:ha``                      hash   "<cell>:<host>" -> packed (pages, Σλ, Σw): each
+                                             host's own policy cells, to cap it in the solve
 ``fr:{ns:s}:hnu``                     hash   host -> τ_h, for hosts whose cap binds: their
                                              pages plan with max(ν, τ_h)
 ``fr:{ns:s}:q:<host>``                zset   page id -> due time (µs)

@@ -623,39 +623,49 @@ def test_bad_input_names_the_field(call, field):
         call()
 
 
-def test_host_cap_thresholds_put_each_capped_host_at_its_cap():
-    """τ_h from the closed form: the host's pages at threshold τ_h sum to the cap
-    (checked with frequency_for_threshold page by page)."""
-    n = np.array([5, 40, 12])
-    lam = np.array([1e-4, 3e-5, 2e-3])
-    w = np.array([1.0, 2.0, 0.5])
-    caps = np.array([1e-3, 5e-4, 1e-2])
-    rows = np.column_stack([n, n * lam, n * w, caps])
-    for objective in ("changes", "freshness"):
-        tau = P.host_cap_thresholds(rows, 1e-3, 1e9, objective)
-        for h in range(3):
-            f = P.frequency_for_threshold(tau[h], np.full(n[h], lam[h]), np.full(n[h], w[h]),
-                                          objective)
-            assert float(np.sum(f)) == pytest.approx(caps[h], rel=1e-9)
+def _host_case(seed: int = 11, hosts: int = 30):
+    """Hosts of three groups of identical pages each (so every host cell is exact)."""
+    rng = np.random.default_rng(seed)
+    lam, w, host_of, rows = [], [], [], []
+    for h in range(hosts):
+        for _ in range(3):
+            size = int(rng.integers(1, 15))
+            rate = float(np.exp(rng.uniform(np.log(1e-6), np.log(1e-3))))
+            weight = float(np.exp(rng.uniform(0.0, 2.0)))
+            lam += [rate] * size
+            w += [weight] * size
+            host_of += [h] * size
+            rows.append((size, size * rate, size * weight, h))
+    return np.array(lam), np.array(w), np.array(host_of), np.array(rows, dtype=float)
 
 
 def test_solve_threshold_with_hosts_matches_the_exact_host_cap_solve():
-    """With one rate and weight per host (each host is exactly one cell), the cell solve
-    with host rows gives the same ν and host thresholds as solve_with_host_caps page by page."""
-    rng = np.random.default_rng(11)
-    hosts, per_host = 30, 20
-    lam_h = np.exp(rng.uniform(np.log(1e-6), np.log(1e-3), hosts))
-    w_h = np.exp(rng.uniform(0.0, 2.0, hosts))
-    lam, w = np.repeat(lam_h, per_host), np.repeat(w_h, per_host)
-    host_of = np.repeat(np.arange(hosts), per_host)
+    """Host cells made of identical pages: the cell solve with per-host caps gives the same ν
+    and per-host thresholds as solve_with_host_caps page by page."""
+    lam, w, host_of, rows = _host_case()
+    hosts = int(host_of.max()) + 1
     budget = float(lam.sum()) * 0.8
-    caps = {h: budget / hosts * 1.5 for h in range(hosts)}
-    exact = P.solve_with_host_caps(w, lam, host_of.tolist(), caps, budget, objective="freshness")
-    cells = np.column_stack([np.full(hosts, per_host), per_host * lam_h, per_host * w_h])
-    rows = np.column_stack([cells, [caps[h] for h in range(hosts)]])
-    sol = P.solve_threshold(cells, budget, 1e-9, 1e12, "freshness", hosts=rows)
+    caps = np.full(hosts, budget / hosts * 1.5)
+    exact = P.solve_with_host_caps(w, lam, host_of.tolist(), dict(enumerate(caps)), budget,
+                                   objective="freshness")
+    sol = P.solve_threshold(rows[:, :3], budget, 1e-9, 1e12, "freshness", hosts=rows, caps=caps)
     assert sol.status == "ok" and sol.rate == pytest.approx(budget, rel=1e-9)
     assert sol.nu == pytest.approx(exact.nu, rel=1e-6)
     for h in range(hosts):
         assert sol.host_nu[h] == pytest.approx(exact.host_nu[h], rel=1e-6)
-    assert (sol.host_nu > sol.nu).sum() >= 3, "the case must cap some hosts"
+    assert (sol.host_nu > sol.nu * (1 + 1e-6)).sum() >= 3, "the case must cap some hosts"
+
+
+def test_a_capped_hosts_pages_at_its_threshold_sum_to_its_cap():
+    lam, w, host_of, rows = _host_case(seed=5, hosts=12)
+    hosts = 12
+    budget = float(lam.sum()) * 0.5
+    caps = np.full(hosts, budget / hosts * 1.2)
+    caps[3] = np.inf
+    for objective in ("changes", "freshness"):
+        sol = P.solve_threshold(rows[:, :3], budget, 1e-9, 1e12, objective, hosts=rows, caps=caps)
+        assert sol.host_nu[3] == sol.nu
+        for h in np.flatnonzero(sol.host_nu > sol.nu * (1 + 1e-9)):
+            mine = host_of == h
+            f = P.frequency_for_threshold(sol.host_nu[h], lam[mine], w[mine], objective)
+            assert float(np.sum(f)) == pytest.approx(caps[h], rel=1e-6)

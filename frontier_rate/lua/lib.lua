@@ -227,8 +227,9 @@ local function cell_of(weight, lam)
 end
 
 -- Aggregate changes are summed in Lua and written once per cell (AGG) and once
--- per host (HOST_AGG: host -> "<ddd" pages, Σλ, Σw, what the threshold solve
--- needs to know which hosts their politeness caps) by finish().
+-- per cell of each host (HOST_AGG: "<cell>:<host>" -> "<ddd" pages, Σλ, Σw:
+-- what the threshold solve needs to cap each host at its politeness limit)
+-- by finish().
 local HOST_AGG = PREFIX .. "ha"
 local AGG_DELTA, HOST_DELTA = {}, {}
 local function add_to(t, key, sign, lam, weight)
@@ -240,8 +241,9 @@ local function add_to(t, key, sign, lam, weight)
   d[1], d[2], d[3] = d[1] + sign, d[2] + sign * lam, d[3] + sign * weight
 end
 local function agg_add(weight, lam, sign, host)
-  add_to(AGG_DELTA, cell_of(weight, lam), sign, lam, weight)
-  add_to(HOST_DELTA, host, sign, lam, weight)
+  local c = cell_of(weight, lam)
+  add_to(AGG_DELTA, c, sign, lam, weight)
+  add_to(HOST_DELTA, string.format("%d", c) .. ":" .. host, sign, lam, weight)
 end
 
 -- Move a page's contribution to the aggregates from (w0, l0) to (w1, l1).
@@ -421,15 +423,15 @@ local function finish(result)
     if d[3] ~= 0 then redis.call("HINCRBYFLOAT", AGG, "w:" .. id, fmt(d[3])) end
   end
   AGG_DELTA = {}
-  for host, d in pairs(HOST_DELTA) do
-    local raw = redis.call("HGET", HOST_AGG, host)
+  for field, d in pairs(HOST_DELTA) do
+    local raw = redis.call("HGET", HOST_AGG, field)
     local n, l, w = 0, 0, 0
     if raw and #raw == 24 then n, l, w = struct.unpack("<ddd", raw) end
     n, l, w = n + d[1], math.max(l + d[2], 0), math.max(w + d[3], 0)
     if n < 0.5 then
-      redis.call("HDEL", HOST_AGG, host)
+      redis.call("HDEL", HOST_AGG, field)
     else
-      redis.call("HSET", HOST_AGG, host, struct.pack("<ddd", n, l, w))
+      redis.call("HSET", HOST_AGG, field, struct.pack("<ddd", n, l, w))
     end
   end
   HOST_DELTA = {}
