@@ -1,14 +1,16 @@
 """Revisit policies on real change histories at equal budget and politeness.
 
-    python benchmarks/real_traces.py             # every budget, every estimator x policy; writes docs/
+    python benchmarks/real_traces.py --jobs 2    # every budget, estimator x policy grid; writes docs/
     python benchmarks/real_traces.py --quick     # 40 pages, one budget, the default engine; prints only
 
 The pages are real: ``benchmarks/data/real_traces.json.gz`` holds change
 histories cut from public git repositories (``benchmarks/make_real_traces.py``
 regenerates it; a file is a page, the first-parent commit times that touched it
-are its changes, a repository is a host). Each repository's most recent
-``WINDOW_DAYS`` of history is replayed; freshness (weight 1 per page) is scored
-exactly over the last ``WINDOW_DAYS - WARMUP_DAYS`` days. The global budget is
+are its changes, a repository is a host). Each repository's busiest
+``WINDOW_DAYS`` (the stretch holding most of its changes; all its pages share
+it, pages that did not change then count as static) are replayed on one clock;
+freshness (weight 1 per page) is scored
+exactly over its last ``WINDOW_DAYS - WARMUP_DAYS`` days. The global budget is
 B fetches per page per day; every host may take at most 3x its average share
 of the budget (one fetch per ``host_delay`` seconds), as in
 ``benchmarks/policy.py``.
@@ -40,6 +42,7 @@ docs/BENCHMARKS.md.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -77,6 +80,10 @@ BASELINES = ("uniform", "nutch", "stormcrawler", "oracle")
 ESTIMATORS = ("interval", "lln", "sa", "sam")
 POLICIES = ("whittle", "lagrangian")
 QUICK_PAGES = 40
+DEFAULT = ("interval", "whittle")
+AT_HIGH_BUDGET = [("interval", "lagrangian"), ("sam", "whittle")]
+"""At B >= 1 a simulation takes ~7 min here, so only these run beside the default (``--all``
+runs the whole grid)."""
 
 
 @dataclass
@@ -96,7 +103,7 @@ class World:
     def __post_init__(self) -> None:
         span = WINDOW_DAYS * DAY
         host_names = sorted({t.host for t in self.traces})
-        ends = {h: max(float(t.changes[-1]) for t in self.traces if t.host == h and len(t.changes))
+        ends = {h: densest_window_end([t.changes for t in self.traces if t.host == h], span)
                 for h in host_names}
         self.names = [t.page for t in self.traces]
         self.kinds = [t.kind for t in self.traces]
@@ -105,8 +112,8 @@ class World:
         self.host_names = host_names
         self.host = np.array([host_names.index(t.host) for t in self.traces], dtype=np.int64)
         self.weights = np.ones(self.n)
-        # each repository's last WINDOW_DAYS, shifted to start at 0 (a change at the very end
-        # belongs to the window: the end is one second after the repository's last change)
+        # each repository's busiest WINDOW_DAYS, shifted to start at 0 (the window ends one
+        # second after the last change in it)
         self.changes = []
         for t in self.traces:
             start = ends[t.host] + 1.0 - span
@@ -122,6 +129,17 @@ class World:
     def allowed(self) -> float:
         """Fetches the budget and the host delays allow over the scored window."""
         return min(self.budget, self.hosts / self.host_delay) * (self.t_end - self.t_start)
+
+
+def densest_window_end(histories: list[np.ndarray], span: float) -> float:
+    """End of the ``span`` seconds holding the most changes of a host's pages (one second after
+    the last change in it; the latest such stretch on ties)."""
+    times = np.sort(np.concatenate([np.asarray(h, dtype=float) for h in histories]))
+    if times.size == 0:
+        raise ValueError("a host without changes has no window to replay")
+    counts = np.searchsorted(times, times + span - 1.0, side="right") - np.arange(times.size)
+    best = int(np.flatnonzero(counts == counts.max())[-1])
+    return float(times[best + counts[best] - 1]) + 1.0
 
 
 def clairvoyant(world: World) -> float:
@@ -204,27 +222,68 @@ def score(world: World, fetches: list[np.ndarray]) -> dict:
             "violations": violations(world, fetches, world.burst)}
 
 
-def run_budget(traces: list[Trace], per_page_day: float, ours: list[tuple[str, str]],
-               url: str | None) -> dict:
-    """Every baseline, the bound and each (estimator, policy) of ``ours`` at one budget."""
+def run_task(task: tuple) -> tuple[float, dict, dict]:
+    """One budget and what to run there: "baselines" (all of them and the bound) or
+    (estimator, policy). With a cache directory a finished task is kept there as JSON."""
+    traces, per_page_day, what, url, cache = task
+    path = None
+    if cache is not None:
+        label = "baselines" if what == "baselines" else "+".join(what)
+        path = Path(cache) / f"{per_page_day:g}-{label}.json"
+        if path.exists():
+            return per_page_day, *json.loads(path.read_text())
     world = World(traces, per_page_day)
+    info = {"pages": world.n, "hosts": world.hosts,
+            "changes_in_windows": int(sum(len(c) for c in world.changes)),
+            "budget_per_s": world.budget, "host_delay_s": world.host_delay}
     results: dict[str, dict] = {}
-    for name in BASELINES:
-        results[name] = score(world, run_baseline(world, name))
-        print(f"  B={per_page_day:<5g} {name:26} F={results[name]['freshness']:.4f} "
-              f"spent {results[name]['spent_of_allowed']:.3f}", flush=True)
-    results["clairvoyant"] = {"freshness": clairvoyant(world)}
-    for est, pol in ours:
-        fetches, info = run_frontier(world, url, est, pol)
+    if what == "baselines":
+        for name in BASELINES:
+            results[name] = score(world, run_baseline(world, name))
+            print(f"  B={per_page_day:<5g} {name:26} F={results[name]['freshness']:.4f} "
+                  f"spent {results[name]['spent_of_allowed']:.3f}", flush=True)
+        results["clairvoyant"] = {"freshness": clairvoyant(world)}
+    else:
+        est, pol = what
+        fetches, run_info = run_frontier(world, url, est, pol)
         name = f"ours:{est}+{pol}"
-        results[name] = {**score(world, fetches), **info}
+        results[name] = {**score(world, fetches), **run_info}
         print(f"  B={per_page_day:<5g} {name:26} F={results[name]['freshness']:.4f} "
-              f"spent {results[name]['spent_of_allowed']:.3f} ({info['wall_s']:.0f} s)", flush=True)
-    oracle = results["oracle"]["freshness"]
-    for r in results.values():
-        r["ratio_to_oracle"] = r["freshness"] / oracle
-    return {"per_page_day": per_page_day, "pages": world.n, "hosts": world.hosts,
-            "budget_per_s": world.budget, "host_delay_s": world.host_delay, "results": results}
+              f"spent {results[name]['spent_of_allowed']:.3f} ({run_info['wall_s']:.0f} s)",
+              flush=True)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps([results, info], default=float))
+    return per_page_day, results, info
+
+
+def run_plan(traces: list[Trace], plan: dict[float, list[tuple[str, str]]], url: str | None,
+             jobs: int, cache: str | None) -> list[dict]:
+    """Every budget of ``plan`` with its (estimator, policy) pairs; ratios to that budget's oracle."""
+    tasks = [(traces, b, "baselines", url, cache) for b in plan]
+    tasks += [(traces, b, combo, url, cache) for b, combos in plan.items() for combo in combos]
+    tasks.sort(key=lambda t: (t[2] == "baselines", -t[1]))  # the longest first
+    merged: dict[float, dict] = {b: {"results": {}} for b in plan}
+    if jobs > 1:
+        import multiprocessing
+
+        with multiprocessing.get_context("fork").Pool(jobs) as pool:
+            done = list(pool.imap_unordered(run_task, tasks))
+    else:
+        done = [run_task(t) for t in tasks]
+    for b, results, info in done:
+        merged[b].update(info)
+        merged[b]["results"].update(results)
+    runs = []
+    for b, combos in plan.items():
+        res = merged[b]["results"]
+        order = [*BASELINES, "clairvoyant", *[f"ours:{e}+{p}" for e, p in combos]]
+        res = {k: res[k] for k in order}
+        for r in res.values():
+            r["ratio_to_oracle"] = r["freshness"] / res["oracle"]["freshness"]
+        runs.append({"per_page_day": b, **{k: v for k, v in merged[b].items() if k != "results"},
+                     "results": res})
+    return runs
 
 
 def markdown(runs: list[dict], summary: dict) -> str:
@@ -249,8 +308,9 @@ def markdown(runs: list[dict], summary: dict) -> str:
     return "\n".join([
         "`python benchmarks/real_traces.py` -- real change histories "
         f"({summary['pages']} pages, {summary['hosts']} repositories as hosts, "
-        f"{summary['changes']} change times in the data file; the last {WINDOW_DAYS:g} days of each "
-        f"repository replayed, freshness scored over the last {WINDOW_DAYS - WARMUP_DAYS:g}), "
+        f"{summary['changes']} change times in the data file; the busiest {WINDOW_DAYS:g} days of "
+        f"each repository replayed, {runs[0]['changes_in_windows']} changes in them, freshness scored over the "
+        f"last {WINDOW_DAYS - WARMUP_DAYS:g}), "
         f"each host capped at {HOST_SHARE:g}x its average share. Freshness as a ratio to the "
         "hindsight-Poisson oracle, budget spent / allowed in brackets; `clairvoyant` is an "
         "upper bound that knows every change.",
@@ -271,6 +331,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", action="store_true", help="write docs/ even with --quick")
     parser.add_argument("--budgets", type=float, nargs="*", help="fetches per page per day")
     parser.add_argument("--ours", nargs="*", help="estimator+policy pairs (default: all)")
+    parser.add_argument("--all", action="store_true",
+                        help="every estimator x policy at every budget (default: not at B >= 1)")
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes")
+    parser.add_argument("--cache", help="directory keeping each finished simulation (resume a run)")
     parser.add_argument("--url", default=os.environ.get("FRONTIER_RATE_REDIS_URL"),
                         help="Redis URL (default: $FRONTIER_RATE_REDIS_URL, else embedded)")
     args = parser.parse_args(argv)
@@ -283,12 +347,13 @@ def main(argv: list[str] | None = None) -> int:
         keeper = connection.connect(None)
     budgets = args.budgets or ((0.5,) if args.quick else BUDGETS)
     if args.ours:
-        ours = [tuple(x.split("+")) for x in args.ours]
+        plan = {b: [tuple(x.split("+")) for x in args.ours] for b in budgets}
     elif args.quick:
-        ours = [("interval", "whittle")]
+        plan = {b: [DEFAULT] for b in budgets}
     else:
-        ours = [(e, p) for e in ESTIMATORS for p in POLICIES]
-    runs = [run_budget(traces, b, ours, args.url) for b in budgets]
+        every = [(e, p) for e in ESTIMATORS for p in POLICIES]
+        plan = {b: every if b < 1.0 or args.all else [DEFAULT, *AT_HIGH_BUDGET] for b in budgets}
+    runs = run_plan(traces, plan, args.url, args.jobs, args.cache)
     if keeper is not None:
         keeper.shutdown(nosave=True)
     for run in runs:

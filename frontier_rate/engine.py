@@ -98,7 +98,10 @@ DEFAULT_SHARDS = 16
 DEFAULT_BUCKETS = 1024
 """Buckets per shard: 16 x 1024 hashes stay compact up to ~1.5 million pages."""
 RESOLVE_EVERY = 60.0
-"""Seconds of clock time between re-solves of ν."""
+"""Seconds of clock time between re-solves of ν (at least)."""
+RESOLVE_FETCHES = 10.0
+"""...and at least the time the budget takes for this many fetches: ν moves only as
+observations come in, so a small budget re-solves less often (10 / budget seconds)."""
 NU_CACHE = 1.0
 """Seconds of clock time a process reuses ν before reading it again."""
 BURST_SECONDS = 1.0
@@ -793,7 +796,7 @@ class Frontier:
         self._nu, self._nu_read_at = nu, now
 
     def _maybe_resolve(self, now: float) -> None:
-        """Re-solve every RESOLVE_EVERY s of clock time; otherwise reuse the published ν."""
+        """Re-solve every ``_resolve_every()`` s of clock time; otherwise reuse the published ν."""
         if abs(now - self._nu_read_at) < NU_CACHE:
             return
         self._use_published_nu(self.client.hmget(self.keys.nu, "nu", "solved_at", "budget"), now)
@@ -801,12 +804,15 @@ class Frontier:
     def _use_published_nu(self, raw: list, now: float) -> None:
         if raw[2] is not None and float(raw[2]) != self.budget:
             self.budget = float(raw[2])
-        # stale after RESOLVE_EVERY; a clock far behind the solve (another clock) also re-solves
-        if raw[0] is None or raw[1] is None or abs(now - float(raw[1])) >= RESOLVE_EVERY:
+        # stale after _resolve_every(); a clock far behind the solve (another clock) re-solves too
+        if raw[0] is None or raw[1] is None or abs(now - float(raw[1])) >= self._resolve_every():
             self.resolve(now=now)
             return
         self._solved_at = float(raw[1])
         self._set_nu(float(raw[0]), now)
+
+    def _resolve_every(self) -> float:
+        return max(RESOLVE_EVERY, RESOLVE_FETCHES / self.budget)
 
     def _refreshed(self, shard: int, reply: list) -> None:
         """Book-keeping after a background refresh step (lua/refresh.lua) on ``shard``."""
