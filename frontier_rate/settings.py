@@ -20,7 +20,19 @@ REDIS_RETRY_FIRST = 1.0
 REDIS_RETRY_MAX = 30.0
 """Seconds between an adapter's attempts to reach Redis while it is down: 1, 2, 4 ... at most 30."""
 
-FRONTIER_SETTINGS: dict[str, tuple[str, type]] = {
+def flag(value: Any) -> bool:
+    """A boolean setting: a bool, 0/1, or true/false/yes/no/on/off in any case."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"not a boolean: {value!r}")
+
+
+FRONTIER_SETTINGS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "namespace": ("FRONTIER_RATE_NAMESPACE", str),
     "estimator": ("FRONTIER_RATE_ESTIMATOR", str),
     "policy": ("FRONTIER_RATE_POLICY", str),
@@ -32,6 +44,7 @@ FRONTIER_SETTINGS: dict[str, tuple[str, type]] = {
     "lease_timeout": ("FRONTIER_RATE_LEASE_TIMEOUT", float),
     "prior_rate": ("FRONTIER_RATE_PRIOR_RATE", float),
     "redis_timeout": ("FRONTIER_RATE_REDIS_TIMEOUT", float),
+    "fill_budget": ("FRONTIER_RATE_FILL_BUDGET", flag),
 }
 """``Frontier`` keyword -> (setting name, type)."""
 
