@@ -121,6 +121,8 @@ class RevisitBackend(Backend):
         )
         self.conditional = _flag(get, "FRONTIER_RATE_CONDITIONAL", True)
         self.close_after, self.close_when_idle = close_after(get("FRONTIER_RATE_CLOSE_AFTER"))
+        if self.close_when_idle:  # "idle" means nothing due: do not lease pages before they are
+            self.frontier_kwargs.setdefault("fill_budget", False)
         self.stats = get("STATS_MANAGER")
         self.request_model = request_model
         self.frontier = frontier

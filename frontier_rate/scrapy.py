@@ -325,6 +325,8 @@ class Scheduler:
             f"{settings['JOBDIR']}/frontier-rate" if settings.get("JOBDIR") else str(data_dir() / "spool")
         )
         self._frontier_kwargs = frontier_kwargs(settings.get)
+        if self.close_when_idle:  # "idle" means nothing due: do not lease pages before they are
+            self._frontier_kwargs.setdefault("fill_budget", False)
         dupefilter_cls = load_object(settings["DUPEFILTER_CLASS"])
         self.dupefilter = build_from_crawler(dupefilter_cls, crawler)
 

@@ -168,3 +168,12 @@ def test_a_capped_host_gets_its_own_threshold_and_frees_budget(redis_url, namesp
         assert obs.next_due - t == pytest.approx(1.0 / per_page, rel=1e-9)
         assert obs.next_due > policy.interval_for_threshold(nus[delay], lam, 1.0, "freshness")
     assert nus[600.0] < nus[0.0]
+
+
+def test_a_page_in_failure_backoff_is_not_fetched_early(redis_url, namespace):
+    f = _frontier(redis_url, namespace, budget=10.0)
+    f.add("http://flaky.example/p", now=0.0)
+    (d,) = f.next_requests(1, now=0.0)
+    f.failed(d, "HTTP 503", status=503, now=0.0)  # retry in 60 s
+    assert f.next_requests(1, now=5.0) == []
+    assert [x.url for x in f.next_requests(1, now=61.0)] == ["http://flaky.example/p"]

@@ -63,6 +63,8 @@ def make_manager(redis_url: str, namespace: str, clock: VirtualClock, **extra) -
         "FRONTIER_RATE_MAX_INTERVAL": MAX_INTERVAL,
         "FRONTIER_RATE_MIN_HOST_DELAY": 0.0,
         "FRONTIER_RATE_BUDGET": 100.0,
+        # due times exactly: tokens no due page can use are not spent early (tested apart)
+        "FRONTIER_RATE_FILL_BUDGET": False,
         **extra,
     })
     return FrontierManager.from_settings(settings)
@@ -99,6 +101,25 @@ def urls(requests: list[Request]) -> list[str]:
 def backend_of(manager: FrontierManager) -> RevisitBackend:
     assert isinstance(manager.backend, RevisitBackend)
     return manager.backend
+
+
+def test_budget_filling_hands_out_a_page_before_it_is_due(redis_url, namespace, clock) -> None:
+    """With FRONTIER_RATE_FILL_BUDGET on (the default for `interval`), a budget with tokens
+    and nothing due leases the page that falls due next."""
+    manager = make_manager(redis_url, namespace, clock, FRONTIER_RATE_FILL_BUDGET=True)
+    try:
+        url = "http://site.test/a"
+        manager.add_seeds([scrapy_request(url)])
+        (first,) = manager.get_next_requests(10, key_type="domain", overused_keys=[])
+        respond(manager, first, body=b"<p>v1</p>")
+        due = backend_of(manager).frontier.page(url)["next_due"]
+        clock.advance(1.0)
+        early = manager.get_next_requests(10, key_type="domain", overused_keys=[])
+        assert urls(early) == [url]
+        assert early[0].meta[b"scrapy_meta"][DISPATCH_KEY]["due"] == pytest.approx(due)
+        assert clock.now < due
+    finally:
+        manager.stop()
 
 
 def test_seed_fetch_wait_revisit(manager: FrontierManager, clock: VirtualClock) -> None:

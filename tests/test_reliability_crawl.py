@@ -77,7 +77,8 @@ def test_two_crawlers_share_a_frontier_on_redis_cluster(cluster_url, sites, tmp_
     for site, path in pages:
         site.set(path, f"<p>{path} {{n}}</p>", template=True)
     start = [{"url": site.url(path)} for site, path in pages]
-    settings = {"FRONTIER_RATE_CLOSE_AFTER": 5}
+    # due times as the exclusivity check: no page is leased before it is due
+    settings = {"FRONTIER_RATE_CLOSE_AFTER": 5, "FRONTIER_RATE_FILL_BUDGET": False}
     runs = [start_crawl(tmp_path, f"w{i}", cluster_url, "shared", start, settings) for i in (0, 1)]
     crawls = [finish_crawl(*run, timeout=90) for run in runs]
     assert all(c.returncode == 0 for c in crawls), crawls[0].log[-3000:] + crawls[1].log[-3000:]

@@ -1,7 +1,8 @@
 -- candidates.lua: give expired leases back, then list dispatch candidates.
 -- ARGV after the header: window (hosts to look at), look (pages per host),
 -- early ("0": hosts whose head page is due; "1": hosts that may dispatch now
--- but whose pages are not due yet, for tokens no due page can use).
+-- but whose pages are not due yet, for tokens no due page can use; pages in a
+-- failure backoff are left to their retry time).
 -- For each such host, returns the page with the highest index among its
 -- `look` earliest-due ones: host, id, index.
 -- Read-only apart from the lease reclaim and quarantining corrupt pages;
@@ -32,7 +33,8 @@ for _, host in ipairs(hosts) do
   local best, best_index = nil, -1
   for _, id in ipairs(pages) do
     local s = load_queued(id, host)
-    if s then
+    -- a page waiting out a failure backoff is never fetched early
+    if s and not (early and s.fails > 0) then
       local g = index(s, now)
       if g > best_index then best, best_index = id, g end
     end
