@@ -305,6 +305,24 @@ def markdown(runs: list[dict], summary: dict) -> str:
         rows.append(f"| {run['per_page_day']:g} | " + " | ".join(cells) + " |")
     viol = {k: sum(run["results"][k].get("violations", 0) for run in runs if k in run["results"])
             for k in names}
+    default = "ours:" + "+".join(DEFAULT)
+    verdict = ["**Targets** for the default (`" + default[5:] + "`): >= 1.00 x oracle at 0.5 and 2 "
+               "fetches/page/day, >= 0.98 x at 0.2, above uniform at 0.05 (and, for us, at every "
+               "budget); spend >= 0.98 of allowed; no violations."]
+    for run in runs:
+        b, res = run["per_page_day"], run["results"]
+        if default not in res:
+            continue
+        r = res[default]
+        floor = {0.5: 1.0, 2.0: 1.0, 0.2: 0.98}.get(b)
+        goals = [r["spent_of_allowed"] >= 0.98, r["violations"] == 0,
+                 r["freshness"] > res["uniform"]["freshness"] if b == 0.05 else True]
+        if floor is not None:
+            goals.append(r["ratio_to_oracle"] >= floor)
+        verdict.append(f"- B = {b:g}: **{'met' if all(goals) else 'missed'}** (ratio "
+                       f"{r['ratio_to_oracle']:.3f}, uniform {res['uniform']['ratio_to_oracle']:.3f}, "
+                       f"spent {r['spent_of_allowed']:.3f} of allowed; "
+                       f"{'above' if r['freshness'] > res['uniform']['freshness'] else 'below'} uniform)")
     return "\n".join([
         "`python benchmarks/real_traces.py` -- real change histories "
         f"({summary['pages']} pages, {summary['hosts']} repositories as hosts, "
@@ -319,6 +337,16 @@ def markdown(runs: list[dict], summary: dict) -> str:
         "",
         "Politeness and budget violations over all budgets: "
         + ", ".join(f"{k} {v}" for k, v in viol.items() if k != "clairvoyant") + ".",
+        "",
+        *verdict,
+        "",
+        "On these histories plain uniform revisiting beats the hindsight-Poisson oracle (7-11%): "
+        "the oracle gives no fetch to a page that did not change in the window and few to pages "
+        "whose changes came in bursts, which the Poisson model prices as steady. Nutch and "
+        "StormCrawler spend far less than the budget at 2 fetches/page/day: their intervals grow "
+        "on every unchanged fetch and nothing ties them to a budget. `lln`, `sa` and `sam` do not "
+        "fill the budget (`fill_budget` is off for them, their Poisson assumption forbids early "
+        "fetches) and spend 0.81-0.90 of it.",
         "",
         f"Machine: {machine()}.",
     ])
