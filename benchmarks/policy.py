@@ -271,6 +271,16 @@ def run_frontier(sc: Scenario, url: str | None, estimator: str, pol: str) -> tup
                  budget=sc.budget * tick, min_host_delay=sc.host_delay / tick,
                  min_interval=MIN_INTERVAL / tick, max_interval=MAX_INTERVAL / tick,
                  lease_timeout=1e12, seed=sc.seed, prior_rate=tick / DAY)
+    return drive(f, sc, tick=tick, max_n=256, retry=1.0)
+
+
+def drive(f: Frontier, sc, *, tick: float, max_n: int, retry: float) -> tuple[list[np.ndarray], dict]:
+    """Add the pages of ``sc`` (a Scenario, or anything with n, host, weights, changes, t_end)
+    to ``f`` and crawl them to ``sc.t_end``: fetch what ``next_requests`` hands out at once
+    (the fingerprint is the page's version at that time), move the clock one unit after a
+    batch, else to ``next_call``. ``tick``: simulated seconds per unit of ``f``'s clock.
+    Returns the fetch times per page (simulated seconds) and run info; drops the namespace.
+    """
     urls = [f"https://h{sc.host[i]}.example/p/{i}" for i in range(sc.n)]
     index = {u: i for i, u in enumerate(urls)}
     f.add_many([(u, float(w), None) for u, w in zip(urls, sc.weights, strict=True)], now=0.0)
@@ -278,7 +288,7 @@ def run_frontier(sc: Scenario, url: str | None, estimator: str, pol: str) -> tup
     t, t_end, calls = 0.0, sc.t_end / tick, 0
     wall = time.perf_counter()
     while t < t_end:
-        got = f.next_requests(256, now=t)
+        got = f.next_requests(max_n, now=t)
         calls += 1
         if got:
             batch = []
@@ -291,7 +301,7 @@ def run_frontier(sc: Scenario, url: str | None, estimator: str, pol: str) -> tup
             f.observe_many(batch)
             t += 1.0
         else:
-            t = max(t + 1.0, next_call(f, t, retry=1.0))
+            t = max(t + 1.0, next_call(f, t, retry=retry))
     stats = f.stats(now=t)
     info = {"wall_s": time.perf_counter() - wall, "next_requests_calls": calls, "nu": stats.get("nu")}
     delete_namespace(f)

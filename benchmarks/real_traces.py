@@ -57,9 +57,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from policy import (  # noqa: E402
-    delete_namespace,
+    drive,
     freshness_and_catch,
-    next_call,
     run_baseline,
     violations,
 )
@@ -180,38 +179,14 @@ def clairvoyant(world: World) -> float:
 def run_frontier(world: World, url: str | None, estimator: str, pol: str) -> tuple[list[np.ndarray], dict]:
     """Fetch times per page when the real engine decides, on a virtual clock in seconds.
 
-    After a batch the clock moves one second; when nothing was leased it jumps
-    to ``next_call``.
+    ``policy.drive``: after a batch the clock moves one second; when nothing was
+    leased it jumps to ``next_call`` (a crawler polls again within 60 s).
     """
     namespace = f"traces-{estimator}-{pol}-{world.per_page_day:g}-{os.getpid()}-{time.monotonic_ns() % 10**9}"
     f = Frontier(url, namespace=namespace, estimator=estimator, policy=pol, objective="freshness",
                  budget=world.budget, min_host_delay=world.host_delay, min_interval=MIN_INTERVAL,
                  max_interval=MAX_INTERVAL, lease_timeout=1e12, seed=world.seed)
-    urls = [f"https://h{world.host[i]}.example/p/{i}" for i in range(world.n)]
-    index = {u: i for i, u in enumerate(urls)}
-    f.add_many([(u, 1.0, None) for u in urls], now=0.0)
-    out: list[list[float]] = [[] for _ in range(world.n)]
-    t, calls = 0.0, 0
-    wall = time.perf_counter()
-    while t < world.t_end:
-        got = f.next_requests(64, now=t)
-        calls += 1
-        if got:
-            batch = []
-            for d in got:
-                i = index[d.url]
-                out[i].append(t)
-                version = int(np.searchsorted(world.changes[i], t, side="right"))
-                batch.append((d, {"fingerprint": str(version), "fetched_at": t}))
-            f.observe_many(batch)
-            t += 1.0
-            continue
-        t = max(t + 1.0, next_call(f, t, retry=60.0))
-    stats = f.stats(now=t)
-    info = {"wall_s": time.perf_counter() - wall, "next_requests_calls": calls, "nu": stats["nu"]}
-    delete_namespace(f)
-    f.close()
-    return [np.array(x) for x in out], info
+    return drive(f, world, tick=1.0, max_n=64, retry=60.0)
 
 
 def score(world: World, fetches: list[np.ndarray]) -> dict:
