@@ -99,6 +99,8 @@ DEFAULT_BUCKETS = 1024
 """Buckets per shard: 16 x 1024 hashes stay compact up to ~1.5 million pages."""
 RESOLVE_EVERY = 60.0
 """Seconds of clock time between re-solves of ν (at least)."""
+RESOLVE_SOON = 5.0
+"""Seconds between re-solves while the last one found too few pages to use the budget."""
 RESOLVE_FETCHES = 10.0
 """...and at least the time the budget takes for this many fetches: ν moves only as
 observations come in, so a small budget re-solves less often (10 / budget seconds)."""
@@ -415,7 +417,7 @@ class Frontier:
         give_back, self._unused_tokens = self._unused_tokens, 0
 
         def first(pipe: Any) -> None:
-            pipe.hmget(self.keys.nu, "nu", "solved_at", "budget")
+            pipe.hmget(self.keys.nu, "nu", "solved_at", "budget", "status")
             self._take_tokens(pipe, now, max_n, give_back)
             if refresh is not None:
                 self._shard_call(pipe, "refresh", refresh, now, [str(REFRESH_PAGES)])
@@ -799,13 +801,17 @@ class Frontier:
         """Re-solve every ``_resolve_every()`` s of clock time; otherwise reuse the published ν."""
         if abs(now - self._nu_read_at) < NU_CACHE:
             return
-        self._use_published_nu(self.client.hmget(self.keys.nu, "nu", "solved_at", "budget"), now)
+        self._use_published_nu(self.client.hmget(self.keys.nu, "nu", "solved_at", "budget",
+                                                 "status"), now)
 
     def _use_published_nu(self, raw: list, now: float) -> None:
         if raw[2] is not None and float(raw[2]) != self.budget:
             self.budget = float(raw[2])
-        # stale after _resolve_every(); a clock far behind the solve (another clock) re-solves too
-        if raw[0] is None or raw[1] is None or abs(now - float(raw[1])) >= self._resolve_every():
+        # stale after _resolve_every() (RESOLVE_SOON while the last solve found the pages short
+        # of the budget: a crawl that is still discovering them); a clock far behind the solve
+        # (another clock) re-solves too
+        every = RESOLVE_SOON if raw[3] in (b"under_budget", b"empty") else self._resolve_every()
+        if raw[0] is None or raw[1] is None or abs(now - float(raw[1])) >= every:
             self.resolve(now=now)
             return
         self._solved_at = float(raw[1])

@@ -177,3 +177,15 @@ def test_a_page_in_failure_backoff_is_not_fetched_early(redis_url, namespace):
     f.failed(d, "HTTP 503", status=503, now=0.0)  # retry in 60 s
     assert f.next_requests(1, now=5.0) == []
     assert [x.url for x in f.next_requests(1, now=61.0)] == ["http://flaky.example/p"]
+
+
+def test_a_solve_short_of_the_budget_is_redone_within_seconds(redis_url, namespace):
+    """A crawl still discovering its pages: the first solve finds too few pages for the budget
+    (ν = 0); 5 s later, with many more pages, ν is solved again instead of after 60 s."""
+    f = _frontier(redis_url, namespace, budget=1.0, fill_budget=False)
+    f.add("http://a.example/0", now=0.0)
+    f.next_requests(1, now=0.0)
+    assert f.stats(now=0.0)["nu"] == 0.0
+    f.add_many([f"http://h{i % 50}.example/{i}" for i in range(2000)], now=1.0)
+    f.next_requests(1, now=7.0)
+    assert f.stats(now=7.0)["nu"] > 0.0
