@@ -791,7 +791,8 @@ class Scheduler:
             self._next_poll = 0.0
 
     def _refill(self, now: float) -> None:
-        """Lease due pages in one batch; if none, sleep until the next falls due."""
+        """Lease due pages in one batch; if none, sleep until the next falls due (or, with
+        ``fill_budget``, until the budget holds another token)."""
         # Leases held back (host at its concurrency, robots.txt pending) may fill
         # part of the buffer; room for more keeps other hosts from starving.
         room = min(self.batch_size, BUFFER_BATCHES * self.batch_size - len(self._buffer))
@@ -810,6 +811,9 @@ class Scheduler:
             self._next_poll = now + WAKE_LIMIT
         else:
             self._next_poll = min(max(due, now + MIN_WAKE), now + WAKE_LIMIT)
+            if self._frontier.fill_budget:  # the next token may lease a page not yet due
+                self._next_poll = min(self._next_poll,
+                                      now + max(MIN_WAKE, 1.0 / self._frontier.budget))
         self._wake_at(self._next_poll)
 
     def _take_ready(self, now: float) -> Dispatch | None:
