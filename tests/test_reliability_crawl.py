@@ -138,7 +138,8 @@ def test_killed_crawler_leases_come_back_and_each_observation_counts_once(
     start = [{"url": site.url(path)} for site, path in pages]
     settings = {"FRONTIER_RATE_LEASE_TIMEOUT": 3.0, "FRONTIER_RATE_MIN_INTERVAL": 300.0,
                 "FRONTIER_RATE_MAX_INTERVAL": 300.0, "CONCURRENT_REQUESTS_PER_DOMAIN": 1,
-                "FRONTIER_RATE_CLOSE_AFTER": 60}
+                "FRONTIER_RATE_CLOSE_AFTER": 60,
+                "FRONTIER_RATE_FILL_BUDGET": False}  # revisits only after 300 s, as said above
     proc, output, log = start_crawl(tmp_path, "a", redis_url, namespace, start, settings)
     try:
         wait_for(lambda: responses_in(output) >= 8, 30, "crawler A's first responses")

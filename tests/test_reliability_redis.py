@@ -252,7 +252,7 @@ def test_documented_acl_rule_confines_a_user_to_its_namespace(secured):
             assert "fr:{crawl_b}:cfg" in names
         finally:
             client_a.close()
-        assert admin.hget("fr:{crawl_b}:cfg", "estimator") == b"sam"
+        assert admin.hget("fr:{crawl_b}:cfg", "estimator") == b"interval"
     finally:
         admin.execute_command("ACL", "DELUSER", "user_a", "user_b")
         admin.close()
@@ -336,7 +336,7 @@ def test_rediss_url_with_ca_runs_a_crawl_cycle(tls):
             assert fetched >= 8 and f.stats(now=t)["fetches"] == fetched
             assert f.client.connection_pool.connection_class.__name__ == "SSLConnection"
     plain = server.client()
-    assert plain.hget("fr:{tls}:cfg", "estimator") == b"sam"  # it went through to the server
+    assert plain.hget("fr:{tls}:cfg", "estimator") == b"interval"  # it went through to the server
     plain.close()
 
 
