@@ -862,17 +862,18 @@ def _cell_weights(table: np.ndarray, objective: str) -> tuple[np.ndarray, np.nda
     return lam_bar, w_eff
 
 
-def _cell_rates(nu: float, table: np.ndarray, min_interval: float, max_interval: float,
+def _cell_rates(nu, table: np.ndarray, min_interval: float, max_interval: float,
                 objective: str) -> np.ndarray:
+    """Fetch rate of each cell at threshold ``nu`` (one number, or one per row)."""
     n = table[:, 0]
+    nu = np.broadcast_to(np.asarray(nu, dtype=float), n.shape)
     lam_bar, w_eff = _cell_weights(table, objective)
     live = (lam_bar > 0) & (w_eff > 0)
     per_page = np.full(len(n), 1.0 / max_interval)
-    if nu <= 0:
-        per_page[live] = 1.0 / min_interval
-    else:
-        f = _freqs(nu, w_eff[live], lam_bar[live])
-        per_page[live] = np.clip(f, 1.0 / max_interval, 1.0 / min_interval)
+    per_page[live & (nu <= 0)] = 1.0 / min_interval
+    pos = live & (nu > 0)
+    f = _freqs(nu[pos], w_eff[pos], lam_bar[pos])
+    per_page[pos] = np.clip(f, 1.0 / max_interval, 1.0 / min_interval)
     return n * per_page
 
 
@@ -907,28 +908,13 @@ def _host_thresholds(nu: float, rows: np.ndarray, host: np.ndarray, caps: np.nda
         if not open_.any():
             break
         mid = np.where(open_, np.sqrt(lo * hi), hi)
-        demand = np.bincount(g, weights=_cell_rates_each(mid[g], sub, min_interval, max_interval,
-                                                         objective), minlength=len(todo_hosts))
+        demand = np.bincount(g, weights=_cell_rates(mid[g], sub, min_interval, max_interval,
+                                                    objective), minlength=len(todo_hosts))
         above = demand > cap
         lo = np.where(open_ & above, mid, lo)
         hi = np.where(open_ & ~above, mid, hi)
     out[todo_hosts] = hi
     return out
-
-
-def _cell_rates_each(nu: np.ndarray, table: np.ndarray, min_interval: float, max_interval: float,
-                     objective: str) -> np.ndarray:
-    """``_cell_rates`` with a threshold per row."""
-    n = table[:, 0]
-    lam_bar, w_eff = _cell_weights(table, objective)
-    live = (lam_bar > 0) & (w_eff > 0)
-    per_page = np.full(len(n), 1.0 / max_interval)
-    zero = live & (nu <= 0)
-    per_page[zero] = 1.0 / min_interval
-    pos = live & (nu > 0)
-    f = _freqs(nu[pos], w_eff[pos], lam_bar[pos])
-    per_page[pos] = np.clip(f, 1.0 / max_interval, 1.0 / min_interval)
-    return n * per_page
 
 
 def solve_threshold(cells, budget: float, min_interval: float, max_interval: float,
