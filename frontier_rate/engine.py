@@ -436,8 +436,10 @@ class Frontier:
             candidates = _candidates(found)
             candidates.sort(key=lambda c: -c[0])
             early = []
-            if self.fill_budget and granted > len(candidates):
-                early = self._early_candidates(now, granted - len(candidates))
+            if self.fill_budget and granted and not candidates:
+                # only when nothing at all is due: tokens left beside due pages stay in the
+                # bucket for the next call, and a busy crawl pays no extra round trip
+                early = self._early_candidates(now, granted)
             chosen: dict[int, list] = defaultdict(list)
             for _, shard, host, pid in (candidates + early)[:granted]:
                 chosen[shard] += [host, pid]
