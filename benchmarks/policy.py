@@ -274,11 +274,14 @@ def run_frontier(sc: Scenario, url: str | None, estimator: str, pol: str) -> tup
     return drive(f, sc, tick=tick, max_n=256, retry=1.0)
 
 
-def drive(f: Frontier, sc, *, tick: float, max_n: int, retry: float) -> tuple[list[np.ndarray], dict]:
+def drive(f: Frontier, sc, *, tick: float, max_n: int, retry: float,
+          dates: bool = False) -> tuple[list[np.ndarray], dict]:
     """Add the pages of ``sc`` (a Scenario, or anything with n, host, weights, changes, t_end)
     to ``f`` and crawl them to ``sc.t_end``: fetch what ``next_requests`` hands out at once
     (the fingerprint is the page's version at that time), move the clock one unit after a
     batch, else to ``next_call``. ``tick``: simulated seconds per unit of ``f``'s clock.
+    ``dates``: every answer tells the page's last change time (a true Last-Modified), when
+    the page changed since the start.
     Returns the fetch times per page (simulated seconds) and run info; drops the namespace.
     """
     urls = [f"https://h{sc.host[i]}.example/p/{i}" for i in range(sc.n)]
@@ -297,7 +300,10 @@ def drive(f: Frontier, sc, *, tick: float, max_n: int, retry: float) -> tuple[li
                 now = t * tick
                 out[i].append(now)
                 version = int(np.searchsorted(sc.changes[i], now, side="right"))
-                batch.append((d, {"fingerprint": str(version), "fetched_at": t}))
+                result = {"fingerprint": str(version), "fetched_at": t}
+                if dates and version > 0:
+                    result["changed_at"] = float(sc.changes[i][version - 1]) / tick
+                batch.append((d, result))
             f.observe_many(batch)
             t += 1.0
         else:

@@ -80,6 +80,8 @@ ESTIMATORS = ("interval", "lln", "sa", "sam")
 POLICIES = ("whittle", "lagrangian")
 QUICK_PAGES = 40
 DEFAULT = ("interval", "whittle")
+DATED = (*DEFAULT, "dates")
+"""The default engine when every answer carries a true Last-Modified."""
 AT_HIGH_BUDGET = [("interval", "lagrangian"), ("sam", "whittle")]
 """At B >= 1 a simulation takes ~7 min here, so only these run beside the default (``--all``
 runs the whole grid)."""
@@ -176,17 +178,19 @@ def clairvoyant(world: World) -> float:
     return (free + gained) / (world.n * (b - a))
 
 
-def run_frontier(world: World, url: str | None, estimator: str, pol: str) -> tuple[list[np.ndarray], dict]:
+def run_frontier(world: World, url: str | None, estimator: str, pol: str,
+                 dates: bool = False) -> tuple[list[np.ndarray], dict]:
     """Fetch times per page when the real engine decides, on a virtual clock in seconds.
 
     ``policy.drive``: after a batch the clock moves one second; when nothing was
-    leased it jumps to ``next_call`` (a crawler polls again within 60 s).
+    leased it jumps to ``next_call`` (a crawler polls again within 60 s). ``dates``:
+    every answer carries a true Last-Modified (the page's last change time).
     """
     namespace = f"traces-{estimator}-{pol}-{world.per_page_day:g}-{os.getpid()}-{time.monotonic_ns() % 10**9}"
     f = Frontier(url, namespace=namespace, estimator=estimator, policy=pol, objective="freshness",
                  budget=world.budget, min_host_delay=world.host_delay, min_interval=MIN_INTERVAL,
                  max_interval=MAX_INTERVAL, lease_timeout=1e12, seed=world.seed)
-    return drive(f, world, tick=1.0, max_n=64, retry=60.0)
+    return drive(f, world, tick=1.0, max_n=64, retry=60.0, dates=dates)
 
 
 def score(world: World, fetches: list[np.ndarray]) -> dict:
@@ -219,9 +223,9 @@ def run_task(task: tuple) -> tuple[float, dict, dict]:
                   f"spent {results[name]['spent_of_allowed']:.3f}", flush=True)
         results["clairvoyant"] = {"freshness": clairvoyant(world)}
     else:
-        est, pol = what
-        fetches, run_info = run_frontier(world, url, est, pol)
-        name = f"ours:{est}+{pol}"
+        est, pol, *dated = what
+        fetches, run_info = run_frontier(world, url, est, pol, dates=bool(dated))
+        name = "ours:" + "+".join(what)
         results[name] = {**score(world, fetches), **run_info}
         print(f"  B={per_page_day:<5g} {name:26} F={results[name]['freshness']:.4f} "
               f"spent {results[name]['spent_of_allowed']:.3f} ({run_info['wall_s']:.0f} s)",
@@ -252,7 +256,7 @@ def run_plan(traces: list[Trace], plan: dict[float, list[tuple[str, str]]], url:
     runs = []
     for b, combos in plan.items():
         res = merged[b]["results"]
-        order = [*BASELINES, "clairvoyant", *[f"ours:{e}+{p}" for e, p in combos]]
+        order = [*BASELINES, "clairvoyant", *["ours:" + "+".join(c) for c in combos]]
         res = {k: res[k] for k in order}
         for r in res.values():
             r["ratio_to_oracle"] = r["freshness"] / res["oracle"]["freshness"]
@@ -333,7 +337,8 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"{QUICK_PAGES} pages, budget 0.5, default engine; write nothing")
     parser.add_argument("--write", action="store_true", help="write docs/ even with --quick")
     parser.add_argument("--budgets", type=float, nargs="*", help="fetches per page per day")
-    parser.add_argument("--ours", nargs="*", help="estimator+policy pairs (default: all)")
+    parser.add_argument("--ours", nargs="*",
+                        help="estimator+policy pairs, +dates for true Last-Modified (default: all)")
     parser.add_argument("--all", action="store_true",
                         help="every estimator x policy at every budget (default: not at B >= 1)")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes")
@@ -352,10 +357,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.ours:
         plan = {b: [tuple(x.split("+")) for x in args.ours] for b in budgets}
     elif args.quick:
-        plan = {b: [DEFAULT] for b in budgets}
+        plan = {b: [DEFAULT, DATED] for b in budgets}
     else:
         every = [(e, p) for e in ESTIMATORS for p in POLICIES]
-        plan = {b: every if b < 1.0 or args.all else [DEFAULT, *AT_HIGH_BUDGET] for b in budgets}
+        plan = {b: [*(every if b < 1.0 or args.all else [DEFAULT, *AT_HIGH_BUDGET]), DATED]
+                for b in budgets}
     runs = run_plan(traces, plan, args.url, args.jobs, args.cache)
     if keeper is not None:
         keeper.shutdown(nosave=True)

@@ -65,6 +65,7 @@ from .connection import (
     connect,
     redact_url,
 )
+from .dates import change_time
 from .store import (
     F_GONE,
     F_LEASED,
@@ -160,6 +161,8 @@ class Observation:
     estimate: float
     next_due: float | None
     accepted: bool = True
+    dated: bool = False
+    """The change time (``changed_at`` / Last-Modified) passed its checks and was learned."""
 
 
 def _real(field: str, value: Any, *, minimum: float | None = None, strict: bool = False,
@@ -221,7 +224,10 @@ class Frontier:
     rate to spend, not only a cap; False: only due pages are ever leased).
     None (the default) fills with ``interval``, which learns from the realised
     intervals, and not with ``lln``/``sa``/``sam``, whose Poisson assumption
-    early fetches would break.
+    early fetches would break. ``change_dates``: learn change times from the
+    Last-Modified dates of answers (checked per host against the content,
+    lua/observe.lua); ``server_clock_rate``: server seconds per second of
+    ``clock`` (1; a test-bed with simulated time runs faster).
     """
 
     def __init__(self, redis_url: str | None = None, *, namespace: str = "default",
@@ -232,7 +238,8 @@ class Frontier:
                  clock: Callable[[], float] = time.time, seed: int | None = None,
                  prior_rate: float = PRIOR_RATE,
                  redis_timeout: float = SOCKET_TIMEOUT,
-                 fill_budget: bool | None = None) -> None:
+                 fill_budget: bool | None = None, change_dates: bool = True,
+                 server_clock_rate: float = 1.0) -> None:
         if not isinstance(namespace, str) or not NAMESPACE_RE.match(namespace):
             raise ValueError(f"namespace must be 1-64 characters of A-Z a-z 0-9 _ . -, "
                              f"got {namespace!r}")
@@ -259,6 +266,9 @@ class Frontier:
             raise ValueError(f"seed must be an int or None, got {seed!r}")
         self.namespace, self.estimator, self.policy = namespace, estimator, policy
         self.fill_budget = estimator == "interval" if fill_budget is None else bool(fill_budget)
+        self.change_dates = bool(change_dates)
+        self.server_clock_rate = _real("server_clock_rate", server_clock_rate, minimum=0.0,
+                                       strict=True)
         self.objective, self.clock = objective, clock
         self.redis_url = redis_url
         self._rng = random.Random(seed)
@@ -311,7 +321,8 @@ class Frontier:
                 repr(self.min_interval), repr(self.max_interval), repr(ETA), repr(BETA),
                 repr(OMEGA), repr(INTERVAL_PRIOR_INFO), repr(self.min_host_delay),
                 repr(self.lease_timeout), str(self.buckets), repr(self.min_interval),
-                repr(INTERVAL_MAX_STEP), repr(math.log(self.prior_rate)), self._cells]
+                repr(INTERVAL_MAX_STEP), repr(math.log(self.prior_rate)), self._cells,
+                repr(self.server_clock_rate)]
 
     def _initial_state(self) -> tuple[float, float]:
         """(est, aux) of a new page, as the Python estimators start (x0 = prior_rate)."""
@@ -520,17 +531,29 @@ class Frontier:
 
     def observe(self, dispatch: Dispatch, *, fingerprint: str | bytes | None = None,
                 not_modified: bool = False, status: int = 200, fetched_at: float | None = None,
-                etag: str | None = None, last_modified: str | None = None) -> Observation:
+                etag: str | None = None, last_modified: str | None = None,
+                served_at: str | None = None, changed_at: float | None = None) -> Observation:
         """Record a fetch: change indicator, estimator update, next due time (one Lua step).
 
         The page changed if ``fingerprint`` differs from the stored one; a
         ``not_modified`` (or status 304) answer is unchanged; the first fetch
         is never a change. A status >= 400 is passed on to ``failed``.
+
+        ``changed_at``: when the page last changed, as the server says (a
+        sitemap ``<lastmod>``), on the frontier's clock; by default it comes
+        from ``last_modified`` and ``served_at`` (the answer's ``Date``), see
+        ``dates.change_time``. With ``change_dates`` the ``interval`` estimator
+        learns the change time, not only the change bit, from a date that
+        agrees with the fingerprint; a host whose dates disagree with its
+        content (always "now", constant, in the future) has its dates ignored
+        (lua/observe.lua, docs/ARCHITECTURE.md).
         """
         return self.observe_many([(dispatch, {"fingerprint": fingerprint,
                                               "not_modified": not_modified, "status": status,
                                               "fetched_at": fetched_at, "etag": etag,
-                                              "last_modified": last_modified})])[0]
+                                              "last_modified": last_modified,
+                                              "served_at": served_at,
+                                              "changed_at": changed_at})])[0]
 
     def observe_many(self, results: Iterable[tuple[Dispatch, Mapping[str, Any]]]
                      ) -> list[Observation]:
@@ -578,7 +601,7 @@ class Frontier:
                 streamed = self.scripts.stream(commands())
             for part, replies in zip(sent, streamed, strict=True):
                 for i, reply in zip(part, replies, strict=True):
-                    out[i] = _observation(reply, results[i][0].url)
+                    out[i] = _observation(reply, results[i][0])
             for i, call in enumerate(checked):
                 if call[0] == "fail":
                     out[i] = self._fail(call[1], call[3], call[4], call[2])
@@ -587,7 +610,8 @@ class Frontier:
     def _check_observe(self, dispatch: Dispatch, *, fingerprint: str | bytes | None = None,
                        not_modified: bool = False, status: int = 200,
                        fetched_at: float | None = None, etag: str | None = None,
-                       last_modified: str | None = None) -> tuple:
+                       last_modified: str | None = None, served_at: str | None = None,
+                       changed_at: float | None = None) -> tuple:
         """Validate one observe call: ("observe", dispatch, now, ...) or ("fail", ...)."""
         if not isinstance(dispatch, Dispatch):
             raise ValueError(f"dispatch must be a Dispatch, got {type(dispatch).__name__}")
@@ -604,19 +628,26 @@ class Frontier:
                              "not_modified=True")
         if fingerprint is not None and not isinstance(fingerprint, (str, bytes)):
             raise ValueError(f"fingerprint must be str or bytes, got {type(fingerprint).__name__}")
+        if changed_at is not None:
+            changed_at = _real("changed_at", changed_at)
+        elif not not_modified:
+            changed_at = change_time(last_modified, served_at, now, self.server_clock_rate)
+        if not self.change_dates:
+            changed_at = None
         return ("observe", dispatch, now, host, token, fingerprint, not_modified,
-                _validator("etag", etag), _validator("last_modified", last_modified))
+                _validator("etag", etag), _validator("last_modified", last_modified), changed_at)
 
     def _pack_observation(self, call: tuple) -> tuple[int, bytes]:
         """(shard, packed argument of lua/observe.lua) for a checked observe call."""
-        _, dispatch, now, host, token, fingerprint, not_modified, etag, lm = call
+        _, dispatch, now, host, token, fingerprint, not_modified, etag, lm, changed_at = call
         fp = b"" if fingerprint is None else digest(fingerprint)
         host_b = host.encode("utf-8")
         bits = (1 if not_modified else 0) | (2 if fp else 0) | (4 if etag is not None else 0) \
-            | (8 if lm is not None else 0)
+            | (8 if lm is not None else 0) | (16 if changed_at is not None else 0)
         packed = OBSERVATION.pack(page_id(dispatch.url), token, now, bits,
                                   1.0 - self._rng.random(), fp or b"\0\0\0\0", len(host_b),
-                                  len(etag or b""), len(lm or b"")) \
+                                  len(etag or b""), len(lm or b""),
+                                  math.nan if changed_at is None else changed_at) \
             + host_b + (etag or b"") + (lm or b"")
         return self._shard_of(host), packed
 
@@ -1006,8 +1037,10 @@ class Frontier:
 
     def stats(self, *, now: float | None = None) -> dict:
         """Counters: pages, due_now, leased, gone, quarantined, fetches, changes, nu, budget,
-        budget_use. ``pages`` excludes quarantined pages; ``fetches`` and ``changes`` count
-        every accepted observation, of quarantined pages too."""
+        budget_use, dated_changes (changes whose time was learned from a date),
+        date_hosts_ignored (hosts whose Last-Modified dates are ignored now). ``pages``
+        excludes quarantined pages; ``fetches`` and ``changes`` count every accepted
+        observation, of quarantined pages too."""
         now = self._now(now)
         totals: dict[str, float] = defaultdict(float)
         with self._errors():
@@ -1024,6 +1057,8 @@ class Frontier:
                 "leased": int(totals["leased"]), "gone": int(totals["gone"]),
                 "quarantined": int(totals["quarantined"]),
                 "fetches": int(totals["fetches"]), "changes": int(totals["changes"]),
+                "dated_changes": int(totals["dated_changes"]),
+                "date_hosts_ignored": int(totals["date_hosts_ignored"]),
                 "hosts_queued": int(totals["hosts_queued"]),
                 "nu": float(nu.get(b"nu", 0.0)), "budget": self.budget,
                 "planned_rate": planned, "budget_use": planned / self.budget,
@@ -1176,15 +1211,27 @@ def _log_quarantined(flat: list, what_next: str = "see Frontier.quarantined(); a
 
 HOST_AGG = struct.Struct("<ddd")
 """One cell of one host in fr:{ns:s}:ha (lua/lib.lua HOST_AGG): pages, Σλ, Σw."""
-OBSERVATION = struct.Struct("<8sHdBd4sHHH")
+OBSERVATION = struct.Struct("<8sHdBd4sHHHd")
 """One packed fetch result for lua/observe.lua (host, etag, last_modified follow)."""
-_REPLY = struct.Struct("<BBdd")
+_REPLY = struct.Struct("<BBddB")
 OK, REPLAY, STALE, MISSING, QUARANTINED = range(5)
 """Observation statuses of lua/observe.lua."""
+DATE_USED, DATES_IGNORED, DATES_TRUSTED = 1, 2, 4
+"""Date bits of an observe reply (lua/observe.lua)."""
+DATE_TRUST = 10
+"""A host's change dates are ignored while more than 1 in this many disagreed with the
+content (DATE_TRUST in lua/observe.lua)."""
 
 
-def _observation(reply: bytes, url: str) -> Observation:
-    status, changed, estimate, due = _REPLY.unpack_from(reply)
+def _observation(reply: bytes, dispatch: Dispatch) -> Observation:
+    url = dispatch.url
+    status, changed, estimate, due, date_bits = _REPLY.unpack_from(reply)
+    if date_bits & DATES_IGNORED:
+        logger.warning("ignoring the change dates (Last-Modified) of host %s: more than 1 in %d "
+                       "disagreed with the content (now, constant or future dates)",
+                       dispatch.host, DATE_TRUST)
+    elif date_bits & DATES_TRUSTED:
+        logger.info("trusting the change dates (Last-Modified) of host %s again", dispatch.host)
     if status == QUARANTINED:
         reason = reply[_REPLY.size:].decode("utf-8", "replace")
         logger.error("observation of %s dropped: the page is quarantined (%s); add the URL again "
@@ -1193,4 +1240,5 @@ def _observation(reply: bytes, url: str) -> Observation:
     if status == MISSING:
         logger.warning("observe of a page the frontier does not know: %s", url)
     return Observation(changed=bool(changed), estimate=estimate,
-                       next_due=due if due > 0 else None, accepted=status in (OK, REPLAY))
+                       next_due=due if due > 0 else None, accepted=status in (OK, REPLAY),
+                       dated=bool(date_bits & DATE_USED))

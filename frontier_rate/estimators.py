@@ -183,7 +183,7 @@ def sam_step(z: Any, z_prev: Any, changed: Any, p: Any, eta_k: Any, zeta_k: Any)
 def interval_step(
     log_rate: Any, unchanged_time: Any, changed_score: Any, changed_info: Any,
     changed: Any, interval: Any, count: Any, *,
-    log_prior: float, prior_info: float, max_step: float,
+    log_prior: float, prior_info: float, max_step: float, since_change: Any = np.nan,
 ) -> tuple[Any, Any, Any, Any]:
     """One update of the interval estimator; returns the new
     (log_rate, unchanged_time, changed_score, changed_info).
@@ -199,14 +199,23 @@ def interval_step(
     exp(−(H/B)·δ), which matches dB/dφ = −H. One Newton step
     δ = score/J (clipped to ±max_step) per observation. ``count`` (updates
     including this one) bounds B, since r ≤ 1.
+
+    A change whose time is known (``since_change`` = s, the time from the
+    change to this fetch, 0 ≤ s < interval: a trustworthy Last-Modified)
+    contributes the exact term log Δ − Δ·s instead of log(1 − e^{−Δτ}):
+    the density of a change at that time and none after it (Cho and
+    Garcia-Molina 2003, §5: the last-modified date turns the censored bit
+    into an event time). Its score is 1 − Δ·s: one exact event in B (with no
+    curvature in H) and s added to T₀. NaN (the default) means no known time.
     """
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         x = np.clip(np.exp(log_rate) * interval, _X_MIN, _X_MAX)
         r = x / np.expm1(x)
         rho = np.where(x < 1e-3, x / 2 + x * x / 12, x / -np.expm1(-x) - 1.0)
-        changed_score = changed_score + changed * r
-        changed_info = changed_info + changed * (r * rho)
-        unchanged_time = unchanged_time + (1 - changed) * interval
+        dated = (changed == 1) & (since_change >= 0)
+        changed_score = changed_score + changed * np.where(dated, 1.0, r)
+        changed_info = changed_info + changed * np.where(dated, 0.0, r * rho)
+        unchanged_time = unchanged_time + np.where(dated, since_change, (1 - changed) * interval)
         exposure = np.minimum(np.exp(log_rate) * unchanged_time, _X_MAX)
         score = changed_score - exposure + prior_info * (log_prior - log_rate)
         curvature = prior_info + exposure + changed_info
@@ -346,6 +355,8 @@ class Estimator:
 
     name: ClassVar[str] = ""
     needs_interval: ClassVar[bool] = False
+    uses_change_time: ClassVar[bool] = False
+    _since_change: float = math.nan
     state_fields: ClassVar[Mapping[str, str]] = {}
 
     def __init__(self, *, p: float = 1.0, x0: float = 1.0, **_unused: Any) -> None:
@@ -363,13 +374,17 @@ class Estimator:
         """The current estimate of Δ (``x0`` before any update)."""
         return self.x0 if self._count == 0 else float(self._estimate())
 
-    def update(self, changed: Any, interval: float | None = None, p: float | None = None) -> float:
+    def update(self, changed: Any, interval: float | None = None, p: float | None = None, *,
+               since_change: float | None = None) -> float:
         """Record one fetch and return the new estimate.
 
         ``changed``: did the page change since the previous fetch (0/1/bool).
         ``interval``: realised time since the previous fetch (required by
         MLE, MM and Interval). ``p``: the Poisson crawl rate that produced
         this observation (default: the constructor's ``p``).
+        ``since_change``: for a change whose time is known (Last-Modified),
+        the time from it to this fetch, in [0, interval); only estimators
+        with ``uses_change_time`` learn from it, the others see the bit.
         """
         changed = _changed(changed)
         if interval is not None:
@@ -377,6 +392,14 @@ class Estimator:
         elif self.needs_interval:
             raise ValueError(f"interval is required by the {self.name!r} estimator")
         p = self.p if p is None else _positive("p", p)
+        if since_change is not None:
+            since_change = _non_negative("since_change", since_change)
+            if not changed:
+                raise ValueError(f"since_change={since_change!r} given for a fetch without a change")
+            if interval is not None and since_change >= interval:
+                raise ValueError(f"since_change={since_change!r} is not shorter than the interval "
+                                 f"{interval!r}: the change came before the previous fetch")
+        self._since_change = math.nan if since_change is None else since_change
         self._observe(changed, interval, p)
         self._count += 1
         return self.estimate
@@ -682,12 +705,18 @@ class Interval(Estimator):
     slowly when ``x0`` is far from Δ, because information counted at wrong
     estimates makes later steps too small.
 
+    Change times: a change whose time the server told (``since_change``,
+    from a Last-Modified date) enters as an exact event, log Δ − Δ·s (see
+    :func:`interval_step`); with only such changes the estimate is the
+    events-over-exposure MLE, the Poisson rate's sufficient statistics.
+
     Cost: O(1) per update (two exp, two expm1); state
     (count, log_rate, unchanged_time, changed_score, changed_info).
     """
 
     name = "interval"
     needs_interval = True
+    uses_change_time = True
     state_fields = {"log_rate": "float", "unchanged_time": "non_negative",
                     "changed_score": "non_negative", "changed_info": "non_negative"}
 
@@ -700,13 +729,15 @@ class Interval(Estimator):
         self._log_prior = math.log(self.x0)
         self._state = (self._log_prior, 0.0, 0.0, 0.0)
 
-    def _step(self, state: tuple, changed: Any, interval: Any, count: Any) -> tuple:
+    def _step(self, state: tuple, changed: Any, interval: Any, count: Any,
+              since_change: Any = math.nan) -> tuple:
         return interval_step(*state, changed, interval, count, log_prior=self._log_prior,
-                             prior_info=self.prior_info, max_step=self.max_step)
+                             prior_info=self.prior_info, max_step=self.max_step,
+                             since_change=since_change)
 
     def _observe(self, changed: int, interval: float | None, p: float) -> None:
-        self._state = tuple(float(v) for v in
-                            self._step(self._state, changed, interval, self._count + 1))
+        self._state = tuple(float(v) for v in self._step(self._state, changed, interval,
+                                                         self._count + 1, self._since_change))
 
     def _estimate(self) -> float:
         return math.exp(self._state[0])

@@ -331,7 +331,8 @@ class RevisitBackend(Backend):
             args = {"status": status, "fetched_at": now,
                     "fingerprint": self.fingerprinter(_body(response.body), response.url, headers),
                     "etag": header_value(headers, "ETag"),
-                    "last_modified": header_value(headers, "Last-Modified")}
+                    "last_modified": header_value(headers, "Last-Modified"),
+                    "served_at": header_value(headers, "Date")}
         elif status == 304:
             args = {"status": status, "fetched_at": now, "not_modified": True,
                     "etag": header_value(headers, "ETag") or dispatch.etag,

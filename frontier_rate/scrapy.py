@@ -922,7 +922,8 @@ class Scheduler:
             not_modified = status == 304
             args = {"status": status, "fetched_at": now,
                     "etag": self._validator(response, "ETag"),
-                    "last_modified": self._validator(response, "Last-Modified")}
+                    "last_modified": self._validator(response, "Last-Modified"),
+                    "served_at": header_value(response.headers, "Date")}
             if not_modified:
                 args["not_modified"] = True
                 args["etag"] = args["etag"] or clean_validator(dispatch.etag)

@@ -45,6 +45,8 @@ FRONTIER_SETTINGS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "prior_rate": ("FRONTIER_RATE_PRIOR_RATE", float),
     "redis_timeout": ("FRONTIER_RATE_REDIS_TIMEOUT", float),
     "fill_budget": ("FRONTIER_RATE_FILL_BUDGET", flag),
+    "change_dates": ("FRONTIER_RATE_CHANGE_DATES", flag),
+    "server_clock_rate": ("FRONTIER_RATE_SERVER_CLOCK_RATE", float),
 }
 """``Frontier`` keyword -> (setting name, type)."""
 

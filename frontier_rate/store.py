@@ -14,7 +14,8 @@ key                                   type   content
 ``fr:{ns:s}:hosts``                   hash   host -> packed (next_allowed, delay)
 ``fr:{ns:s}:leases``                  zset   page id + host -> lease deadline (µs)
 ``fr:{ns:s}:agg``                     hash   per policy cell c: n:c, l:c (Σλ), w:c (Σw)
-``fr:{ns:s}:cnt``                     hash   pages, gone, fetches, changes, quarantined
+``fr:{ns:s}:cnt``                     hash   pages, gone, fetches, changes, quarantined,
+                                             dated_changes, date_hosts_ignored
 ``fr:{ns:s}:cursor``                  str    background refresh cursor (bucket number)
 ``fr:{ns:s}:hr``                      hash   host -> packed (pages, Σ log rate): the host's
                                              pooled prior (pages with an observed interval)
@@ -22,10 +23,15 @@ key                                   type   content
                                              host's own policy cells, to cap it in the solve
 ``fr:{ns:s}:hnu``                     hash   host -> τ_h, for hosts whose cap binds: their
                                              pages plan with max(ν, τ_h)
+``fr:{ns:s}:lm``                      hash   host -> packed (dates checked, dates that
+                                             disagreed with the content): whether its
+                                             Last-Modified dates are believed
 ``fr:{ns:s}:q:<host>``                zset   page id -> due time (µs)
 ``fr:{ns:s}:s:<b>``                   hash   page id -> packed state (48/64 bytes, ``STATE``)
 ``fr:{ns:s}:u:<b>``                   hash   page id -> URL
 ``fr:{ns:s}:x:<b>``                   hash   page id -> etag, last_modified, meta JSON
+``fr:{ns:s}:r:<b>``                   hash   page id -> packed rhythm state (40 bytes), only
+                                             for pages with dated changes (``rhythm``)
 ``fr:{ns:s}:bad``                     hash   page id -> quarantine record (host, reason, raw
                                              corrupt value; ``unpack_quarantine``)
 ====================================  =====  ==============================================
@@ -72,7 +78,7 @@ F_LEASED, F_GONE, F_CHANGED, F_APPLIED = 1, 2, 4, 8
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 SHARD_SCRIPTS = ("add", "candidates", "lease", "observe", "fail", "refresh", "host_delay",
                  "stats", "quarantine", "release")
-HEADER_LENGTH = 18
+HEADER_LENGTH = 19
 STREAM_WINDOW = 64
 """Script calls ``Scripts.stream`` keeps in flight before it reads a reply."""
 

@@ -851,8 +851,8 @@ def test_no_pickle_marshal_shelve_eval_exec_or_yaml_load_in_the_package():
 
 
 LUA_KEY_ARGS = {"READY", "HOSTS", "LEASES", "AGG", "CNT", "BAD", "HOST_PRIOR", "HOST_AGG", "HOST_NU",
-                "cursor_key", "KEYS[1]"}
-LUA_KEY_FUNCS = {"skey", "ukey", "xkey", "qkey"}
+                "DATES", "cursor_key", "KEYS[1]"}
+LUA_KEY_FUNCS = {"skey", "ukey", "xkey", "qkey", "rkey"}
 LUA_FORBIDDEN = re.compile(r"\b(loadstring|load|dofile|loadfile|require|setfenv|getfenv|rawset|"
                            r"_G|cmsgpack|cjson|math\.random)\b")
 LUA_DEFINITIONS = [  # every key name derives from KEYS[1]: these lines must stay as they are
@@ -866,6 +866,8 @@ LUA_DEFINITIONS = [  # every key name derives from KEYS[1]: these lines must sta
     'local HOST_PRIOR = PREFIX .. "hr"',
     'local HOST_AGG = PREFIX .. "ha"',
     'local HOST_NU = PREFIX .. "hnu"',
+    'local DATES = PREFIX .. "lm"',
+    'local function rkey(id) return PREFIX .. "r:" .. bucket_of(id) end',
 ]
 
 

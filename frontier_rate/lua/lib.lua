@@ -13,6 +13,7 @@
 --   <prefix>x:<b>  hash id -> etag, last_modified and JSON meta (see xget)
 --   <prefix>q:<host> zset id -> due time (microseconds)
 --   <prefix>bad    hash id -> quarantine record (see quarantine)
+--   <prefix>r:<b>  hash id -> rhythm state of pages with dated changes (RHYTHM)
 -- ARGV[1..H] is the common header (see header()); a script's own arguments follow.
 
 local PREFIX = string.sub(KEYS[1], 1, -6)   -- strip "ready"
@@ -43,7 +44,7 @@ local function us(t) return fmt(math.floor(t * 1e6 + 0.5)) end
 local function seconds(score) return tonumber(score) / 1e6 end
 
 -- Common header ------------------------------------------------------------
-local H = 18
+local H = 19
 local function header()
   return {
     now = tonumber(ARGV[1]), nu = tonumber(ARGV[2]),
@@ -55,7 +56,7 @@ local function header()
     default_delay = tonumber(ARGV[12]), lease_timeout = tonumber(ARGV[13]),
     buckets = tonumber(ARGV[14]), tick = tonumber(ARGV[15]),
     max_step = tonumber(ARGV[16]), log_prior = tonumber(ARGV[17]),
-    cells = ARGV[18],
+    cells = ARGV[18], clock_rate = tonumber(ARGV[19]),
   }
 end
 local C = header()
@@ -256,6 +257,8 @@ end
 -- Host h's own threshold nu_h = max(nu, tau_h) (DESIGN §3: a multiplier per host):
 -- the engine publishes tau_h in HOST_NU for the hosts whose politeness cap binds.
 local HOST_NU = PREFIX .. "hnu"
+-- DATES: host -> how its change dates fared (observe.lua)
+local DATES = PREFIX .. "lm"
 local function host_nu(host)
   local tau = tonumber(redis.call("HGET", HOST_NU, host) or "")
   if tau and tau == tau and tau > C.nu then return tau end
@@ -278,8 +281,9 @@ local function clip(x, lo, hi) return math.min(math.max(x, lo), hi) end
 
 -- One update with change indicator I (0/1), the crawl rate p of this
 -- observation, its realised interval tau; k = number of earlier updates;
--- log_prior: the page's prior log-rate (`interval` only; host_log_prior).
-local function update_estimate(s, I, p, tau, k, log_prior)
+-- log_prior: the page's prior log-rate (`interval` only; host_log_prior);
+-- since: time from a change of known time (Last-Modified) to this fetch, or nil.
+local function update_estimate(s, I, p, tau, k, log_prior, since)
   local e = C.estimator
   if e == "lln" then
     -- eq. 1 in ratio form: x_k = I_hat_k / (S_k + alpha_k / p_k), S_k = sum (1 - I_j)/p_j,
@@ -308,9 +312,15 @@ local function update_estimate(s, I, p, tau, k, log_prior)
     local r = x / expm1(x)
     local rho
     if x < 1e-3 then rho = x / 2 + x * x / 12 else rho = x / -expm1(-x) - 1 end
-    local b = s.x1 + I * r
-    local h = s.x2 + I * (r * rho)
-    s.aux = s.aux + (1 - I) * tau
+    local b, h
+    if I == 1 and since then
+      -- a dated change: the exact term log(lambda) - lambda * since (interval_step)
+      b, h = s.x1 + 1, s.x2
+      s.aux = s.aux + since
+    else
+      b, h = s.x1 + I * r, s.x2 + I * (r * rho)
+      s.aux = s.aux + (1 - I) * tau
+    end
     local exposure = math.min(math.exp(phi) * s.aux, 1e300)
     local score = b - exposure + C.prior_info * (log_prior - phi)
     local curvature = C.prior_info + exposure + h
@@ -536,4 +546,64 @@ local function xset(id, etag, last_modified, meta)
   end
   redis.call("HSET", xkey(id), id,
     struct.pack("<I2I2", #etag, #last_modified) .. etag .. last_modified .. meta)
+end
+
+-- Rhythm (frontier_rate/rhythm.py, step by step) ------------------------------
+-- <prefix>r:<b> hash id -> "<dffffffff" last dated change, W, A, (C, S) per
+-- period of RHYTHM_PERIODS: decayed weight, mean age and circular sums of the
+-- phases of the page's dated changes.
+local RHYTHM = "<dffffffff"
+local RHYTHM_SIZE = struct.size(RHYTHM)
+local RHYTHM_PERIODS = {3600, 86400, 604800}
+local RHYTHM_DECAY, RHYTHM_MIN_WEIGHT, RHYTHM_MIN_R = 0.9, 4, 0.7
+local TWO_PI = 2 * math.pi
+
+local function rkey(id) return PREFIX .. "r:" .. bucket_of(id) end
+
+-- The page's rhythm state (nil when it has none, or it is unreadable: then
+-- the constant-rate schedule stands and the next dated change starts afresh).
+local function rhythm_get(id)
+  local raw = redis.call("HGET", rkey(id), id)
+  if not raw or #raw ~= RHYTHM_SIZE then return nil end
+  local r = {struct.unpack(RHYTHM, raw)}
+  for i = 1, 9 do
+    if r[i] ~= r[i] or r[i] == math.huge or r[i] == -math.huge then return nil end
+  end
+  return r
+end
+
+-- rhythm.update: one more dated change at time t.
+local function rhythm_update(id, t)
+  local r = rhythm_get(id) or {0, 0, 0, 0, 0, 0, 0, 0, 0}
+  local kept = RHYTHM_DECAY * r[2]
+  local age = 0
+  if r[2] > 0 then age = kept * (r[3] + math.max(t - r[1], 0)) / (kept + 1) end
+  r[1], r[2], r[3] = t, kept + 1, age
+  for k, period in ipairs(RHYTHM_PERIODS) do
+    local p = period / C.clock_rate
+    local theta = TWO_PI * math.fmod(t, p) / p
+    r[2 + 2 * k] = RHYTHM_DECAY * r[2 + 2 * k] + math.cos(theta)
+    r[3 + 2 * k] = RHYTHM_DECAY * r[3 + 2 * k] + math.sin(theta)
+  end
+  redis.call("HSET", rkey(id), id, struct.pack(RHYTHM, unpack(r, 1, 9)))
+end
+
+-- rhythm.aligned_due: `planned` moved onto the page's rhythm, if it has one.
+local function aligned_due(id, planned, earliest)
+  local r = rhythm_get(id)
+  if not r or r[2] < RHYTHM_MIN_WEIGHT then return planned end
+  local best_r, period, mean = nil, nil, nil
+  for k, p in ipairs(RHYTHM_PERIODS) do
+    p = p / C.clock_rate
+    local c, s = r[2 + 2 * k], r[3 + 2 * k]
+    local len = math.sqrt(c * c + s * s) / r[2]
+    if r[3] >= p and len >= RHYTHM_MIN_R then
+      best_r, period, mean = len, p, math.atan2(s, c)
+    end
+  end
+  if not best_r then return planned end
+  local margin = math.min(math.sqrt(-2 * math.log(best_r)), math.pi / 2)
+  local target = ((mean + margin) % TWO_PI) * period / TWO_PI
+  local start = math.max(planned - period / 2, earliest)
+  return target + math.ceil((start - target) / period) * period
 end

@@ -1,50 +1,103 @@
 -- observe.lua: fetch results, each one atomic step (DESIGN §2-3): change
 -- indicator, estimator update, next due time, re-queue.
 -- ARGV after the header: one packed string per fetch (engine.OBSERVATION):
--- "<c8I2dBdc4I2I2I2" = id, token, fetched_at, bits (1 not_modified,
--- 2 fingerprint given, 4 etag given, 8 last_modified given), u (uniform in
--- (0, 1] for the exponential draw), fingerprint digest, lengths of host, etag,
--- last_modified; then those three strings.
+-- "<c8I2dBdc4I2I2I2d" = id, token, fetched_at, bits (1 not_modified,
+-- 2 fingerprint given, 4 etag given, 8 last_modified given, 16 changed_at
+-- given), u (uniform in (0, 1] for the exponential draw), fingerprint digest,
+-- lengths of host, etag, last_modified, changed_at (the page's last change
+-- time the server told: Last-Modified or a sitemap lastmod); then those three
+-- strings.
 -- Accepted once per lease token: the page must hold an open lease with this
 -- token. A replay of the token that was applied returns the same result and
 -- changes nothing; any other token (an expired lease, re-leased or not) is
 -- "stale" and changes nothing.
 -- A page whose state is corrupt is quarantined (and the observation dropped);
 -- the other fetches of the batch go on.
--- Returns per fetch a packed "<BBdd": status (0 ok, 1 replay, 2 stale, 3 missing,
--- 4 quarantined), changed, estimate, next_due (0 when not queued), followed by
--- the reason when quarantined.
+-- Returns per fetch a packed "<BBddB": status (0 ok, 1 replay, 2 stale, 3 missing,
+-- 4 quarantined), changed, estimate, next_due (0 when not queued), date bits
+-- (1 the change time was learned, 2 this fetch made the host's dates ignored,
+-- 4 trusted again), followed by the reason when quarantined.
 
 local OK, REPLAY, STALE, MISSING, QUARANTINE = 0, 1, 2, 3, 4
 
-local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_arg, u)
+-- Change dates (Last-Modified) per host: DATES hash, host -> "<dd" dates
+-- checked, dates contradicted. A date is checked against the content: it must
+-- say "changed since the previous fetch" exactly when the fingerprint changed,
+-- and lie before the fetch (not in the future, not "now": servers that stamp
+-- every answer with the current time give an age of 0, dates.change_time). A host whose
+-- contradicted dates exceed 1 in DATE_TRUST is ignored (counted in CNT
+-- date_hosts_ignored) until its record is clean again; a date that fails its
+-- own check is never used.
+local DATE_TRUST = 10
+local USED, IGNORED, TRUSTED = 1, 2, 4
+
+local function host_dates(host)
+  local raw = redis.call("HGET", DATES, host)
+  if not raw or #raw ~= 16 then return 0, 0 end
+  local checked, bad = struct.unpack("<dd", raw)
+  if checked ~= checked or bad ~= bad or bad < 0 or checked < bad then return 0, 0 end
+  return checked, bad
+end
+
+-- Check a change date of `host`; returns the time from the change to `now`
+-- when it may be learned (nil otherwise) and the date bits of the reply.
+local function check_date(host, changed_at, I, last_fetch, now)
+  local says_changed = changed_at > last_fetch
+  local good = says_changed == (I == 1) and changed_at < now
+  local checked, bad = host_dates(host)
+  local trusted_before = bad * DATE_TRUST <= checked
+  checked = checked + 1
+  if not good then bad = bad + 1 end
+  redis.call("HSET", DATES, host, struct.pack("<dd", checked, bad))
+  local trusted = bad * DATE_TRUST <= checked
+  local bits = 0
+  if trusted_before and not trusted then
+    bits = IGNORED
+    redis.call("HINCRBY", CNT, "date_hosts_ignored", 1)
+  elseif trusted and not trusted_before then
+    bits = TRUSTED
+    redis.call("HINCRBY", CNT, "date_hosts_ignored", -1)
+  end
+  if good and trusted and I == 1 then
+    return now - changed_at, bits + USED
+  end
+  return nil, bits
+end
+
+local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_arg, u,
+    changed_at)
   local s, problem, raw = load_state(id)
   if problem then
     quarantine(id, host, problem, raw, false)
-    return QUARANTINE, 0, 0, 0, problem
+    return QUARANTINE, 0, 0, 0, 0, problem
   end
   if not s then
     local reason = quarantine_reason(id)
-    if reason then return QUARANTINE, 0, 0, 0, reason end
-    return MISSING, 0, 0, 0
+    if reason then return QUARANTINE, 0, 0, 0, 0, reason end
+    return MISSING, 0, 0, 0, 0
   end
   if s.leases ~= token or not has(s.flags, F_LEASED) then
     local status = STALE
     if s.leases == token and has(s.flags, F_APPLIED) then status = REPLAY end
     local changed = 0
     if has(s.flags, F_CHANGED) then changed = 1 end
-    return status, changed, reported(s), seconds(redis.call("ZSCORE", qkey(host), id) or "0")
+    return status, changed, reported(s), seconds(redis.call("ZSCORE", qkey(host), id) or "0"), 0
   end
 
   -- change indicator: the first fetch is no change; 304 is no change
   local I = 0
   if s.fetches > 0 and not not_modified and fp ~= "" and fp ~= s.fp then I = 1 end
   if fp ~= "" then s.fp = fp end
+  local since, date_bits = nil, 0
+  if changed_at and s.fetches > 0 then
+    since, date_bits = check_date(host, changed_at, I, s.last_fetch, now)
+  end
 
   local old_rate = plan_rate(s)
   local old_pooled = pooled_log_rate(s)
   if s.fetches > 0 then
-    update_estimate(s, I, s.p, now - s.last_fetch, s.fetches - 1, host_log_prior(host, old_pooled))
+    update_estimate(s, I, s.p, now - s.last_fetch, s.fetches - 1, host_log_prior(host, old_pooled),
+      since)
   end
   s.fetches = s.fetches + 1
   s.changes = s.changes + I
@@ -55,12 +108,17 @@ local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_
   host_pool_move(host, old_pooled, pooled_log_rate(s))
 
   -- next due: exponential with the planned mean for lln/sa/sam (their Poisson
-  -- assumption, docs/ARCHITECTURE.md), the planned interval itself for `interval`
+  -- assumption, docs/ARCHITECTURE.md); for `interval` the planned interval
+  -- itself, moved onto the page's rhythm when its dated changes show one
   local mean = planned_interval(s.weight, new_rate, host_nu(host))
-  local interval = mean
-  if C.estimator ~= "interval" then interval = -math.log(u) * mean end
   s.p = 1 / mean
-  local due = now + interval
+  local due
+  if C.estimator == "interval" then
+    if since then rhythm_update(id, now - since) end
+    due = aligned_due(id, now + mean, now + C.min_interval)
+  else
+    due = now - math.log(u) * mean
+  end
 
   s.flags = set(set(set(s.flags, F_LEASED, false), F_APPLIED, true), F_CHANGED, I == 1)
   save(id, s)
@@ -72,27 +130,31 @@ local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_
     if etag == nil then etag, last_modified, meta = "", "", "" end  -- malformed: replaced
     xset(id, etag_arg or etag, lm_arg or last_modified, meta)
   end
-  return OK, I, reported(s), due
+  return OK, I, reported(s), due, date_bits
 end
 
 local out = {}
-local fetches, changes = 0, 0
+local fetches, changes, dated = 0, 0, 0
 for i = H + 1, #ARGV do
   local arg = ARGV[i]
-  local id, token, now, bits, u, fp, lh, le, ll = struct.unpack("<c8I2dBdc4I2I2I2", arg)
-  local host = string.sub(arg, 38, 37 + lh)
+  local id, token, now, bits, u, fp, lh, le, ll, changed_at =
+    struct.unpack("<c8I2dBdc4I2I2I2d", arg)
+  local host = string.sub(arg, 46, 45 + lh)
   local etag, last_modified = nil, nil
-  if bits % 8 >= 4 then etag = string.sub(arg, 38 + lh, 37 + lh + le) end
-  if bits >= 8 then last_modified = string.sub(arg, 38 + lh + le, 37 + lh + le + ll) end
+  if bits % 8 >= 4 then etag = string.sub(arg, 46 + lh, 45 + lh + le) end
+  if bits % 16 >= 8 then last_modified = string.sub(arg, 46 + lh + le, 45 + lh + le + ll) end
   if bits % 4 < 2 then fp = "" end
-  local status, changed, est, due, reason = observe_one(id, host, token, now, fp,
-    bits % 2 == 1, etag, last_modified, u)
+  if bits < 16 or changed_at ~= changed_at then changed_at = nil end
+  local status, changed, est, due, date_bits, reason = observe_one(id, host, token, now, fp,
+    bits % 2 == 1, etag, last_modified, u, changed_at)
   if status == OK then
     fetches = fetches + 1
     changes = changes + changed
+    dated = dated + date_bits % 2
   end
-  out[#out + 1] = struct.pack("<BBdd", status, changed, est, due) .. (reason or "")
+  out[#out + 1] = struct.pack("<BBddB", status, changed, est, due, date_bits) .. (reason or "")
 end
 if fetches > 0 then redis.call("HINCRBY", CNT, "fetches", fetches) end
 if changes > 0 then redis.call("HINCRBY", CNT, "changes", changes) end
+if dated > 0 then redis.call("HINCRBY", CNT, "dated_changes", dated) end
 return finish(out)

@@ -5,8 +5,8 @@
 -- hash, p = hosts of the current HSCAN batch still to do ("\n"-separated),
 -- o = rank offset reached in the first of them, s = 1 while a sweep is under way.
 -- A queued, fetched page keeps its standardised draw E = (due - last_fetch) * p
--- and gets due = last_fetch + E * mean(nu), p = 1 / mean(nu) (E = 1 for the
--- periodic `interval` estimator). Never-fetched and retrying pages are left alone.
+-- and gets due = last_fetch + E * mean(nu), p = 1 / mean(nu) (for the periodic
+-- `interval` estimator due = last_fetch + mean(nu), moved onto the page's rhythm). Never-fetched and retrying pages are left alone.
 -- A queued page whose state is corrupt is quarantined.
 -- Returns {pages looked at, pages moved, 1 if this call finished a sweep of the shard,
 -- QUARANTINED (url, reason pairs)}.
@@ -26,11 +26,15 @@ local function replan(h, from, count)
     if s and s.fetches > 0 and s.fails == 0 and s.p > 0 then
       local mean = planned_interval(s.weight, plan_rate(s), nu_h)
       if math.abs(mean * s.p - 1) > 1e-6 then
-        local e = (due - s.last_fetch) * s.p
-        if C.estimator == "interval" then e = 1 end
+        local new_due
+        if C.estimator == "interval" then
+          new_due = aligned_due(id, s.last_fetch + mean, s.last_fetch + C.min_interval)
+        else
+          new_due = s.last_fetch + (due - s.last_fetch) * s.p * mean
+        end
         s.p = 1 / mean
         save(id, s)
-        redis.call("ZADD", qkey(h), us(s.last_fetch + e * mean), id)
+        redis.call("ZADD", qkey(h), us(new_due), id)
         moved = moved + 1
       end
     end

@@ -9,7 +9,7 @@ import threading
 from collections.abc import Sequence
 
 from .changes import CHANGE_MODELS, DAY, RATE_DISTRIBUTIONS
-from .server import Testbed
+from .server import DATE_LIES, Testbed
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -30,6 +30,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--rate-max-per-day", type=float, default=50.0)
     p.add_argument("--churn-fraction", type=float, default=0.1)
     p.add_argument("--volatile-fraction", type=float, default=0.1)
+    p.add_argument("--lying-hosts", type=float, default=0.0,
+                   help="fraction of hosts whose Last-Modified lies (see --lie)")
+    p.add_argument("--lie", default="now", choices=DATE_LIES,
+                   help="what a lying host sends as Last-Modified")
     p.add_argument("--port", type=int, default=0, help="0 picks a free port")
     p.add_argument("--base-address", default="127.0.0.2", help="first host address (127/8)")
     p.add_argument("--log", dest="log_path", help="append the request log here (JSONL)")
@@ -54,6 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             change_model=args.model, port=args.port, base_address=args.base_address,
             churn_fraction=args.churn_fraction, volatile_fraction=args.volatile_fraction,
             log_path=args.log_path, truth_path=args.truth_path,
+            lying_hosts=args.lying_hosts, lie=args.lie,
         )
     except ValueError as exc:
         print(f"error: {exc}")

@@ -89,6 +89,10 @@ class Testbed:
     real seconds (``time.monotonic`` by default); tests pass a controllable one.
     ``crawl_delays`` gives each host's robots.txt ``Crawl-delay`` in REAL
     seconds (None = no line); by default odd-numbered hosts get 1 s.
+    ``lying_hosts`` (a fraction) of the hosts, the last ones, send a
+    ``Last-Modified`` that is not the page's last change, as ``lie`` says:
+    ``"now"`` (the time of the answer), ``"constant"`` (the epoch, whatever
+    changes), ``"future"`` (a day ahead) or ``"none"`` (no header at all).
     """
 
     __test__ = False  # not a pytest test class, despite its name
@@ -114,6 +118,8 @@ class Testbed:
         zipf_exponent: float = 1.0,
         links_per_page: int = 4,
         clock: Callable[[], float] = time.monotonic,
+        lying_hosts: float = 0.0,
+        lie: str = "now",
     ) -> None:
         if not isinstance(n_pages, int) or not 1 <= n_pages <= 100_000:
             raise ValueError(f"n_pages={n_pages!r}: must be an integer in [1, 100000]")
@@ -133,6 +139,13 @@ class Testbed:
         for h, delay in enumerate(crawl_delays):
             if delay is not None and not 0 <= delay < float("inf"):
                 raise ValueError(f"crawl_delays[{h}]={delay!r}: must be None or >= 0 seconds")
+        if not 0.0 <= lying_hosts <= 1.0:
+            raise ValueError(f"lying_hosts={lying_hosts!r}: must be a fraction in [0, 1]")
+        if lie not in DATE_LIES:
+            raise ValueError(f"lie={lie!r}: must be one of {', '.join(DATE_LIES)}")
+        liars = round(lying_hosts * n_hosts)
+        self.date_modes = ["true"] * (n_hosts - liars) + [lie] * liars
+        """Per host: "true" (Last-Modified is the last change) or the lie it tells."""
         self.addresses = loopback_addresses(base_address, n_hosts)
         self.site = Site(
             n_pages=n_pages, n_hosts=n_hosts, seed=seed,
@@ -265,6 +278,7 @@ class Testbed:
             "sim_epoch": SIM_EPOCH,
             "started_at": self.started_at_wall,
             "hosts": self.hosts,
+            "date_modes": self.date_modes,
             "pages": [
                 {"url": self.page_url(p.index), "host": self.addresses[p.host], "weight": p.weight}
                 for p in self.site.pages
@@ -348,7 +362,10 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.status == 200:
             etag = '"' + hashlib.sha256(reply.body).hexdigest()[:32] + '"'
             reply.headers["ETag"] = etag
-            reply.headers["Last-Modified"] = http_date(reply.last_modified)
+            told = _told_last_modified(testbed.date_modes[host], reply.last_modified,
+                                       SIM_EPOCH + self._sim)
+            if told is not None:
+                reply.headers["Last-Modified"] = http_date(told)
             if _not_modified(inm, ims, etag, reply.last_modified):
                 reply.status, reply.body = 304, b""
         self.send_response(reply.status)
@@ -424,6 +441,16 @@ class _Reply:
     page: int | None = None
     version: int | None = None
     last_modified: float = SIM_EPOCH
+
+
+DATE_LIES = ("now", "constant", "future", "none")
+"""What a lying host sends as Last-Modified (``Testbed(lie=...)``)."""
+
+
+def _told_last_modified(mode: str, last_change: float, now: float) -> float | None:
+    """The Last-Modified a host in ``mode`` sends for a page last changed at ``last_change``."""
+    return {"true": last_change, "now": now, "constant": SIM_EPOCH, "future": now + DAY,
+            "none": None}[mode]
 
 
 def _not_modified(inm: str | None, ims: str | None, etag: str, last_modified: float) -> bool:
