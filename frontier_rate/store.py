@@ -30,8 +30,8 @@ key                                   type   content
 ``fr:{ns:s}:s:<b>``                   hash   page id -> packed state (48/64 bytes, ``STATE``)
 ``fr:{ns:s}:u:<b>``                   hash   page id -> URL
 ``fr:{ns:s}:x:<b>``                   hash   page id -> etag, last_modified, meta JSON
-``fr:{ns:s}:r:<b>``                   hash   page id -> packed rhythm state (40 bytes), only
-                                             for pages with dated changes (``rhythm``)
+``fr:{ns:s}:m:<b>``                   hash   page id -> packed change pattern (56 bytes), only
+                                             for pages with dated changes (``pattern``)
 ``fr:{ns:s}:bad``                     hash   page id -> quarantine record (host, reason, raw
                                              corrupt value; ``unpack_quarantine``)
 ====================================  =====  ==============================================

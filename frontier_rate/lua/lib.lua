@@ -13,7 +13,7 @@
 --   <prefix>x:<b>  hash id -> etag, last_modified and JSON meta (see xget)
 --   <prefix>q:<host> zset id -> due time (microseconds)
 --   <prefix>bad    hash id -> quarantine record (see quarantine)
---   <prefix>r:<b>  hash id -> rhythm state of pages with dated changes (RHYTHM)
+--   <prefix>m:<b>  hash id -> change pattern of pages with dated changes (PATTERN)
 -- ARGV[1..H] is the common header (see header()); a script's own arguments follow.
 
 local PREFIX = string.sub(KEYS[1], 1, -6)   -- strip "ready"
@@ -548,62 +548,86 @@ local function xset(id, etag, last_modified, meta)
     struct.pack("<I2I2", #etag, #last_modified) .. etag .. last_modified .. meta)
 end
 
--- Rhythm (frontier_rate/rhythm.py, step by step) ------------------------------
--- <prefix>r:<b> hash id -> "<dffffffff" last dated change, W, A, (C, S) per
--- period of RHYTHM_PERIODS: decayed weight, mean age and circular sums of the
--- phases of the page's dated changes.
-local RHYTHM = "<dffffffff"
-local RHYTHM_SIZE = struct.size(RHYTHM)
-local RHYTHM_PERIODS = {3600, 86400, 604800}
-local RHYTHM_DECAY, RHYTHM_MIN_WEIGHT, RHYTHM_MIN_R = 0.9, 4, 0.7
+-- Change pattern: rhythm and bursts (frontier_rate/pattern.py, step by step) ----
+-- <prefix>m:<b> hash id -> PATTERN "<dffffffffffff": last dated change, W, A,
+-- (C, S) per period of PERIODS, follow-up pending, follow-ups, changes they
+-- found, changes Poisson expected on them (decayed, pattern.py).
+local PATTERN = "<dffffffffffff"
+local PATTERN_SIZE = struct.size(PATTERN)
+local PERIODS = {3600, 86400, 604800}
+local DECAY, MIN_WEIGHT, MIN_R = 0.9, 4, 0.7
+local BURST_RECENT, BURST_WAIT, BURST_TRIALS, BURST_LIFT = 0.1, 3, 3, 2
 local TWO_PI = 2 * math.pi
 
-local function rkey(id) return PREFIX .. "r:" .. bucket_of(id) end
+local function mkey(id) return PREFIX .. "m:" .. bucket_of(id) end
 
--- The page's rhythm state (nil when it has none, or it is unreadable: then
+-- The page's pattern state (nil when it has none, or it is unreadable: then
 -- the constant-rate schedule stands and the next dated change starts afresh).
-local function rhythm_get(id)
-  local raw = redis.call("HGET", rkey(id), id)
-  if not raw or #raw ~= RHYTHM_SIZE then return nil end
-  local r = {struct.unpack(RHYTHM, raw)}
-  for i = 1, 9 do
-    if r[i] ~= r[i] or r[i] == math.huge or r[i] == -math.huge then return nil end
+local function pattern_get(id)
+  local raw = redis.call("HGET", mkey(id), id)
+  if not raw or #raw ~= PATTERN_SIZE then return nil end
+  local m = {struct.unpack(PATTERN, raw)}
+  for i = 1, 13 do
+    if m[i] ~= m[i] or m[i] == math.huge or m[i] == -math.huge then return nil end
   end
-  return r
+  return m
 end
 
--- rhythm.update: one more dated change at time t.
-local function rhythm_update(id, t)
-  local r = rhythm_get(id) or {0, 0, 0, 0, 0, 0, 0, 0, 0}
-  local kept = RHYTHM_DECAY * r[2]
+local function pattern_save(id, m)
+  redis.call("HSET", mkey(id), id, struct.pack(PATTERN, unpack(m, 1, 13)))
+end
+
+-- pattern.update: one more dated change at time t.
+local function pattern_update(m, t)
+  m = m or {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+  local kept = DECAY * m[2]
   local age = 0
-  if r[2] > 0 then age = kept * (r[3] + math.max(t - r[1], 0)) / (kept + 1) end
-  r[1], r[2], r[3] = t, kept + 1, age
-  for k, period in ipairs(RHYTHM_PERIODS) do
+  if m[2] > 0 then age = kept * (m[3] + math.max(t - m[1], 0)) / (kept + 1) end
+  m[1], m[2], m[3] = t, kept + 1, age
+  for k, period in ipairs(PERIODS) do
     local p = period / C.clock_rate
     local theta = TWO_PI * math.fmod(t, p) / p
-    r[2 + 2 * k] = RHYTHM_DECAY * r[2 + 2 * k] + math.cos(theta)
-    r[3 + 2 * k] = RHYTHM_DECAY * r[3 + 2 * k] + math.sin(theta)
+    m[2 + 2 * k] = DECAY * m[2 + 2 * k] + math.cos(theta)
+    m[3 + 2 * k] = DECAY * m[3 + 2 * k] + math.sin(theta)
   end
-  redis.call("HSET", rkey(id), id, struct.pack(RHYTHM, unpack(r, 1, 9)))
+  return m
 end
 
--- rhythm.aligned_due: `planned` moved onto the page's rhythm, if it has one.
-local function aligned_due(id, planned, earliest)
-  local r = rhythm_get(id)
-  if not r or r[2] < RHYTHM_MIN_WEIGHT then return planned end
+-- pattern.aligned_due: `planned` moved onto the page's rhythm, if it has one.
+local function aligned_due(m, planned, earliest)
+  if not m or m[2] < MIN_WEIGHT then return planned end
   local best_r, period, mean = nil, nil, nil
-  for k, p in ipairs(RHYTHM_PERIODS) do
+  for k, p in ipairs(PERIODS) do
     p = p / C.clock_rate
-    local c, s = r[2 + 2 * k], r[3 + 2 * k]
-    local len = math.sqrt(c * c + s * s) / r[2]
-    if r[3] >= p and len >= RHYTHM_MIN_R then
+    local c, s = m[2 + 2 * k], m[3 + 2 * k]
+    local len = math.sqrt(c * c + s * s) / m[2]
+    if m[3] >= p and len >= MIN_R then
       best_r, period, mean = len, p, math.atan2(s, c)
     end
   end
   if not best_r then return planned end
-  local margin = math.min(math.sqrt(-2 * math.log(best_r)), math.pi / 2)
+  local margin = math.min(math.sqrt(math.max(-2 * math.log(best_r), 0)), math.pi / 2)
   local target = ((mean + margin) % TWO_PI) * period / TWO_PI
   local start = math.max(planned - period / 2, earliest)
   return target + math.ceil((start - target) / period) * period
+end
+
+-- pattern.follow_up_outcome: a follow-up's result against the Poisson chance.
+local function follow_up_outcome(m, I, tau, rate)
+  if not m or m[10] == 0 then return m end
+  m[10] = 0
+  m[11] = DECAY * m[11] + 1
+  m[12] = DECAY * m[12] + I
+  m[13] = DECAY * m[13] - expm1(-rate * tau)
+  return m
+end
+
+-- pattern.burst_due: a follow-up after a change just seen, while follow-ups pay.
+local function burst_due(m, due, now, since, rate)
+  if not m or not since or since * rate >= BURST_RECENT then return due end
+  if m[11] >= BURST_TRIALS and m[12] < BURST_LIFT * m[13] + 0.5 then return due end
+  local follow = now + math.max(C.min_interval, BURST_WAIT * since)
+  if follow >= due then return due end
+  m[10] = 1
+  return follow
 end

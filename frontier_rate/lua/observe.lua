@@ -95,9 +95,9 @@ local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_
 
   local old_rate = plan_rate(s)
   local old_pooled = pooled_log_rate(s)
+  local tau = now - s.last_fetch
   if s.fetches > 0 then
-    update_estimate(s, I, s.p, now - s.last_fetch, s.fetches - 1, host_log_prior(host, old_pooled),
-      since)
+    update_estimate(s, I, s.p, tau, s.fetches - 1, host_log_prior(host, old_pooled), since)
   end
   s.fetches = s.fetches + 1
   s.changes = s.changes + I
@@ -109,13 +109,21 @@ local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_
 
   -- next due: exponential with the planned mean for lln/sa/sam (their Poisson
   -- assumption, docs/ARCHITECTURE.md); for `interval` the planned interval
-  -- itself, moved onto the page's rhythm when its dated changes show one
+  -- itself, moved onto the page's rhythm or followed up after a burst when its
+  -- dated changes show one (pattern.py)
   local mean = planned_interval(s.weight, new_rate, host_nu(host))
   s.p = 1 / mean
   local due
   if C.estimator == "interval" then
-    if since then rhythm_update(id, now - since) end
-    due = aligned_due(id, now + mean, now + C.min_interval)
+    local m = pattern_get(id)
+    if m or since then
+      m = follow_up_outcome(m, I, tau, old_rate)
+      if since then m = pattern_update(m, now - since) end
+      due = burst_due(m, aligned_due(m, now + mean, now + C.min_interval), now, since, new_rate)
+      pattern_save(id, m)
+    else
+      due = now + mean
+    end
   else
     due = now - math.log(u) * mean
   end

@@ -6,7 +6,8 @@
 -- o = rank offset reached in the first of them, s = 1 while a sweep is under way.
 -- A queued, fetched page keeps its standardised draw E = (due - last_fetch) * p
 -- and gets due = last_fetch + E * mean(nu), p = 1 / mean(nu) (for the periodic
--- `interval` estimator due = last_fetch + mean(nu), moved onto the page's rhythm). Never-fetched and retrying pages are left alone.
+-- `interval` estimator due = last_fetch + mean(nu), moved onto the page's rhythm;
+-- a pending burst follow-up keeps its time). Never-fetched and retrying pages are left alone.
 -- A queued page whose state is corrupt is quarantined.
 -- Returns {pages looked at, pages moved, 1 if this call finished a sweep of the shard,
 -- QUARANTINED (url, reason pairs)}.
@@ -28,7 +29,9 @@ local function replan(h, from, count)
       if math.abs(mean * s.p - 1) > 1e-6 then
         local new_due
         if C.estimator == "interval" then
-          new_due = aligned_due(id, s.last_fetch + mean, s.last_fetch + C.min_interval)
+          local m = pattern_get(id)
+          new_due = aligned_due(m, s.last_fetch + mean, s.last_fetch + C.min_interval)
+          if m and m[10] ~= 0 then new_due = due end  -- a burst follow-up keeps its time
         else
           new_due = s.last_fetch + (due - s.last_fetch) * s.p * mean
         end
