@@ -42,6 +42,7 @@ docs/BENCHMARKS.md.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import sys
@@ -143,6 +144,16 @@ def densest_window_end(histories: list[np.ndarray], span: float) -> float:
     return float(times[best + counts[best] - 1]) + 1.0
 
 
+def every_page_changes(world: World) -> World:
+    """The world as ``oracle_all`` sees it: a page with no change in the window counts as
+    changing once in it. The plain oracle never fetches such a page (its hindsight rate is
+    0), so it never holds a copy and scores it stale throughout, while one fetch would keep
+    it fresh: 24 of the 317 pages here, worth about 7% of the oracle's freshness."""
+    other = copy.copy(world)
+    other.rates = np.maximum(world.rates, 1.0 / (WINDOW_DAYS * DAY))
+    return other
+
+
 def clairvoyant(world: World) -> float:
     """Upper bound on freshness for a crawler that knows every change time.
 
@@ -221,6 +232,7 @@ def run_task(task: tuple) -> tuple[float, dict, dict]:
             results[name] = score(world, run_baseline(world, name))
             print(f"  B={per_page_day:<5g} {name:26} F={results[name]['freshness']:.4f} "
                   f"spent {results[name]['spent_of_allowed']:.3f}", flush=True)
+        results["oracle_all"] = score(world, run_baseline(every_page_changes(world), "oracle"))
         results["clairvoyant"] = {"freshness": clairvoyant(world)}
     else:
         est, pol, *dated = what
@@ -256,10 +268,11 @@ def run_plan(traces: list[Trace], plan: dict[float, list[tuple[str, str]]], url:
     runs = []
     for b, combos in plan.items():
         res = merged[b]["results"]
-        order = [*BASELINES, "clairvoyant", *["ours:" + "+".join(c) for c in combos]]
+        order = [*BASELINES, "oracle_all", "clairvoyant", *["ours:" + "+".join(c) for c in combos]]
         res = {k: res[k] for k in order}
         for r in res.values():
             r["ratio_to_oracle"] = r["freshness"] / res["oracle"]["freshness"]
+            r["ratio_to_oracle_all"] = r["freshness"] / res["oracle_all"]["freshness"]
         runs.append({"per_page_day": b, **{k: v for k, v in merged[b].items() if k != "results"},
                      "results": res})
     return runs
@@ -302,6 +315,23 @@ def markdown(runs: list[dict], summary: dict) -> str:
                        f"{r['ratio_to_oracle']:.3f}, uniform {res['uniform']['ratio_to_oracle']:.3f}, "
                        f"spent {r['spent_of_allowed']:.3f} of allowed; "
                        f"{'above' if r['freshness'] > res['uniform']['freshness'] else 'below'} uniform)")
+    dated = "ours:" + "+".join(DATED)
+    verdict += ["", "**Targets with true Last-Modified dates** (`" + dated[5:] + "`): >= 1.06 x "
+                "oracle at 0.5, >= 1.02 x at 2, >= 1.00 x at every budget; without dates, "
+                "not below the earlier result (1.034, 1.039, 1.084, 1.083 at 0.05, 0.2, 0.5, 2)."]
+    for run in runs:
+        b, res = run["per_page_day"], run["results"]
+        if dated not in res:
+            continue
+        r = res[dated]
+        floor = max(1.0, {0.5: 1.06, 2.0: 1.02}.get(b, 1.0))
+        plain = res.get(default)
+        verdict.append(f"- B = {b:g}: **{'met' if r['ratio_to_oracle'] >= floor else 'missed'}** "
+                       f"(with dates {r['ratio_to_oracle']:.3f}, without "
+                       f"{plain['ratio_to_oracle']:.3f}; to `oracle_all` "
+                       f"{r['ratio_to_oracle_all']:.3f} and {plain['ratio_to_oracle_all']:.3f}; "
+                       f"clairvoyant {res['clairvoyant']['ratio_to_oracle']:.3f})"
+                       if plain else f"- B = {b:g}: with dates {r['ratio_to_oracle']:.3f}")
     return "\n".join([
         "`python benchmarks/real_traces.py` -- real change histories "
         f"({summary['pages']} pages, {summary['hosts']} repositories as hosts, "
@@ -320,8 +350,13 @@ def markdown(runs: list[dict], summary: dict) -> str:
         *verdict,
         "",
         "On these histories plain uniform revisiting beats the hindsight-Poisson oracle (7-11%): "
-        "the oracle gives no fetch to a page that did not change in the window and few to pages "
-        "whose changes came in bursts, which the Poisson model prices as steady. Nutch and "
+        "the oracle gives no fetch to a page that did not change in the window (24 pages here), "
+        "so it never holds a copy of them. `oracle_all` is the same oracle with those pages "
+        "counted as changing once in the window; the ratios to it are in "
+        "docs/benchmarks/real_traces.json (`ratio_to_oracle_all`) and, for the default with "
+        "and without dates, in the targets above. `+dates`: every answer carries a true "
+        "Last-Modified (the page's last change), so the estimator learns change times and "
+        "the change-pattern model (rhythm, burst follow-ups) has dated changes to learn from. Nutch and "
         "StormCrawler spend far less than the budget at 2 fetches/page/day: their intervals grow "
         "on every unchanged fetch and nothing ties them to a budget. `lln`, `sa` and `sam` do not "
         "fill the budget (`fill_budget` is off for them, their Poisson assumption forbids early "
@@ -379,6 +414,8 @@ def main(argv: list[str] | None = None) -> int:
     write_json("real_traces", {
         "ratio_to_oracle": {f"{k}@{run['per_page_day']:g}": r["ratio_to_oracle"]
                             for run in runs for k, r in run["results"].items()},
+        "ratio_to_oracle_all": {f"{k}@{run['per_page_day']:g}": r["ratio_to_oracle_all"]
+                                for run in runs for k, r in run["results"].items()},
         "spent_of_allowed": {f"{k}@{run['per_page_day']:g}": r["spent_of_allowed"]
                              for run in runs for k, r in run["results"].items()
                              if "spent_of_allowed" in r},
