@@ -54,7 +54,8 @@ def test_short_demo_run_reports_and_stays_polite(redis_url: str, tmp_path: Path)
     out = tmp_path / "report"
     result = subprocess.run(
         [sys.executable, "-m", "frontier_rate", "demo", "--duration", "25", "--pages", "24", "--hosts", "3",
-         "--budget", "15", "--redis", redis_url, "--out", str(out), "--json"],
+         "--budget", "15", "--redis", redis_url, "--out", str(out), "--json",
+         "--lying-hosts", "0.34", "--lie", "now"],
         capture_output=True, text=True, timeout=240, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout)
@@ -72,3 +73,7 @@ def test_short_demo_run_reports_and_stays_polite(redis_url: str, tmp_path: Path)
     fetched = [json.loads(line) for line in (out / "requests.jsonl").read_text().splitlines()]
     assert not any(r["path"].startswith("/private/") for r in fetched), "robots.txt Disallow was ignored"
     assert np.isfinite(report["freshness"]["ours"])
+    # one of the three hosts stamps every answer "now": its dates are ignored, the others' used
+    assert report["dates"]["lying_hosts"] == 1
+    assert report["dates"]["date_hosts_ignored"] == 1
+    assert report["dates"]["dated_changes"] > 0

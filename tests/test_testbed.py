@@ -318,6 +318,35 @@ def test_conditional_requests_answer_304_correctly():
         assert codes.count(304) == 4
 
 
+@pytest.mark.parametrize("lie", ["now", "constant", "future", "none"])
+def test_lying_hosts_send_the_last_modified_they_are_told_to(lie):
+    """Half of four hosts lie; the honest ones send the last change, the Date header is
+    the simulated now on both."""
+    clock = FakeClock()
+    tb = Testbed(n_pages=4, n_hosts=4, acceleration=1.0, rate_min=0.01, rate_max=0.01,
+                 churn_fraction=0.0, volatile_fraction=0.0, clock=clock, lying_hosts=0.5, lie=lie)
+    assert tb.date_modes == ["true", "true", lie, lie]
+    with tb:
+        clock.t += 300.0
+        truth = {p["url"]: p["change_times"] for p in tb.truth()["pages"]}
+        for i in range(4):
+            url = tb.page_url(i)
+            status, headers, _ = fetch(url)
+            now = SIM_EPOCH + tb.sim_time()
+            assert status == 200 and email.utils.parsedate_to_datetime(headers["Date"]).timestamp() \
+                == math.floor(now)
+            told = headers.get("Last-Modified")
+            sent = None if told is None else email.utils.parsedate_to_datetime(told).timestamp()
+            last = max([0.0, *[c for c in truth[url] if c <= tb.sim_time()]])
+            expected = {"true": math.floor(SIM_EPOCH + last), "now": math.floor(now),
+                        "constant": SIM_EPOCH, "future": math.floor(now + DAY), "none": None}
+            assert sent == expected[tb.date_modes[i]], (i, told)
+    with pytest.raises(ValueError, match="lie="):
+        Testbed(n_pages=2, n_hosts=1, lie="sometimes")
+    with pytest.raises(ValueError, match="lying_hosts="):
+        Testbed(n_pages=2, n_hosts=1, lying_hosts=1.5)
+
+
 def test_markup_churn_changes_bytes_not_visible_text():
     clock = FakeClock()
     tb = Testbed(n_pages=10, n_hosts=2, churn_fraction=1.0, volatile_fraction=0.0, clock=clock)
