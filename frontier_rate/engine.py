@@ -56,7 +56,7 @@ from urllib.parse import urlsplit
 import numpy as np
 import redis
 
-from . import policy
+from . import pattern, policy
 from .connection import (
     SOCKET_TIMEOUT,
     FrontierError,
@@ -925,7 +925,8 @@ class Frontier:
         return pages
 
     def page(self, url: str) -> dict | None:
-        """One page's record, or None if unknown.
+        """One page's record, or None if unknown; ``pattern`` describes its change pattern
+        (``pattern.describe``) once it has dated changes.
 
         A page with a corrupt state has status "corrupt" (it is quarantined as
         soon as a script reads it), a quarantined one "quarantined"; both name
@@ -941,12 +942,17 @@ class Frontier:
             pipe.hget(self.keys.extras(shard, b), pid)
             pipe.zscore(self.keys.queue(shard, host), pid)
             pipe.hget(self.keys.bad(shard), pid)
-            raw, extras, due, bad = pipe.execute()
+            pipe.hget(self.keys.pattern(shard, b), pid)
+            raw, extras, due, bad, kept = pipe.execute()
         if raw is None:
             if bad is None:
                 return None
             return _broken_record(url, host, "quarantined", _quarantine_reason(bad))
-        return self._record(url, host, raw, extras, None if due is None else due / 1e6)
+        record = self._record(url, host, raw, extras, None if due is None else due / 1e6)
+        state = pattern.unpack(kept)
+        record["pattern"] = None if state is None else pattern.describe(state,
+                                                                        self.server_clock_rate)
+        return record
 
     def _record(self, url: str, host: str, raw: bytes, extras: bytes | None,
                 due: float | None) -> dict:

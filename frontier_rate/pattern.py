@@ -45,6 +45,7 @@ while they find more than ``BURST_LIFT`` times the changes Poisson predicts
 from __future__ import annotations
 
 import math
+import struct
 
 HOUR, DAY, WEEK = 3600.0, 86400.0, 7 * 86400.0
 PERIODS = (HOUR, DAY, WEEK)
@@ -130,6 +131,30 @@ def burst_due(state: tuple[float, ...], due: float, now: float, since: float | N
     if follow >= due:
         return due, state
     return follow, (*state[:9], 1.0, *state[10:])
+
+
+PACKED = struct.Struct("<d12f")
+"""The state as lua/lib.lua stores it (PATTERN): the last change a double, the rest float32."""
+
+
+def unpack(raw: bytes | None) -> tuple[float, ...] | None:
+    """A stored state, or None when absent or unreadable (the scripts then start afresh)."""
+    if raw is None or len(raw) != PACKED.size:
+        return None
+    state = PACKED.unpack(raw)
+    return state if all(math.isfinite(v) for v in state) else None
+
+
+def describe(state: tuple[float, ...], clock_rate: float = 1.0) -> dict:
+    """What the pattern says, for ``Frontier.page``: the rhythm (period, the usual change
+    time within it, R) or None, and the follow-ups' record."""
+    found = rhythm(state, clock_rate)
+    return {"dated_changes": state[1],
+            "rhythm": None if found is None else {
+                "period": found[0], "change_time": found[1] % (2 * math.pi) * found[0] / (2 * math.pi),
+                "r": found[2]},
+            "follow_ups": state[10], "follow_up_changes": state[11],
+            "follow_up_poisson_changes": state[12]}
 
 
 def _phase(t: float, period: float) -> float:

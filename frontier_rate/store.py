@@ -156,6 +156,9 @@ class Keys:
     def extras(self, shard: int, bucket: int) -> str:
         return f"{self.prefix(shard)}x:{bucket}"
 
+    def pattern(self, shard: int, bucket: int) -> str:
+        return f"{self.prefix(shard)}m:{bucket}"
+
     def queue(self, shard: int, host: str) -> str:
         return f"{self.prefix(shard)}q:{host}"
 

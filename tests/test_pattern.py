@@ -12,6 +12,7 @@ import pytest
 from frontier_rate import Frontier, pattern
 from frontier_rate.dates import change_time
 from frontier_rate.pattern import DAY, DECAY, HOUR, WEEK
+from frontier_rate.store import bucket_of, page_id
 
 T0 = 1_700_000_000.0 - 1_700_000_000.0 % WEEK  # a week boundary, so phases read plainly
 
@@ -118,6 +119,11 @@ def test_the_engine_moves_due_times_onto_the_rhythm_as_python_does(redis_url, na
     assert pattern.rhythm(state)[0] == DAY
     page = f.page(url)
     assert 1 / page["p"] == pytest.approx(1.5 * DAY)
+    assert page["pattern"]["rhythm"]["period"] == DAY
+    assert page["pattern"]["rhythm"]["change_time"] == pytest.approx(2 * HOUR, abs=600)
+    assert pattern.unpack(f.client.hget(f.keys.pattern(f._shard_of("nightly.example"),
+                                                       bucket_of(page_id(url), f.buckets)),
+                                        page_id(url)))[0] == pytest.approx(state[0], abs=1.0)
     expected = pattern.aligned_due(state, page["last_fetch"] + 1.5 * DAY, page["last_fetch"] + 1.5 * DAY)
     assert obs.next_due == pytest.approx(expected, abs=1.0)  # float32 sums, whole microseconds
     assert len(dated) >= 20
