@@ -70,3 +70,18 @@ def test_clairvoyant_bound_is_above_every_baseline(per_page_day):
         assert scored["freshness"] <= bound + 1e-12, name
         assert scored["violations"] == 0, name
         assert scored["spent_of_allowed"] <= 1.0 + 1e-9, name
+
+
+def test_oracle_all_fetches_the_pages_that_did_not_change():
+    """The plain oracle never fetches a page without changes in the window (rate 0);
+    oracle_all counts it as changing once, so it gets a fetch and stays fresh."""
+    world = _world()
+    world.changes[0] = np.array([])
+    world.rates[0] = 0.0
+    plain = run_baseline(world, "oracle")
+    every = rt.every_page_changes(world)
+    assert every.rates[0] == pytest.approx(1 / (rt.WINDOW_DAYS * DAY))
+    assert np.array_equal(every.rates[1:], world.rates[1:])
+    assert plain[0].size == 0
+    assert run_baseline(every, "oracle")[0].size >= 1
+    assert world.rates[0] == 0.0, "the world itself is left alone"
