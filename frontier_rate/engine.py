@@ -284,6 +284,7 @@ class Frontier:
         self._refresh_pending: list[int] = []
         self._shards_of: dict[str, int] = {}
         self._unused_tokens = 0
+        self._last_call = -math.inf
         with self._errors():
             self.client.hset(self.keys.nu, "budget", repr(self.budget))
 
@@ -418,7 +419,9 @@ class Frontier:
         Two round trips: (1) the published ν, tokens from the shared bucket, a
         background refresh step and every shard's candidates; (2) the leases
         of the best candidates (each re-checked in Lua), with unneeded tokens
-        given back.
+        given back. With ``fill_budget`` a third, for pages not due yet, when no
+        page is due or when the tokens left would overflow the bucket before the
+        next call.
         """
         if isinstance(max_n, bool) or not isinstance(max_n, int) or max_n < 0:
             raise ValueError(f"max_n must be a non-negative int, got {max_n!r}")
@@ -447,10 +450,12 @@ class Frontier:
             candidates = _candidates(found)
             candidates.sort(key=lambda c: -c[0])
             early = []
-            if self.fill_budget and granted and not candidates:
-                # only when nothing at all is due: tokens left beside due pages stay in the
-                # bucket for the next call, and a busy crawl pays no extra round trip
-                early = self._early_candidates(now, granted)
+            spill = self._tokens_would_spill(granted - len(candidates), now)
+            if self.fill_budget and granted > len(candidates) and (not candidates or spill):
+                # nothing due at all (the crawl is idle: a second round trip costs nothing), or
+                # the tokens left beside the due pages would overflow the bucket before the
+                # next call (a busy crawl asks again long before, and its tokens wait)
+                early = self._early_candidates(now, granted - len(candidates))
             chosen: dict[int, list] = defaultdict(list)
             for _, shard, host, pid in (candidates + early)[:granted]:
                 chosen[shard] += [host, pid]
@@ -481,6 +486,12 @@ class Frontier:
                 self._quarantine_leased(unreadable, now)
             self._unused_tokens = wanted - len(dispatches)
         return dispatches
+
+    def _tokens_would_spill(self, left: int, now: float) -> bool:
+        """Would ``left`` tokens given back overflow the bucket before the next call, if it
+        comes as long after this one as this one came after the last?"""
+        gap, self._last_call = now - self._last_call, now
+        return left > 0 and left + self.budget * gap > self.budget * BURST_SECONDS + 1.0
 
     def _early_candidates(self, now: float, tokens: int) -> list[tuple[float, int, str, bytes]]:
         """Pages not due yet on hosts that may dispatch now, best index first, for ``tokens``
