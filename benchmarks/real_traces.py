@@ -48,6 +48,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -278,6 +279,13 @@ def run_plan(traces: list[Trace], plan: dict[float, list[tuple[str, str]]], url:
     return runs
 
 
+def _runs_of(runs: list[dict], name: str) -> Iterator[tuple[float, dict, dict]]:
+    """(budget, every result there, the result of ``name``) for each run that has ``name``."""
+    for run in runs:
+        if name in run["results"]:
+            yield run["per_page_day"], run["results"], run["results"][name]
+
+
 def markdown(runs: list[dict], summary: dict) -> str:
     from _report import machine
 
@@ -301,11 +309,7 @@ def markdown(runs: list[dict], summary: dict) -> str:
     verdict = ["**Targets** for the default (`" + default[5:] + "`): >= 1.00 x oracle at 0.5 and 2 "
                "fetches/page/day, >= 0.98 x at 0.2, above uniform at 0.05 (and, for us, at every "
                "budget); spend >= 0.98 of allowed; no violations."]
-    for run in runs:
-        b, res = run["per_page_day"], run["results"]
-        if default not in res:
-            continue
-        r = res[default]
+    for b, res, r in _runs_of(runs, default):
         floor = {0.5: 1.0, 2.0: 1.0, 0.2: 0.98}.get(b)
         goals = [r["spent_of_allowed"] >= 0.98, r["violations"] == 0,
                  r["freshness"] > res["uniform"]["freshness"] if b == 0.05 else True]
@@ -319,11 +323,7 @@ def markdown(runs: list[dict], summary: dict) -> str:
     verdict += ["", "**Targets with true Last-Modified dates** (`" + dated[5:] + "`): >= 1.06 x "
                 "oracle at 0.5, >= 1.02 x at 2, >= 1.00 x at every budget; without dates, "
                 "not below the earlier result (1.034, 1.039, 1.084, 1.083 at 0.05, 0.2, 0.5, 2)."]
-    for run in runs:
-        b, res = run["per_page_day"], run["results"]
-        if dated not in res:
-            continue
-        r = res[dated]
+    for b, res, r in _runs_of(runs, dated):
         floor = max(1.0, {0.5: 1.06, 2.0: 1.02}.get(b, 1.0))
         plain = res.get(default)
         verdict.append(f"- B = {b:g}: **{'met' if r['ratio_to_oracle'] >= floor else 'missed'}** "
