@@ -71,9 +71,9 @@ from .store import (
     F_LEASED,
     NAMESPACE_RE,
     Keys,
+    Layout,
     Scripts,
     ScriptsReloaded,
-    bucket_of,
     digest,
     float32,
     page_id,
@@ -96,8 +96,9 @@ POLICIES = ("whittle", "lagrangian")
 MAX_URL_LENGTH = 2048
 MAX_VALIDATOR_LENGTH = 1024
 DEFAULT_SHARDS = 16
-DEFAULT_BUCKETS = 1024
-"""Buckets per shard: 16 x 1024 hashes stay compact up to ~1.5 million pages."""
+DEFAULT_BUCKETS = 16
+"""Buckets per shard a new namespace starts with; they grow online (linear hashing,
+``store.Layout``) at 48 pages per bucket. Namespaces created before kept 1024."""
 RESOLVE_EVERY = 60.0
 """Seconds of clock time between re-solves of ν (at least)."""
 RESOLVE_SOON = 5.0
@@ -354,6 +355,15 @@ class Frontier:
 
     def _run_one(self, name: str, shard: int, now: float, args: list) -> Any:
         return self.scripts.run(lambda pipe: self._shard_call(pipe, name, shard, now, args))[0]
+
+    def _layouts(self, shards: Iterable[int]) -> dict[int, Layout]:
+        """The current bucket layout of each of ``shards`` (one pipelined read)."""
+        shards = sorted(set(shards))
+        pipe = self.client.pipeline(transaction=False)
+        for shard in shards:
+            pipe.hmget(self.keys.shard_keys(shard)[4], "bl", "bs")
+        return {shard: Layout.read(self.buckets, raw)
+                for shard, raw in zip(shards, pipe.execute(), strict=True)}
 
     # ------------------------------------------------------------------ pages
 
@@ -920,9 +930,10 @@ class Frontier:
                 for host, entries in zip(hosts, pipe.execute(), strict=True):
                     heads += [(score, shard, host, pid) for pid, score in entries]
             heads = sorted(heads)[:limit]
+            layouts = self._layouts(shard for _, shard, _, _ in heads)
             pipe = self.client.pipeline(transaction=False)
             for _, shard, _, pid in heads:
-                b = bucket_of(pid, self.buckets)
+                b = layouts[shard].bucket(pid)
                 pipe.hget(self.keys.url(shard, b), pid)
                 pipe.hget(self.keys.state(shard, b), pid)
                 pipe.hget(self.keys.extras(shard, b), pid)
@@ -946,15 +957,22 @@ class Frontier:
         host = parse_url(url)
         pid = page_id(url)
         shard = shard_of(host, self.shards)
-        b = bucket_of(pid, self.buckets)
         with self._errors():
-            pipe = self.client.pipeline(transaction=False)
-            pipe.hget(self.keys.state(shard, b), pid)
-            pipe.hget(self.keys.extras(shard, b), pid)
-            pipe.zscore(self.keys.queue(shard, host), pid)
-            pipe.hget(self.keys.bad(shard), pid)
-            pipe.hget(self.keys.pattern(shard, b), pid)
-            raw, extras, due, bad, kept = pipe.execute()
+            layout = self._layouts([shard])[shard]
+            while True:  # read again if a bucket split moved the page in between
+                b = layout.bucket(pid)
+                pipe = self.client.pipeline(transaction=False)
+                pipe.hget(self.keys.state(shard, b), pid)
+                pipe.hget(self.keys.extras(shard, b), pid)
+                pipe.zscore(self.keys.queue(shard, host), pid)
+                pipe.hget(self.keys.bad(shard), pid)
+                pipe.hget(self.keys.pattern(shard, b), pid)
+                pipe.hmget(self.keys.shard_keys(shard)[4], "bl", "bs")
+                raw, extras, due, bad, kept, now_layout = pipe.execute()
+                now_layout = Layout.read(self.buckets, now_layout)
+                if now_layout == layout:
+                    break
+                layout = now_layout
         if raw is None:
             if bad is None:
                 return None
@@ -1040,9 +1058,10 @@ class Frontier:
         for shard in range(self.shards):
             with self._errors():
                 entries = list(self.client.hscan_iter(self.keys.bad(shard), count=1000))
+                layout = self._layouts([shard])[shard]
                 pipe = self.client.pipeline(transaction=False)
                 for pid, _ in entries:
-                    pipe.hget(self.keys.url(shard, bucket_of(pid, self.buckets)), pid)
+                    pipe.hget(self.keys.url(shard, layout.bucket(pid)), pid)
                 urls = pipe.execute() if entries else []
             for (pid, record), url in zip(entries, urls, strict=True):
                 try:

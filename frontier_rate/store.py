@@ -15,7 +15,8 @@ key                                   type   content
 ``fr:{ns:s}:leases``                  zset   page id + host -> lease deadline (µs)
 ``fr:{ns:s}:agg``                     hash   per policy cell c: n:c, l:c (Σλ), w:c (Σw)
 ``fr:{ns:s}:cnt``                     hash   pages, gone, fetches, changes, quarantined,
-                                             dated_changes, date_hosts_ignored
+                                             dated_changes, date_hosts_ignored; bl, bs: the
+                                             bucket layout's level and split pointer
 ``fr:{ns:s}:cursor``                  str    background refresh cursor (bucket number)
 ``fr:{ns:s}:hr``                      hash   host -> packed (pages, Σ log rate): the host's
                                              pooled prior (pages with an observed interval)
@@ -37,7 +38,13 @@ key                                   type   content
 ====================================  =====  ==============================================
 
 A page id is the first 8 bytes of BLAKE2b(URL). Pages live in bucketed small
-hashes so that each hash keeps Redis's compact (listpack/ziplist) encoding;
+hashes so that each hash keeps Redis's compact (listpack/ziplist) encoding.
+The buckets grow online by linear hashing (``Layout``, lua/lib.lua ``grow``):
+when a shard holds more than 48 pages per bucket, ``add`` splits the next
+bucket in turn, moving about half its pages to bucket ``b + buckets*2^level``
+inside the same atomic script, so lookups and memory per page stay flat from
+10^3 to 10^7+ pages; a namespace stored before the layout grew reads as level 0,
+split 0 (its old fixed layout) and starts growing with its next adds;
 every key of a shard carries the hash tag ``{ns:s}``, so each script touches
 one Redis Cluster slot. Scripts get the five fixed shard keys in KEYS and
 derive the bucket and host-queue keys from the same prefix (same tag, same
@@ -109,9 +116,38 @@ def shard_of(host: str, shards: int) -> int:
     return int.from_bytes(h, "big") % shards
 
 
-def bucket_of(pid: bytes, buckets: int) -> int:
-    """Bucket of a page id within its shard; lua/lib.lua computes the same."""
-    return int.from_bytes(pid[:4], "big") % buckets
+def bucket_of(pid: bytes, buckets: int, level: int = 0, split: int = 0) -> int:
+    """Bucket of a page id within its shard, whose layout has grown to ``level`` and
+    ``split`` (linear hashing; lua/lib.lua computes the same, see ``Layout``)."""
+    h = int.from_bytes(pid[:4], "big")
+    nb = buckets << level
+    b = h % nb
+    return h % (2 * nb) if b < split else b
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A shard's bucket layout: ``buckets`` (the namespace's base count) x 2^``level``
+    buckets, the first ``split`` of which are split in two (lua/lib.lua ``grow``)."""
+
+    buckets: int
+    level: int = 0
+    split: int = 0
+
+    @classmethod
+    def read(cls, buckets: int, raw: list) -> Layout:
+        """The layout from HMGET <prefix>cnt bl bs (absent: the fixed layout of old data)."""
+        level, split = (int(x) if x is not None and x.isdigit() else 0 for x in raw)
+        if not (0 <= level <= 24 and 0 <= split < buckets << level):
+            level, split = 0, 0
+        return cls(buckets, level, split)
+
+    @property
+    def count(self) -> int:
+        return (self.buckets << self.level) + self.split
+
+    def bucket(self, pid: bytes) -> int:
+        return bucket_of(pid, self.buckets, self.level, self.split)
 
 
 @dataclass(frozen=True)

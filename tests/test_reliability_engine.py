@@ -854,7 +854,7 @@ def test_no_pickle_marshal_shelve_eval_exec_or_yaml_load_in_the_package():
 
 LUA_KEY_ARGS = {"READY", "HOSTS", "LEASES", "AGG", "CNT", "BAD", "HOST_PRIOR", "HOST_AGG", "HOST_NU",
                 "DATES", "cursor_key", "KEYS[1]"}
-LUA_KEY_FUNCS = {"skey", "ukey", "xkey", "qkey", "mkey"}
+LUA_KEY_FUNCS = {"skey", "ukey", "xkey", "qkey", "mkey", "bkey"}
 LUA_FORBIDDEN = re.compile(r"\b(loadstring|load|dofile|loadfile|require|setfenv|getfenv|rawset|"
                            r"_G|cmsgpack|cjson|math\.random)\b")
 LUA_DEFINITIONS = [  # every key name derives from KEYS[1]: these lines must stay as they are
@@ -865,6 +865,7 @@ LUA_DEFINITIONS = [  # every key name derives from KEYS[1]: these lines must sta
     'local function ukey(id) return PREFIX .. "u:" .. bucket_of(id) end',
     'local function xkey(id) return PREFIX .. "x:" .. bucket_of(id) end',
     'local function qkey(host) return PREFIX .. "q:" .. host end',
+    'local function bkey(kind, b) return PREFIX .. kind .. b end',  # kind: BUCKET_KINDS
     'local HOST_PRIOR = PREFIX .. "hr"',
     'local HOST_AGG = PREFIX .. "ha"',
     'local HOST_NU = PREFIX .. "hnu"',

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import threading
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ from frontier_rate.store import (
     STATE,
     STATE_INTERVAL,
     Keys,
+    Layout,
     bucket_of,
     page_id,
     shard_of,
@@ -82,3 +85,70 @@ def test_scripts_take_data_through_argv_and_use_no_randomness_or_keys_command():
 def test_page_ids_are_stable_8_byte_digests(url):
     assert page_id(url) == page_id(url) and len(page_id(url)) == 8
     assert page_id(url) != page_id(url + "#")
+
+
+def test_layout_mirrors_lua_as_buckets_split():
+    """Linear hashing: a split bucket b sends its pages to b or b + buckets*2^level."""
+    pids = [page_id(f"http://h.example/{i}") for i in range(2000)]
+    for level, split in [(0, 0), (0, 5), (1, 0), (2, 31)]:
+        layout = Layout(16, level, split)
+        nb = 16 << level
+        for pid in pids:
+            b = layout.bucket(pid)
+            assert 0 <= b < layout.count
+            old = bucket_of(pid, 16, level)  # the layout before any split at this level
+            assert b == old or (old < split and b == old + nb)
+    assert Layout.read(16, [b"1", b"3"]) == Layout(16, 1, 3)
+    assert Layout.read(16, [None, None]) == Layout(16, 0, 0)  # data from before growth
+    assert Layout.read(16, [b"1", b"999"]) == Layout(16, 0, 0)  # corrupt: the base layout
+
+
+def test_a_namespace_grows_its_buckets_under_a_running_crawl(redis_url, namespace, redis_client):
+    """Buckets split while a second process leases and observes: no page lost, none
+    leased twice, every bucket stays compact, and each shard grew to 48 pages per bucket."""
+    n = 40_000
+    urls = [f"https://www.host{i // 25:05d}.example.org/p/{i:08d}" for i in range(n)]
+    crawler = Frontier(redis_url, namespace=namespace, estimator="sam", budget=1e9,
+                       min_host_delay=0.0, lease_timeout=1e9, seed=1)
+    adder = Frontier(redis_url, namespace=namespace, estimator="sam", budget=1e9,
+                     min_host_delay=0.0, lease_timeout=1e9, seed=2)
+    errors: list[BaseException] = []
+
+    def add_all() -> None:
+        try:
+            for i in range(0, n, 500):
+                adder.add_many(urls[i:i + 500], now=0.0)
+        except BaseException as exc:  # noqa: BLE001 -- reported by the main thread
+            errors.append(exc)
+
+    thread = threading.Thread(target=add_all)
+    thread.start()
+    leased: Counter[str] = Counter()
+    while thread.is_alive() or len(leased) < n:
+        got = crawler.next_requests(2000, now=0.0)
+        crawler.observe_many([(d, {"fingerprint": "a", "fetched_at": 0.0}) for d in got])
+        leased.update(d.url for d in got)
+        if not got and not thread.is_alive():
+            break
+    thread.join()
+    assert errors == []
+    assert len(leased) == n and max(leased.values()) == 1  # every page once, none twice
+    assert crawler.stats(now=0.0)["pages"] == n
+    layouts = crawler._layouts(range(crawler.shards))
+    assert all(layout.level >= 1 for layout in layouts.values())  # 16 -> 32+ buckets
+    for shard, layout in layouts.items():
+        pages = int(redis_client.hget(crawler.keys.shard_keys(shard)[4], "pages"))
+        assert 48 * (layout.count - 1) < pages <= 48 * layout.count  # grown just enough
+        sizes = [redis_client.hlen(crawler.keys.state(shard, b)) for b in range(layout.count)]
+        assert max(sizes) <= 128
+        assert redis_client.hlen(crawler.keys.state(shard, layout.count)) == 0
+    assert sum(redis_client.hlen(crawler.keys.url(s, b)) for s, layout in layouts.items()
+               for b in range(layout.count)) == n
+    for url in urls[::997]:
+        page = crawler.page(url)
+        assert page is not None and page["fetches"] == 1 and page["status"] == "active"
+    compact = {b"ziplist", b"listpack"}
+    pid = page_id(urls[0])
+    shard = shard_of("www.host00000.example.org", crawler.shards)
+    b = layouts[shard].bucket(pid)
+    assert redis_client.object("encoding", crawler.keys.state(shard, b)) in compact

@@ -4,6 +4,7 @@
 --   id, host, url, weight, meta (JSON text, "" = none)
 -- A page whose state is corrupt is quarantined, and a quarantined page is
 -- given a fresh state (counted as new): adding it again is the way out.
+-- New pages may grow the shard's bucket layout (lib.lua grow).
 -- Returns {number of pages that were new, QUARANTINED (url, reason pairs)}.
 local est0, aux0 = tonumber(ARGV[H + 1]), tonumber(ARGV[H + 2])
 local added = 0
@@ -48,4 +49,5 @@ for i = H + 3, #ARGV, 5 do
     xset(id, etag, last_modified, meta)
   end
 end
+grow(64)
 return finish({added, QUARANTINED})

@@ -62,9 +62,24 @@ end
 local C = header()
 if C.estimator == "interval" then STATE = STATE .. "dd" end
 
+-- Bucket layout: linear hashing, so the bucket hashes grow online and stay
+-- compact (store.bucket_in mirrors it). CNT holds the shard's level "bl" and
+-- split pointer "bs": with NB = buckets * 2^level, a page goes to h mod NB, or
+-- to h mod 2NB when that is below the split pointer (its bucket was split).
+-- A namespace from before the layout grew has neither field: level 0, split 0,
+-- exactly its old fixed layout, so old data needs no migration.
+local LAYOUT = redis.call("HMGET", CNT, "bl", "bs")
+local LEVEL, SPLIT = math.floor(tonumber(LAYOUT[1]) or 0), math.floor(tonumber(LAYOUT[2]) or 0)
+if LEVEL < 0 or LEVEL > 24 then LEVEL, SPLIT = 0, 0 end
+local NB = C.buckets * 2 ^ LEVEL
+if SPLIT < 0 or SPLIT >= NB then LEVEL, SPLIT, NB = 0, 0, C.buckets end
 local function bucket_of(id)
-  return struct.unpack(">I4", id) % C.buckets
+  local h = struct.unpack(">I4", id)
+  local b = h % NB
+  if b < SPLIT then b = h % (2 * NB) end
+  return b
 end
+local function bkey(kind, b) return PREFIX .. kind .. b end
 local function skey(id) return PREFIX .. "s:" .. bucket_of(id) end
 local function ukey(id) return PREFIX .. "u:" .. bucket_of(id) end
 local function xkey(id) return PREFIX .. "x:" .. bucket_of(id) end
@@ -546,6 +561,43 @@ local function xset(id, etag, last_modified, meta)
   end
   redis.call("HSET", xkey(id), id,
     struct.pack("<I2I2", #etag, #last_modified) .. etag .. last_modified .. meta)
+end
+
+-- Growth --------------------------------------------------------------------
+-- Split bucket SPLIT into SPLIT and SPLIT + NB (linear hashing) while the shard
+-- holds more than GROW_LOAD pages per bucket, at most `limit` splits per call
+-- (an old namespace far over the load catches up over several calls). A split
+-- moves the pages whose h mod 2NB is the new bucket, in all four per-bucket
+-- hashes, inside this one atomic script: every other script reads the layout
+-- when it starts, so no page is ever looked for in the wrong bucket.
+local GROW_LOAD = 48
+local BUCKET_KINDS = {"s:", "u:", "x:", "m:"}
+local function grow(limit)
+  local pages = tonumber(redis.call("HGET", CNT, "pages") or "0") or 0
+  local splits = 0
+  while splits < limit and pages > GROW_LOAD * (NB + SPLIT) do
+    local from, to = SPLIT, SPLIT + NB
+    for _, kind in ipairs(BUCKET_KINDS) do
+      local entries = redis.call("HGETALL", bkey(kind, from))
+      local moved, ids = {}, {}
+      for i = 1, #entries, 2 do
+        if struct.unpack(">I4", entries[i]) % (2 * NB) == to then
+          moved[#moved + 1] = entries[i]
+          moved[#moved + 1] = entries[i + 1]
+          ids[#ids + 1] = entries[i]
+        end
+      end
+      if #ids > 0 then
+        redis.call("HSET", bkey(kind, to), unpack(moved))
+        redis.call("HDEL", bkey(kind, from), unpack(ids))
+      end
+    end
+    SPLIT = SPLIT + 1
+    if SPLIT == NB then LEVEL, SPLIT, NB = LEVEL + 1, 0, NB * 2 end
+    splits = splits + 1
+  end
+  if splits > 0 then redis.call("HSET", CNT, "bl", LEVEL, "bs", SPLIT) end
+  return splits
 end
 
 -- Change pattern: rhythm and bursts (frontier_rate/pattern.py, step by step) ----
