@@ -134,6 +134,12 @@ class World:
         return min(self.budget, self.hosts / self.host_delay) * (self.t_end - self.t_start)
 
 
+ISSUE_FLOOR = {0.5: 1.06, 2.0: 1.02}
+"""The dated targets of the change-pattern issue: ratio to the oracle at these budgets."""
+EARLIER = {0.05: 1.034, 0.2: 1.039, 0.5: 1.084, 2.0: 1.083}
+"""The default's ratios before change dates existed (docs/BENCHMARKS.md of that commit)."""
+
+
 def densest_window_end(histories: list[np.ndarray], span: float) -> float:
     """End of the ``span`` seconds holding the most changes of a host's pages (one second after
     the last change in it; the latest such stretch on ties)."""
@@ -286,10 +292,15 @@ def _runs_of(runs: list[dict], name: str) -> Iterator[tuple[float, dict, dict]]:
             yield run["per_page_day"], run["results"], run["results"][name]
 
 
-def markdown(runs: list[dict], summary: dict) -> str:
+BASELINES = ("uniform", "nutch", "stormcrawler", "oracle", "oracle_all", "clairvoyant")
+
+
+def markdown(runs: list[dict], summary: dict, written_on: str | None = None) -> str:
+    """The docs section; ``written_on`` names the machine of a re-rendered run."""
     from _report import machine
 
-    names = list(runs[0]["results"])
+    found = list(runs[0]["results"])
+    names = [n for n in BASELINES if n in found] + [n for n in found if n not in BASELINES]
     head = "| B (fetches/page/day) | " + " | ".join(names) + " |"
     rows = [head, "|" + "---|" * (len(names) + 1)]
     for run in runs:
@@ -320,18 +331,27 @@ def markdown(runs: list[dict], summary: dict) -> str:
                        f"spent {r['spent_of_allowed']:.3f} of allowed; "
                        f"{'above' if r['freshness'] > res['uniform']['freshness'] else 'below'} uniform)")
     dated = "ours:" + "+".join(DATED)
-    verdict += ["", "**Targets with true Last-Modified dates** (`" + dated[5:] + "`): >= 1.06 x "
-                "oracle at 0.5, >= 1.02 x at 2, >= 1.00 x at every budget; without dates, "
-                "not below the earlier result (1.034, 1.039, 1.084, 1.083 at 0.05, 0.2, 0.5, 2)."]
+    verdict += ["", "**Targets with true Last-Modified dates** (`" + dated[5:] + "`): close at least a "
+                "quarter of the gap between the oracle and the clairvoyant bound at 0.5 and 2 "
+                "fetches/page/day (the issue's 1.06 and 1.02 came from bounds of 1.24 and 1.09; the "
+                "floor here is 1 + (clairvoyant - 1) / 4 from the bound measured on these histories, "
+                "and never below the issue's numbers), >= 1.00 x at every budget; without dates, not "
+                "below the earlier result (" + ", ".join(f"{v:.3f}" for v in EARLIER.values())
+                + " at " + ", ".join(f"{b:g}" for b in EARLIER) + ")."]
     for b, res, r in _runs_of(runs, dated):
-        floor = max(1.0, {0.5: 1.06, 2.0: 1.02}.get(b, 1.0))
+        bound = res["clairvoyant"]["ratio_to_oracle"]
+        floor = max(1.0, ISSUE_FLOOR.get(b, 1.0), 1.0 + (bound - 1.0) / 4 if b in ISSUE_FLOOR else 1.0)
         plain = res.get(default)
-        verdict.append(f"- B = {b:g}: **{'met' if r['ratio_to_oracle'] >= floor else 'missed'}** "
-                       f"(with dates {r['ratio_to_oracle']:.3f}, without "
-                       f"{plain['ratio_to_oracle']:.3f}; to `oracle_all` "
+        if plain is None:
+            verdict.append(f"- B = {b:g}: with dates {r['ratio_to_oracle']:.3f}")
+            continue
+        met = r["ratio_to_oracle"] >= floor and plain["ratio_to_oracle"] >= EARLIER.get(b, 0.0) - 5e-4
+        verdict.append(f"- B = {b:g}: **{'met' if met else 'missed'}** (floor {floor:.3f}; with dates "
+                       f"{r['ratio_to_oracle']:.3f}, without {plain['ratio_to_oracle']:.3f}: dates "
+                       f"{'add' if r['freshness'] >= plain['freshness'] else 'cost'} "
+                       f"{abs(r['freshness'] / plain['freshness'] - 1) * 100:.1f}%; to `oracle_all` "
                        f"{r['ratio_to_oracle_all']:.3f} and {plain['ratio_to_oracle_all']:.3f}; "
-                       f"clairvoyant {res['clairvoyant']['ratio_to_oracle']:.3f})"
-                       if plain else f"- B = {b:g}: with dates {r['ratio_to_oracle']:.3f}")
+                       f"clairvoyant {bound:.3f})")
     return "\n".join([
         "`python benchmarks/real_traces.py` -- real change histories "
         f"({summary['pages']} pages, {summary['hosts']} repositories as hosts, "
@@ -362,7 +382,7 @@ def markdown(runs: list[dict], summary: dict) -> str:
         "fill the budget (`fill_budget` is off for them, their Poisson assumption forbids early "
         "fetches) and spend 0.81-0.90 of it.",
         "",
-        f"Machine: {machine()}.",
+        f"Machine: {written_on or machine()}.",
     ])
 
 
@@ -378,10 +398,21 @@ def main(argv: list[str] | None = None) -> int:
                         help="every estimator x policy at every budget (default: not at B >= 1)")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes")
     parser.add_argument("--cache", help="directory keeping each finished simulation (resume a run)")
+    parser.add_argument("--from-json", action="store_true",
+                        help="re-write the docs section from docs/benchmarks/real_traces.json, no simulation")
     parser.add_argument("--url", default=os.environ.get("FRONTIER_RATE_REDIS_URL"),
                         help="Redis URL (default: $FRONTIER_RATE_REDIS_URL, else embedded)")
     args = parser.parse_args(argv)
     traces = load_traces()
+    if args.from_json:
+        from _report import write_section
+        from traces import summary as trace_summary
+
+        saved = json.loads((Path(__file__).resolve().parent.parent / "docs" / "benchmarks"
+                            / "real_traces.json").read_text())
+        write_section("real_traces", markdown(saved["runs"], trace_summary(traces),
+                                              written_on=saved["machine"] + " (re-rendered from the JSON)"))
+        return 0
     if args.quick:  # every k-th page, so that each kind and most hosts stay in
         traces = traces[::max(1, len(traces) // QUICK_PAGES)][:QUICK_PAGES]
     keeper = None
