@@ -75,6 +75,25 @@ _CHARSET = re.compile(r"charset\s*=\s*[\"']?([A-Za-z0-9._:-]+)", re.I)
 _META_CHARSET = re.compile(rb"<meta[^>]+charset\s*=\s*[\"']?([A-Za-z0-9._:-]+)", re.I)
 
 
+_PRINTABLE_ASCII = re.compile(r"[\x20-\x7e]+")
+
+
+def clean_validator(value: str | None) -> str | None:
+    """``value`` if it may go back verbatim in If-None-Match / If-Modified-Since, else None.
+
+    Only printable ASCII (space to ``~``) up to the engine's
+    ``MAX_VALIDATOR_LENGTH``: no control character (CR, LF, NUL ...) can end
+    up in a request header, and the value sent is byte for byte the one the
+    server sent. A validator with other bytes (legal but rare) means no
+    conditional request for that page; change detection still works.
+    """
+    from frontier_rate.engine import MAX_VALIDATOR_LENGTH
+
+    if not isinstance(value, str) or not value or len(value) > MAX_VALIDATOR_LENGTH:
+        return None
+    return value if _PRINTABLE_ASCII.fullmatch(value) else None
+
+
 def header_value(headers: Any, name: str) -> str | None:
     """One header from a str/bytes mapping (Scrapy ``Headers``, dict, ...) or None.
 

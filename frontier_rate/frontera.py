@@ -38,10 +38,7 @@ by, them. How a page travels:
 
 from __future__ import annotations
 
-import importlib
 import logging
-import math
-import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -49,21 +46,16 @@ from typing import Any
 from frontera.core.components import Backend
 from frontera.core.models import Request as FrontierRequest
 
-from frontier_rate.connection import data_dir, redact_url
-from frontier_rate.engine import Dispatch, Frontier, Observation, RedisUnavailable, parse_url
-from frontier_rate.fingerprint import DEFAULT_MAX_BODY, Fingerprinter, header_value
+from frontier_rate.client import MIN_WAKE, WAKE_LIMIT, FrontierClient, failure_reason, result_meta
+from frontier_rate.engine import Dispatch, Frontier, parse_url
+from frontier_rate.fingerprint import Fingerprinter, clean_validator, header_value
 from frontier_rate.settings import (
     DONT_REVISIT_KEY,
-    REDIS_RETRY_FIRST,
-    REDIS_RETRY_MAX,
     WEIGHT_KEY,
-    close_after,
-    frontier_kwargs,
+    adapter_settings,
     json_value,
     page_weight,
-    strip_patterns,
 )
-from frontier_rate.spool import Spool, call_entry, page_entry, read_entry
 
 logger = logging.getLogger(__name__)
 
@@ -73,12 +65,10 @@ __all__ = ["DISPATCH_KEY", "DONT_REVISIT_KEY", "KeepAlive", "RESULT_KEY", "Revis
 DISPATCH_KEY = "frontier_rate_dispatch"
 """Meta key (str in Scrapy meta, bytes in frontera meta) that carries the lease of a fetch."""
 RESULT_KEY = b"frontier_rate"
-"""Frontera response meta key that ``page_crawled`` fills with the observation."""
+"""Frontera response meta key that ``page_crawled`` fills (``client.result_meta``)."""
 
 DEFAULT_BATCH = 64
 """Requests per ``get_next_requests`` call when the caller asks for 0 (frontera's default)."""
-MIN_POLL, MAX_POLL = 0.05, 1.0
-"""Seconds between frontier polls after one found nothing due (bounded by the next due time)."""
 FINISHED_CACHE = 0.5
 """Seconds ``finished()`` reuses its answer (frontera calls it before every poll)."""
 HOLD_FRACTION = 0.5
@@ -100,8 +90,10 @@ class RevisitBackend(Backend):
     Built by frontera's ``FrontierManager`` through ``from_manager``; for
     tests and scripts ``RevisitBackend(settings, frontier=..., clock=...)``
     works too. ``settings`` is anything with ``get(name)`` (frontera settings,
-    a dict); ``clock`` (or the ``FRONTIER_RATE_CLOCK`` setting, a callable or
-    its dotted path) replaces ``time.time`` for the frontier and the backend.
+    a dict); ``clock`` (or the ``FRONTIER_RATE_CLOCK`` setting) replaces
+    ``time.time`` for the frontier and the backend. Redis calls run inline
+    (frontera's API returns its answers at once) through the same
+    ``FrontierClient`` as the Scrapy scheduler: same outbox, breaker and spool.
     """
 
     component_name = "frontier-rate Revisit Backend"
@@ -109,37 +101,23 @@ class RevisitBackend(Backend):
     def __init__(self, settings: Any = None, *, frontier: Frontier | None = None,
                  clock: Callable[[], float] | None = None,
                  request_model: type[FrontierRequest] = FrontierRequest) -> None:
-        settings = settings if settings is not None else {}
-        get = settings.get
-        self.clock = clock or _clock(get("FRONTIER_RATE_CLOCK"))
-        self.frontier_kwargs = _frontier_kwargs(get)
-        self.redis_url: str | None = get("FRONTIER_RATE_REDIS_URL") or None
-        self.fingerprinter = Fingerprinter(
-            get("FRONTIER_RATE_FINGERPRINT") or "raw",
-            strip_patterns(get("FRONTIER_RATE_STRIP_PATTERNS")),
-            _number(get, "FRONTIER_RATE_MAX_BODY", int, DEFAULT_MAX_BODY),
-        )
-        self.conditional = _flag(get, "FRONTIER_RATE_CONDITIONAL", True)
-        self.close_after, self.close_when_idle = close_after(get("FRONTIER_RATE_CLOSE_AFTER"))
-        if self.close_when_idle:  # "idle" means nothing due: do not lease pages before they are
-            self.frontier_kwargs.setdefault("fill_budget", False)
+        get = (settings if settings is not None else {}).get
+        self.settings = config = adapter_settings(get)
+        self.clock = clock or config.clock
+        self.frontier_kwargs = {"namespace": str(get("BOT_NAME") or "default"),
+                                **config.frontier}
+        self.fingerprinter = Fingerprinter(config.fingerprint, config.strip_patterns,
+                                           config.max_body)
         self.stats = get("STATS_MANAGER")
         self.request_model = request_model
         self.frontier = frontier
         self._own_frontier = frontier is None
+        self.client: FrontierClient | None = None
         self._one_off: deque[FrontierRequest] = deque()
-        self._held: list[tuple[Dispatch, float]] = []
-        self._next_poll = -math.inf
-        self._finished_at = -math.inf
+        self._buffer: list[tuple[Dispatch, float]] = []
+        self._finished_at = float("-inf")
         self._finished = False
         self._started_at: float | None = None
-        self._last_observation: Observation | None = None
-        self.spool_dir = get("FRONTIER_RATE_SPOOL_DIR") or str(data_dir() / "spool")
-        self._pending: deque[tuple[str, Dispatch, dict[str, Any]]] = deque()  # Redis has not taken
-        self._unadded: list[tuple[str, float, dict[str, Any]]] = []
-        self._outage_since: float | None = None
-        self._retry_at = -math.inf
-        self._backoff = REDIS_RETRY_FIRST
 
     @classmethod
     def from_manager(cls, manager: Any) -> RevisitBackend:
@@ -160,35 +138,36 @@ class RevisitBackend(Backend):
 
     # -- start / stop ------------------------------------------------------------
     def frontier_start(self) -> None:
-        if self.frontier is None:
-            self.frontier = Frontier(self.redis_url, clock=self.clock, **self.frontier_kwargs)
+        def open_frontier() -> Frontier:
+            if self.frontier is None:
+                self.frontier = Frontier(self.settings.redis_url, clock=self.clock,
+                                         **self.frontier_kwargs)
+            return self.frontier
+
+        self.client = FrontierClient(
+            open_frontier, redis_url=self.settings.redis_url, spool_dir=self.settings.spool_dir,
+            stat=self._stat, clock=self.clock, batch=DEFAULT_BATCH,
+            log_interval=self.settings.log_interval)
+        self.client.open()
         self._started_at = self.clock()
         logger.info("frontier-rate backend started: namespace=%r, fingerprint=%s",
-                    self.frontier.namespace, self.fingerprinter.mode)
-        self._replay_spool()
+                    self.client.namespace, self.fingerprinter.mode)
 
     def frontier_stop(self) -> None:
-        if self.frontier is None:
+        if self.client is None:
             return
-        if not self._flush(force=True):
-            self._save_spool()
-        held = [dispatch for dispatch, _ in self._held]
-        self._held.clear()
-        if held:
-            try:
-                self.frontier.release_many(held)
-            except RedisUnavailable as exc:
-                logger.warning("frontier-rate: could not hand back %d held leases (%s); they "
-                               "expire after FRONTIER_RATE_LEASE_TIMEOUT", len(held), exc)
+        self.client.close([dispatch for dispatch, _ in self._buffer],
+                          close_frontier=self._own_frontier)
+        self._buffer.clear()
+        self.client = None
         if self._own_frontier:
-            self.frontier.close()
             self.frontier = None
 
     @property
-    def _frontier(self) -> Frontier:
-        if self.frontier is None:
+    def _client(self) -> FrontierClient:
+        if self.client is None or self.frontier is None:
             raise RuntimeError("RevisitBackend used before frontier_start()")
-        return self.frontier
+        return self.client
 
     # -- new pages ---------------------------------------------------------------
     def add_seeds(self, seeds: Iterable[FrontierRequest]) -> None:
@@ -208,21 +187,22 @@ class RevisitBackend(Backend):
         for request in requests:
             if _method(request) != "GET" or _meta_flag(request, DONT_REVISIT_KEY):
                 self._one_off.append(request)
-                self._count("one_off")
-                continue
-            if not request.url.lower().startswith(("http://", "https://")):
-                logger.debug("frontier-rate: not an HTTP URL, skipped: %s", request.url)
-                self._count("skipped")
+                self._stat("one_off", 1, False)
                 continue
             try:
                 parse_url(request.url)
+            except ValueError as exc:  # as the Scrapy scheduler: named, counted, not raised
+                self._stat("rejected", 1, False)
+                logger.warning("frontier-rate: request refused, not a page the frontier can "
+                               "keep: %s", exc)
+                continue
+            try:
                 pages.append((request.url, _weight(request), page_meta(request)))
             except ValueError as exc:
-                self._count("skipped")
                 problem = problem or f"{kind} {request.url[:200]!r}: {exc}"
         if pages:
-            self._unadded += pages
-            self._flush()
+            self._client.add(pages)
+            self._finished_at = float("-inf")
         if problem is not None:
             raise ValueError(problem)
 
@@ -242,48 +222,40 @@ class RevisitBackend(Backend):
         if key_type not in ("domain", "ip"):
             raise ValueError(f"key_type must be 'domain' or 'ip', got {key_type!r}")
         overused = {str(key) for key in kwargs.get("overused_keys") or ()}
-        now = self.clock()
+        client, now = self._client, self.clock()
         out: list[FrontierRequest] = []
         while self._one_off and len(out) < limit:
             out.append(self._one_off.popleft())
-        out += self._release_held(limit - len(out), key_type, overused, now)
+        out += self._release_buffer(limit - len(out), key_type, overused, now)
         room = limit - len(out)
-        if room > 0 and len(self._held) < limit and now >= self._next_poll and self._flush():
-            try:
-                dispatches = self._frontier.next_requests(room)
-                for dispatch in dispatches:
-                    if _slot_key(dispatch.host, key_type) in overused:
-                        self._held.append((dispatch, now))
-                    else:
-                        out.append(self._to_request(dispatch))
-                if not dispatches:
-                    self._next_poll = now + self._wait(now)
-            except RedisUnavailable as exc:
-                self._redis_down(exc)
-        self._count("dispatched", len(out))
+        if room > 0 and len(self._buffer) < limit:
+            client.want(room)
+            client.poll()
+            client.want(0)
+            for dispatch, leased_at in client.take():
+                if _slot_key(dispatch.host, key_type) in overused:
+                    self._buffer.append((dispatch, leased_at))
+                else:
+                    out.append(self._to_request(dispatch))
+        else:
+            client.poll()
+        self._stat("dispatched", len(out), False)
         return out
 
-    def _release_held(self, room: int, key_type: str, overused: set[str],
-                      now: float) -> list[FrontierRequest]:
+    def _release_buffer(self, room: int, key_type: str, overused: set[str],
+                        now: float) -> list[FrontierRequest]:
         out: list[FrontierRequest] = []
         keep: list[tuple[Dispatch, float]] = []
-        max_age = HOLD_FRACTION * self._frontier.lease_timeout
-        for dispatch, held_at in self._held:
+        max_age = HOLD_FRACTION * self._client.frontier.lease_timeout  # type: ignore[union-attr]
+        for dispatch, held_at in self._buffer:
             if now - held_at > max_age:
                 logger.debug("frontier-rate: dropped held %s (its lease will expire)", dispatch.url)
             elif len(out) < room and _slot_key(dispatch.host, key_type) not in overused:
                 out.append(self._to_request(dispatch))
             else:
                 keep.append((dispatch, held_at))
-        self._held = keep
+        self._buffer = keep
         return out
-
-    def _wait(self, now: float) -> float:
-        """Seconds until a page may be dispatched, within [MIN_POLL, MAX_POLL]."""
-        due = self._frontier.next_due_time()
-        if due is None:
-            return MAX_POLL
-        return min(MAX_POLL, max(MIN_POLL, due - now))
 
     def _to_request(self, dispatch: Dispatch) -> FrontierRequest:
         stored = dispatch.meta or {}
@@ -292,12 +264,12 @@ class RevisitBackend(Backend):
             for name, values in (stored.get("h") or {}).items()
             if name.lower() not in _CONDITIONAL
         }
-        if self.conditional:
-            if dispatch.etag:
-                headers[b"If-None-Match"] = [dispatch.etag.encode("latin-1", "replace")]
-            if dispatch.last_modified:
-                headers[b"If-Modified-Since"] = [
-                    dispatch.last_modified.encode("latin-1", "replace")]
+        etag, last_modified = clean_validator(dispatch.etag), clean_validator(dispatch.last_modified)
+        if self.settings.conditional:
+            if etag:
+                headers[b"If-None-Match"] = [etag.encode("ascii")]
+            if last_modified:
+                headers[b"If-Modified-Since"] = [last_modified.encode("ascii")]
         lease = {"url": dispatch.url, "token": dispatch.token, "host": dispatch.host,
                  "etag": dispatch.etag, "last_modified": dispatch.last_modified,
                  "due": dispatch.due}
@@ -322,211 +294,79 @@ class RevisitBackend(Backend):
         if dispatch is None:
             logger.debug("frontier-rate: response of %s was not dispatched by the frontier",
                          response.url)
-            self._count("untracked")
+            self._stat("untracked", 1, False)
             return
-        status = int(response.status_code)
-        headers = response.headers
-        now = self.clock()
-        if 200 <= status < 300:
-            args = {"status": status, "fetched_at": now,
-                    "fingerprint": self.fingerprinter(_body(response.body), response.url, headers),
-                    "etag": header_value(headers, "ETag"),
-                    "last_modified": header_value(headers, "Last-Modified"),
-                    "served_at": header_value(headers, "Date")}
-        elif status == 304:
-            args = {"status": status, "fetched_at": now, "not_modified": True,
-                    "etag": header_value(headers, "ETag") or dispatch.etag,
-                    "last_modified": header_value(headers, "Last-Modified")
-                    or dispatch.last_modified}
-        else:
-            self._submit("failed", dispatch, {"reason": f"HTTP {status}", "status": status,
-                                              "now": now})
+        status, headers, now = int(response.status_code), response.headers, self.clock()
+        if not (200 <= status < 300 or status == 304):
+            self._client.failed(dispatch, failure_reason(status), status, now)
             return
-        observation = self._submit("observe", dispatch, args)
-        if observation is None:
-            response.meta[RESULT_KEY] = {"held": True, "changed": None,
-                                         "not_modified": status == 304}
+        args: dict[str, Any] = {
+            "status": status, "fetched_at": now,
+            "etag": clean_validator(header_value(headers, "ETag")),
+            "last_modified": clean_validator(header_value(headers, "Last-Modified")),
+            "served_at": header_value(headers, "Date")}
+        if status == 304:
+            args["not_modified"] = True
+            args["etag"] = args["etag"] or clean_validator(dispatch.etag)
+            args["last_modified"] = args["last_modified"] or clean_validator(dispatch.last_modified)
         else:
-            response.meta[RESULT_KEY] = {"changed": observation.changed,
-                                         "not_modified": status == 304,
-                                         "estimate": observation.estimate,
-                                         "next_due": observation.next_due}
+            args["fingerprint"] = self.fingerprinter(_body(response.body), response.url, headers)
+        call = self._client.observe(dispatch, args)
+        response.meta[RESULT_KEY] = result_meta(call.observation if call.applied else None,
+                                                not_modified=status == 304)
 
     def request_error(self, page: FrontierRequest, error: Any) -> None:
         """A fetch without a response (DNS, timeout, refused): retried with backoff."""
         dispatch = lease_of(page)
         if dispatch is None:
-            self._count("untracked")
+            self._stat("untracked", 1, False)
             return
-        self._submit("failed", dispatch, {"reason": str(error) or "error", "status": None,
-                                          "now": self.clock()})
+        self._client.failed(dispatch, str(error) or "error", None, self.clock())
 
-    # -- Redis outages: results held in order, a circuit breaker, the spool ----------
-    def _submit(self, kind: str, dispatch: Dispatch, args: dict[str, Any]) -> Observation | None:
-        """Queue a result behind any held ones and send what Redis takes now; the
-        observation if this one was applied at once, else None (held for later)."""
-        self._pending.append((kind, dispatch, args))
-        applied = self._flush()
-        return self._last_observation if applied and kind == "observe" else None
-
-    def _flush(self, *, force: bool = False) -> bool:
-        """Send unadded pages and held results in order; False while Redis is unreachable.
-
-        While it is down nothing is sent before the next attempt (1, 2, 4 ... at
-        most 30 s apart), so a caller blocks for at most one Redis timeout.
-        """
-        if not self._pending and not self._unadded and self._outage_since is None:
-            return True
-        if not force and self.clock() < self._retry_at:
-            return False
-        try:
-            if self._unadded:
-                new = self._frontier.add_many(self._unadded)
-                self._unadded = []
-                self._count("new_pages", new)
-                self._next_poll = -math.inf
-                self._finished_at = -math.inf
-            while self._pending:
-                kind, dispatch, args = self._pending[0]
-                try:
-                    self._apply(kind, dispatch, args)
-                except ValueError as exc:  # bad data (a tampered spool) cannot block the rest
-                    logger.warning("frontier-rate: dropping a %s of %s the frontier refused: %s",
-                                   kind, dispatch.url, exc)
-                self._pending.popleft()
-                if self._outage_since is not None:
-                    self._count("replayed")
-        except RedisUnavailable as exc:
-            self._redis_down(exc)
-            return False
-        if self._outage_since is not None:
-            logger.warning("frontier-rate: Redis at %s back after %.1f s",
-                           redact_url(self.redis_url), self.clock() - self._outage_since)
-            self._outage_since, self._backoff, self._retry_at = None, REDIS_RETRY_FIRST, -math.inf
-        return True
-
-    def _apply(self, kind: str, dispatch: Dispatch, args: dict[str, Any]) -> None:
-        if kind == "observe":
-            observation = self._frontier.observe(dispatch, **args)
-            self._count_observation(observation, not_modified=bool(args.get("not_modified")))
-            self._last_observation = observation
+    def _stat(self, name: str, value: float, replace: bool) -> None:
+        if self.stats is None:
             return
-        self._frontier.failed(dispatch, args["reason"], status=args["status"], now=args["now"])
-        self._count("failed")
-        if args["status"] in (404, 410):
-            page = self._frontier.page(dispatch.url)
-            if page is not None and page["status"] == "gone":
-                self._count("gone")
-
-    def _redis_down(self, exc: Exception) -> None:
-        now = self.clock()
-        self._count("redis_errors")
-        if self._outage_since is None:
-            self._outage_since, self._backoff = now, REDIS_RETRY_FIRST
-            self._count("redis_outages")
-            logger.warning("frontier-rate: %s; holding %d results and %d new pages, retrying in "
-                           "%.0f s", exc, len(self._pending), len(self._unadded), self._backoff)
-        else:
-            self._backoff = min(2 * self._backoff, REDIS_RETRY_MAX)
-        self._retry_at = now + self._backoff
-
-    def _save_spool(self) -> None:
-        """Stopping while Redis is down: keep what it has not taken for the next crawl."""
-        entries = [page_entry(*page) for page in self._unadded]
-        entries += [call_entry(kind, dispatch, args) for kind, dispatch, args in self._pending]
-        if not entries:
-            return
-        try:
-            path = Spool(self.spool_dir, self._frontier.namespace).save(entries)
-        except (OSError, ValueError) as exc:
-            logger.error("frontier-rate: could not write the spool in %s (%s): %d results and %d "
-                         "new pages lost", self.spool_dir, exc, len(self._pending),
-                         len(self._unadded))
-            return
-        self._count("spooled", len(entries))
-        logger.warning("frontier-rate: stopping while Redis at %s is unreachable: %d results and "
-                       "%d new pages saved to %s for the next crawl of namespace %r",
-                       redact_url(self.redis_url), len(self._pending), len(self._unadded), path,
-                       self._frontier.namespace)
-        self._pending.clear()
-        self._unadded = []
-
-    def _replay_spool(self) -> None:
-        """Queue and send what an earlier crawl of this namespace could not give Redis."""
-        entries = Spool(self.spool_dir, self._frontier.namespace).claim()
-        for entry in entries:
-            try:
-                kind, item, args = read_entry(entry)
-                if kind == "host_delay":
-                    raise ValueError("host delays are not replayed by the Frontera backend")
-                if kind == "page":
-                    parse_url(item[0])
-            except ValueError as exc:
-                logger.warning("frontier-rate: skipping a spool entry: %s", exc)
-                continue
-            if kind == "page":
-                self._unadded.append(item)
-            else:
-                self._pending.append((kind, item, args))
-        if entries:
-            logger.info("frontier-rate: replaying %d results and %d new pages from the spool",
-                        len(self._pending), len(self._unadded))
-            self._count("spool_replayed", len(self._pending) + len(self._unadded))
-            self._flush(force=True)
-
-    def _count_observation(self, observation: Observation, *, not_modified: bool) -> None:
-        if not observation.accepted:
-            self._count("stale_lease")
-            return
-        self._count("changed" if observation.changed else "unchanged")
-        if not_modified:
-            self._count("not_modified")
-
-    def _count(self, name: str, n: int = 1) -> None:
-        if self.stats is not None and n:
-            self.stats.inc_value(f"frontier_rate/{name}", n)
+        if replace:
+            self.stats.set_value(f"frontier_rate/{name}", value)
+        elif value:
+            self.stats.inc_value(f"frontier_rate/{name}", value)
 
     # -- end of crawl ------------------------------------------------------------
     def finished(self) -> bool:
         """True once a close condition holds, or when the frontier has nothing scheduled.
 
         ``FRONTIER_RATE_CLOSE_AFTER`` = seconds since ``frontier_start``, or
-        "idle": finished as soon as no page is due. Cached for
-        ``FINISHED_CACHE`` seconds (frontera asks before every poll).
+        "idle": finished as soon as no page is due (as the Scrapy scheduler).
+        Cached for ``FINISHED_CACHE`` seconds (frontera asks before every poll).
         """
-        now = self.clock()
-        if self._started_at is not None and self.close_after is not None \
-                and now - self._started_at >= self.close_after:
+        client, now = self._client, self.clock()
+        if self._started_at is not None and self.settings.close_after is not None \
+                and now - self._started_at >= self.settings.close_after:
             return True
-        if self._one_off or self._held or self._pending or self._unadded \
-                or self._outage_since is not None:
+        client.poll()
+        if self._one_off or self._buffer or client.pending() or client.outage_since is not None:
             return False
         if abs(now - self._finished_at) >= FINISHED_CACHE:
-            try:
-                if self.close_when_idle:
-                    self._finished = self._frontier.stats(now=now)["due_now"] == 0
-                else:
-                    self._finished = self._frontier.next_due_time() is None
-            except RedisUnavailable as exc:
-                self._redis_down(exc)
-                return False
+            due = client.ask(lambda frontier: frontier.next_due_time(), now)
+            if self.settings.close_when_idle:
+                delay = self.frontier.min_host_delay if self.frontier is not None else 0.0
+                self._finished = due is None or due > now + delay + MIN_WAKE
+            else:
+                self._finished = due is None
             self._finished_at = now
         return self._finished
 
     def seconds_to_wake(self) -> float:
         """Seconds until the backend may have something to do (a page due, or the close time)."""
-        if self._one_off or self._held:
-            return MIN_POLL
-        now = self.clock()
-        if self._outage_since is not None or self._pending or self._unadded:
-            return min(MAX_POLL, max(MIN_POLL, self._retry_at - now))
-        try:
-            wait = self._wait(now)
-        except RedisUnavailable as exc:
-            self._redis_down(exc)
-            return MAX_POLL
-        if self.close_after is not None and self._started_at is not None:
-            wait = min(wait, max(0.0, self._started_at + self.close_after - now))
+        if self._one_off or self._buffer:
+            return MIN_WAKE
+        client, now = self._client, self.clock()
+        if client.outage_since is not None or client.pending():
+            return min(WAKE_LIMIT, max(MIN_WAKE, client.retry_at - now))
+        due = client.ask(lambda frontier: frontier.next_due_time(), None)
+        wait = WAKE_LIMIT if due is None else min(WAKE_LIMIT, max(MIN_WAKE, due - now))
+        if self.settings.close_after is not None and self._started_at is not None:
+            wait = min(wait, max(0.0, self._started_at + self.settings.close_after - now))
         return wait
 
 
@@ -554,10 +394,10 @@ class KeepAlive:
         return cls(crawler)
 
     def _manager(self) -> Any:
-        """scrapy-frontera's FrontierManager, or None (private Scrapy API, guarded)."""
-        engine = self.crawler.engine
-        slot = getattr(engine, "_slot", None) or getattr(engine, "slot", None)
-        scheduler = getattr(slot, "scheduler", None)
+        """scrapy-frontera's FrontierManager, or None."""
+        from frontier_rate.scrapy_compat import engine_scheduler
+
+        scheduler = engine_scheduler(self.crawler)
         return getattr(getattr(scheduler, "frontier", None), "manager", None)
 
     def spider_idle(self, spider: Any) -> None:
@@ -568,24 +408,16 @@ class KeepAlive:
         if not isinstance(backend, RevisitBackend) or manager.finished:
             return
         if self._timer is None:
-            self._wake_in(backend.seconds_to_wake())
+            from frontier_rate.scrapy_compat import call_later
+
+            self._timer = call_later(max(0.0, backend.seconds_to_wake()), self._wake)
         raise DontCloseSpider
 
-    def _wake_in(self, seconds: float) -> None:
-        try:
-            from scrapy.utils.asyncio import call_later
-        except ImportError:  # Scrapy < 2.13
-            from twisted.internet import reactor
-
-            call_later = reactor.callLater  # type: ignore[attr-defined]
-        self._timer = call_later(max(0.0, seconds), self._wake)
-
     def _wake(self) -> None:
+        from frontier_rate.scrapy_compat import wake_engine
+
         self._timer = None
-        slot = getattr(self.crawler.engine, "_slot", None)
-        nextcall = getattr(slot, "nextcall", None)
-        if nextcall is not None and callable(getattr(nextcall, "schedule", None)):
-            nextcall.schedule()
+        wake_engine(self.crawler)
 
     def spider_closed(self, spider: Any) -> None:
         if self._timer is not None:
@@ -689,52 +521,3 @@ def _slot_key(host: str, key_type: str) -> str:
     except ImportError:
         return host
     return str(dnscache.get(host, host))
-
-
-# -- settings ----------------------------------------------------------------------------
-def _frontier_kwargs(get: Callable[[str], Any]) -> dict[str, Any]:
-    """``Frontier`` keywords; the namespace defaults to BOT_NAME (a backend never sees the spider)."""
-    kwargs = frontier_kwargs(get)
-    if "namespace" not in kwargs:
-        bot = get("BOT_NAME")
-        kwargs["namespace"] = str(bot) if bot else "default"
-    return kwargs
-
-
-def _number(get: Callable[[str], Any], name: str, kind: type, default: Any) -> Any:
-    value = get(name)
-    if value is None or value == "":
-        return default
-    try:
-        return kind(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name}={value!r} is not a valid {kind.__name__}") from None
-
-
-def _flag(get: Callable[[str], Any], name: str, default: bool) -> bool:
-    value = get(name)
-    if value is None or value == "":
-        return default
-    if isinstance(value, str):
-        lowered = value.strip().lower()
-        if lowered in ("1", "true", "yes", "on"):
-            return True
-        if lowered in ("0", "false", "no", "off"):
-            return False
-        raise ValueError(f"{name}={value!r} is not a boolean")
-    return bool(value)
-
-
-def _clock(value: Any) -> Callable[[], float]:
-    """FRONTIER_RATE_CLOCK: a callable or its dotted path (tests use a virtual clock)."""
-    if value is None or value == "":
-        return time.time
-    if isinstance(value, str):
-        module, _, name = value.rpartition(".")
-        try:
-            value = getattr(importlib.import_module(module), name)
-        except (ImportError, AttributeError, ValueError) as exc:
-            raise ValueError(f"FRONTIER_RATE_CLOCK={value!r} cannot be imported: {exc}") from None
-    if not callable(value):
-        raise ValueError(f"FRONTIER_RATE_CLOCK={value!r} is not callable")
-    return value

@@ -7,9 +7,12 @@ them, so the two adapters cannot drift apart.
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 WEIGHT_KEY = "frontier_rate_weight"
@@ -132,3 +135,108 @@ def page_weight(value: Any, url: str) -> float:
     if not 0 < weight < math.inf:
         raise ValueError(f"request meta[{WEIGHT_KEY!r}]={value!r} of {url} must be a positive number")
     return weight
+
+
+def number(get: Callable[[str], Any], name: str, kind: type, default: Any) -> Any:
+    """A numeric setting of type ``kind`` (int or float), ``default`` when not set."""
+    value = get(name)
+    if value is None or value == "":
+        return default
+    try:
+        return kind(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}={value!r} is not a valid {kind.__name__}") from None
+
+
+def flag_setting(get: Callable[[str], Any], name: str, default: bool) -> bool:
+    """A boolean setting, ``default`` when not set; a ValueError names a bad value."""
+    value = get(name)
+    if value is None or value == "":
+        return default
+    try:
+        return flag(value)
+    except ValueError:
+        raise ValueError(f"{name}={value!r} is not a boolean") from None
+
+
+def clock_setting(value: Any) -> Callable[[], float]:
+    """FRONTIER_RATE_CLOCK: a callable or its dotted path (tests use a virtual clock)."""
+    if value is None or value == "":
+        return time.time
+    if isinstance(value, str):
+        module, _, name = value.rpartition(".")
+        try:
+            value = getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError, ValueError) as exc:
+            raise ValueError(f"FRONTIER_RATE_CLOCK={value!r} cannot be imported: {exc}") from None
+    if not callable(value):
+        raise ValueError(f"FRONTIER_RATE_CLOCK={value!r} is not callable")
+    return value
+
+
+@dataclass
+class AdapterSettings:
+    """Everything an adapter reads from its settings, parsed once (see the README table)."""
+
+    redis_url: str | None
+    frontier: dict[str, Any]
+    fingerprint: str
+    strip_patterns: list[str]
+    max_body: int
+    conditional: bool
+    batch: int | None
+    close_after: float | None
+    close_when_idle: bool
+    log_interval: float
+    spool_dir: str
+    clock: Callable[[], float]
+    obey_crawl_delay: bool
+    robots_ttl: float
+    max_crawl_delay: float
+    robots_agent: str
+    per_host: int
+    framework_reads_robots: bool
+
+
+def adapter_settings(get: Callable[[str], Any]) -> AdapterSettings:
+    """Parse the adapter settings; a bad value is a ValueError naming the setting.
+
+    The spool goes to FRONTIER_RATE_SPOOL_DIR, else ``<JOBDIR>/frontier-rate``,
+    else the data directory. With FRONTIER_RATE_CLOSE_AFTER = "idle", pages are
+    not leased before they fall due (``fill_budget`` off unless set).
+    """
+    from frontier_rate.connection import data_dir
+    from frontier_rate.fingerprint import DEFAULT_MAX_BODY
+    from frontier_rate.politeness import DEFAULT_MAX_CRAWL_DELAY
+
+    seconds, idle = close_after(get("FRONTIER_RATE_CLOSE_AFTER"))
+    kwargs = frontier_kwargs(get)
+    if idle:
+        kwargs.setdefault("fill_budget", False)
+    jobdir = get("JOBDIR")
+    robots_obey = flag_setting(get, "ROBOTSTXT_OBEY", False)
+    batch = number(get, "FRONTIER_RATE_BATCH", int, None)
+    if batch is not None and batch < 1:
+        raise ValueError(f"FRONTIER_RATE_BATCH={batch!r} must be at least 1")
+    return AdapterSettings(
+        redis_url=get("FRONTIER_RATE_REDIS_URL") or None,
+        frontier=kwargs,
+        fingerprint=get("FRONTIER_RATE_FINGERPRINT") or "raw",
+        strip_patterns=strip_patterns(get("FRONTIER_RATE_STRIP_PATTERNS")),
+        max_body=number(get, "FRONTIER_RATE_MAX_BODY", int, DEFAULT_MAX_BODY),
+        conditional=flag_setting(get, "FRONTIER_RATE_CONDITIONAL", True),
+        batch=batch,
+        close_after=seconds,
+        close_when_idle=idle,
+        log_interval=number(get, "FRONTIER_RATE_LOG_INTERVAL", float, 60.0),
+        spool_dir=get("FRONTIER_RATE_SPOOL_DIR")
+        or (f"{jobdir}/frontier-rate" if jobdir else str(data_dir() / "spool")),
+        clock=clock_setting(get("FRONTIER_RATE_CLOCK")),
+        obey_crawl_delay=flag_setting(get, "FRONTIER_RATE_OBEY_CRAWL_DELAY", robots_obey),
+        robots_ttl=number(get, "FRONTIER_RATE_ROBOTS_TTL", float, 86400.0),
+        max_crawl_delay=number(get, "FRONTIER_RATE_MAX_CRAWL_DELAY", float,
+                               DEFAULT_MAX_CRAWL_DELAY),
+        robots_agent=get("ROBOTSTXT_USER_AGENT") or get("USER_AGENT") or "*",
+        per_host=max(1, number(get, "CONCURRENT_REQUESTS_PER_DOMAIN", int, 8)),
+        framework_reads_robots=robots_obey,
+    )

@@ -182,7 +182,7 @@ def test_overused_keys_are_skipped_then_served(manager: FrontierManager) -> None
     manager.add_seeds([scrapy_request(u) for u in busy + calm])
     assert urls(drain(manager, ["busy.test"])) == sorted(calm)
     # busy.test's leased pages are held while it stays overused.
-    assert manager.backend._held and not manager.finished
+    assert manager.backend._buffer and not manager.finished
     assert urls(drain(manager, [])) == sorted(busy)
     assert manager.get_next_requests(10, key_type="domain", overused_keys=[]) == []
 

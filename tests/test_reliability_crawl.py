@@ -142,7 +142,9 @@ def test_killed_crawler_leases_come_back_and_each_observation_counts_once(
                 "FRONTIER_RATE_FILL_BUDGET": False}  # revisits only after 300 s, as said above
     proc, output, log = start_crawl(tmp_path, "a", redis_url, namespace, start, settings)
     try:
-        wait_for(lambda: responses_in(output) >= 8, 30, "crawler A's first responses")
+        arrived = lambda: sum(site.arrivals(path) for site, path in pages)  # noqa: E731
+        wait_for(lambda: responses_in(output) >= 8 and arrived() > responses_in(output), 30,
+                 "crawler A's first responses and its next requests at the site")
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)

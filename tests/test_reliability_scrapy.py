@@ -201,28 +201,21 @@ def test_closing_while_redis_is_down_spools_and_the_next_crawl_replays(redis_url
 
 REDIS_TIMEOUT = 1.0
 PAUSE = 4.5
-STALL_MARGIN = 0.8
-"""Seconds of ordinary reactor work allowed in the turn that waits out one timeout.
-
-On this shared 2-core machine a crawl's longest ordinary gap between 50 ms
-ticks is well under this; two timed-out calls in one turn would take
-2 x REDIS_TIMEOUT = 2 s > REDIS_TIMEOUT + STALL_MARGIN, so the bound tells
-"at most one blocking call per turn" from "two"."""
 
 
-def test_slow_redis_stalls_the_reactor_at_most_one_timeout(namespace, tmp_path):
-    """CLIENT PAUSE on the crawl's Redis: each reactor turn waits at most one timeout.
+def test_slow_redis_never_stalls_the_event_loop(namespace, tmp_path):
+    """CLIENT PAUSE on the crawl's Redis: the event loop never waits out a Redis timeout.
 
-    With FRONTIER_RATE_REDIS_TIMEOUT=1 the first call into the paused server
-    fails after 1 s and opens the breaker; the attempts after 1 s and 2 s
-    wait one timeout each (the pause lasts 4.5 s); the one after that gets
-    through. The pause starts while a slow page (1.5 s server delay) is in
-    flight, so its result is held and replayed. A call that timed out may
-    still run once the pause ends (an observe Redis applied after the client
-    gave up): its replay is answered as a replay (accepted, not counted
-    again), which the per-page count checks. A lease call that timed out
-    just expires (after FRONTIER_RATE_LEASE_TIMEOUT) and the page is fetched
-    later.
+    Every Redis call runs on the client's worker thread. With
+    FRONTIER_RATE_REDIS_TIMEOUT=1 the worker's first call into the paused
+    server fails after 1 s and opens the breaker; the attempts after 1 s and
+    2 s wait one timeout each on that thread (the pause lasts 4.5 s); the one
+    after that gets through. Meanwhile the loop keeps ticking: its longest
+    gap stays below one timeout (the scheduler that called Redis on the loop
+    stalled it for 1.01-1.04 s here). The pause starts while a slow page
+    (1.5 s server delay) is in flight, so its result is held and replayed; an
+    observe Redis applied after the client gave up is answered as a replay
+    (accepted, not counted again), which the per-page count checks.
     """
     proc_redis, port = start_redis_server(str(tmp_path))
     url = f"redis://127.0.0.1:{port}/0"
@@ -249,8 +242,7 @@ def test_slow_redis_stalls_the_reactor_at_most_one_timeout(namespace, tmp_path):
             crawl = finish_crawl(proc, output, log, timeout=60)
             _crawl_ok(crawl)
             stall = json.loads(stall_file.read_text())
-            assert stall["max_gap"] <= REDIS_TIMEOUT + STALL_MARGIN, stall
-            assert any(gap >= REDIS_TIMEOUT * 0.9 for _, gap in stall["long_gaps"]), stall
+            assert stall["max_gap"] < REDIS_TIMEOUT, stall
             assert crawl.stats["frontier_rate/redis_outages"] == 1
             assert crawl.stats["frontier_rate/replayed"] >= 1  # the /slow answer at least
             assert "frontier_rate/lost_results" not in crawl.stats

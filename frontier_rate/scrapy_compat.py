@@ -1,0 +1,161 @@
+"""The Scrapy-version-dependent parts of the adapters, each in one place.
+
+Supported: Scrapy 2.13 (the lowest declared in setup.cfg, tested in CI) to
+2.19. Public APIs are used where a version has them; the private ones, each
+guarded so a missing attribute costs a feature and never the crawl, are
+listed in docs/ARCHITECTURE.md ("Private Scrapy internals"):
+
+- ``engine._slot.nextcall``: wake the engine now instead of on its 5 s
+  heartbeat (no public API in any version).
+- ``engine.downloader.slots`` / ``per_slot_settings`` and ``Slot.delay``,
+  ``concurrency``, ``lastseen`` and ``jitter`` (2.19) or ``randomize_delay``
+  (2.13-2.18): pace a host's download slot (DOWNLOAD_SLOTS can only be set
+  before a crawl starts, a robots.txt Crawl-delay is learned during it).
+- ``engine._slot.scheduler`` before 2.14, where ``engine.scheduler`` is not public.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+try:  # 2.14+
+    from scrapy.utils.asyncio import call_later as _call_later
+    from scrapy.utils.asyncio import create_looping_call as _looping_call
+except ImportError:  # 2.13
+    _call_later = _looping_call = None  # type: ignore[assignment]
+
+
+def call_later(delay: float, func: Callable[..., Any], *args: Any) -> Any:
+    """Run ``func(*args)`` on the event loop after ``delay`` seconds; has ``cancel()``."""
+    if _call_later is not None:
+        return _call_later(delay, func, *args)
+    from twisted.internet import reactor
+
+    return reactor.callLater(delay, func, *args)  # type: ignore[attr-defined]
+
+
+def looping_call(func: Callable[[], Any]) -> Any:
+    """A looping call with ``start(interval, now=False)``, ``stop()`` and ``running``."""
+    if _looping_call is not None:
+        return _looping_call(func)
+    from twisted.internet.task import LoopingCall
+
+    return LoopingCall(func)
+
+
+def from_thread(func: Callable[[], Any]) -> None:
+    """Run ``func`` on the event loop's thread (called from another thread)."""
+    from twisted.internet import reactor
+
+    reactor.callFromThread(func)  # type: ignore[attr-defined]
+
+
+async def settled(call: Any) -> None:
+    """Wait (without blocking the loop) until a ``client.Call`` is settled."""
+    if call.settled:
+        return
+    from scrapy.utils.defer import maybe_deferred_to_future
+    from twisted.internet.defer import Deferred
+
+    done: Deferred[None] = Deferred()
+    call.when_settled(lambda _call: done.callback(None))
+    await maybe_deferred_to_future(done)
+
+
+def close_spider(crawler: Crawler, reason: str) -> None:
+    """Ask the engine to close the spider (``close_spider_async`` is 2.14+)."""
+    from scrapy.utils.defer import deferred_from_coro
+
+    engine = crawler.engine
+    assert engine is not None
+    if hasattr(engine, "close_spider_async"):
+        deferred_from_coro(engine.close_spider_async(reason=reason))
+    else:
+        engine.close_spider(crawler.spider, reason=reason)
+
+
+async def download(crawler: Crawler, request: Request) -> Response:
+    """Download ``request`` through the downloader middlewares (``download_async`` is 2.14+)."""
+    engine = crawler.engine
+    assert engine is not None
+    download_async = getattr(engine, "download_async", None)
+    if download_async is not None:
+        return await download_async(request)
+    from scrapy.utils.defer import maybe_deferred_to_future
+
+    return await maybe_deferred_to_future(engine.download(request))
+
+
+def wake_engine(crawler: Crawler) -> None:
+    """Have the engine ask the scheduler for requests now (private API, guarded:
+    without it the engine still polls on its 5-second heartbeat)."""
+    slot = getattr(crawler.engine, "_slot", None)
+    nextcall = getattr(slot, "nextcall", None)
+    if nextcall is not None and callable(getattr(nextcall, "schedule", None)):
+        nextcall.schedule()
+
+
+def engine_scheduler(crawler: Crawler) -> Any:
+    """The engine's scheduler: public ``engine.scheduler`` (2.14+), else the private slot's."""
+    engine = crawler.engine
+    if engine is None:
+        return None
+    if "scheduler" in dir(type(engine)):
+        return engine.scheduler
+    slot = getattr(engine, "_slot", None) or getattr(engine, "slot", None)
+    return getattr(slot, "scheduler", None)
+
+
+def _slot_jitter_field() -> str:
+    """The per-slot randomisation field: ``jitter`` (2.19) or ``randomize_delay`` (older)."""
+    try:
+        from scrapy.core.downloader import Slot
+    except ImportError:
+        return "randomize_delay"
+    params = inspect.signature(Slot.__init__).parameters
+    return "jitter" if "jitter" in params else "randomize_delay"
+
+
+_JITTER = None
+
+
+def pace_slot(crawler: Crawler, host: str, delay: float) -> bool:
+    """Give ``host``'s download slot ``delay``, no randomisation, one request at a time.
+
+    Private API (the downloader's slots and per-slot settings), guarded:
+    False when this Scrapy does not have them.
+    """
+    global _JITTER
+    if _JITTER is None:
+        _JITTER = _slot_jitter_field()
+    downloader = getattr(crawler.engine, "downloader", None)
+    per_slot = getattr(downloader, "per_slot_settings", None)
+    slots = getattr(downloader, "slots", None)
+    if not isinstance(per_slot, dict) or not isinstance(slots, dict):
+        return False
+    off: Any = 0.0 if _JITTER == "jitter" else False
+    per_slot[host] = {**per_slot.get(host, {}), "delay": delay, _JITTER: off, "concurrency": 1}
+    slot = slots.get(host)
+    if slot is not None:
+        slot.delay, slot.concurrency = delay, 1
+        setattr(slot, _JITTER, off)
+    return True
+
+
+def restart_slot_clock(crawler: Crawler, key: Any) -> None:
+    """Count a paced slot's delay from now (an answer arrived), on the downloader's clock."""
+    from scrapy.core import downloader as module
+
+    downloader = getattr(crawler.engine, "downloader", None)
+    slot = getattr(downloader, "slots", {}).get(key)
+    if slot is not None and hasattr(slot, "lastseen"):
+        clock = getattr(module, "monotonic", None) or getattr(module, "time", time.time)
+        slot.lastseen = max(slot.lastseen, clock())
