@@ -31,8 +31,8 @@ Choices worth knowing (see the README section):
 - Ordering: among due pages, the highest index first: each shard offers the
   best of the ``CANDIDATE_LOOK`` earliest-due pages of each of its
   earliest-ready hosts (``CANDIDATE_WINDOW * max_n`` hosts over all shards,
-  at least 16 per shard), and the offers are compared across shards by
-  index. "whittle" uses seed 002's discrete index with period
+  1.25 per lease past the first 1024 of a call, at least 16 per shard), and
+  the offers are compared across shards by index. "whittle" uses seed 002's discrete index with period
   ``min_interval``, "lagrangian" the continuous one; both plan with the same
   threshold, so the two policies differ only in this backlog order.
 """
@@ -117,11 +117,19 @@ GONE_AFTER = 3
 CANDIDATE_LOOK = 4
 """Due pages per ready host whose index is compared (the best one is the host's candidate)."""
 CANDIDATE_WINDOW = 4
-"""Ready hosts looked at per next_requests call: CANDIDATE_WINDOW * max_n over all shards."""
+"""Ready hosts looked at per next_requests call: CANDIDATE_WINDOW * max_n over all shards
+(up to WIDE_WINDOW leases; ``_window``)."""
+WIDE_WINDOW = 1024
+WINDOW_SLACK = 1.25
+"""Ready hosts looked at per lease past the first WIDE_WINDOW of one call."""
 OBSERVE_BATCH = 256
 """Observations per script call in ``observe_many``."""
 OBSERVE_CHUNK = 2048
 """Observations packed at a time in ``observe_many`` (sent while the server works)."""
+FULL_SCAN_EVERY = 1.0
+"""Seconds of clock time after which next_requests asks every shard, whatever the due
+summary says (fr:{ns}:due, lua/due.lua: it can only be too late after a writer died between
+its shard script and its summary update)."""
 REFRESH_PAGES = 256
 """Pages re-planned per background refresh step (one shard per next_requests call)."""
 PRIOR_RATE = 1.0 / 86400
@@ -286,6 +294,8 @@ class Frontier:
         self._shards_of: dict[str, int] = {}
         self._unused_tokens = 0
         self._last_call = -math.inf
+        self._full_scan_at = -math.inf
+        self._due_sets: dict[int, tuple[bytes, bytes]] = {}
         with self._errors():
             self.client.hset(self.keys.nu, "budget", repr(self.budget))
 
@@ -353,8 +363,31 @@ class Frontier:
         return self.scripts.call(target, name, self.keys.shard_keys(shard),
                                  self._header(now) + args)
 
-    def _run_one(self, name: str, shard: int, now: float, args: list) -> Any:
-        return self.scripts.run(lambda pipe: self._shard_call(pipe, name, shard, now, args))[0]
+    def _run_one(self, name: str, shard: int, now: float, args: list,
+                 lower: float | None = None) -> Any:
+        """Run one shard script; ``lower``: then lower the shard's due summary to that time."""
+        def build(pipe: Any) -> None:
+            self._shard_call(pipe, name, shard, now, args)
+            if lower is not None and not self.scripts.cluster:
+                self._lower_due(pipe, {shard: lower})
+
+        reply = self.scripts.run(build)[0]
+        if lower is not None and self.scripts.cluster:
+            self.scripts.run(lambda pipe: self._lower_due(pipe, {shard: lower}))
+        return reply
+
+    def _lower_due(self, target: Any, times: Mapping[int, float]) -> Any:
+        """Queue (or run) lua/due.lua "lower": shards that may have work due at these times.
+
+        Sent after the shard scripts that queued the work, on the same connection (a Redis
+        Cluster pipeline is split by node, so there it is a call of its own after them)."""
+        return self.scripts.call(target, *self._lower_args(times))
+
+    def _lower_args(self, times: Mapping[int, float]) -> tuple[str, list[str], list[str]]:
+        args = ["lower"]
+        for shard, t in times.items():
+            args += [str(shard), _us(t)]
+        return "due", [self.keys.due], args
 
     def _layouts(self, shards: Iterable[int]) -> dict[int, Layout]:
         """The current bucket layout of each of ``shards`` (one pipelined read)."""
@@ -409,16 +442,22 @@ class Frontier:
             return 0
         est0, aux0 = self._initial_state()
         added = 0
+        calls = sum(-(-len(args) // (500 * 5)) for args in groups.values())
+
         def build(pipe: Any) -> None:
             for shard, args in groups.items():
                 for i in range(0, len(args), 500 * 5):
                     self._shard_call(pipe, "add", shard, now,
                                      [repr(est0), repr(aux0)] + args[i:i + 500 * 5])
+            if not self.scripts.cluster:
+                self._lower_due(pipe, dict.fromkeys(groups, now))
 
         with self._errors():
-            for count, quarantined in self.scripts.run(build):
+            for count, quarantined in self.scripts.run(build)[:calls]:
                 added += int(count)
                 _log_quarantined(quarantined, "add gave it a fresh state")
+            if self.scripts.cluster:
+                self.scripts.run(lambda pipe: self._lower_due(pipe, dict.fromkeys(groups, now)))
         return added
 
     # ------------------------------------------------------------------ dispatch
@@ -426,38 +465,57 @@ class Frontier:
     def next_requests(self, max_n: int, now: float | None = None) -> list[Dispatch]:
         """Lease up to ``max_n`` due pages, highest index first, within budget and host delays.
 
-        Two round trips: (1) the published ν, tokens from the shared bucket, a
-        background refresh step and every shard's candidates; (2) the leases
-        of the best candidates (each re-checked in Lua), with unneeded tokens
-        given back. With ``fill_budget`` a third, for pages not due yet, when no
-        page is due or when the tokens left would overflow the bucket before the
-        next call.
+        Round trips: (1) the published ν, tokens from the shared bucket and the
+        namespace's due summary (fr:{ns}:due: when each shard may next have work);
+        nothing more when no shard has work now (an idle call is one cheap read);
+        (2) a background refresh step and the candidates of the shards that have
+        work; (3) the leases of the best candidates (each re-checked in Lua), with
+        unneeded tokens given back. With ``fill_budget`` another, for pages not due
+        yet, when no page is due or when the tokens left would overflow the bucket
+        before the next call. Every ``FULL_SCAN_EVERY`` s every shard is asked.
         """
         if isinstance(max_n, bool) or not isinstance(max_n, int) or max_n < 0:
             raise ValueError(f"max_n must be a non-negative int, got {max_n!r}")
         now = self._now(now)
-        window = str(max(16, -(-CANDIDATE_WINDOW * max_n // self.shards)))
+        window = str(_window(max_n, self.shards))
         refresh = self._refresh_pending[0] if self._refresh_pending else None
         give_back, self._unused_tokens = self._unused_tokens, 0
+        sets, self._due_sets = self._due_sets, {}
 
         def first(pipe: Any) -> None:
             pipe.hmget(self.keys.nu, "nu", "solved_at", "budget", "status")
             self._take_tokens(pipe, now, max_n, give_back)
-            if refresh is not None:
-                self._shard_call(pipe, "refresh", refresh, now, [str(REFRESH_PAGES)])
-            for shard in range(self.shards):
-                self._shard_call(pipe, "candidates", shard, now,
-                                 [window, str(CANDIDATE_LOOK), "0"])
+            if sets:
+                self.scripts.call(pipe, "due", [self.keys.due],
+                                  ["set"] + [x for shard, (t, v) in sets.items()
+                                             for x in (str(shard), t, v)])
+            pipe.hgetall(self.keys.due)
 
         with self._errors():
             replies = self.scripts.run(first)
-            nu_raw, granted = replies[0], int(replies[1])
-            found = replies[2:]
+            nu_raw, granted, summary = replies[0], int(replies[1]), replies[-1]
+            versions = {shard: summary.get(b"v%d" % shard, b"0") for shard in range(self.shards)}
+            full = abs(now - self._full_scan_at) >= FULL_SCAN_EVERY
+            if full:
+                self._full_scan_at = now
+            now_us = math.floor(now * 1e6 + 0.5)
+            scan = [shard for shard in range(self.shards)
+                    if full or shard == refresh or _has_work(summary.get(b"%d" % shard), now_us)]
+            earliest: dict[int, bytes] = {}
+
+            def second(pipe: Any) -> None:
+                if refresh is not None:
+                    self._shard_call(pipe, "refresh", refresh, now, [str(REFRESH_PAGES)])
+                for shard in scan:
+                    self._shard_call(pipe, "candidates", shard, now,
+                                     [window, str(CANDIDATE_LOOK), "0"])
+
+            found = self.scripts.run(second) if scan else []
             if refresh is not None:
                 self._refreshed(refresh, found[0])
                 found = found[1:]
             self._use_published_nu(nu_raw, now)
-            candidates = _candidates(found)
+            candidates = _candidates(found, scan, earliest)
             candidates.sort(key=lambda c: -c[0])
             early = []
             spill = self._tokens_would_spill(granted - len(candidates), now)
@@ -465,7 +523,7 @@ class Frontier:
                 # nothing due at all (the crawl is idle: a second round trip costs nothing), or
                 # the tokens left beside the due pages would overflow the bucket before the
                 # next call (a busy crawl asks again long before, and its tokens wait)
-                early = self._early_candidates(now, granted - len(candidates))
+                early = self._early_candidates(now, granted - len(candidates), earliest)
             chosen: dict[int, list] = defaultdict(list)
             for _, shard, host, pid in (candidates + early)[:granted]:
                 chosen[shard] += [host, pid]
@@ -483,18 +541,23 @@ class Frontier:
             unreadable: list[tuple[bytes, str, str, str, str]] = []
             if granted > wanted or chosen:
                 leased = self.scripts.run(lease)
-                for flat, quarantined in leased[1:] if granted > wanted else leased:
+                for shard, (packed, quarantined, first_work) in zip(
+                        chosen, leased[1:] if granted > wanted else leased, strict=True):
+                    earliest[shard] = first_work
                     _log_quarantined(quarantined)
-                    for i in range(0, len(flat), 8):
+                    for pid, fields in _leases(packed):
                         try:
-                            dispatches.append(_dispatch(flat[i + 1:i + 8]))
+                            dispatches.append(_dispatch(fields))
                         except ValueError as exc:
-                            unreadable.append((flat[i], flat[i + 1].decode("utf-8", "replace"),
-                                               flat[i + 3].decode(), str(exc),
-                                               flat[i + 2].decode("utf-8", "replace")))
+                            unreadable.append((pid, fields[0].decode("utf-8", "replace"),
+                                               fields[2], str(exc),
+                                               fields[1].decode("utf-8", "replace")))
             if unreadable:
                 self._quarantine_leased(unreadable, now)
             self._unused_tokens = wanted - len(dispatches)
+            # what the shards said after this call goes to the summary with the next call's
+            # first round trip, if no writer lowered it meanwhile (lua/due.lua "set")
+            self._due_sets = {shard: (t, versions[shard]) for shard, t in earliest.items()}
         return dispatches
 
     def _tokens_would_spill(self, left: int, now: float) -> bool:
@@ -503,17 +566,18 @@ class Frontier:
         gap, self._last_call = now - self._last_call, now
         return left > 0 and left + self.budget * gap > self.budget * BURST_SECONDS + 1.0
 
-    def _early_candidates(self, now: float, tokens: int) -> list[tuple[float, int, str, bytes]]:
+    def _early_candidates(self, now: float, tokens: int, earliest: dict[int, bytes]
+                          ) -> list[tuple[float, int, str, bytes]]:
         """Pages not due yet on hosts that may dispatch now, best index first, for ``tokens``
         the budget holds that no due page can use (``fill_budget``; lua/candidates.lua)."""
-        window = str(max(16, -(-CANDIDATE_WINDOW * tokens // self.shards)))
+        window = str(_window(tokens, self.shards))
 
         def build(pipe: Any) -> None:
             for shard in range(self.shards):
                 self._shard_call(pipe, "candidates", shard, now,
                                  [window, str(CANDIDATE_LOOK), "1"])
 
-        early = _candidates(self.scripts.run(build))
+        early = _candidates(self.scripts.run(build), range(self.shards), earliest)
         early.sort(key=lambda c: -c[0])
         return early
 
@@ -592,6 +656,7 @@ class Frontier:
         if not results:
             return []
         sent: list[list[int]] = []
+        lowest: dict[int, float] = {}
 
         def commands() -> Iterator[tuple[str, list[str], list]]:
             for start in range(0, len(checked), OBSERVE_CHUNK):
@@ -609,8 +674,13 @@ class Frontier:
                         part = idx[j:j + OBSERVE_BATCH]
                         sent.append(part)
                         now = max(checked[i][2] for i in part)
+                        first = min(checked[i][2] for i in part)
+                        lowest[shard] = min(lowest.get(shard, first), first)
                         yield ("observe", self.keys.shard_keys(shard),
                                self._header(now) + [packed[i] for i in part])
+            if lowest and not self.scripts.cluster:
+                # the re-queued pages are due after their fetch: the summary may say so
+                yield self._lower_args(lowest)
 
         with self._errors():
             first = results[0][1].get("fetched_at")
@@ -619,10 +689,14 @@ class Frontier:
                 streamed = self.scripts.stream(commands())
             except ScriptsReloaded:
                 sent.clear()
+                lowest.clear()
                 streamed = self.scripts.stream(commands())
-            for part, replies in zip(sent, streamed, strict=True):
-                for i, reply in zip(part, replies, strict=True):
-                    out[i] = _observation(reply, results[i][0])
+            if lowest and self.scripts.cluster:
+                self.scripts.run(lambda pipe: self._lower_due(pipe, lowest))
+            for part, packed in zip(sent, streamed[:len(sent)], strict=True):
+                at = 0
+                for i in part:
+                    out[i], at = _observation(packed, at, results[i][0])
             for i, call in enumerate(checked):
                 if call[0] == "fail":
                     out[i] = self._fail(call[1], call[3], call[4], call[2])
@@ -693,7 +767,7 @@ class Frontier:
         pid = page_id(dispatch.url)
         reply = self._run_one("fail", self._shard_of(host), now,
                               [pid, host, _token(dispatch), "1" if status in (404, 410) else "0",
-                               repr(BACKOFF_BASE), str(GONE_AFTER)])
+                               repr(BACKOFF_BASE), str(GONE_AFTER)], lower=now)
         outcome = reply[0].decode()
         if outcome == "quarantined":
             logger.error("failed fetch of %s not recorded: the page is quarantined (%s)",
@@ -730,12 +804,20 @@ class Frontier:
         if not groups:
             return 0
 
+        lowest = {shard: min(float(args[i]) for i in range(3, len(args), 4))
+                  for shard, args in groups.items()}
+
         def build(pipe: Any) -> None:
             for shard, args in groups.items():
                 self._shard_call(pipe, "release", shard, now, args)
+            if not self.scripts.cluster:
+                self._lower_due(pipe, lowest)
 
         with self._errors():
-            return sum(int(n) for n in self.scripts.run(build))
+            released = sum(int(n) for n in self.scripts.run(build)[:len(groups)])
+            if self.scripts.cluster:
+                self.scripts.run(lambda pipe: self._lower_due(pipe, lowest))
+            return released
 
     def set_host_delay(self, host: str, seconds: float | None) -> None:
         """Minimum seconds between dispatches to ``host`` (None: back to min_host_delay)."""
@@ -744,8 +826,9 @@ class Frontier:
         delay = -1.0 if seconds is None else _real("seconds", seconds, minimum=0.0)
         host = host.lower()
         with self._errors():
-            self._run_one("host_delay", shard_of(host, self.shards), self._now(None),
-                          [host, repr(delay)])
+            now = self._now(None)
+            self._run_one("host_delay", shard_of(host, self.shards), now, [host, repr(delay)],
+                          lower=now)
 
     # ------------------------------------------------------------------ threshold
 
@@ -1141,14 +1224,71 @@ class _RedisErrors:
         return False
 
 
-def _candidates(found: list) -> list[tuple[float, int, str, bytes]]:
-    """(index, shard, host, page id) of every candidate in the shards' candidates.lua replies."""
+def _window(max_n: int, shards: int) -> int:
+    """Ready hosts each shard looks at for ``max_n`` leases: CANDIDATE_WINDOW per lease over
+    all shards for the first WIDE_WINDOW leases, WINDOW_SLACK per lease beyond (a bulk call
+    need not rank 4x its size to keep the index order; the cost of a lease stays flat), at
+    least 16 per shard."""
+    hosts = CANDIDATE_WINDOW * min(max_n, WIDE_WINDOW) \
+        + math.ceil(WINDOW_SLACK * max(0, max_n - WIDE_WINDOW))
+    return max(16, -(-hosts // shards))
+
+
+def _us(t: float) -> str:
+    """A time as whole microseconds, rounded as lua/lib.lua ``us`` does."""
+    return str(math.floor(t * 1e6 + 0.5))
+
+
+def _has_work(summary: bytes | None, now_us: int) -> bool:
+    """Whether a shard whose due summary field is ``summary`` may have work at ``now_us``
+    (an absent or unreadable field: it may)."""
+    if summary is None:
+        return True
+    try:
+        return float(summary) <= now_us
+    except ValueError:
+        return True
+
+
+def _candidates(found: list, shards: Iterable[int], earliest: dict[int, bytes]
+                ) -> list[tuple[float, int, str, bytes]]:
+    """(index, shard, host, page id) of every candidate in the candidates.lua replies of
+    ``shards``; records each shard's earliest time with work in ``earliest``."""
     out = []
-    for shard, (flat, quarantined) in enumerate(found):
+    size = _CANDIDATE.size
+    for shard, (packed, quarantined, first_work) in zip(shards, found, strict=True):
+        earliest[shard] = first_work
         _log_quarantined(quarantined)
-        for i in range(0, len(flat), 3):
-            out.append((float(flat[i + 2]), shard, flat[i], flat[i + 1]))
+        at = 0
+        while at < len(packed):
+            index, host_length = _CANDIDATE.unpack_from(packed, at)
+            at += size + 8 + host_length
+            out.append((index, shard, packed[at - host_length:at], packed[at - 8 - host_length:
+                                                                             at - host_length]))
     return out
+
+
+_CANDIDATE = struct.Struct("<dH")
+"""A packed candidate of lua/candidates.lua: index, length of the host (id and host follow)."""
+_LEASE = struct.Struct("<dHHHHHI")
+"""A packed lease of lua/lease.lua: due, token, lengths of host, url, etag, last_modified,
+meta (the 8-byte id and those strings follow)."""
+
+
+def _leases(packed: bytes) -> Iterator[tuple[bytes, tuple]]:
+    """(page id, (host, url, token, etag, last_modified, meta, due)) of each packed lease."""
+    at, size = 0, _LEASE.size
+    while at < len(packed):
+        due, token, *lengths = _LEASE.unpack_from(packed, at)
+        at += size
+        pid = packed[at:at + 8]
+        at += 8
+        parts = []
+        for length in lengths:
+            parts.append(packed[at:at + length])
+            at += length
+        host, url, etag, lm, meta = parts
+        yield pid, (host, url, str(token), etag, lm, meta, due)
 
 
 def _token(dispatch: Dispatch) -> str:
@@ -1216,9 +1356,9 @@ def _dispatch(fields: list) -> Dispatch:
         raise ValueError(f"meta is not valid JSON ({type(exc).__name__})") from None
     if meta is not None and not isinstance(meta, dict):
         raise ValueError(f"meta is not a JSON object ({type(meta).__name__})")
-    return Dispatch(url=url, token=token.decode(), host=host.decode("utf-8"), meta=meta,
+    return Dispatch(url=url, token=token, host=host.decode("utf-8"), meta=meta,
                     etag=_stored_validator("etag", etag),
-                    last_modified=_stored_validator("last_modified", lm), due=float(due))
+                    last_modified=_stored_validator("last_modified", lm), due=due)
 
 
 def _broken_record(url: str | None, host: str | None, status: str, problem: str,
@@ -1249,7 +1389,7 @@ HOST_AGG = struct.Struct("<ddd")
 """One cell of one host in fr:{ns:s}:ha (lua/lib.lua HOST_AGG): pages, Σλ, Σw."""
 OBSERVATION = struct.Struct("<8sHdBd4sHHHd")
 """One packed fetch result for lua/observe.lua (host, etag, last_modified follow)."""
-_REPLY = struct.Struct("<BBddB")
+_REPLY = struct.Struct("<BBddBH")
 OK, REPLAY, STALE, MISSING, QUARANTINED = range(5)
 """Observation statuses of lua/observe.lua."""
 DATE_USED, DATES_IGNORED, DATES_TRUSTED = 1, 2, 4
@@ -1259,9 +1399,17 @@ DATE_TRUST = 10
 content (DATE_TRUST in lua/observe.lua)."""
 
 
-def _observation(reply: bytes, dispatch: Dispatch) -> Observation:
+def _observation(packed: bytes, at: int, dispatch: Dispatch) -> tuple[Observation, int]:
+    """The Observation of the reply at ``at`` in an observe.lua reply, and where the next starts."""
+    status, changed, estimate, due, date_bits, length = _REPLY.unpack_from(packed, at)
+    at += _REPLY.size + length
+    return _observation_of(status, changed, estimate, due, date_bits,
+                           packed[at - length:at], dispatch), at
+
+
+def _observation_of(status: int, changed: int, estimate: float, due: float, date_bits: int,
+                    reason: bytes, dispatch: Dispatch) -> Observation:
     url = dispatch.url
-    status, changed, estimate, due, date_bits = _REPLY.unpack_from(reply)
     if date_bits & DATES_IGNORED:
         logger.warning("ignoring the change dates (Last-Modified) of host %s: more than 1 in %d "
                        "disagreed with the content (now, constant or future dates)",
@@ -1269,7 +1417,7 @@ def _observation(reply: bytes, dispatch: Dispatch) -> Observation:
     elif date_bits & DATES_TRUSTED:
         logger.info("trusting the change dates (Last-Modified) of host %s again", dispatch.host)
     if status == QUARANTINED:
-        reason = reply[_REPLY.size:].decode("utf-8", "replace")
+        reason = reason.decode("utf-8", "replace")
         logger.error("observation of %s dropped: the page is quarantined (%s); add the URL again "
                      "for a fresh state", url, reason)
         return Observation(changed=False, estimate=math.nan, next_due=None, accepted=False)

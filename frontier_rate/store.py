@@ -10,6 +10,9 @@ key                                   type   content
                                              policy cell layout (fixed at creation)
 ``fr:{ns}:tokens``                    hash   the shared token bucket (tokens, ts)
 ``fr:{ns}:nu``                        hash   threshold ν, solved_at, budget, planned_rate
+``fr:{ns}:due``                       hash   per shard s: "<s>" -> earliest time (µs) the shard
+                                             may have work (ready host or lease deadline,
+                                             "inf": none), "v<s>" -> its version (lua/due.lua)
 ``fr:{ns:s}:ready``                   zset   host -> time the host may dispatch next (µs)
 ``fr:{ns:s}:hosts``                   hash   host -> packed (next_allowed, delay)
 ``fr:{ns:s}:leases``                  zset   page id + host -> lease deadline (µs)
@@ -169,6 +172,10 @@ class Keys:
     def nu(self) -> str:
         return f"fr:{{{self.namespace}}}:nu"
 
+    @property
+    def due(self) -> str:
+        return f"fr:{{{self.namespace}}}:due"
+
     def prefix(self, shard: int) -> str:
         return f"fr:{{{self.namespace}:{shard}}}:"
 
@@ -311,7 +318,7 @@ class Scripts:
     """The Lua scripts, loaded on one client and called by SHA (EVALSHA).
 
     Each shard script is ``lua/lib.lua`` followed by ``lua/<name>.lua``; the
-    token bucket script stands alone. Scripts are loaded once; when the
+    token bucket and due summary scripts stand alone. Scripts are loaded once; when the
     server has lost them (restart, SCRIPT FLUSH) ``run`` loads them again and
     rebuilds the call. Plain EVALSHA in a pipeline avoids the SCRIPT EXISTS
     round trip redis-py's ``Script`` adds to every pipeline.
@@ -323,6 +330,7 @@ class Scripts:
         lib = _read("lib.lua")
         self.source = {name: lib + "\n" + _read(f"{name}.lua") for name in SHARD_SCRIPTS}
         self.source["take_tokens"] = _read("take_tokens.lua")
+        self.source["due"] = _read("due.lua")
         self.sha = {name: hashlib.sha1(text.encode("utf-8")).hexdigest()
                     for name, text in self.source.items()}
         self.load()

@@ -377,3 +377,74 @@ def test_release_hands_unsent_leases_back_at_their_due_time(redis_url, namespace
     assert f.observe(again["http://a.example/1"], fingerprint="x", fetched_at=5.0).accepted
     assert f.release(again["http://a.example/1"], now=6.0) is False  # observed: not a lease
     assert f.page("http://a.example/1")["fetches"] == 1
+
+
+def _shard_scripts_run(f: Frontier) -> int:
+    """Scripts (EVALSHA) the server ran so far."""
+    stats = f.client.info("commandstats")
+    return int(stats.get("cmdstat_evalsha", {}).get("calls", 0))
+
+
+def test_an_idle_call_reads_the_due_summary_and_asks_no_shard(redis_url, namespace):
+    """With nothing due, next_requests is one round trip: ν, the token bucket and the
+    namespace's due summary (fr:{ns}:due); no shard script runs, however many shards."""
+    f = frontier(redis_url, namespace, estimator="interval", fill_budget=False)
+    f.add_many([f"http://h{i}.example/p" for i in range(40)], now=0.0)
+    got = f.next_requests(100, now=0.0)
+    f.observe_many([(d, {"fingerprint": "a", "fetched_at": 0.0}) for d in got])
+    assert f.next_requests(100, now=0.1) == []  # scans the observed shards, stores the summary
+    before = _shard_scripts_run(f)
+    for i in range(10):
+        assert f.next_requests(100, now=0.2 + 0.05 * i) == []
+    # each idle call: take_tokens and the tokens given back (+ the deferred summary
+    # update of the call before, once): no shard script
+    assert _shard_scripts_run(f) - before <= 2 * 10 + 1
+    summary = f.client.hgetall(f.keys.due)
+    assert {k for k in summary if not k.startswith(b"v")} == {b"%d" % s for s in range(f.shards)
+                                                               if b"%d" % s in summary}
+    assert min(float(v) for k, v in summary.items() if not k.startswith(b"v")) >= 10e6
+
+
+def test_work_queued_by_another_process_is_seen_by_an_idle_one_at_once(redis_url, namespace):
+    """Writers lower the summary after their shard scripts, so an idle process sees their
+    pages on its next call, long before its periodic full scan."""
+    crawler = frontier(redis_url, namespace, fill_budget=False, lease_timeout=5.0)
+    other = frontier(redis_url, namespace, fill_budget=False, lease_timeout=5.0)
+    assert crawler.next_requests(10, now=100.0) == []  # full scan: nothing anywhere
+    assert crawler.next_requests(10, now=100.1) == []
+    other.add("http://new.example/a", now=100.2)
+    got = crawler.next_requests(10, now=100.3)  # within FULL_SCAN_EVERY of the scan
+    assert [d.url for d in got] == ["http://new.example/a"]
+    # a lease that expires brings its page back through the summary too
+    assert crawler.next_requests(10, now=100.4) == []
+    again = crawler.next_requests(10, now=105.35)
+    assert [d.url for d in again] == ["http://new.example/a"] and again[0].token != got[0].token
+    other.release_many(again, now=105.36)
+    assert [d.url for d in crawler.next_requests(10, now=105.37)] == ["http://new.example/a"]
+
+
+def test_a_summary_left_too_late_is_corrected_by_the_periodic_full_scan(redis_url, namespace):
+    """A writer that died between its shard script and its summary update leaves the summary
+    too late; every FULL_SCAN_EVERY seconds each shard is asked anyway."""
+    from frontier_rate.engine import FULL_SCAN_EVERY
+
+    crawler = frontier(redis_url, namespace, fill_budget=False)
+    other = frontier(redis_url, namespace, fill_budget=False)
+    assert crawler.next_requests(10, now=200.0) == []
+    other.add("http://lost.example/a", now=200.1)
+    crawler.client.delete(crawler.keys.due)
+    for shard in range(crawler.shards):  # what a dead writer leaves: "nothing before later"
+        crawler.client.hset(crawler.keys.due, str(shard), "inf")
+    crawler._due_sets = {}
+    assert crawler.next_requests(10, now=200.2) == []
+    got = crawler.next_requests(10, now=200.0 + FULL_SCAN_EVERY)
+    assert [d.url for d in got] == ["http://lost.example/a"]
+
+
+def test_old_namespaces_without_a_due_summary_are_scanned(redis_url, namespace):
+    f = frontier(redis_url, namespace, fill_budget=False)
+    f.add("http://old.example/a", now=0.0)
+    f.client.delete(f.keys.due)  # data written before the summary existed
+    f2 = frontier(redis_url, namespace, fill_budget=False)
+    f2._full_scan_at = 0.0  # not a full scan: the absent fields alone send it to the shards
+    assert [d.url for d in f2.next_requests(10, now=0.5)] == ["http://old.example/a"]

@@ -853,7 +853,7 @@ def test_no_pickle_marshal_shelve_eval_exec_or_yaml_load_in_the_package():
 
 
 LUA_KEY_ARGS = {"READY", "HOSTS", "LEASES", "AGG", "CNT", "BAD", "HOST_PRIOR", "HOST_AGG", "HOST_NU",
-                "DATES", "cursor_key", "KEYS[1]"}
+                "DATES", "cursor_key", "KEYS[1]", "SUMMARY"}
 LUA_KEY_FUNCS = {"skey", "ukey", "xkey", "qkey", "mkey", "bkey"}
 LUA_FORBIDDEN = re.compile(r"\b(loadstring|load|dofile|loadfile|require|setfenv|getfenv|rawset|"
                            r"_G|cmsgpack|cjson|math\.random)\b")
@@ -937,6 +937,7 @@ def test_lua_scripts_build_keys_only_from_keys_and_load_no_code():
             line = code[code.rfind("\n", 0, m.start()) + 1:code.find("\n", m.start())].strip()
             assert line in LUA_DEFINITIONS or line.startswith((
                 "local limit, cursor_key = tonumber(ARGV[H + 1]), PREFIX .. \"cursor\"",
-                "local state = redis.call(\"HMGET\", KEYS[1]", "redis.call(\"HSET\", KEYS[1]")), \
+                "local state = redis.call(\"HMGET\", KEYS[1]", "redis.call(\"HSET\", KEYS[1]",
+                "local SUMMARY = KEYS[1]")), \
                 f"{path.name}: {line}"
     assert found == []

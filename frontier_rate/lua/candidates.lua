@@ -5,9 +5,12 @@
 -- failure backoff are left to their retry time).
 -- For each such host, returns the page with the highest index among its
 -- `look` earliest-due ones: host, id, index.
--- Read-only apart from the lease reclaim and quarantining corrupt pages;
+-- Read-only apart from the lease reclaim and quarantining corrupt pages; a
+-- page's state is peeked at (peek_queued: the fields the index needs) and
 -- lease.lua re-checks everything.
--- Returns {flat host, id, index triples, QUARANTINED (url, reason pairs)}.
+-- Returns {one string of packed candidates, each "<dI2" index, length of host, then the
+-- 8-byte id and the host (engine._candidates); QUARANTINED (url, reason pairs); the
+-- shard's earliest time with work after this call (lib.lua earliest)}.
 local window, look = tonumber(ARGV[H + 1]), tonumber(ARGV[H + 2])
 local early = ARGV[H + 3] == "1"
 local now = C.now
@@ -32,7 +35,7 @@ for _, host in ipairs(hosts) do
   end
   local best, best_index = nil, -1
   for _, id in ipairs(pages) do
-    local s = load_queued(id, host)
+    local s = peek_queued(id, host)
     -- a page waiting out a failure backoff is never fetched early
     if s and not (early and s.fails > 0) then
       local g = index(s, now)
@@ -40,9 +43,9 @@ for _, host in ipairs(hosts) do
     end
   end
   if best then
-    out[#out + 1] = host
-    out[#out + 1] = best
-    out[#out + 1] = fmt(best_index)
+    out[#out + 1] = struct.pack("<dI2", best_index, #host) .. best .. host
   end
 end
-return finish({out, QUARANTINED})
+local result = finish({table.concat(out), QUARANTINED})
+result[3] = earliest()
+return result

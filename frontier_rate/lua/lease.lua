@@ -6,8 +6,10 @@
 -- goes up, and the host's next dispatch moves to now + host delay.
 -- A queued candidate with a corrupt state (or one marked leased or gone), no
 -- URL or malformed extras is quarantined instead.
--- Returns {flat groups per lease: id, host, url, token, etag, last_modified, meta, due;
--- QUARANTINED (url, reason pairs)}.
+-- Returns {one string of packed leases, each "<dI2I2I2I2I2I4" due, token, lengths of
+-- host, url, etag, last_modified, meta, then the 8-byte id and those five strings
+-- (engine._leases); QUARANTINED (url, reason pairs); the shard's earliest time with
+-- work (lib.lua earliest)}.
 local now = C.now
 local early = ARGV[H + 1] == "1"
 local out = {}
@@ -36,15 +38,11 @@ for i = H + 2, #ARGV, 2 do
     local delay = stored_delay
     if delay < 0 then delay = C.default_delay end
     host_set(host, now + delay, stored_delay)
-    host_refresh(host)
-    out[#out + 1] = id
-    out[#out + 1] = host
-    out[#out + 1] = url
-    out[#out + 1] = tostring(s.leases)
-    out[#out + 1] = etag
-    out[#out + 1] = last_modified
-    out[#out + 1] = meta
-    out[#out + 1] = fmt(due)
+    host_rescore(host, now + delay)
+    out[#out + 1] = struct.pack("<dI2I2I2I2I2I4", due, s.leases, #host, #url, #etag,
+      #last_modified, #meta) .. id .. host .. url .. etag .. last_modified .. meta
   end
 end
-return finish({out, QUARANTINED})
+local result = finish({table.concat(out), QUARANTINED})
+result[3] = earliest()
+return result

@@ -274,10 +274,15 @@ end
 local HOST_NU = PREFIX .. "hnu"
 -- DATES: host -> how its change dates fared (observe.lua)
 local DATES = PREFIX .. "lm"
+local HOST_NU_READ = {}  -- host -> its nu_h, read once per script call
 local function host_nu(host)
+  local nu = HOST_NU_READ[host]
+  if nu then return nu end
   local tau = tonumber(redis.call("HGET", HOST_NU, host) or "")
-  if tau and tau == tau and tau > C.nu then return tau end
-  return C.nu
+  nu = C.nu
+  if tau and tau == tau and tau > C.nu then nu = tau end
+  HOST_NU_READ[host] = nu
+  return nu
 end
 
 -- Estimators (seed 004): mirror frontier_rate.estimators exactly -----------
@@ -359,12 +364,26 @@ end
 local HOST_PRIOR = PREFIX .. "hr"
 local PRIOR_PAGES = 2
 
-local function host_rates(host)
+-- A host's pool is read once per script call and written back once by finish().
+local HOST_POOLS = {}  -- host -> {n, sum, changed}
+local function host_pool(host)
+  local pool = HOST_POOLS[host]
+  if pool then return pool end
+  local n, sum = 0, 0
   local raw = redis.call("HGET", HOST_PRIOR, host)
-  if not raw or #raw ~= 16 then return 0, 0 end
-  local n, sum = struct.unpack("<dd", raw)
-  if n ~= n or sum ~= sum or n < 0 or sum == math.huge or sum == -math.huge then return 0, 0 end
-  return n, sum
+  if raw and #raw == 16 then
+    n, sum = struct.unpack("<dd", raw)
+    if n ~= n or sum ~= sum or n < 0 or sum == math.huge or sum == -math.huge then
+      n, sum = 0, 0
+    end
+  end
+  pool = {n, sum, false}
+  HOST_POOLS[host] = pool
+  return pool
+end
+local function host_rates(host)
+  local pool = host_pool(host)
+  return pool[1], pool[2]
 end
 
 -- The page's contribution to its host's pool (nil: none yet).
@@ -383,14 +402,10 @@ end
 
 local function host_pool_move(host, old, new)
   if old == new then return end
-  local n, sum = host_rates(host)
-  if old then n, sum = n - 1, sum - old end
-  if new then n, sum = n + 1, sum + new end
-  if n < 0.5 then
-    redis.call("HDEL", HOST_PRIOR, host)
-  else
-    redis.call("HSET", HOST_PRIOR, host, struct.pack("<dd", n, sum))
-  end
+  local pool = host_pool(host)
+  if old then pool[1], pool[2] = pool[1] - 1, pool[2] - old end
+  if new then pool[1], pool[2] = pool[1] + 1, pool[2] + new end
+  pool[3] = true
 end
 
 -- Hosts ---------------------------------------------------------------------
@@ -416,14 +431,17 @@ local function host_set(host, next_allowed, delay)
 end
 
 -- Re-score a host in the ready zset: max(head due, next allowed); drop it when empty.
-local function host_refresh(host)
+-- host_rescore: the same when the host's next_allowed is known.
+local function host_rescore(host, next_allowed)
   local head = redis.call("ZRANGE", qkey(host), 0, 0, "WITHSCORES")
   if #head == 0 then
     redis.call("ZREM", READY, host)
     return
   end
-  local next_allowed = host_get(host)
   redis.call("ZADD", READY, us(math.max(seconds(head[2]), next_allowed)), host)
+end
+local function host_refresh(host)
+  host_rescore(host, host_get(host))
 end
 
 -- Hosts whose queue head changed; finish() re-scores each once in the ready zset.
@@ -460,9 +478,32 @@ local function finish(result)
     end
   end
   HOST_DELTA = {}
+  for host, pool in pairs(HOST_POOLS) do
+    if pool[3] then
+      if pool[1] < 0.5 then
+        redis.call("HDEL", HOST_PRIOR, host)
+      else
+        redis.call("HSET", HOST_PRIOR, host, struct.pack("<dd", pool[1], pool[2]))
+      end
+    end
+  end
+  HOST_POOLS = {}
   for host in pairs(DIRTY_HOSTS) do host_refresh(host) end
   DIRTY_HOSTS = {}
   return result
+end
+
+-- The earliest time this shard may have work: its first ready host or its first
+-- lease deadline (µs, "inf" when it has neither), for the namespace's due summary
+-- (due.lua). Called after finish(), so that re-scored hosts count.
+local function earliest()
+  local t = math.huge
+  local head = redis.call("ZRANGE", READY, 0, 0, "WITHSCORES")
+  if #head > 0 then t = tonumber(head[2]) end
+  head = redis.call("ZRANGE", LEASES, 0, 0, "WITHSCORES")
+  if #head > 0 then t = math.min(t, tonumber(head[2])) end
+  if t == math.huge then return "inf" end
+  return fmt(t)
 end
 
 -- Quarantine ------------------------------------------------------------------
@@ -523,6 +564,29 @@ local function load_queued(id, host)
     return nil, problem
   end
   return s
+end
+
+-- The fields of a queued page's state that ranking it needs (weight, est,
+-- last_fetch, fetches, fails), read without unpacking and checking the whole
+-- state: candidates.lua looks at several pages per lease it hands out. Anything
+-- unusual in those fields (or a state of the wrong size, leased or gone) takes
+-- the full load_queued path, which quarantines a corrupt page; lease.lua checks
+-- the whole state of the page it leases.
+local function peek_queued(id, host)
+  local raw = redis.call("HGET", skey(id), id)
+  if raw and #raw == STATE_SIZE then
+    local weight, est = struct.unpack("<fd", raw)
+    local last_fetch, fetches = struct.unpack("<dI4", raw, 25)
+    local flags, fails = struct.unpack("BB", raw, 47)
+    if flags < 16 and not has(flags, F_LEASED) and not has(flags, F_GONE)
+        and not number_problem("weight", weight, true)
+        and not number_problem("estimate", est, RATE_EST)
+        and not number_problem("last_fetch", last_fetch, false) then
+      return {weight = weight, est = est, last_fetch = last_fetch, fetches = fetches,
+              fails = fails % 16}
+    end
+  end
+  return load_queued(id, host)
 end
 
 -- Give expired leases back to their host queues (due now), at most `limit`.

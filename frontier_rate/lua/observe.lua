@@ -13,10 +13,10 @@
 -- "stale" and changes nothing.
 -- A page whose state is corrupt is quarantined (and the observation dropped);
 -- the other fetches of the batch go on.
--- Returns per fetch a packed "<BBddB": status (0 ok, 1 replay, 2 stale, 3 missing,
--- 4 quarantined), changed, estimate, next_due (0 when not queued), date bits
+-- Returns one string: per fetch a packed "<BBddBI2": status (0 ok, 1 replay, 2 stale,
+-- 3 missing, 4 quarantined), changed, estimate, next_due (0 when not queued), date bits
 -- (1 the change time was learned, 2 this fetch made the host's dates ignored,
--- 4 trusted again), followed by the reason when quarantined.
+-- 4 trusted again), length of the reason, then the reason (when quarantined).
 
 local OK, REPLAY, STALE, MISSING, QUARANTINE = 0, 1, 2, 3, 4
 
@@ -160,9 +160,10 @@ for i = H + 1, #ARGV do
     changes = changes + changed
     dated = dated + date_bits % 2
   end
-  out[#out + 1] = struct.pack("<BBddB", status, changed, est, due, date_bits) .. (reason or "")
+  reason = reason or ""
+  out[#out + 1] = struct.pack("<BBddBI2", status, changed, est, due, date_bits, #reason) .. reason
 end
 if fetches > 0 then redis.call("HINCRBY", CNT, "fetches", fetches) end
 if changes > 0 then redis.call("HINCRBY", CNT, "changes", changes) end
 if dated > 0 then redis.call("HINCRBY", CNT, "dated_changes", dated) end
-return finish(out)
+return finish(table.concat(out))
