@@ -48,6 +48,8 @@ __all__ = ["Call", "FrontierClient", "failure_reason", "result_meta"]
 
 OBSERVE_BATCH = 256
 """Observations sent per ``observe_many`` call."""
+ADD_BATCH = 512
+"""Pages sent per ``add_many`` call (a backlog after an outage goes in several)."""
 WAKE_LIMIT = 1.0
 """Longest sleep (seconds) between lease polls while pages wait."""
 MIN_WAKE = 0.05
@@ -320,11 +322,14 @@ class FrontierClient:
                     return
                 first = self._outbox[0]
                 batch = [first]
+                pages = len(first.pages)
                 for call in list(self._outbox)[1:]:
                     if call.kind != first.kind or first.kind not in ("add", "observe") \
-                            or (first.kind == "observe" and len(batch) >= OBSERVE_BATCH):
+                            or (first.kind == "observe" and len(batch) >= OBSERVE_BATCH) \
+                            or (first.kind == "add" and pages + len(call.pages) > ADD_BATCH):
                         break
                     batch.append(call)
+                    pages += len(call.pages)
             self._apply(batch)  # raises RedisUnavailable: the batch stays queued
             with self._lock:
                 for _ in batch:

@@ -583,8 +583,13 @@ class Scheduler:
         in a burst; so the host's download slot gets the delay plus
         ``PACE_MARGIN``, no jitter and one request at a time, and
         ``_on_downloaded`` restarts the slot's clock when each answer arrives.
+        A host with no delay at all (``FRONTIER_RATE_MIN_HOST_DELAY = 0`` and
+        no Crawl-delay) keeps Scrapy's own slot settings.
         """
-        delay = self._gate.delay(host) + PACE_MARGIN
+        delay = self._gate.delay(host)
+        if delay <= 0 and host not in self._paced:
+            return  # no delay to keep: Scrapy's own slot settings apply
+        delay += PACE_MARGIN
         if self._paced.get(host) != delay and compat.pace_slot(self.crawler, host, delay):
             self._paced[host] = delay
 
