@@ -18,7 +18,8 @@ import time
 from typing import Any
 
 from scrapy import signals
-from scrapy.utils.asyncio import create_looping_call
+
+from frontier_rate.scrapy_compat import looping_call as create_looping_call
 
 TICK = 0.05
 
