@@ -152,3 +152,30 @@ def test_a_namespace_grows_its_buckets_under_a_running_crawl(redis_url, namespac
     shard = shard_of("www.host00000.example.org", crawler.shards)
     b = layouts[shard].bucket(pid)
     assert redis_client.object("encoding", crawler.keys.state(shard, b)) in compact
+
+
+def test_a_namespace_from_the_fixed_layout_keeps_working_and_grows(redis_url, namespace,
+                                                                     redis_client):
+    """Data written before the layout grew: cfg says its bucket count (1024 then), cnt has no
+    level or split, there is no due summary. It reads as level 0 (its old layout), every page
+    is found and leased, and new adds grow it from there."""
+    redis_client.hset(f"fr:{{{namespace}}}:cfg", "buckets", "8")  # as an old namespace stored it
+    old = Frontier(redis_url, namespace=namespace, estimator="sam", budget=1e9,
+                   min_host_delay=0.0, lease_timeout=1e9, seed=1)
+    first = [f"https://old{i % 50}.example/p/{i}" for i in range(1500)]
+    old.add_many(first, now=0.0)
+    assert all(layout == Layout(8) for layout in old._layouts(range(old.shards)).values())
+    for shard in range(old.shards):  # exactly the old fixed layout: h mod 8
+        assert redis_client.hmget(old.keys.shard_keys(shard)[4], "bl", "bs") == [None, None]
+    redis_client.delete(old.keys.due)
+    f = Frontier(redis_url, namespace=namespace, estimator="sam", budget=1e9,
+                 min_host_delay=0.0, lease_timeout=1e9, seed=2)
+    assert f.buckets == 8
+    f.add_many([f"https://new{i % 500}.example/p/{i}" for i in range(8000)], now=0.0)
+    layouts = f._layouts(range(f.shards))
+    assert all(layout.count > 8 for layout in layouts.values())
+    assert all(f.page(url)["status"] == "new" for url in first[::37])
+    leased = []
+    while got := f.next_requests(5000, now=0.0):
+        leased += got
+    assert len({d.url for d in leased}) == len(leased) == 9500
