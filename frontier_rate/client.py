@@ -27,6 +27,7 @@ repeated after a timeout is never counted twice.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 from collections import deque
@@ -56,6 +57,10 @@ MIN_WAKE = 0.05
 """Shortest sleep between lease polls when nothing was due."""
 CLOCK_SLACK = 0.005
 """Timers may fire this early; a retry or poll that early still counts."""
+SWITCH_INTERVAL = 0.001
+"""GIL switch interval (s) while a background client runs. After each Redis reply the worker
+waits for the GIL; at Python's default 5 ms that wait, once per round trip, was most of the
+worker's time in a busy crawl (``sys.setswitchinterval``; restored at close)."""
 
 Stat = Callable[[str, float, bool], None]
 """``stat(name, value, replace)``: add ``value`` to ``frontier_rate/<name>`` (or set it)."""
@@ -141,6 +146,7 @@ class FrontierClient:
         self._stopping = False
         self._inbox: deque[Callable[[], None]] = deque()  # for the adapter's thread
         self._inbox_posted = False
+        self._switch_interval: float | None = None
 
     # -- adapter's thread ------------------------------------------------------------
     def open(self) -> None:
@@ -156,6 +162,8 @@ class FrontierClient:
             except RedisUnavailable as exc:
                 self._down(exc)
         if self._post is not None:
+            self._switch_interval = sys.getswitchinterval()
+            sys.setswitchinterval(min(self._switch_interval, SWITCH_INTERVAL))
             self._thread = threading.Thread(target=self._run, name="frontier-rate-io",
                                             daemon=True)
             self._thread.start()
@@ -168,6 +176,9 @@ class FrontierClient:
                 self._lock.notify_all()
             self._thread.join()
             self._thread = None
+        if self._switch_interval is not None:
+            sys.setswitchinterval(self._switch_interval)
+            self._switch_interval = None
         self._post = None  # from here on everything runs on this thread
         self._run_inbox()
         if self.frontier is None:

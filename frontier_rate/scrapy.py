@@ -161,7 +161,6 @@ class Scheduler:
         self.fingerprinter = Fingerprinter(config.fingerprint, config.strip_patterns,
                                            config.max_body)
         self.batch_size = config.batch or max(1, crawler.settings.getint("CONCURRENT_REQUESTS", 16))
-        self._frontier_given = frontier
         self.frontier: Frontier | None = frontier
         self.client: FrontierClient | None = None
         self.gate: HostGate | None = None

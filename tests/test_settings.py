@@ -17,3 +17,18 @@ def test_fill_budget_setting_reaches_the_frontier_and_bad_values_name_it():
     assert frontier_kwargs({"FRONTIER_RATE_FILL_BUDGET": "false"}.get) == {"fill_budget": False}
     with pytest.raises(ValueError, match="FRONTIER_RATE_FILL_BUDGET='maybe'"):
         frontier_kwargs({"FRONTIER_RATE_FILL_BUDGET": "maybe"}.get)
+
+
+def test_both_adapters_read_one_parse_spool_under_jobdir_and_bad_values_named(tmp_path):
+    from frontier_rate.settings import adapter_settings
+
+    assert adapter_settings({"JOBDIR": str(tmp_path)}.get).spool_dir == f"{tmp_path}/frontier-rate"
+    assert adapter_settings({"JOBDIR": str(tmp_path),
+                             "FRONTIER_RATE_SPOOL_DIR": "/elsewhere"}.get).spool_dir == "/elsewhere"
+    assert adapter_settings({"FRONTIER_RATE_CLOSE_AFTER": "idle"}.get).frontier == {
+        "fill_budget": False}
+    for name, value in (("FRONTIER_RATE_MAX_BODY", "big"), ("FRONTIER_RATE_CONDITIONAL", "maybe"),
+                        ("FRONTIER_RATE_BATCH", "0"), ("FRONTIER_RATE_LOG_INTERVAL", "often"),
+                        ("FRONTIER_RATE_OBEY_CRAWL_DELAY", "perhaps")):
+        with pytest.raises(ValueError, match=name):
+            adapter_settings({name: value}.get)
