@@ -224,9 +224,9 @@ class FrontierClient:
     def want(self, n: int) -> None:
         """Keep up to ``n`` leases ready to take (fetched in the background)."""
         with self._lock:
-            start = self._want == 0 < n
+            more = n > self._want
             self._want = max(0, n)
-            if start and self._post is not None:
+            if more and self._post is not None:
                 self._lock.notify()
 
     def poll(self) -> None:
@@ -243,6 +243,8 @@ class FrontierClient:
         with self._lock:
             leases = list(self._leases)
             self._leases.clear()
+            if leases and self._post is not None:
+                self._lock.notify()  # room for more
         return leases
 
     def pending(self) -> bool:
@@ -298,7 +300,10 @@ class FrontierClient:
     def _sleep_for(self) -> float:
         now = self.clock()
         until = [self._next_summary if self.log_interval > 0 else now + WAKE_LIMIT]
-        until.append(self._retry_at if self.outage_since is not None else self._next_poll)
+        if self.outage_since is not None:
+            until.append(self._retry_at)
+        elif len(self._leases) < self._want:
+            until.append(self._next_poll)  # else ``take`` or ``want`` wakes it
         return min(WAKE_LIMIT, max(0.001, min(until) - now))
 
     def _step(self, *, force: bool = False, lease: bool = True) -> None:
