@@ -65,8 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     rounds, batch = (2, 2500) if args.quick else (5, 20_000)
     batch = min(batch, pages)
     directory = Path(tempfile.mkdtemp(prefix="frontier-rate-cluster-bench-"))
-    name = {m: "1 master (single node)" if m == 1 else f"{m}-master cluster" for m in args.masters}
-    runs: dict[str, list[dict]] = {name[m]: [] for m in args.masters}
+    label = {m: "1 master (single node)" if m == 1 else f"{m}-master cluster" for m in args.masters}
+    runs: dict[str, list[dict]] = {label[m]: [] for m in args.masters}
     for repeat in range(1 if args.quick else 2):  # alternate: a busy moment hits every size
         for m in args.masters:
             if m == 1:
@@ -76,8 +76,8 @@ def main(argv: list[str] | None = None) -> int:
                 with redis_cluster(directory / f"cluster{m}-{repeat}", masters=m) as cluster:
                     r = measure(cluster.url, pages, rounds, batch)
             r["load_average"] = os.getloadavg()[0]
-            runs[name[m]].append(r)
-            print(f"  {name[m]}: observe {r['observe_per_s']:,.0f}/s, leases "
+            runs[label[m]].append(r)
+            print(f"  {label[m]}: observe {r['observe_per_s']:,.0f}/s, leases "
                   f"{r['next_requests_per_s']:,.0f}/s, load average {r['load_average']:.1f}",
                   flush=True)
     results = {name: {k: sum(r[k] for r in rs) / len(rs) for k in rs[0]}
@@ -86,10 +86,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:>16}, {pages:,} pages: observe {r['observe_per_s']:,.0f}/s, next_requests "
               f"{r['next_requests_per_s']:,.0f} leases/s, add {r['add_per_s']:,.0f}/s, first "
               f"fetch cycle {r['first_fetch_cycle_per_s']:,.0f} pages/s")
-    single_r = results[name[args.masters[0]]]
+    single_r = results[label[args.masters[0]]]
     ratios = {n: {k: r[k] / single_r[k] for k in single_r} for n, r in results.items()}
     for n, ratio in ratios.items():
-        print(f"{n} / {name[args.masters[0]]}: "
+        print(f"{n} / {label[args.masters[0]]}: "
               + ", ".join(f"{k} {v:.2f}" for k, v in ratio.items()))
     if args.quick and not args.write:
         return 0
