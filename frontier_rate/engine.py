@@ -127,9 +127,12 @@ OBSERVE_BATCH = 256
 OBSERVE_CHUNK = 2048
 """Observations packed at a time in ``observe_many`` (sent while the server works)."""
 FULL_SCAN_EVERY = 1.0
-"""Seconds of clock time after which next_requests asks every shard, whatever the due
-summary says (fr:{ns}:due, lua/due.lua: it can only be too late after a writer died between
-its shard script and its summary update)."""
+"""Seconds after which next_requests asks every shard, whatever the due summary says
+(fr:{ns}:due, lua/due.lua: it can only be too late after a writer died between its shard
+script and its summary update). Both clocks must have moved that far: the frontier's (its
+``clock`` or ``now``) and this process's monotonic one, so that a replay on a virtual clock
+that jumps hours per call does not pay a 16-shard scan on every call for a safety net that
+guards against dead processes, which live in real time."""
 REFRESH_PAGES = 256
 """Pages re-planned per background refresh step (one shard per next_requests call)."""
 PRIOR_RATE = 1.0 / 86400
@@ -295,6 +298,7 @@ class Frontier:
         self._unused_tokens = 0
         self._last_call = -math.inf
         self._full_scan_at = -math.inf
+        self._full_scan_wall = -math.inf
         self._due_sets: dict[int, tuple[bytes, bytes]] = {}
         with self._errors():
             self.client.hset(self.keys.nu, "budget", repr(self.budget))
@@ -472,7 +476,8 @@ class Frontier:
         work; (3) the leases of the best candidates (each re-checked in Lua), with
         unneeded tokens given back. With ``fill_budget`` another, for pages not due
         yet, when no page is due or when the tokens left would overflow the bucket
-        before the next call. Every ``FULL_SCAN_EVERY`` s every shard is asked.
+        before the next call. Every ``FULL_SCAN_EVERY`` s (of both the frontier's clock and
+        real time) every shard is asked.
         """
         if isinstance(max_n, bool) or not isinstance(max_n, int) or max_n < 0:
             raise ValueError(f"max_n must be a non-negative int, got {max_n!r}")
@@ -495,9 +500,11 @@ class Frontier:
             replies = self.scripts.run(first)
             nu_raw, granted, summary = replies[0], int(replies[1]), replies[-1]
             versions = {shard: summary.get(b"v%d" % shard, b"0") for shard in range(self.shards)}
-            full = abs(now - self._full_scan_at) >= FULL_SCAN_EVERY
+            wall = time.monotonic()
+            full = (abs(now - self._full_scan_at) >= FULL_SCAN_EVERY
+                    and wall - self._full_scan_wall >= FULL_SCAN_EVERY)
             if full:
-                self._full_scan_at = now
+                self._full_scan_at, self._full_scan_wall = now, wall
             now_us = math.floor(now * 1e6 + 0.5)
             scan = [shard for shard in range(self.shards)
                     if full or shard == refresh or _has_work(summary.get(b"%d" % shard), now_us)]

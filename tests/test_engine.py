@@ -425,7 +425,8 @@ def test_work_queued_by_another_process_is_seen_by_an_idle_one_at_once(redis_url
 
 def test_a_summary_left_too_late_is_corrected_by_the_periodic_full_scan(redis_url, namespace):
     """A writer that died between its shard script and its summary update leaves the summary
-    too late; every FULL_SCAN_EVERY seconds each shard is asked anyway."""
+    too late; once FULL_SCAN_EVERY seconds have passed on the frontier's clock and in real
+    time, each shard is asked anyway."""
     from frontier_rate.engine import FULL_SCAN_EVERY
 
     crawler = frontier(redis_url, namespace, fill_budget=False)
@@ -437,8 +438,24 @@ def test_a_summary_left_too_late_is_corrected_by_the_periodic_full_scan(redis_ur
         crawler.client.hset(crawler.keys.due, str(shard), "inf")
     crawler._due_sets = {}
     assert crawler.next_requests(10, now=200.2) == []
+    crawler._full_scan_wall = -math.inf  # real time has passed too (not waited for here)
     got = crawler.next_requests(10, now=200.0 + FULL_SCAN_EVERY)
     assert [d.url for d in got] == ["http://lost.example/a"]
+
+
+def test_a_jumping_virtual_clock_does_not_scan_every_shard_on_every_call(redis_url, namespace):
+    """A replay whose clock jumps an hour per call scans every shard at most once per second
+    of real time: otherwise the due summary alone picks the shards (its safety net is for
+    dead writers, which live in real time)."""
+    f = frontier(redis_url, namespace, fill_budget=False)
+    f.add("http://only.example/a", now=0.0)
+    f.next_requests(0, now=1.0)  # the first call scans every shard
+    before = _shard_scripts_run(f)
+    for i in range(10):
+        f.next_requests(0, now=3600.0 * (i + 1))
+    # per call: tokens, the summary update, a refresh step and the one shard with work;
+    # a full scan would run f.shards candidate scripts on every call
+    assert _shard_scripts_run(f) - before <= 10 * 4 < 10 * f.shards
 
 
 def test_old_namespaces_without_a_due_summary_are_scanned(redis_url, namespace):
