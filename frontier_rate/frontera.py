@@ -34,11 +34,22 @@ by, them. How a page travels:
    itself lets a spider close as soon as nothing is due locally; the
    ``KeepAlive`` extension keeps it open until ``finished`` and wakes it when
    the next page falls due.
+
+Redis I/O (``FRONTIER_RATE_FRONTERA_DRIVER``, read by ``settings.py``): on
+the real clock the backend runs ``FrontierClient``'s background driver, as
+the Scrapy scheduler does: a worker thread leases ahead and sends results
+and new pages, and no Frontera call waits on Redis except
+``frontier_start`` / ``frontier_stop``. With an injected clock (a virtual
+clock in tests or a replay) it runs the inline driver: each call does its
+Redis round trips in the caller's thread, so due times and backoffs follow
+that clock exactly. The outbox, breaker, spool and no-double-count rules are
+the client's, the same in both.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -46,7 +57,14 @@ from typing import Any
 from frontera.core.components import Backend
 from frontera.core.models import Request as FrontierRequest
 
-from frontier_rate.client import MIN_WAKE, WAKE_LIMIT, FrontierClient, failure_reason, result_meta
+from frontier_rate.client import (
+    MIN_WAKE,
+    WAKE_LIMIT,
+    Call,
+    FrontierClient,
+    failure_reason,
+    result_meta,
+)
 from frontier_rate.engine import Dispatch, Frontier, parse_url
 from frontier_rate.fingerprint import Fingerprinter, clean_validator, header_value
 from frontier_rate.settings import (
@@ -91,9 +109,26 @@ class RevisitBackend(Backend):
     tests and scripts ``RevisitBackend(settings, frontier=..., clock=...)``
     works too. ``settings`` is anything with ``get(name)`` (frontera settings,
     a dict); ``clock`` (or the ``FRONTIER_RATE_CLOCK`` setting) replaces
-    ``time.time`` for the frontier and the backend. Redis calls run inline
-    (frontera's API returns its answers at once) through the same
-    ``FrontierClient`` as the Scrapy scheduler: same outbox, breaker and spool.
+    ``time.time`` for the frontier and the backend. ``driver`` ("background"
+    or "inline") is how the ``FrontierClient`` runs: "background" on the real
+    clock, "inline" with an injected clock, unless
+    ``FRONTIER_RATE_FRONTERA_DRIVER`` says otherwise (module docstring).
+    Either way it is the same client as the Scrapy scheduler's: same outbox,
+    breaker and spool.
+
+    Results of the background worker (settled calls, stats) reach this
+    backend through ``_post``: a thread-safe queue that every entry point
+    drains first, on the caller's thread. Why not ``reactor.callFromThread``:
+    frontera's API is synchronous and framework-free (frontera's own
+    ``FrontierManager`` and scripts call it with no reactor, where posted
+    functions would never run), and a queue needs no guess at whether a
+    reactor runs. Under scrapy-frontera the backend is called on every
+    scheduler poll (``finished`` before each ``get_next_requests``, the
+    ``KeepAlive`` extension on every idle tick), so stats and result meta land
+    within one scheduler tick, always on the thread that calls the backend
+    (the reactor's). Nothing has to wake the engine: leases wait in the
+    client until the next poll, and ``seconds_to_wake`` says ``MIN_WAKE``
+    while they do. ``frontier_stop`` runs whatever is still queued.
     """
 
     component_name = "frontier-rate Revisit Backend"
@@ -104,6 +139,11 @@ class RevisitBackend(Backend):
         get = (settings if settings is not None else {}).get
         self.settings = config = adapter_settings(get)
         self.clock = clock or config.clock
+        driver = config.frontera_driver
+        if driver == "auto":
+            driver = "background" if self.clock is time.time else "inline"
+        self.driver = driver
+        self._posted: deque[Callable[[], None]] = deque()
         self.frontier_kwargs = {"namespace": str(get("BOT_NAME") or "default"),
                                 **config.frontier}
         self.fingerprinter = Fingerprinter(config.fingerprint, config.strip_patterns,
@@ -147,17 +187,22 @@ class RevisitBackend(Backend):
         self.client = FrontierClient(
             open_frontier, redis_url=self.settings.redis_url, spool_dir=self.settings.spool_dir,
             stat=self._stat, clock=self.clock, batch=DEFAULT_BATCH,
+            post=self._post if self.driver == "background" else None,
             log_interval=self.settings.log_interval)
         self.client.open()
+        if self.driver == "background":
+            self.client.want(DEFAULT_BATCH)  # lease ahead from the start
         self._started_at = self.clock()
-        logger.info("frontier-rate backend started: namespace=%r, fingerprint=%s",
-                    self.client.namespace, self.fingerprinter.mode)
+        logger.info("frontier-rate backend started: namespace=%r, fingerprint=%s, "
+                    "redis i/o=%s", self.client.namespace, self.fingerprinter.mode, self.driver)
 
     def frontier_stop(self) -> None:
         if self.client is None:
             return
+        self._drain()
         self.client.close([dispatch for dispatch, _ in self._buffer],
                           close_frontier=self._own_frontier)
+        self._posted.clear()  # close() ran the client's queue itself
         self._buffer.clear()
         self.client = None
         if self._own_frontier:
@@ -165,9 +210,24 @@ class RevisitBackend(Backend):
 
     @property
     def _client(self) -> FrontierClient:
+        """The client, after running what its worker posted (every entry point goes here)."""
         if self.client is None or self.frontier is None:
             raise RuntimeError("RevisitBackend used before frontier_start()")
+        self._drain()
         return self.client
+
+    def _post(self, func: Callable[[], None]) -> None:
+        """The client's ``post`` (worker thread): queue ``func`` for the caller's thread."""
+        self._posted.append(func)
+
+    def _drain(self) -> None:
+        """Run what the worker posted, in order, on the caller's thread."""
+        while self._posted:
+            try:
+                func = self._posted.popleft()
+            except IndexError:
+                return
+            func()
 
     # -- new pages ---------------------------------------------------------------
     def add_seeds(self, seeds: Iterable[FrontierRequest]) -> None:
@@ -213,6 +273,9 @@ class RevisitBackend(Backend):
         ``kwargs`` as scrapy-frontera passes them: ``key_type`` ("domain" or
         "ip") and ``overused_keys`` (download slots to spare). Pages of an
         overused slot stay leased in a local buffer and go out once it frees.
+        On the background driver this hands out what the worker has leased
+        so far and never waits on Redis; the worker keeps up to ``limit``
+        leases ready for the next call.
         """
         if isinstance(max_n_requests, bool) or not isinstance(max_n_requests, int) \
                 or max_n_requests < 0:
@@ -228,7 +291,11 @@ class RevisitBackend(Backend):
             out.append(self._one_off.popleft())
         out += self._release_buffer(limit - len(out), key_type, overused, now)
         room = limit - len(out)
-        if room > 0 and len(self._buffer) < limit:
+        if self.driver == "background":
+            self._buffer.extend(client.take())
+            out += self._release_buffer(room, key_type, overused, now)
+            client.want(limit if len(self._buffer) < limit else 0)
+        elif room > 0 and len(self._buffer) < limit:
             client.want(room)
             client.poll()
             client.want(0)
@@ -311,9 +378,15 @@ class RevisitBackend(Backend):
             args["last_modified"] = args["last_modified"] or clean_validator(dispatch.last_modified)
         else:
             args["fingerprint"] = self.fingerprinter(_body(response.body), response.url, headers)
-        call = self._client.observe(dispatch, args)
-        response.meta[RESULT_KEY] = result_meta(call.observation if call.applied else None,
-                                                not_modified=status == 304)
+        meta, not_modified = response.meta, status == 304
+        meta[RESULT_KEY] = result_meta(None, not_modified=not_modified)  # until Redis has it
+
+        def settled(call: Call) -> None:
+            meta[RESULT_KEY] = result_meta(call.observation if call.applied else None,
+                                           not_modified=not_modified)
+
+        # Inline: settled before observe() returns. Background: on a later backend call.
+        self._client.observe(dispatch, args).when_settled(settled)
 
     def request_error(self, page: FrontierRequest, error: Any) -> None:
         """A fetch without a response (DNS, timeout, refused): retried with backoff."""
@@ -337,17 +410,19 @@ class RevisitBackend(Backend):
 
         ``FRONTIER_RATE_CLOSE_AFTER`` = seconds since ``frontier_start``, or
         "idle": finished as soon as no page is due (as the Scrapy scheduler).
-        Cached for ``FINISHED_CACHE`` seconds (frontera asks before every poll).
+        Inline: cached for ``FINISHED_CACHE`` seconds (frontera asks before
+        every poll). Background: the worker's last ``next_due``, no Redis call.
         """
         client, now = self._client, self.clock()
         if self._started_at is not None and self.settings.close_after is not None \
                 and now - self._started_at >= self.settings.close_after:
             return True
-        client.poll()
+        if self.driver == "inline":
+            client.poll()
         if self._one_off or self._buffer or client.pending() or client.outage_since is not None:
             return False
-        if abs(now - self._finished_at) >= FINISHED_CACHE:
-            due = client.ask(lambda frontier: frontier.next_due_time(), now)
+        if self.driver == "background" or abs(now - self._finished_at) >= FINISHED_CACHE:
+            due = self._next_due(now)
             if self.settings.close_when_idle:
                 delay = self.frontier.min_host_delay if self.frontier is not None else 0.0
                 self._finished = due is None or due > now + delay + MIN_WAKE
@@ -363,11 +438,19 @@ class RevisitBackend(Backend):
         client, now = self._client, self.clock()
         if client.outage_since is not None or client.pending():
             return min(WAKE_LIMIT, max(MIN_WAKE, client.retry_at - now))
-        due = client.ask(lambda frontier: frontier.next_due_time(), None)
+        due = self._next_due(None)
         wait = WAKE_LIMIT if due is None else min(WAKE_LIMIT, max(MIN_WAKE, due - now))
         if self.settings.close_after is not None and self._started_at is not None:
             wait = min(wait, max(0.0, self._started_at + self.settings.close_after - now))
         return wait
+
+    def _next_due(self, default: float | None) -> float | None:
+        """When the next page falls due: asked of Redis inline; the worker's answer in the
+        background (refreshed at each lease poll, at most ``WAKE_LIMIT`` apart)."""
+        client = self._client
+        if self.driver == "background":
+            return client.next_due
+        return client.ask(lambda frontier: frontier.next_due_time(), default)
 
 
 class KeepAlive:

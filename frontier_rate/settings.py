@@ -174,6 +174,28 @@ def clock_setting(value: Any) -> Callable[[], float]:
     return value
 
 
+FRONTERA_DRIVERS = ("auto", "background", "inline")
+"""FRONTIER_RATE_FRONTERA_DRIVER values: how the Frontera backend drives its ``FrontierClient``."""
+
+
+def frontera_driver(value: Any) -> str:
+    """FRONTIER_RATE_FRONTERA_DRIVER: "auto" (default), "background" or "inline".
+
+    "background": a worker thread makes every Redis round trip, so Frontera's
+    calls never wait on Redis (except at start and stop). "inline": each call
+    does its Redis I/O in the caller's thread, which keeps a virtual clock
+    exact. "auto" picks background on the real clock (``time.time``) and
+    inline on any other clock. The Scrapy scheduler always runs background.
+    """
+    if value is None or value == "":
+        return "auto"
+    text = str(value).strip().lower()
+    if text not in FRONTERA_DRIVERS:
+        raise ValueError(f"FRONTIER_RATE_FRONTERA_DRIVER={value!r} must be one of "
+                         f"{', '.join(FRONTERA_DRIVERS)}")
+    return text
+
+
 @dataclass
 class AdapterSettings:
     """Everything an adapter reads from its settings, parsed once (see the README table)."""
@@ -196,6 +218,7 @@ class AdapterSettings:
     robots_agent: str
     per_host: int
     framework_reads_robots: bool
+    frontera_driver: str = "auto"
 
 
 def adapter_settings(get: Callable[[str], Any]) -> AdapterSettings:
@@ -239,4 +262,5 @@ def adapter_settings(get: Callable[[str], Any]) -> AdapterSettings:
         robots_agent=get("ROBOTSTXT_USER_AGENT") or get("USER_AGENT") or "*",
         per_host=max(1, number(get, "CONCURRENT_REQUESTS_PER_DOMAIN", int, 8)),
         framework_reads_robots=robots_obey,
+        frontera_driver=frontera_driver(get("FRONTIER_RATE_FRONTERA_DRIVER")),
     )

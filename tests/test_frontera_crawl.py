@@ -173,8 +173,10 @@ def test_without_keepalive_the_spider_stops_after_one_round(
     """scrapy-frontera closes an idle spider even though revisits are scheduled.
 
     Without the KeepAlive extension the crawl ends as soon as nothing is due
-    locally, long before FRONTIER_RATE_CLOSE_AFTER: no page is revisited, and
-    a link that waits for its host's delay may not be fetched at all.
+    locally, long before FRONTIER_RATE_CLOSE_AFTER: no page is revisited. On
+    the background driver the seed may not even be fetched: scrapy-frontera's
+    first poll can come before the worker has leased it (``get_next_requests``
+    never waits on Redis), and nothing polls again.
     """
     with ChangingSite("127.0.0.1") as site:
         site.set("/", '<a href="/page">p</a>')
@@ -183,7 +185,8 @@ def test_without_keepalive_the_spider_stops_after_one_round(
                           settings={"EXTENSIONS": {}, "FRONTIER_RATE_CLOSE_AFTER": 30})
         root, page = site.hits_for("/"), site.hits_for("/page")
     assert crawl.closed["reason"] == "finished", crawl.log[-3000:]
-    assert len(root) == 1 and len(page) <= 1
+    assert len(root) <= 1 and len(page) <= 1
+    assert "redis i/o=background" in crawl.log
     with Frontier(redis_url, namespace=namespace, estimator="interval") as frontier:
         assert frontier.next_due_time() is not None  # the revisits were scheduled all along
 
