@@ -190,14 +190,14 @@ def _real(field: str, value: Any, *, minimum: float | None = None, strict: bool 
     return value
 
 
-_SIMPLE_URL = re.compile(r"https?://([A-Za-z0-9.-]+)(?::[0-9]{1,4})?(?:[/?#][!-~]*)?")
+_SIMPLE_URL = re.compile(r"https?://([A-Za-z0-9.-]+)(?::([0-9]{1,5}))?(?:[/?#][!-~]*)?")
 
 
 def parse_url(url: Any) -> str:
     """The host (lower case) of a URL the frontier accepts; ValueError naming the URL."""
     if isinstance(url, str) and len(url) <= MAX_URL_LENGTH:
         simple = _SIMPLE_URL.fullmatch(url)  # the common case, without urlsplit
-        if simple and simple.group(1).strip("."):
+        if simple and simple.group(1).strip(".") and int(simple.group(2) or 0) <= 65535:
             return simple.group(1).lower()
     if not isinstance(url, str):
         raise ValueError(f"url must be a string, got {type(url).__name__}")

@@ -112,8 +112,14 @@ def close_after(value: Any) -> tuple[float | None, bool]:
     return seconds, False
 
 
+_JSON_SCALARS = (str, int, bool, type(None))
+"""Exact types that JSON carries unchanged (not float: NaN and infinities are refused)."""
+
+
 def json_value(value: Any, what: str) -> Any:
     """``value`` if JSON carries it unchanged, else ValueError naming ``what``."""
+    if type(value) in _JSON_SCALARS:
+        return value  # always survives the round trip (most request meta: depth, flags)
     try:
         if json.loads(json.dumps(value, allow_nan=False)) != value:
             raise TypeError("it does not survive a JSON round trip unchanged")

@@ -259,6 +259,7 @@ def test_stats_next_due_time_and_iter_pages(redis_url, namespace):
     ("http:///path", "no host"),
     ("http://exa mple.com/", "whitespace"),
     ("http://example.com:99999/", "not a valid URL"),
+    ("http://example.com:65536/", "not a valid URL"),
     ("http://example.com/" + "a" * 3000, "too long"),
     ("", "empty"),
     (None, "string"),
@@ -267,6 +268,21 @@ def test_bad_urls_are_rejected(redis_url, namespace, url, fragment):
     f = frontier(redis_url, namespace)
     with pytest.raises(ValueError, match=fragment):
         f.add(url)
+
+
+@pytest.mark.parametrize("url", [
+    "http://Example.com/a", "https://example.com:1/a?b=c#d", "http://127.0.0.2:8080/p/1",
+    "http://127.0.0.2:45123/p/1", "http://example.com:65535", "http://example.com:00080/",
+])
+def test_the_fast_url_check_agrees_with_urlsplit(url):
+    """parse_url's regex path (every port up to 65535) gives urlsplit's host."""
+    from urllib.parse import urlsplit
+
+    from frontier_rate.engine import _SIMPLE_URL, parse_url
+
+    assert _SIMPLE_URL.fullmatch(url)
+    assert parse_url(url) == urlsplit(url).hostname
+    urlsplit(url).port  # noqa: B018 -- a valid port: urlsplit raises otherwise
 
 
 @pytest.mark.parametrize("kwargs, fragment", [

@@ -51,7 +51,15 @@ def test_page_meta_round_trips_through_json(spider) -> None:
     }
 
 
-@pytest.mark.parametrize("bad", [{1, 2}, (1, 2), object(), float("nan"), {"a": b"bytes"}])
+def test_scalar_meta_is_kept_exactly(spider) -> None:
+    """Plain str/int/bool/None values skip the JSON round trip and are stored as given."""
+    meta = {"depth": 3, "big": 2**70, "flag": True, "none": None, "text": "\u00e9\ud800"}
+    stored = request_to_page_meta(scrapy.Request("http://127.0.0.1/a", meta=meta), spider)
+    assert stored == {"m": meta} and json.loads(json.dumps(stored)) == stored
+
+
+@pytest.mark.parametrize("bad", [{1, 2}, (1, 2), object(), float("nan"), float("inf"), b"raw",
+                                 {"a": b"bytes"}])
 def test_unserialisable_meta_names_the_key(spider, bad) -> None:
     request = scrapy.Request("http://127.0.0.1/a", meta={"fine": 1, "culprit": bad})
     with pytest.raises(ValueError, match=r"meta\['culprit'\] of http://127.0.0.1/a"):
