@@ -51,12 +51,14 @@ def clock() -> VirtualClock:
     return VirtualClock()
 
 
-def make_manager(redis_url: str, namespace: str, clock: VirtualClock, **extra) -> FrontierManager:
+def make_manager(redis_url: str, namespace: str, clock: VirtualClock | None,
+                 **extra) -> FrontierManager:
+    """A FrontierManager over RevisitBackend; ``clock=None``: the real clock (background driver)."""
     settings = Settings(attributes={
         "BACKEND": "frontier_rate.frontera.RevisitBackend",
         "FRONTIER_RATE_REDIS_URL": redis_url,
         "FRONTIER_RATE_NAMESPACE": namespace,
-        "FRONTIER_RATE_CLOCK": clock,
+        **({"FRONTIER_RATE_CLOCK": clock} if clock is not None else {}),
         # "interval" plans periodic intervals, so due times are exact, not exponential draws.
         "FRONTIER_RATE_ESTIMATOR": "interval",
         "FRONTIER_RATE_MIN_INTERVAL": MIN_INTERVAL,
@@ -124,6 +126,7 @@ def test_budget_filling_hands_out_a_page_before_it_is_due(redis_url, namespace, 
 
 def test_seed_fetch_wait_revisit(manager: FrontierManager, clock: VirtualClock) -> None:
     """Seeds go out once, nothing comes back before the due time, the revisit after it."""
+    assert backend_of(manager).driver == "inline"  # a virtual clock: Redis I/O in the caller
     url = "http://site.test/a"
     manager.add_seeds([scrapy_request(url, meta={"category": "news"}, callback=b"parse_item",
                                       headers={b"Accept": [b"text/html"]})])
@@ -352,6 +355,7 @@ def test_state_is_shared_with_other_frontiers(manager: FrontierManager, redis_ur
     ("FRONTIER_RATE_STRIP_PATTERNS", "[unclosed", "FRONTIER_RATE_STRIP_PATTERNS"),
     ("FRONTIER_RATE_CONDITIONAL", "maybe", "FRONTIER_RATE_CONDITIONAL='maybe'"),
     ("FRONTIER_RATE_CLOCK", "no.such.module.clock", "FRONTIER_RATE_CLOCK"),
+    ("FRONTIER_RATE_FRONTERA_DRIVER", "thread", "FRONTIER_RATE_FRONTERA_DRIVER='thread'"),
     ("FRONTIER_RATE_ESTIMATOR", "naive", "estimator 'naive'"),  # the engine's message
 ])
 def test_bad_settings_name_the_setting(redis_url: str, namespace: str, name: str, value: str,
