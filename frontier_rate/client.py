@@ -12,10 +12,10 @@ leases back at close. Two drivers run the same steps:
   outbox and takes leases, so it never waits on Redis except in ``open`` and
   ``close``. Results for the adapter's thread (settled calls, stats, "leases
   are ready") go through ``post``, which runs a function on that thread
-  (Scrapy: ``reactor.callFromThread``).
+  (Scrapy: ``reactor.callFromThread``; the Frontera backend on the real clock:
+  a queue its next call drains).
 - inline (no ``post``): each call runs the steps in the caller's thread (the
-  Frontera backend, whose API returns results at once; a virtual clock stays
-  exact).
+  Frontera backend with an injected clock: a virtual clock stays exact).
 
 Guarantees (docs/RELIABILITY.md): calls reach Redis in the order they were
 made; while Redis is unreachable nothing is sent before the next attempt (1,
@@ -258,7 +258,10 @@ class FrontierClient:
         return sum(len(call.pages) for call in list(self._outbox) if call.kind == "add")
 
     def ask(self, question: Callable[[Frontier], Any], default: Any) -> Any:
-        """Inline driver: ``question(frontier)``, or ``default`` while Redis is unreachable."""
+        """Inline driver: ``question(frontier)``, or ``default`` while Redis is unreachable.
+
+        The background driver refuses it (the worker owns Redis); read ``next_due`` there.
+        """
         if self._post is not None:
             raise RuntimeError("ask() is for the inline driver; the background one owns Redis")
         if self.outage_since is not None:

@@ -88,6 +88,7 @@ def lease(manager: FrontierManager, n: int, timeout: float = 15.0) -> dict[str, 
     return got
 
 
+@pytest.mark.reliability
 @pytest.mark.parametrize("driver", ["auto", "inline"])
 def test_frontera_calls_do_not_wait_on_a_paused_redis(
         own_redis: tuple[str, redis.Redis], namespace: str, driver: str, tmp_path: Path) -> None:
