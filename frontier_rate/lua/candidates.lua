@@ -4,7 +4,9 @@
 -- but whose pages are not due yet, for tokens no due page can use; pages in a
 -- failure backoff are left to their retry time).
 -- For each such host, returns the page with the highest index among its
--- `look` earliest-due ones: host, id, index.
+-- `look` earliest-due ones: host, id, index; a host whose delay is 0 may take
+-- several fetches at once, so each of those `look` pages is a candidate (the
+-- engine ranks them all; lease.lua re-checks the host's next dispatch per page).
 -- Read-only apart from the lease reclaim and quarantining corrupt pages; a
 -- page's state is peeked at (peek_queued: the fields the index needs) and
 -- lease.lua re-checks everything.
@@ -26,9 +28,11 @@ else
 end
 for _, host in ipairs(hosts) do
   local pages
+  local next_allowed, delay = host_get(host)
+  if delay < 0 then delay = C.default_delay end
   if not early then
     pages = redis.call("ZRANGEBYSCORE", qkey(host), "-inf", us(now), "LIMIT", 0, look)
-  elseif host_get(host) <= now then
+  elseif next_allowed <= now then
     pages = redis.call("ZRANGE", qkey(host), 0, look - 1)
   else
     pages = {}
@@ -39,7 +43,11 @@ for _, host in ipairs(hosts) do
     -- a page waiting out a failure backoff is never fetched early
     if s and not (early and s.fails > 0) then
       local g = index(s, now)
-      if g > best_index then best, best_index = id, g end
+      if delay == 0 then
+        out[#out + 1] = struct.pack("<dI2", g, #host) .. id .. host
+      elseif g > best_index then
+        best, best_index = id, g
+      end
     end
   end
   if best then

@@ -13,9 +13,19 @@
 local now = C.now
 local early = ARGV[H + 1] == "1"
 local out = {}
+-- host -> {next_allowed, stored delay} of the hosts leased from in this call: a host's
+-- record and ready score are written once at the end, however many of its pages (a
+-- host with delay 0) were leased
+local leased_hosts = {}
 for i = H + 2, #ARGV, 2 do
   local host, id = ARGV[i], ARGV[i + 1]
-  local next_allowed, stored_delay = host_get(host)
+  local next_allowed, stored_delay
+  local held = leased_hosts[host]
+  if held then
+    next_allowed, stored_delay = held[1], held[2]
+  else
+    next_allowed, stored_delay = host_get(host)
+  end
   local due = redis.call("ZSCORE", qkey(host), id)
   local s = nil
   if due then
@@ -37,11 +47,14 @@ for i = H + 2, #ARGV, 2 do
     save(id, s)
     local delay = stored_delay
     if delay < 0 then delay = C.default_delay end
-    host_set(host, now + delay, stored_delay)
-    host_rescore(host, now + delay)
+    leased_hosts[host] = {now + delay, stored_delay}
     out[#out + 1] = struct.pack("<dI2I2I2I2I2I4", due, s.leases, #host, #url, #etag,
       #last_modified, #meta) .. id .. host .. url .. etag .. last_modified .. meta
   end
+end
+for host, h in pairs(leased_hosts) do
+  host_set(host, h[1], h[2])
+  host_rescore(host, h[1])
 end
 local result = finish({table.concat(out), QUARANTINED})
 result[3] = earliest()

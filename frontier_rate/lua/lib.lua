@@ -248,18 +248,24 @@ end
 -- by finish().
 local HOST_AGG = PREFIX .. "ha"
 local AGG_DELTA, HOST_DELTA = {}, {}
-local function add_to(t, key, sign, lam, weight)
+local function add_to(t, key, sign, lam, weight, host)
   local d = t[key]
   if not d then
-    d = {0, 0, 0}
+    d = {0, 0, 0, host}
     t[key] = d
   end
   d[1], d[2], d[3] = d[1] + sign, d[2] + sign * lam, d[3] + sign * weight
 end
+local CELL_NAMES = {}  -- cell -> its decimal name, formatted once per call
 local function agg_add(weight, lam, sign, host)
   local c = cell_of(weight, lam)
+  local name = CELL_NAMES[c]
+  if not name then
+    name = string.format("%d", c)
+    CELL_NAMES[c] = name
+  end
   add_to(AGG_DELTA, c, sign, lam, weight)
-  add_to(HOST_DELTA, string.format("%d", c) .. ":" .. host, sign, lam, weight)
+  add_to(HOST_DELTA, name .. ":" .. host, sign, lam, weight, host)
 end
 
 -- Move a page's contribution to the aggregates from (w0, l0) to (w1, l1).
@@ -275,9 +281,12 @@ local HOST_NU = PREFIX .. "hnu"
 -- DATES: host -> how its change dates fared (observe.lua)
 local DATES = PREFIX .. "lm"
 local HOST_NU_READ = {}  -- host -> its nu_h, read once per script call
+local HOST_NU_ANY = nil  -- whether any host has its own threshold (HLEN, once per call)
 local function host_nu(host)
   local nu = HOST_NU_READ[host]
   if nu then return nu end
+  if HOST_NU_ANY == nil then HOST_NU_ANY = redis.call("HLEN", HOST_NU) > 0 end
+  if not HOST_NU_ANY then return C.nu end
   local tau = tonumber(redis.call("HGET", HOST_NU, host) or "")
   nu = C.nu
   if tau and tau == tau and tau > C.nu then nu = tau end
@@ -446,13 +455,29 @@ end
 
 -- Hosts whose queue head changed; finish() re-scores each once in the ready zset.
 local DIRTY_HOSTS = {}
+-- host -> {id, score} of its queue head as this call last saw it (false: empty queue), so
+-- a batch re-queueing several pages of one host reads its head once; only pages enqueued
+-- behind the head keep it, and quarantine (the other way a script here takes a page out
+-- of a queue it also enqueues into) forgets it
+local QUEUE_HEADS = {}
 local function enqueue(host, id, due)
   local score = us(due)
-  local head = redis.call("ZRANGE", qkey(host), 0, 0, "WITHSCORES")
+  if DIRTY_HOSTS[host] then  -- finish() re-scores the host from its real head anyway
+    redis.call("ZADD", qkey(host), score, id)
+    return seconds(score)
+  end
+  local head = QUEUE_HEADS[host]
+  if head == nil then
+    local first = redis.call("ZRANGE", qkey(host), 0, 0, "WITHSCORES")
+    head = #first > 0 and {first[1], tonumber(first[2])}
+  end
   redis.call("ZADD", qkey(host), score, id)
   -- behind the current head (and not the head itself): the host's ready time is unchanged
-  if #head == 0 or head[1] == id or tonumber(score) < tonumber(head[2]) then
+  if not head or head[1] == id or tonumber(score) < head[2] then
     DIRTY_HOSTS[host] = true
+    QUEUE_HEADS[host] = nil
+  else
+    QUEUE_HEADS[host] = head
   end
   return seconds(score)
 end
@@ -466,16 +491,34 @@ local function finish(result)
     if d[3] ~= 0 then redis.call("HINCRBYFLOAT", AGG, "w:" .. id, fmt(d[3])) end
   end
   AGG_DELTA = {}
+  -- a host's cells are read with one HMGET and written with one HSET (and one HDEL)
+  local by_host = {}
   for field, d in pairs(HOST_DELTA) do
-    local raw = redis.call("HGET", HOST_AGG, field)
-    local n, l, w = 0, 0, 0
-    if raw and #raw == 24 then n, l, w = struct.unpack("<ddd", raw) end
-    n, l, w = n + d[1], math.max(l + d[2], 0), math.max(w + d[3], 0)
-    if n < 0.5 then
-      redis.call("HDEL", HOST_AGG, field)
-    else
-      redis.call("HSET", HOST_AGG, field, struct.pack("<ddd", n, l, w))
+    local host = d[4]
+    local fields = by_host[host]
+    if not fields then
+      fields = {}
+      by_host[host] = fields
     end
+    fields[#fields + 1] = field
+  end
+  for _, fields in pairs(by_host) do
+    local raws = redis.call("HMGET", HOST_AGG, unpack(fields))
+    local writes, drops = {}, {}
+    for i, field in ipairs(fields) do
+      local d, raw = HOST_DELTA[field], raws[i]
+      local n, l, w = 0, 0, 0
+      if raw and #raw == 24 then n, l, w = struct.unpack("<ddd", raw) end
+      n, l, w = n + d[1], math.max(l + d[2], 0), math.max(w + d[3], 0)
+      if n < 0.5 then
+        drops[#drops + 1] = field
+      else
+        writes[#writes + 1] = field
+        writes[#writes + 1] = struct.pack("<ddd", n, l, w)
+      end
+    end
+    if #writes > 0 then redis.call("HSET", HOST_AGG, unpack(writes)) end
+    if #drops > 0 then redis.call("HDEL", HOST_AGG, unpack(drops)) end
   end
   HOST_DELTA = {}
   for host, pool in pairs(HOST_POOLS) do
@@ -490,6 +533,7 @@ local function finish(result)
   HOST_POOLS = {}
   for host in pairs(DIRTY_HOSTS) do host_refresh(host) end
   DIRTY_HOSTS = {}
+  QUEUE_HEADS = {}
   return result
 end
 
@@ -519,6 +563,7 @@ local function quarantine(id, host, reason, raw, drop_extras)
   redis.call("ZREM", qkey(host), id)
   redis.call("ZREM", LEASES, id .. host)
   DIRTY_HOSTS[host] = true
+  QUEUE_HEADS[host] = nil
   if drop_extras then redis.call("HDEL", xkey(id), id) end
   redis.call("HDEL", skey(id), id)
   if raw == "" and redis.call("HEXISTS", BAD, id) == 1 then return end  -- a leftover entry

@@ -64,6 +64,9 @@ local function check_date(host, changed_at, I, last_fetch, now)
   return nil, bits
 end
 
+-- lease set members of the pages observed, removed with one ZREM at the end
+local FINISHED_LEASES = {}
+
 local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_arg, u,
     changed_at)
   local s, problem, raw = load_state(id)
@@ -130,7 +133,7 @@ local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_
 
   s.flags = set(set(set(s.flags, F_LEASED, false), F_APPLIED, true), F_CHANGED, I == 1)
   save(id, s)
-  redis.call("ZREM", LEASES, id .. host)
+  FINISHED_LEASES[#FINISHED_LEASES + 1] = id .. host
   due = enqueue(host, id, due)
 
   if etag_arg or lm_arg then
@@ -162,6 +165,9 @@ for i = H + 1, #ARGV do
   end
   reason = reason or ""
   out[#out + 1] = struct.pack("<BBddBI2", status, changed, est, due, date_bits, #reason) .. reason
+end
+for i = 1, #FINISHED_LEASES, 1000 do
+  redis.call("ZREM", LEASES, unpack(FINISHED_LEASES, i, math.min(i + 999, #FINISHED_LEASES)))
 end
 if fetches > 0 then redis.call("HINCRBY", CNT, "fetches", fetches) end
 if changes > 0 then redis.call("HINCRBY", CNT, "changes", changes) end
