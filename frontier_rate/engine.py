@@ -115,13 +115,15 @@ token so that a crawler asking at any pace keeps the fraction of a token it coul
 BACKOFF_BASE = 60.0
 GONE_AFTER = 3
 CANDIDATE_LOOK = 4
-"""Due pages per ready host whose index is compared (the best one is the host's candidate)."""
+"""Due pages per ready host whose index is compared (the best one is the host's candidate;
+a host whose delay is 0 offers each of them, lua/candidates.lua)."""
 CANDIDATE_WINDOW = 4
-"""Ready hosts looked at per next_requests call: CANDIDATE_WINDOW * max_n over all shards
-(up to WIDE_WINDOW leases; ``_window``)."""
+"""Candidates ranked per next_requests call: CANDIDATE_WINDOW * max_n over all shards
+(up to WIDE_WINDOW leases; ``_window``); each shard looks at ready hosts in ready order
+until it has its share."""
 WIDE_WINDOW = 1024
 WINDOW_SLACK = 1.25
-"""Ready hosts looked at per lease past the first WIDE_WINDOW of one call."""
+"""Candidates ranked per lease past the first WIDE_WINDOW of one call."""
 OBSERVE_BATCH = 256
 """Observations per script call in ``observe_many``."""
 OBSERVE_CHUNK = 2048
@@ -689,21 +691,26 @@ class Frontier:
                 # the re-queued pages are due after their fetch: the summary may say so
                 yield self._lower_args(lowest)
 
+        def unpack(k: int, packed: Any) -> None:
+            # reply k answers sent[k] (the summary update after them is not unpacked)
+            if k < len(sent):
+                at = 0
+                for i in sent[k]:
+                    out[i], at = _observation(packed, at, results[i][0])
+
         with self._errors():
             first = results[0][1].get("fetched_at")
             self._maybe_resolve(self._now(first if isinstance(first, (int, float)) else None))
             try:
-                streamed = self.scripts.stream(commands())
+                streamed = self.scripts.stream(commands(), unpack)
             except ScriptsReloaded:
                 sent.clear()
                 lowest.clear()
-                streamed = self.scripts.stream(commands())
+                streamed = self.scripts.stream(commands(), unpack)
             if lowest and self.scripts.cluster:
                 self.scripts.run(lambda pipe: self._lower_due(pipe, lowest))
-            for part, packed in zip(sent, streamed[:len(sent)], strict=True):
-                at = 0
-                for i in part:
-                    out[i], at = _observation(packed, at, results[i][0])
+            if len(streamed) < len(sent):
+                raise AssertionError("a streamed observe batch had no reply")
             for i, call in enumerate(checked):
                 if call[0] == "fail":
                     out[i] = self._fail(call[1], call[3], call[4], call[2])
@@ -1232,7 +1239,7 @@ class _RedisErrors:
 
 
 def _window(max_n: int, shards: int) -> int:
-    """Ready hosts each shard looks at for ``max_n`` leases: CANDIDATE_WINDOW per lease over
+    """Candidates each shard offers for ``max_n`` leases: CANDIDATE_WINDOW per lease over
     all shards for the first WIDE_WINDOW leases, WINDOW_SLACK per lease beyond (a bulk call
     need not rank 4x its size to keep the index order; the cost of a lease stays flat), at
     least 16 per shard."""

@@ -348,17 +348,25 @@ class Scripts:
         """Queue (on a pipeline) or run (on a client) one script."""
         return target.evalsha(self.sha[name], len(keys), *keys, *args)
 
-    def stream(self, commands: Iterable[tuple[str, list[str], list]]) -> list:
+    def stream(self, commands: Iterable[tuple[str, list[str], list]],
+               on_reply: Any = None) -> list:
         """Run scripts one after another on one connection, sending while the server works.
 
         ``commands`` yields (script name, keys, args) and may be a generator:
         each command is sent as soon as it is produced, so packing the next
         one overlaps with the server running the previous. Replies come back
-        in order. Redis Cluster clients fall back to one pipeline.
+        in order; ``on_reply(i, reply)``, if given, is called for each reply
+        that is not an error as soon as it is read, so unpacking it overlaps
+        with the server running the later ones. Redis Cluster clients fall
+        back to one pipeline.
         """
         if self.cluster:
             commands = list(commands)
-            return self.run(lambda pipe: [self.call(pipe, *c) for c in commands])
+            replies = self.run(lambda pipe: [self.call(pipe, *c) for c in commands])
+            if on_reply is not None:
+                for i, reply in enumerate(replies):
+                    on_reply(i, reply)
+            return replies
         pool = self.client.connection_pool
         conn = pool.get_connection()
         replies: list = []
@@ -368,6 +376,9 @@ class Scripts:
                 replies.append(conn.read_response())
             except redis.exceptions.ResponseError as exc:
                 replies.append(exc)
+                return
+            if on_reply is not None:
+                on_reply(len(replies) - 1, replies[-1])
 
         try:
             count = 0

@@ -542,3 +542,24 @@ def test_batched_observes_of_one_host_keep_ready_scores_leases_and_host_cells_ex
         assert n == pages[host][0] == 40
         assert lam == pytest.approx(pages[host][1], rel=1e-9)
         assert w == pytest.approx(pages[host][2], rel=1e-9)
+
+
+def test_a_shard_offers_at_most_its_window_of_candidates(redis_url, namespace):
+    """The window counts candidates, not hosts: a shard stops looking at ready hosts once
+    it has found that many, so hosts without delay (several candidates each) do not make
+    a call rank far more pages than it leases."""
+    from frontier_rate.engine import CANDIDATE_LOOK, _candidates
+
+    f = frontier(redis_url, namespace)
+    shard = f._shard_of("h0.example")
+    hosts = [h for h in (f"h{i}.example" for i in range(200)) if f._shard_of(h) == shard][:3]
+    f.add_many([f"http://{h}/{i}" for h in hosts for i in range(6)], now=0.0)
+
+    def offered(window: int) -> list:
+        found = f.scripts.run(lambda pipe: f._shard_call(
+            pipe, "candidates", shard, 1.0, [str(window), str(CANDIDATE_LOOK), "0"]))
+        return _candidates(found, [shard], {})
+
+    assert len(offered(2)) == CANDIDATE_LOOK  # the first host's pages, then it stops
+    assert len(offered(CANDIDATE_LOOK + 1)) == 2 * CANDIDATE_LOOK
+    assert len(offered(100)) == 3 * CANDIDATE_LOOK

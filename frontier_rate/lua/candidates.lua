@@ -1,5 +1,6 @@
 -- candidates.lua: give expired leases back, then list dispatch candidates.
--- ARGV after the header: window (hosts to look at), look (pages per host),
+-- ARGV after the header: window (candidates to offer at most: ready hosts are looked at
+-- in ready order until that many are found), look (pages per host),
 -- early ("0": hosts whose head page is due; "1": hosts that may dispatch now
 -- but whose pages are not due yet, for tokens no due page can use; pages in a
 -- failure backoff are left to their retry time).
@@ -27,6 +28,7 @@ else
   hosts = redis.call("ZRANGEBYSCORE", READY, "-inf", us(now), "LIMIT", 0, window)
 end
 for _, host in ipairs(hosts) do
+  if #out >= window then break end  -- a host with delay 0 offers up to `look` candidates
   local pages
   local next_allowed, delay = host_get(host)
   if delay < 0 then delay = C.default_delay end
