@@ -667,26 +667,38 @@ class Frontier:
         sent: list[list[int]] = []
         lowest: dict[int, float] = {}
 
+        groups: dict[int, list[int]] = defaultdict(list)
+        packed: dict[int, bytes] = {}
+
+        def batch(shard: int) -> tuple[str, list[str], list]:
+            part = groups.pop(shard)
+            sent.append(part)
+            now = max(checked[i][2] for i in part)
+            first = min(checked[i][2] for i in part)
+            lowest[shard] = min(lowest.get(shard, first), first)
+            return ("observe", self.keys.shard_keys(shard),
+                    self._header(now) + [packed.pop(i) for i in part])
+
         def commands() -> Iterator[tuple[str, list[str], list]]:
+            # a shard's observations wait until OBSERVE_BATCH of them are packed (full
+            # script calls: per-call and per-host work is shared by more observations)
             for start in range(0, len(checked), OBSERVE_CHUNK):
-                for i in range(start, min(start + OBSERVE_CHUNK, len(checked))):
-                    dispatch, kwargs = results[i]
-                    checked[i] = self._check_observe(dispatch, **kwargs)
-                groups: dict[int, list[int]] = defaultdict(list)
-                packed: dict[int, bytes] = {}
+                try:
+                    for i in range(start, min(start + OBSERVE_CHUNK, len(checked))):
+                        dispatch, kwargs = results[i]
+                        checked[i] = self._check_observe(dispatch, **kwargs)
+                except ValueError:
+                    for shard in list(groups):  # the chunks before the bad item still apply
+                        yield batch(shard)
+                    raise
                 for i in range(start, min(start + OBSERVE_CHUNK, len(checked))):
                     if checked[i][0] == "observe":
                         shard, packed[i] = self._pack_observation(checked[i])
                         groups[shard].append(i)
-                for shard, idx in groups.items():
-                    for j in range(0, len(idx), OBSERVE_BATCH):
-                        part = idx[j:j + OBSERVE_BATCH]
-                        sent.append(part)
-                        now = max(checked[i][2] for i in part)
-                        first = min(checked[i][2] for i in part)
-                        lowest[shard] = min(lowest.get(shard, first), first)
-                        yield ("observe", self.keys.shard_keys(shard),
-                               self._header(now) + [packed[i] for i in part])
+                        if len(groups[shard]) >= OBSERVE_BATCH:
+                            yield batch(shard)
+            for shard in list(groups):
+                yield batch(shard)
             if lowest and not self.scripts.cluster:
                 # the re-queued pages are due after their fetch: the summary may say so
                 yield self._lower_args(lowest)
@@ -706,6 +718,8 @@ class Frontier:
             except ScriptsReloaded:
                 sent.clear()
                 lowest.clear()
+                groups.clear()
+                packed.clear()
                 streamed = self.scripts.stream(commands(), unpack)
             if lowest and self.scripts.cluster:
                 self.scripts.run(lambda pipe: self._lower_due(pipe, lowest))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import multiprocessing
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 import pytest
 
@@ -563,3 +563,45 @@ def test_a_shard_offers_at_most_its_window_of_candidates(redis_url, namespace):
     assert len(offered(2)) == CANDIDATE_LOOK  # the first host's pages, then it stops
     assert len(offered(CANDIDATE_LOOK + 1)) == 2 * CANDIDATE_LOOK
     assert len(offered(100)) == 3 * CANDIDATE_LOOK
+
+
+def test_observe_many_batches_per_shard_across_chunks_and_stops_at_a_bad_item(
+        redis_url, namespace, monkeypatch):
+    """observe_many fills each shard's script calls across chunks (OBSERVE_BATCH per call);
+    a bad item still leaves every chunk before its own applied and nothing after it."""
+    import frontier_rate.engine as engine
+
+    monkeypatch.setattr(engine, "OBSERVE_CHUNK", 4)
+    monkeypatch.setattr(engine, "OBSERVE_BATCH", 3)
+    f = frontier(redis_url, namespace, budget=1000.0)
+    f.add_many([f"http://h{i % 2}.example/{i}" for i in range(12)]
+               + [f"http://solo{i}.example/" for i in range(12)], now=0.0)
+    got = []
+    while more := f.next_requests(100, now=0.0):
+        got += more
+    assert len(got) == 24
+    two = [d for d in got if d.host in ("h0.example", "h1.example")]
+    solo = [d for d in got if d not in two]
+    sent = []
+    stream = f.scripts.stream
+
+    def counted(commands, on_reply=None):
+        def each():
+            for command in commands:
+                sent.append(command[0])
+                yield command
+        return stream(each(), on_reply)
+
+    monkeypatch.setattr(f.scripts, "stream", counted)
+    out = f.observe_many([(d, {"fingerprint": "a", "fetched_at": 1.0}) for d in two])
+    assert all(o.accepted for o in out) and len(out) == 12
+    assert f.stats(now=1.0)["leased"] == 12
+    # full calls of 3 per shard, not one or two per chunk of 4
+    per_shard = Counter(f._shard_of(d.host) for d in two).values()
+    assert sent.count("observe") == sum(-(-n // 3) for n in per_shard)
+    rest = [(d, {"fingerprint": "a", "fetched_at": 1.0}) for d in solo]
+    rest[5] = (rest[5][0], {"fingerprint": "a", "fetched_at": 1.0, "status": 42})  # bad
+    with pytest.raises(ValueError):
+        f.observe_many(rest)
+    leased = {d.url for d in solo if f.page(d.url)["status"] == "leased"}
+    assert leased == {d.url for d in solo[4:]}  # the chunk [0, 4) applied, nothing after
