@@ -248,31 +248,43 @@ end
 -- by finish().
 local HOST_AGG = PREFIX .. "ha"
 local AGG_DELTA, HOST_DELTA = {}, {}
-local function add_to(t, key, sign, lam, weight, host)
-  local d = t[key]
-  if not d then
-    d = {0, 0, 0, host}
-    t[key] = d
-  end
-  d[1], d[2], d[3] = d[1] + sign, d[2] + sign * lam, d[3] + sign * weight
-end
+-- Add (n, Σλ, Σw) deltas to cell c in AGG_DELTA and to host's cell c in HOST_DELTA.
 local CELL_NAMES = {}  -- cell -> its decimal name, formatted once per call
-local function agg_add(weight, lam, sign, host)
-  local c = cell_of(weight, lam)
+local function add_to_cell(c, host, n, lam, weight)
+  local d = AGG_DELTA[c]
+  if not d then
+    d = {0, 0, 0}
+    AGG_DELTA[c] = d
+  end
+  d[1], d[2], d[3] = d[1] + n, d[2] + lam, d[3] + weight
   local name = CELL_NAMES[c]
   if not name then
     name = string.format("%d", c)
     CELL_NAMES[c] = name
   end
-  add_to(AGG_DELTA, c, sign, lam, weight)
-  add_to(HOST_DELTA, name .. ":" .. host, sign, lam, weight, host)
+  local field = name .. ":" .. host
+  d = HOST_DELTA[field]
+  if not d then
+    d = {0, 0, 0, host}
+    HOST_DELTA[field] = d
+  end
+  d[1], d[2], d[3] = d[1] + n, d[2] + lam, d[3] + weight
+end
+local function agg_add(weight, lam, sign, host)
+  add_to_cell(cell_of(weight, lam), host, sign, sign * lam, sign * weight)
 end
 
--- Move a page's contribution to the aggregates from (w0, l0) to (w1, l1).
+-- Move a page's contribution to the aggregates from (w0, l0) to (w1, l1); a page that
+-- stays in its cell (the common case once its estimate settles) only changes the sums.
 local function agg_move(w0, l0, w1, l1, host)
   if w0 == w1 and l0 == l1 then return end
-  agg_add(w0, l0, -1, host)
-  agg_add(w1, l1, 1, host)
+  local c0, c1 = cell_of(w0, l0), cell_of(w1, l1)
+  if c0 == c1 then
+    add_to_cell(c0, host, 0, l1 - l0, w1 - w0)
+  else
+    add_to_cell(c0, host, -1, -l0, -w0)
+    add_to_cell(c1, host, 1, l1, w1)
+  end
 end
 
 -- Host h's own threshold nu_h = max(nu, tau_h) (DESIGN §3: a multiplier per host):
