@@ -40,7 +40,12 @@ local function fmt(x) return string.format("%.17g", x) end
 
 -- Zset scores (due times, ready times, lease deadlines) are whole microseconds:
 -- integers are stored and compared natively in compact zsets (no string scores).
-local function us(t) return fmt(math.floor(t * 1e6 + 0.5)) end
+local function us(t)
+  local x = math.floor(t * 1e6 + 0.5)
+  -- "%d" writes the same digits as "%.17g" below 2^53, at half the cost
+  if x > -9007199254740992 and x < 9007199254740992 then return string.format("%d", x) end
+  return fmt(x)
+end
 local function seconds(score) return tonumber(score) / 1e6 end
 
 -- Common header ------------------------------------------------------------
