@@ -86,6 +86,12 @@ BUFFER_BATCHES = 4
 """Leased pages held locally: at most this many batches (FRONTIER_RATE_BATCH each)."""
 FLUSH_DELAY = 0.05
 """Longest wait (seconds) before new pages go to the client's outbox in one batch."""
+NEW_PAGE_BATCH = 256
+"""New pages that go to the client's outbox at once without waiting for FLUSH_DELAY. Large,
+because each add is one script call per shard whatever its size: a crawl finding 20 links
+per page sent ~25 pages per call at 16, and a call's fixed cost (~30 us of Lua set-up per
+shard script) dominated Redis's work per new page: 97 us per page in 4-page calls, 35 in
+100-page ones, 22 in 1000-page ones (4 hosts, embedded Redis 6.2)."""
 MAX_REJECTION_WARNINGS = 100
 """Refused URLs logged at WARNING level per crawl; later ones at DEBUG (all are counted)."""
 MAX_TRACKED = 10_000
@@ -259,7 +265,7 @@ class Scheduler:
             self._wake_at(self._new_since + FLUSH_DELAY)
         self._new_pages.append((request.url, _weight(request),
                                 request_to_page_meta(request, self.spider)))
-        if len(self._new_pages) >= self.batch_size:
+        if len(self._new_pages) >= NEW_PAGE_BATCH:
             self._queue_new_pages()
         return True
 
