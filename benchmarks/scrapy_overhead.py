@@ -391,8 +391,7 @@ def limits(median: dict[str, float], breakdown: dict[str, dict[str, float]],
         text += (
             f"What limits it: the worker thread is busy {worker / per_ours:.0%} of the crawl's "
             "time, so its serial Redis round trips set the pace: `next_requests` takes three "
-            f"round trips and handed out {leases:.1f} leases per call on average (the engine "
-            f"leases at most one page per host per call, and this site has {len(HOSTS)} hosts), "
+            f"round trips and handed out {leases:.1f} leases per call on average, "
             "and each response brings about 20 new pages to `add_many`. The Python work that "
             "stays on the event loop (each new page's URL check and JSON meta, the fingerprint "
             "of each response, the wrapped callback) and the worker's own Python work share "
