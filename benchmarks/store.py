@@ -203,17 +203,19 @@ def targets(results: list[dict]) -> str:
             f"{load['fetches_vs_budget']:.0%} of a {load['budget']:g} fetches/s budget.")
     if leases < 20_000 or observe < 40_000:
         lines.append(
-            "What limits them: the Redis server's one thread. Profiled at 10^6 pages "
-            "(INFO commandstats, load < 1): a lease costs 90-130 µs of server time, about 11 "
-            "HGETs: a call of 5,000 ranks 1.8 ready hosts per lease (4x the first 1,024, 1.25x "
-            "beyond) at up to 4 earliest-due pages each (a peek at 5 state fields), then the "
-            "lease script (state, URL, extras, host delay, queue, lease set, ready set). At "
-            "10^5 pages the same work costs about 45 µs (2,000 hosts: one ranked host per lease, "
-            "and the data fits the CPU caches). An observation costs 25-30 µs of server time: "
-            "page state, host queue, ready and lease sets, the host's pooled prior and policy "
-            "cells, and the estimator and policy arithmetic in Lua. The Python client packs, "
-            "streams and unpacks binary records and is not the bottleneck; this machine's 2 "
-            "cores are shared with the client and other work (load averages above).")
+            "What limits them: the Redis server's one thread, running Lua. Profiled at 10^5 "
+            "pages (INFO commandstats and perf, load 1-2): a lease costs about 29 µs of server "
+            "time, about 5.4 HGETs (the states of the ranked pages, a host without delay "
+            "offering up to 4 candidates; then the leased page's state, URL and extras), its "
+            "host queue, lease set and ready set; an observation costs 26-32 µs, of which the "
+            "Redis commands (page state, host queue, the host's pooled prior and cells, shared "
+            "per host within a script call) take about 8 µs; the rest is the Lua interpreter "
+            "doing the estimator, policy and aggregate arithmetic (perf: the VM, table lookups, "
+            "string interning, malloc and GC are about two thirds of the server's CPU). At 10^6 "
+            "pages the same work costs more (the data no longer fits the CPU caches). The "
+            "Python client packs, streams and unpacks binary records while the server works; "
+            "this machine's 2 cores are shared with the client and other work (load averages "
+            "above).")
     return "\n".join(lines)
 
 
