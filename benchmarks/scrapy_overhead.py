@@ -509,7 +509,8 @@ def main(argv: list[str] | None = None) -> int:
                         lag.append(result)
                         print(f"loop lag {name:>14}: worst gap {result['max_gap_s']:.3f} s "
                               f"(Redis paused at {result['paused_at_s']} s; gaps over 0.2 s: "
-                              f"{result['gaps_over_0.2_s']})", flush=True)
+                              f"{result['gaps_over_0.2_s']}, near a pause: "
+                              f"{result['gaps_over_0.2_s_near_pauses']})", flush=True)
         finally:
             client.close()
         load_end = os.getloadavg()[0]
