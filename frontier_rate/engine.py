@@ -116,7 +116,7 @@ BACKOFF_BASE = 60.0
 GONE_AFTER = 3
 CANDIDATE_LOOK = 4
 """Due pages per ready host whose index is compared (the best one is the host's candidate;
-a host whose delay is 0 offers each of them, lua/candidates.lua)."""
+with min_host_delay 0, a host whose delay is 0 offers each of them, lua/candidates.lua)."""
 CANDIDATE_WINDOW = 4
 """Candidates ranked per next_requests call: CANDIDATE_WINDOW * max_n over all shards
 (up to WIDE_WINDOW leases; ``_window``); each shard looks at ready hosts in ready order

@@ -5,9 +5,10 @@
 -- but whose pages are not due yet, for tokens no due page can use; pages in a
 -- failure backoff are left to their retry time).
 -- For each such host, returns the page with the highest index among its
--- `look` earliest-due ones: host, id, index; a host whose delay is 0 may take
--- several fetches at once, so each of those `look` pages is a candidate (the
--- engine ranks them all; lease.lua re-checks the host's next dispatch per page).
+-- `look` earliest-due ones: host, id, index. Where the namespace's default delay
+-- is 0, a host whose delay is 0 may take several fetches at once, so each of those
+-- `look` pages is a candidate (the engine ranks them all; lease.lua re-checks the
+-- host's next dispatch per page).
 -- Read-only apart from the lease reclaim and quarantining corrupt pages; a
 -- page's state is peeked at (peek_queued: the fields the index needs) and
 -- lease.lua re-checks everything.
@@ -30,8 +31,14 @@ end
 for _, host in ipairs(hosts) do
   if #out >= window then break end  -- a host with delay 0 offers up to `look` candidates
   local pages
-  local next_allowed, delay = host_get(host)
-  if delay < 0 then delay = C.default_delay end
+  -- a host's own delay is read only where it matters: for early pages, or where the
+  -- namespace's default delay is 0 (then a host without a delay of its own offers all
+  -- its ranked pages); with a positive default every host offers one, as before
+  local next_allowed, delay = 0, C.default_delay
+  if early or delay == 0 then
+    next_allowed, delay = host_get(host)
+    if delay < 0 then delay = C.default_delay end
+  end
   if not early then
     pages = redis.call("ZRANGEBYSCORE", qkey(host), "-inf", us(now), "LIMIT", 0, look)
   elseif next_allowed <= now then
