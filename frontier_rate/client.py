@@ -147,6 +147,7 @@ class FrontierClient:
         self._inbox: deque[Callable[[], None]] = deque()  # for the adapter's thread
         self._inbox_posted = False
         self._switch_interval: float | None = None
+        self._lease_rounds = 0  # lease rounds the worker finished (wait_for_lease_round)
 
     # -- adapter's thread ------------------------------------------------------------
     def open(self) -> None:
@@ -237,6 +238,30 @@ class FrontierClient:
             with self._lock:
                 self._next_poll = 0.0
                 self._lock.notify()
+
+    def wait_for_lease_round(self, timeout: float) -> None:
+        """Background driver: wait until the worker has sent the outbox and finished two
+        lease rounds begun after this call, or leases are ready, or ``timeout`` s passed.
+
+        For an adapter's first call only (the one wait besides ``open``): Frontera's
+        scheduler ends a crawl whose first poll finds nothing, even while its seeds are
+        still on their way to Redis. Two rounds, because one may have begun before the
+        outbox held the seeds. Inline: one ``poll``.
+        """
+        if self._post is None:
+            self._step()
+            return
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            goal = self._lease_rounds + 2
+            while not self._leases and (self._lease_rounds < goal or self._outbox) \
+                    and not self._stopping:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self._next_poll = 0.0
+                self._lock.notify_all()
+                self._lock.wait(min(left, 0.05))
 
     def take(self) -> list[tuple[Dispatch, float]]:
         """The leases fetched so far, with the time each was leased."""
@@ -468,11 +493,16 @@ class FrontierClient:
         if fresh:
             with self._lock:
                 self._leases.extend((dispatch, now) for dispatch in fresh)
+                self._lease_rounds += 1
+                self._lock.notify_all()
             self._next_poll = now
             self._to_adapter(self._ready)
             return
         due = self._frontier.next_due_time()
         self.next_due = due
+        with self._lock:
+            self._lease_rounds += 1
+            self._lock.notify_all()
         if due is None:
             self._next_poll = now + WAKE_LIMIT
         else:

@@ -89,6 +89,10 @@ DEFAULT_BATCH = 64
 """Requests per ``get_next_requests`` call when the caller asks for 0 (frontera's default)."""
 FINISHED_CACHE = 0.5
 """Seconds ``finished()`` reuses its answer (frontera calls it before every poll)."""
+FIRST_POLL_WAIT = 2.0
+"""Background driver: longest wait (s) of the first ``get_next_requests`` for the worker to
+send the seeds and lease (scrapy-frontera without ``KeepAlive`` ends a crawl whose first poll
+finds nothing). Later calls never wait."""
 HOLD_FRACTION = 0.5
 """A page held for an overused slot is dropped after this fraction of the lease timeout
 (its lease then expires in Redis and the page is dispatched again)."""
@@ -158,6 +162,7 @@ class RevisitBackend(Backend):
         self._finished_at = float("-inf")
         self._finished = False
         self._started_at: float | None = None
+        self._polled = False  # the first get_next_requests waits for the worker once
 
     @classmethod
     def from_manager(cls, manager: Any) -> RevisitBackend:
@@ -274,8 +279,9 @@ class RevisitBackend(Backend):
         "ip") and ``overused_keys`` (download slots to spare). Pages of an
         overused slot stay leased in a local buffer and go out once it frees.
         On the background driver this hands out what the worker has leased
-        so far and never waits on Redis; the worker keeps up to ``limit``
-        leases ready for the next call.
+        so far and, after the first call (which waits up to FIRST_POLL_WAIT for
+        the worker's first lease rounds), never waits on Redis; the worker
+        keeps up to ``limit`` leases ready for the next call.
         """
         if isinstance(max_n_requests, bool) or not isinstance(max_n_requests, int) \
                 or max_n_requests < 0:
@@ -292,6 +298,10 @@ class RevisitBackend(Backend):
         out += self._release_buffer(limit - len(out), key_type, overused, now)
         room = limit - len(out)
         if self.driver == "background":
+            if not self._polled:
+                self._polled = True
+                client.want(max(limit, DEFAULT_BATCH))
+                client.wait_for_lease_round(FIRST_POLL_WAIT)
             self._buffer.extend(client.take())
             out += self._release_buffer(room, key_type, overused, now)
             client.want(limit if len(self._buffer) < limit else 0)

@@ -216,3 +216,28 @@ def test_background_outage_holds_results_and_the_spool_carries_them_over(
         assert (frontier.page(a)["fetches"], frontier.page(b)["fetches"]) == (1, 1)
     finally:
         frontier.close()
+
+
+def test_the_first_poll_waits_for_the_seeds_once(
+        own_redis: tuple[str, redis.Redis], namespace: str) -> None:
+    """The first ``get_next_requests`` on the background driver waits (once, like
+    ``frontier_start``) until the worker has sent the seeds and leased: scrapy-frontera
+    without KeepAlive ends a crawl whose first poll finds nothing. A later call does not
+    wait: with Redis paused it returns at once."""
+    url, admin = own_redis
+    manager = make_manager(url, namespace, None)
+    backend = backend_of(manager)
+    assert backend.driver == "background"
+    seeds = [f"http://s{i}.test/" for i in range(3)]
+    start = time.monotonic()
+    try:
+        manager.add_seeds([scrapy_request(u) for u in seeds])
+        first = manager.get_next_requests(10, key_type="domain", overused_keys=[])
+        assert sorted(r.url for r in first) == seeds
+        admin.execute_command("CLIENT", "PAUSE", int(PAUSE * 1000), "ALL")
+        start = time.monotonic()
+        assert manager.get_next_requests(10, key_type="domain", overused_keys=[]) == []
+        assert time.monotonic() - start < PROMPT
+    finally:
+        time.sleep(max(0.0, PAUSE + 0.1 - (time.monotonic() - start)))
+        manager.stop()
