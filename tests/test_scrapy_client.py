@@ -103,3 +103,46 @@ def test_calls_go_in_order_through_an_outage_and_never_on_the_callers_thread(
             assert check.page(PAGES[2])["status"] != "leased"
     finally:
         frontier.close()
+
+
+def test_a_large_settled_batch_resumes_its_waiters_a_slice_per_loop_turn(
+        redis_url, namespace, tmp_path):
+    """After a Redis stall a whole batch of results settles at once; its waiters (each may
+    resume a spider callback) run SETTLE_SLICE at a time, one turn of the loop each, so the
+    loop's timers run between slices. Every waiter still runs once, in order."""
+    from frontier_rate.client import SETTLE_SLICE
+
+    posted: queue.Queue = queue.Queue()
+    frontier = Frontier(redis_url, namespace=namespace, estimator="interval",
+                        min_host_delay=0.0, fill_budget=False, budget=1e6)
+    client = FrontierClient(lambda: frontier, redis_url=redis_url, spool_dir=str(tmp_path),
+                            stat=lambda *_: None, post=posted.put, batch=64, log_interval=0)
+    client.open()
+    try:
+        urls = [f"http://h{i % 4}.test/p{i}" for i in range(3 * SETTLE_SLICE)]
+        client.add([(url, 1.0, {}) for url in urls])
+        client.want(len(urls))
+        leases: list = []
+        pump(posted, lambda: leases.extend(d for d, _ in client.take()) or len(leases) == len(urls),
+             "every page leased")
+        while not posted.empty():
+            posted.get()()
+        resumed: list[str] = []
+        calls = [client.observe(d, {"fingerprint": "v1", "status": 200, "fetched_at": time.time()})
+                 for d in leases]
+        for call in calls:
+            call.when_settled(lambda c: resumed.append(c.dispatch.url))
+        deadline = time.monotonic() + 20
+        while not all(c.applied for c in calls):  # the worker applied them; none settled here
+            assert time.monotonic() < deadline, "observations not applied"
+            time.sleep(0.01)
+        turns = []
+        while len(resumed) < len(calls):
+            before = len(resumed)
+            posted.get(timeout=5)()
+            turns.append(len(resumed) - before)
+        assert resumed == [d.url for d in leases]
+        assert len(turns) >= 3 and max(turns) < 2 * SETTLE_SLICE, turns
+    finally:
+        client.close([], close_frontier=False)
+        frontier.close()
