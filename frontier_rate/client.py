@@ -499,19 +499,16 @@ class FrontierClient:
         if room <= 0:
             return
         fresh = self._frontier.next_requests(room, now=now)
+        with self._lock:
+            self._leases.extend((dispatch, now) for dispatch in fresh)
+            self._lease_rounds += 1
+            self._lock.notify_all()  # wait_for_lease_round
         if fresh:
-            with self._lock:
-                self._leases.extend((dispatch, now) for dispatch in fresh)
-                self._lease_rounds += 1
-                self._lock.notify_all()
             self._next_poll = now
             self._to_adapter(self._ready)
             return
         due = self._frontier.next_due_time()
         self.next_due = due
-        with self._lock:
-            self._lease_rounds += 1
-            self._lock.notify_all()
         if due is None:
             self._next_poll = now + WAKE_LIMIT
         else:

@@ -39,7 +39,8 @@ Redis I/O (``FRONTIER_RATE_FRONTERA_DRIVER``, read by ``settings.py``): on
 the real clock the backend runs ``FrontierClient``'s background driver, as
 the Scrapy scheduler does: a worker thread leases ahead and sends results
 and new pages, and no Frontera call waits on Redis except
-``frontier_start`` / ``frontier_stop``. With an injected clock (a virtual
+``frontier_start`` / ``frontier_stop`` and, once, the first
+``get_next_requests`` (``FIRST_POLL_WAIT``). With an injected clock (a virtual
 clock in tests or a replay) it runs the inline driver: each call does its
 Redis round trips in the caller's thread, so due times and backoffs follow
 that clock exactly. The outbox, breaker, spool and no-double-count rules are

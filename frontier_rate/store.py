@@ -69,7 +69,7 @@ import logging
 import math
 import re
 import struct
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -349,7 +349,7 @@ class Scripts:
         return target.evalsha(self.sha[name], len(keys), *keys, *args)
 
     def stream(self, commands: Iterable[tuple[str, list[str], list]],
-               on_reply: Any = None) -> list:
+               on_reply: Callable[[int, Any], None] | None = None) -> list:
         """Run scripts one after another on one connection, sending while the server works.
 
         ``commands`` yields (script name, keys, args) and may be a generator:
