@@ -884,32 +884,86 @@ class Frontier:
     def host_table(self) -> tuple[list[tuple[int, str]], np.ndarray, np.ndarray]:
         """Every host with pages as (shard, host); rows (pages, Σλ, Σw, host index) of each
         host's own policy cells; and each host's cap in fetches/s from its delay (a delay of
-        0 is no cap). O(host cells) reads."""
+        0 is no cap). O(host cells) reads: for inspection; the re-solve reads
+        ``host_candidates``."""
         pipe = self.client.pipeline(transaction=False)
         for shard in range(self.shards):
             pipe.hgetall(self.keys.host_agg(shard))
             pipe.hgetall(self.keys.shard_keys(shard)[1])
         replies = pipe.execute()
-        names: list[tuple[int, str]] = []
-        caps: list[float] = []
-        rows: list[tuple[float, float, float, int]] = []
+        table = _HostTable()
         for shard in range(self.shards):
-            aggs, delays = replies[2 * shard], replies[2 * shard + 1]
-            index: dict[bytes, int] = {}
-            for field, raw in aggs.items():
-                _, _, host = field.partition(b":")
-                if len(raw) != HOST_AGG.size or not host:
-                    continue
-                n, lam, w = HOST_AGG.unpack(raw)
-                if not (n > 0.5 and math.isfinite(lam) and math.isfinite(w)):
-                    continue
-                if host not in index:
-                    index[host] = len(names)
-                    names.append((shard, host.decode("utf-8", "replace")))
-                    caps.append(self._host_cap(delays.get(host)))
-                rows.append((n, max(lam, 0.0), max(w, 0.0), index[host]))
-        return (names, np.array(rows, dtype=float).reshape(-1, 4),
-                np.array(caps, dtype=float))
+            table.add(shard, replies[2 * shard].items(), replies[2 * shard + 1], self._host_cap)
+        return table.result()
+
+    def host_candidates(self, cell_ids: Iterable[int]) -> tuple[list[tuple[int, str]], np.ndarray,
+                                                                 np.ndarray]:
+        """``host_table`` for the hosts whose pages could ever ask for more than their cap.
+
+        A page plans at most one fetch per ``min_interval``, so a host with ``n`` pages
+        and delay ``d`` can exceed its cap 1/d only when n·d > min_interval; the host page
+        index (lua/lib.lua HOST_PAGES, HOST_SWEEP) lists those hosts, and only their cells
+        are read: O(K + their cells), not O(hosts). ``cell_ids``: the policy cells that
+        hold pages (``cells``)."""
+        # a little below the bound, so that rounding never leaves out a host at it
+        bound = self.min_interval * (1 - 1e-9)
+
+        def read(pipe: Any) -> None:
+            for shard in range(self.shards):
+                pipe.hget(self.keys.shard_keys(shard)[4], "hi")
+                if self.min_host_delay > 0:
+                    pipe.zrangebyscore(self.keys.host_pages(shard),
+                                       f"({bound / self.min_host_delay!r}", "+inf")
+                pipe.zrangebyscore(self.keys.host_sweep(shard), f"({bound!r}", "+inf")
+                pipe.hlen(self.keys.host_agg(shard))
+
+        pipe = self.client.pipeline(transaction=False)
+        read(pipe)
+        replies = pipe.execute()
+        per_shard = len(replies) // self.shards
+        missing = [s for s in range(self.shards) if replies[s * per_shard] != b"1"]
+        if missing:
+            self._build_host_index(missing)
+            pipe = self.client.pipeline(transaction=False)
+            read(pipe)
+            replies = pipe.execute()
+        replies = iter(replies)
+        wanted: dict[int, list[bytes]] = {}
+        sizes: dict[int, int] = {}
+        for shard in range(self.shards):
+            next(replies)
+            hosts = set(next(replies)) if self.min_host_delay > 0 else set()
+            hosts.update(next(replies))
+            sizes[shard] = next(replies)
+            if hosts:
+                wanted[shard] = sorted(hosts)
+        fields = [str(c).encode() + b":" for c in sorted(set(cell_ids))]
+        pipe = self.client.pipeline(transaction=False)
+        for shard, hosts in wanted.items():
+            if len(hosts) * len(fields) >= sizes[shard]:  # most of the shard: read it whole
+                pipe.hgetall(self.keys.host_agg(shard))
+            else:
+                pipe.hmget(self.keys.host_agg(shard), [c + h for h in hosts for c in fields])
+            pipe.hmget(self.keys.shard_keys(shard)[1], hosts)
+        replies = iter(pipe.execute())
+        table = _HostTable()
+        for shard, hosts in wanted.items():
+            cells, delays = next(replies), dict(zip(hosts, next(replies), strict=True))
+            if isinstance(cells, dict):
+                items = ((field, raw) for field, raw in cells.items()
+                         if field.partition(b":")[2] in delays)
+            else:
+                items = zip((c + h for h in hosts for c in fields), cells, strict=True)
+            table.add(shard, items, delays, self._host_cap)
+        return table.result()
+
+    def _build_host_index(self, shards: list[int]) -> None:
+        """Build the host page index of ``shards`` (lua/host_index.lua): once per
+        namespace, and again after its data was lost; later scripts keep it."""
+        now = float(self.clock())
+        built = self.scripts.run(lambda pipe: [self._shard_call(pipe, "host_index", shard, now, [])
+                                               for shard in shards])
+        logger.info("built the host page index of %d shards", sum(map(bool, built)))
 
     def _host_cap(self, packed: bytes | None) -> float:
         """Fetches/s a host's delay allows (lua/lib.lua host_get: (next_allowed, delay))."""
@@ -928,11 +982,7 @@ class Frontier:
             cells = self.cells()
             capped: dict[int, dict[str, str]] = defaultdict(dict)
             if cells:
-                names, hosts, caps = self.host_table()
-                pages = sum(c[0] for c in cells.values())
-                if abs(hosts[:, 0].sum() - pages) > 0.01 * pages:
-                    # host cells missing (a namespace from before they were kept): host-blind solve
-                    names, hosts, caps = [], None, None
+                names, hosts, caps = self.host_candidates(cells)
                 sol = policy.solve_threshold(cells, self.budget, self.min_interval,
                                              self.max_interval, self.objective,
                                              guess=self._nu or None, hosts=hosts, caps=caps)
@@ -1227,6 +1277,35 @@ OBJECTIVES = policy.OBJECTIVES
 
 class UnknownNamespace(FrontierError, LookupError):
     """``Frontier.attach`` found nothing stored under the namespace."""
+
+
+class _HostTable:
+    """Accumulates ``host_table`` rows from (field "<cell>:<host>", packed cells) items."""
+
+    def __init__(self) -> None:
+        self.names: list[tuple[int, str]] = []
+        self.caps: list[float] = []
+        self.rows: list[tuple[float, float, float, int]] = []
+
+    def add(self, shard: int, items: Iterable[tuple[bytes, bytes | None]],
+            delays: Mapping[bytes, bytes | None], cap: Callable[[bytes | None], float]) -> None:
+        index: dict[bytes, int] = {}
+        for field, raw in items:
+            _, _, host = field.partition(b":")
+            if raw is None or len(raw) != HOST_AGG.size or not host:
+                continue
+            n, lam, w = HOST_AGG.unpack(raw)
+            if not (n > 0.5 and math.isfinite(lam) and math.isfinite(w)):
+                continue
+            if host not in index:
+                index[host] = len(self.names)
+                self.names.append((shard, host.decode("utf-8", "replace")))
+                self.caps.append(cap(delays.get(host)))
+            self.rows.append((n, max(lam, 0.0), max(w, 0.0), index[host]))
+
+    def result(self) -> tuple[list[tuple[int, str]], np.ndarray, np.ndarray]:
+        return (self.names, np.array(self.rows, dtype=float).reshape(-1, 4),
+                np.array(self.caps, dtype=float))
 
 
 class _RedisErrors:

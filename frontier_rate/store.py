@@ -19,7 +19,8 @@ key                                   type   content
 ``fr:{ns:s}:agg``                     hash   per policy cell c: n:c, l:c (Σλ), w:c (Σw)
 ``fr:{ns:s}:cnt``                     hash   pages, gone, fetches, changes, quarantined,
                                              dated_changes, date_hosts_ignored; bl, bs: the
-                                             bucket layout's level and split pointer
+                                             bucket layout's level and split pointer; hi: 1
+                                             once the host page index is kept
 ``fr:{ns:s}:cursor``                  str    background refresh cursor (bucket number)
 ``fr:{ns:s}:hr``                      hash   host -> packed (pages, Σ log rate): the host's
                                              pooled prior (pages with an observed interval)
@@ -27,6 +28,10 @@ key                                   type   content
                                              host's own policy cells, to cap it in the solve
 ``fr:{ns:s}:hnu``                     hash   host -> τ_h, for hosts whose cap binds: their
                                              pages plan with max(ν, τ_h)
+``fr:{ns:s}:hp``                      zset   host -> its pages (the host page index, kept
+                                             once lua/host_index.lua built it: cnt "hi")
+``fr:{ns:s}:hs``                      zset   host -> pages x its own delay (> 0): the re-solve
+                                             reads only hosts whose sweep may pass their cap
 ``fr:{ns:s}:lm``                      hash   host -> packed (dates checked, dates that
                                              disagreed with the content): whether its
                                              Last-Modified dates are believed
@@ -87,7 +92,7 @@ F_LEASED, F_GONE, F_CHANGED, F_APPLIED = 1, 2, 4, 8
 
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 SHARD_SCRIPTS = ("add", "candidates", "lease", "observe", "fail", "refresh", "host_delay",
-                 "stats", "quarantine", "release")
+                 "host_index", "stats", "quarantine", "release")
 HEADER_LENGTH = 19
 STREAM_WINDOW = 64
 """Script calls ``Scripts.stream`` keeps in flight before it reads a reply."""
@@ -189,6 +194,12 @@ class Keys:
 
     def host_nu(self, shard: int) -> str:
         return f"{self.prefix(shard)}hnu"
+
+    def host_pages(self, shard: int) -> str:
+        return f"{self.prefix(shard)}hp"
+
+    def host_sweep(self, shard: int) -> str:
+        return f"{self.prefix(shard)}hs"
 
     def state(self, shard: int, bucket: int) -> str:
         return f"{self.prefix(shard)}s:{bucket}"

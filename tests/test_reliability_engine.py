@@ -853,7 +853,7 @@ def test_no_pickle_marshal_shelve_eval_exec_or_yaml_load_in_the_package():
 
 
 LUA_KEY_ARGS = {"READY", "HOSTS", "LEASES", "AGG", "CNT", "BAD", "HOST_PRIOR", "HOST_AGG", "HOST_NU",
-                "DATES", "cursor_key", "KEYS[1]", "SUMMARY"}
+                "DATES", "HOST_PAGES", "HOST_SWEEP", "cursor_key", "KEYS[1]", "SUMMARY"}
 LUA_KEY_FUNCS = {"skey", "ukey", "xkey", "qkey", "mkey", "bkey"}
 LUA_FORBIDDEN = re.compile(r"\b(loadstring|load|dofile|loadfile|require|setfenv|getfenv|rawset|"
                            r"_G|cmsgpack|cjson|math\.random)\b")
@@ -870,6 +870,7 @@ LUA_DEFINITIONS = [  # every key name derives from KEYS[1]: these lines must sta
     'local HOST_AGG = PREFIX .. "ha"',
     'local HOST_NU = PREFIX .. "hnu"',
     'local DATES = PREFIX .. "lm"',
+    'local HOST_PAGES, HOST_SWEEP = PREFIX .. "hp", PREFIX .. "hs"',
     'local function mkey(id) return PREFIX .. "m:" .. bucket_of(id) end',
 ]
 

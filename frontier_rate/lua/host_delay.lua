@@ -3,4 +3,5 @@
 local host, delay = ARGV[H + 1], tonumber(ARGV[H + 2])
 local next_allowed = host_get(host)
 host_set(host, next_allowed, delay)
+if HOST_INDEX then index_sweep(host, tonumber(redis.call("ZSCORE", HOST_PAGES, host)) or 0) end
 return finish(1)

@@ -73,7 +73,7 @@ if C.estimator == "interval" then STATE = STATE .. "dd" end
 -- to h mod 2NB when that is below the split pointer (its bucket was split).
 -- A namespace from before the layout grew has neither field: level 0, split 0,
 -- exactly its old fixed layout, so old data needs no migration.
-local LAYOUT = redis.call("HMGET", CNT, "bl", "bs")
+local LAYOUT = redis.call("HMGET", CNT, "bl", "bs", "hi")
 local LEVEL, SPLIT = math.floor(tonumber(LAYOUT[1]) or 0), math.floor(tonumber(LAYOUT[2]) or 0)
 if LEVEL < 0 or LEVEL > 24 then LEVEL, SPLIT = 0, 0 end
 local NB = C.buckets * 2 ^ LEVEL
@@ -456,6 +456,29 @@ local function host_set(host, next_allowed, delay)
   redis.call("HSET", HOSTS, host, struct.pack("<dd", next_allowed, delay))
 end
 
+-- Host page index, so that the re-solve reads the cells of the few hosts that may
+-- exceed their politeness cap, not of every host (engine.host_candidates):
+-- HOST_PAGES zset host -> its pages; HOST_SWEEP zset host -> pages x its own delay, for
+-- hosts with a delay of their own above 0: the seconds it needs to fetch each of its
+-- pages once. A host's pages can ask for more than its cap only when its sweep is longer
+-- than the shortest interval any page plans. Kept by finish() and host_delay.lua once
+-- lua/host_index.lua has built it (CNT "hi"; a namespace from before the index has none).
+local HOST_PAGES, HOST_SWEEP = PREFIX .. "hp", PREFIX .. "hs"
+local HOST_INDEX = LAYOUT[3] == "1"
+local function index_sweep(host, pages)
+  local _, delay = host_get(host)
+  if pages >= 0.5 and delay > 0 then
+    redis.call("ZADD", HOST_SWEEP, fmt(pages * delay), host)
+  else
+    redis.call("ZREM", HOST_SWEEP, host)
+  end
+end
+local function index_pages(host, delta)
+  local pages = tonumber(redis.call("ZINCRBY", HOST_PAGES, delta, host))
+  if pages < 0.5 then redis.call("ZREM", HOST_PAGES, host) end
+  index_sweep(host, pages)
+end
+
 -- Re-score a host in the ready zset: max(head due, next allowed); drop it when empty.
 -- host_rescore: the same when the host's next_allowed is known.
 local function host_rescore(host, next_allowed)
@@ -519,11 +542,12 @@ local function finish(result)
     end
     fields[#fields + 1] = field
   end
-  for _, fields in pairs(by_host) do
+  for host, fields in pairs(by_host) do
     local raws = redis.call("HMGET", HOST_AGG, unpack(fields))
-    local writes, drops = {}, {}
+    local writes, drops, pages = {}, {}, 0
     for i, field in ipairs(fields) do
       local d, raw = HOST_DELTA[field], raws[i]
+      pages = pages + d[1]
       local n, l, w = 0, 0, 0
       if raw and #raw == 24 then n, l, w = struct.unpack("<ddd", raw) end
       n, l, w = n + d[1], math.max(l + d[2], 0), math.max(w + d[3], 0)
@@ -536,6 +560,7 @@ local function finish(result)
     end
     if #writes > 0 then redis.call("HSET", HOST_AGG, unpack(writes)) end
     if #drops > 0 then redis.call("HDEL", HOST_AGG, unpack(drops)) end
+    if HOST_INDEX and pages ~= 0 then index_pages(host, pages) end
   end
   HOST_DELTA = {}
   for host, pool in pairs(HOST_POOLS) do
