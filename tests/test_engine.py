@@ -605,3 +605,21 @@ def test_observe_many_batches_per_shard_across_chunks_and_stops_at_a_bad_item(
         f.observe_many(rest)
     leased = {d.url for d in solo if f.page(d.url)["status"] == "leased"}
     assert leased == {d.url for d in solo[4:]}  # the chunk [0, 4) applied, nothing after
+
+
+def test_a_page_named_twice_in_one_lease_call_is_leased_once(redis_url, namespace):
+    """lease.lua writes its lease set and queue removals once at the end of a call; a page
+    named twice in the call is leased by the first and skipped by the second (not taken
+    for a queued page marked leased, which would quarantine it)."""
+    from frontier_rate.store import page_id
+
+    f = frontier(redis_url, namespace, min_host_delay=0.0)
+    url, host = "http://twice.example/a", "twice.example"
+    f.add(url, now=0.0)
+    shard, pid = f._shard_of(host), page_id(url)
+    reply = f.scripts.run(lambda pipe: f._shard_call(pipe, "lease", shard, 1.0,
+                                                     ["0", host, pid, host, pid]))[0]
+    assert reply[1] == []  # nothing quarantined
+    assert f.client.zcard(f.keys.shard_keys(shard)[2]) == 1
+    assert f.client.zcard(f.keys.queue(shard, host)) == 0
+    assert f.page(url)["status"] == "leased" and f.stats(now=1.0)["quarantined"] == 0

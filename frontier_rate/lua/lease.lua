@@ -17,6 +17,9 @@ local out = {}
 -- record and ready score are written once at the end, however many of its pages (a
 -- host with delay 0) were leased
 local leased_hosts = {}
+-- lease set members and the ids leaving each host queue, written with one ZADD and one
+-- ZREM per host at the end (taken: ids leased in this call, still in their queue until then)
+local deadline, lease_members, dequeued, taken = us(now + C.lease_timeout), {}, {}, {}
 for i = H + 2, #ARGV, 2 do
   local host, id = ARGV[i], ARGV[i + 1]
   local next_allowed, stored_delay
@@ -26,7 +29,7 @@ for i = H + 2, #ARGV, 2 do
   else
     next_allowed, stored_delay = host_get(host)
   end
-  local due = redis.call("ZSCORE", qkey(host), id)
+  local due = not taken[id] and redis.call("ZSCORE", qkey(host), id)
   local s = nil
   if due then
     due = seconds(due)
@@ -40,8 +43,15 @@ for i = H + 2, #ARGV, 2 do
   elseif s and etag == nil then
     quarantine(id, host, "extras are malformed", redis.call("HGET", xkey(id), id), true)
   elseif next_allowed <= now and due and (due <= now or early) and s then
-    redis.call("ZREM", qkey(host), id)
-    redis.call("ZADD", LEASES, us(now + C.lease_timeout), id .. host)
+    local ids = dequeued[host]
+    if not ids then
+      ids = {}
+      dequeued[host] = ids
+    end
+    ids[#ids + 1] = id
+    taken[id] = true
+    lease_members[#lease_members + 1] = deadline
+    lease_members[#lease_members + 1] = id .. host
     s.leases = (s.leases + 1) % 65536
     s.flags = set(set(s.flags, F_LEASED, true), F_APPLIED, false)
     save(id, s)
@@ -52,7 +62,11 @@ for i = H + 2, #ARGV, 2 do
       #last_modified, #meta) .. id .. host .. url .. etag .. last_modified .. meta
   end
 end
+for i = 1, #lease_members, 1000 do
+  redis.call("ZADD", LEASES, unpack(lease_members, i, math.min(i + 999, #lease_members)))
+end
 for host, h in pairs(leased_hosts) do
+  redis.call("ZREM", qkey(host), unpack(dequeued[host]))
   host_set(host, h[1], h[2])
   host_rescore(host, h[1])
 end
