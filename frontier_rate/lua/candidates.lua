@@ -18,15 +18,16 @@
 local window, look = tonumber(ARGV[H + 1]), tonumber(ARGV[H + 2])
 local early = ARGV[H + 3] == "1"
 local now = C.now
+local now_us = us(now)
 reclaim(now, 1000)
 finish(nil)  -- re-score the hosts of reclaimed pages before looking at them
 local out = {}
 local hosts
 if early then
   -- a host's ready score is max(head due, next allowed): past now, either may be the reason
-  hosts = redis.call("ZRANGEBYSCORE", READY, "(" .. us(now), "+inf", "LIMIT", 0, window)
+  hosts = redis.call("ZRANGEBYSCORE", READY, "(" .. now_us, "+inf", "LIMIT", 0, window)
 else
-  hosts = redis.call("ZRANGEBYSCORE", READY, "-inf", us(now), "LIMIT", 0, window)
+  hosts = redis.call("ZRANGEBYSCORE", READY, "-inf", now_us, "LIMIT", 0, window)
 end
 for _, host in ipairs(hosts) do
   if #out >= window then break end  -- a host with delay 0 offers up to `look` candidates
@@ -40,7 +41,7 @@ for _, host in ipairs(hosts) do
     if delay < 0 then delay = C.default_delay end
   end
   if not early then
-    pages = redis.call("ZRANGEBYSCORE", qkey(host), "-inf", us(now), "LIMIT", 0, look)
+    pages = redis.call("ZRANGEBYSCORE", qkey(host), "-inf", now_us, "LIMIT", 0, look)
   elseif next_allowed <= now then
     pages = redis.call("ZRANGE", qkey(host), 0, look - 1)
   else
