@@ -43,12 +43,7 @@ for i = H + 2, #ARGV, 2 do
   elseif s and etag == nil then
     quarantine(id, host, "extras are malformed", redis.call("HGET", xkey(id), id), true)
   elseif next_allowed <= now and due and (due <= now or early) and s then
-    local ids = dequeued[host]
-    if not ids then
-      ids = {}
-      dequeued[host] = ids
-    end
-    ids[#ids + 1] = id
+    push(dequeued, host, id)
     taken[id] = true
     lease_members[#lease_members + 1] = deadline
     lease_members[#lease_members + 1] = id .. host

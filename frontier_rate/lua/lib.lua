@@ -38,6 +38,16 @@ end
 
 local function fmt(x) return string.format("%.17g", x) end
 
+-- Append value to the list map[key], made on first use.
+local function push(map, key, value)
+  local list = map[key]
+  if not list then
+    list = {}
+    map[key] = list
+  end
+  list[#list + 1] = value
+end
+
 -- Zset scores (due times, ready times, lease deadlines) are whole microseconds:
 -- integers are stored and compared natively in compact zsets (no string scores).
 local function us(t)
@@ -533,15 +543,7 @@ local function finish(result)
   AGG_DELTA = {}
   -- a host's cells are read with one HMGET and written with one HSET (and one HDEL)
   local by_host = {}
-  for field, d in pairs(HOST_DELTA) do
-    local host = d[4]
-    local fields = by_host[host]
-    if not fields then
-      fields = {}
-      by_host[host] = fields
-    end
-    fields[#fields + 1] = field
-  end
+  for field, d in pairs(HOST_DELTA) do push(by_host, d[4], field) end
   for host, fields in pairs(by_host) do
     local raws = redis.call("HMGET", HOST_AGG, unpack(fields))
     local writes, drops, pages = {}, {}, 0
