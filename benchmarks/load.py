@@ -172,7 +172,9 @@ def main(argv: list[str] | None = None) -> int:
             ["pages", f"{pages:,}"],
             ["fetches done / budget x time", f"{r['fetches']:,} / {r['fetch_target']:,} "
                                              f"({r['fetches_vs_budget']:.1%})"],
-            ["changes seen", f"{r['changes_seen']:,}"],
+            ["changes seen", f"{r['changes_seen']:,}" + (
+                " (fewer fetches than pages: no page is fetched twice, and a first fetch is never "
+                "a change)" if r["fetch_target"] < pages else "")],
             ["wall time: adding the pages", f"{r['fill_wall_s']:.0f} s"],
             ["wall time: the simulated hour", f"{r['hour_wall_s']:.0f} s"],
             ["crawler peak RSS (Python, ru_maxrss)", f"{r['crawler_peak_rss_mb']:.0f} MB"],
