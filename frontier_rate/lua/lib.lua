@@ -85,7 +85,16 @@ local function bucket_of(id)
   return b
 end
 local function bkey(kind, b) return PREFIX .. kind .. b end
-local function skey(id) return PREFIX .. "s:" .. bucket_of(id) end
+local SKEYS = {}  -- bucket -> its state hash key, built once per call
+local function skey(id)
+  local b = bucket_of(id)
+  local key = SKEYS[b]
+  if not key then
+    key = bkey("s:", b)
+    SKEYS[b] = key
+  end
+  return key
+end
 local function ukey(id) return PREFIX .. "u:" .. bucket_of(id) end
 local function xkey(id) return PREFIX .. "x:" .. bucket_of(id) end
 local function qkey(host) return PREFIX .. "q:" .. host end
@@ -110,11 +119,12 @@ local function validate(raw)
   if #raw ~= STATE_SIZE then
     return nil, "state is " .. #raw .. " bytes, expected " .. STATE_SIZE
   end
-  local s = {}
-  local fails
-  s.weight, s.est, s.aux, s.p, s.last_fetch, s.fetches, s.changes, s.leases,
-    s.fp, s.flags, fails, s.x1, s.x2 = struct.unpack(STATE, raw)
-  s.fails, s.notfound = fails % 16, math.floor(fails / 16)
+  local weight, est, aux, p, last_fetch, fetches, changes, leases, fp, flags, fails, x1, x2 =
+    struct.unpack(STATE, raw)
+  -- one constructor: the table is sized once instead of growing field by field
+  local s = {weight = weight, est = est, aux = aux, p = p, last_fetch = last_fetch,
+    fetches = fetches, changes = changes, leases = leases, fp = fp, flags = flags,
+    fails = fails % 16, notfound = math.floor(fails / 16), x1 = x1, x2 = x2}
   local problem = number_problem("weight", s.weight, true)
     or number_problem("estimate", s.est, RATE_EST)
     or number_problem("aux", s.aux, SUM_AUX)
