@@ -489,9 +489,10 @@ local DIRTY_HOSTS = {}
 local QUEUE_HEADS = {}
 local function enqueue(host, id, due)
   local score = us(due)
+  local at = math.floor(due * 1e6 + 0.5)  -- tonumber(score), without parsing it back
   if DIRTY_HOSTS[host] then  -- finish() re-scores the host from its real head anyway
     redis.call("ZADD", qkey(host), score, id)
-    return seconds(score)
+    return at / 1e6
   end
   local head = QUEUE_HEADS[host]
   if head == nil then
@@ -500,13 +501,13 @@ local function enqueue(host, id, due)
   end
   redis.call("ZADD", qkey(host), score, id)
   -- behind the current head (and not the head itself): the host's ready time is unchanged
-  if not head or head[1] == id or tonumber(score) < head[2] then
+  if not head or head[1] == id or at < head[2] then
     DIRTY_HOSTS[host] = true
     QUEUE_HEADS[host] = nil
   else
     QUEUE_HEADS[host] = head
   end
-  return seconds(score)
+  return at / 1e6
 end
 
 -- Write the deferred aggregate deltas and host scores; every script returns through it.
