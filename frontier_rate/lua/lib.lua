@@ -125,11 +125,17 @@ local function validate(raw)
   local s = {weight = weight, est = est, aux = aux, p = p, last_fetch = last_fetch,
     fetches = fetches, changes = changes, leases = leases, fp = fp, flags = flags,
     fails = fails % 16, notfound = math.floor(fails / 16), x1 = x1, x2 = x2}
-  local problem = number_problem("weight", s.weight, true)
-    or number_problem("estimate", s.est, RATE_EST)
-    or number_problem("aux", s.aux, SUM_AUX)
-    or number_problem("p", s.p, true)
-    or number_problem("last_fetch", s.last_fetch, false)
+  -- x - x == 0: x is finite; the checks below name the problem only when one of these fails
+  local problem = nil
+  if not (weight >= 0 and weight < math.huge and est - est == 0 and (est >= 0 or not RATE_EST)
+      and aux - aux == 0 and (aux >= 0 or not SUM_AUX) and p >= 0 and p < math.huge
+      and last_fetch - last_fetch == 0) then
+    problem = number_problem("weight", s.weight, true)
+      or number_problem("estimate", s.est, RATE_EST)
+      or number_problem("aux", s.aux, SUM_AUX)
+      or number_problem("p", s.p, true)
+      or number_problem("last_fetch", s.last_fetch, false)
+  end
   if not problem and C.estimator == "interval" then
     problem = number_problem("x1", s.x1, true) or number_problem("x2", s.x2, true)
   end
@@ -163,8 +169,9 @@ local function reported(s)
   if C.estimator == "sam" then return math.max(s.est, 0) end
   return s.est
 end
+local MIN_RATE = 1 / C.max_interval
 local function plan_rate(s)
-  return math.max(reported(s), 1 / C.max_interval)
+  return math.max(reported(s), MIN_RATE)
 end
 
 -- Effective weight: w (objective "changes") or w / lambda ("freshness").
