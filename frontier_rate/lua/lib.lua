@@ -429,10 +429,11 @@ local function host_rates(host)
   return pool[1], pool[2]
 end
 
--- The page's contribution to its host's pool (nil: none yet).
-local function pooled_log_rate(s)
+-- The page's contribution to its host's pool (nil: none yet); rate = plan_rate(s),
+-- which the caller has at hand.
+local function pooled_log_rate(s, rate)
   if s.fetches < 2 then return nil end
-  return math.log(plan_rate(s))
+  return math.log(rate)
 end
 
 -- Prior log-rate of a page of `host` whose own contribution is `own` (or nil).

@@ -97,8 +97,7 @@ local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_
   end
 
   local old_rate = plan_rate(s)
-  local old_pooled = nil  -- pooled_log_rate(s), from the rate just computed
-  if s.fetches >= 2 then old_pooled = math.log(old_rate) end
+  local old_pooled = pooled_log_rate(s, old_rate)
   local tau = now - s.last_fetch
   if s.fetches > 0 then
     update_estimate(s, I, s.p, tau, s.fetches - 1, host_log_prior(host, old_pooled), since)
@@ -109,9 +108,7 @@ local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_
   s.fails, s.notfound = 0, 0
   local new_rate = plan_rate(s)
   agg_move(s.weight, old_rate, s.weight, new_rate, host)
-  local new_pooled = nil
-  if s.fetches >= 2 then new_pooled = math.log(new_rate) end
-  host_pool_move(host, old_pooled, new_pooled)
+  host_pool_move(host, old_pooled, pooled_log_rate(s, new_rate))
 
   -- next due: exponential with the planned mean for lln/sa/sam (their Poisson
   -- assumption, docs/ARCHITECTURE.md); for `interval` the planned interval
