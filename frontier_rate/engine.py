@@ -124,8 +124,9 @@ until it has its share."""
 WIDE_WINDOW = 1024
 WINDOW_SLACK = 1.25
 """Candidates ranked per lease past the first WIDE_WINDOW of one call."""
-OBSERVE_BATCH = 256
-"""Observations per script call in ``observe_many``."""
+OBSERVE_BATCH = 512
+"""Observations per script call in ``observe_many``: more share a call's and each host's
+fixed work; 512 keeps one call near 10-15 ms of Redis time at 10^5 pages."""
 OBSERVE_CHUNK = 2048
 """Observations packed at a time in ``observe_many`` (sent while the server works)."""
 FULL_SCAN_EVERY = 1.0

@@ -861,11 +861,10 @@ LUA_DEFINITIONS = [  # every key name derives from KEYS[1]: these lines must sta
     'local PREFIX = string.sub(KEYS[1], 1, -6)',
     'local READY, HOSTS, LEASES, AGG, CNT = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]',
     'local BAD = PREFIX .. "bad"',
-    'local function skey(id) return PREFIX .. "s:" .. bucket_of(id) end',
     'local function ukey(id) return PREFIX .. "u:" .. bucket_of(id) end',
     'local function xkey(id) return PREFIX .. "x:" .. bucket_of(id) end',
     'local function qkey(host) return PREFIX .. "q:" .. host end',
-    'local function bkey(kind, b) return PREFIX .. kind .. b end',  # kind: BUCKET_KINDS
+    'local function bkey(kind, b) return PREFIX .. kind .. b end',  # kind: BUCKET_KINDS, or "s:" (skey)
     'local HOST_PRIOR = PREFIX .. "hr"',
     'local HOST_AGG = PREFIX .. "ha"',
     'local HOST_NU = PREFIX .. "hnu"',

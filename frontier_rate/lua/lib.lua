@@ -95,7 +95,16 @@ local function bucket_of(id)
   return b
 end
 local function bkey(kind, b) return PREFIX .. kind .. b end
-local function skey(id) return PREFIX .. "s:" .. bucket_of(id) end
+local SKEYS = {}  -- bucket -> its state hash key, built once per call
+local function skey(id)
+  local b = bucket_of(id)
+  local key = SKEYS[b]
+  if not key then
+    key = bkey("s:", b)
+    SKEYS[b] = key
+  end
+  return key
+end
 local function ukey(id) return PREFIX .. "u:" .. bucket_of(id) end
 local function xkey(id) return PREFIX .. "x:" .. bucket_of(id) end
 local function qkey(host) return PREFIX .. "q:" .. host end
@@ -120,16 +129,23 @@ local function validate(raw)
   if #raw ~= STATE_SIZE then
     return nil, "state is " .. #raw .. " bytes, expected " .. STATE_SIZE
   end
-  local s = {}
-  local fails
-  s.weight, s.est, s.aux, s.p, s.last_fetch, s.fetches, s.changes, s.leases,
-    s.fp, s.flags, fails, s.x1, s.x2 = struct.unpack(STATE, raw)
-  s.fails, s.notfound = fails % 16, math.floor(fails / 16)
-  local problem = number_problem("weight", s.weight, true)
-    or number_problem("estimate", s.est, RATE_EST)
-    or number_problem("aux", s.aux, SUM_AUX)
-    or number_problem("p", s.p, true)
-    or number_problem("last_fetch", s.last_fetch, false)
+  local weight, est, aux, p, last_fetch, fetches, changes, leases, fp, flags, fails, x1, x2 =
+    struct.unpack(STATE, raw)
+  -- one constructor: the table is sized once instead of growing field by field
+  local s = {weight = weight, est = est, aux = aux, p = p, last_fetch = last_fetch,
+    fetches = fetches, changes = changes, leases = leases, fp = fp, flags = flags,
+    fails = fails % 16, notfound = math.floor(fails / 16), x1 = x1, x2 = x2}
+  -- x - x == 0: x is finite; the checks below name the problem only when one of these fails
+  local problem = nil
+  if not (weight >= 0 and weight < math.huge and est - est == 0 and (est >= 0 or not RATE_EST)
+      and aux - aux == 0 and (aux >= 0 or not SUM_AUX) and p >= 0 and p < math.huge
+      and last_fetch - last_fetch == 0) then
+    problem = number_problem("weight", s.weight, true)
+      or number_problem("estimate", s.est, RATE_EST)
+      or number_problem("aux", s.aux, SUM_AUX)
+      or number_problem("p", s.p, true)
+      or number_problem("last_fetch", s.last_fetch, false)
+  end
   if not problem and C.estimator == "interval" then
     problem = number_problem("x1", s.x1, true) or number_problem("x2", s.x2, true)
   end
@@ -163,8 +179,9 @@ local function reported(s)
   if C.estimator == "sam" then return math.max(s.est, 0) end
   return s.est
 end
+local MIN_RATE = 1 / C.max_interval
 local function plan_rate(s)
-  return math.max(reported(s), 1 / C.max_interval)
+  return math.max(reported(s), MIN_RATE)
 end
 
 -- Effective weight: w (objective "changes") or w / lambda ("freshness").
@@ -422,10 +439,11 @@ local function host_rates(host)
   return pool[1], pool[2]
 end
 
--- The page's contribution to its host's pool (nil: none yet).
-local function pooled_log_rate(s)
+-- The page's contribution to its host's pool (nil: none yet); rate = plan_rate(s),
+-- which the caller has at hand.
+local function pooled_log_rate(s, rate)
   if s.fetches < 2 then return nil end
-  return math.log(plan_rate(s))
+  return math.log(rate)
 end
 
 -- Prior log-rate of a page of `host` whose own contribution is `own` (or nil).
@@ -512,9 +530,10 @@ local DIRTY_HOSTS = {}
 local QUEUE_HEADS = {}
 local function enqueue(host, id, due)
   local score = us(due)
+  local at = math.floor(due * 1e6 + 0.5)  -- tonumber(score), without parsing it back
   if DIRTY_HOSTS[host] then  -- finish() re-scores the host from its real head anyway
     redis.call("ZADD", qkey(host), score, id)
-    return seconds(score)
+    return at / 1e6
   end
   local head = QUEUE_HEADS[host]
   if head == nil then
@@ -523,13 +542,13 @@ local function enqueue(host, id, due)
   end
   redis.call("ZADD", qkey(host), score, id)
   -- behind the current head (and not the head itself): the host's ready time is unchanged
-  if not head or head[1] == id or tonumber(score) < head[2] then
+  if not head or head[1] == id or at < head[2] then
     DIRTY_HOSTS[host] = true
     QUEUE_HEADS[host] = nil
   else
     QUEUE_HEADS[host] = head
   end
-  return seconds(score)
+  return at / 1e6
 end
 
 -- Write the deferred aggregate deltas and host scores; every script returns through it.

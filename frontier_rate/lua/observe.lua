@@ -65,7 +65,7 @@ local function check_date(host, changed_at, I, last_fetch, now)
 end
 
 -- lease set members of the pages observed, removed with one ZREM at the end
-local FINISHED_LEASES = {}
+local FINISHED_LEASES, finished = {}, 0
 
 local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_arg, u,
     changed_at)
@@ -97,7 +97,7 @@ local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_
   end
 
   local old_rate = plan_rate(s)
-  local old_pooled = pooled_log_rate(s)
+  local old_pooled = pooled_log_rate(s, old_rate)
   local tau = now - s.last_fetch
   if s.fetches > 0 then
     update_estimate(s, I, s.p, tau, s.fetches - 1, host_log_prior(host, old_pooled), since)
@@ -108,7 +108,7 @@ local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_
   s.fails, s.notfound = 0, 0
   local new_rate = plan_rate(s)
   agg_move(s.weight, old_rate, s.weight, new_rate, host)
-  host_pool_move(host, old_pooled, pooled_log_rate(s))
+  host_pool_move(host, old_pooled, pooled_log_rate(s, new_rate))
 
   -- next due: exponential with the planned mean for lln/sa/sam (their Poisson
   -- assumption, docs/ARCHITECTURE.md); for `interval` the planned interval
@@ -131,9 +131,11 @@ local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_
     due = now - math.log(u) * mean
   end
 
-  s.flags = set(set(set(s.flags, F_LEASED, false), F_APPLIED, true), F_CHANGED, I == 1)
+  -- leased and changed cleared, gone kept (flags < 16), applied set, changed = I
+  s.flags = s.flags % 4 - s.flags % 2 + F_APPLIED + F_CHANGED * I
   save(id, s)
-  FINISHED_LEASES[#FINISHED_LEASES + 1] = id .. host
+  finished = finished + 1
+  FINISHED_LEASES[finished] = id .. host
   due = enqueue(host, id, due)
 
   if etag_arg or lm_arg then
@@ -144,7 +146,7 @@ local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_
   return OK, I, reported(s), due, date_bits
 end
 
-local out = {}
+local out, n_out = {}, 0
 local fetches, changes, dated = 0, 0, 0
 for i = H + 1, #ARGV do
   local arg = ARGV[i]
@@ -163,11 +165,15 @@ for i = H + 1, #ARGV do
     changes = changes + changed
     dated = dated + date_bits % 2
   end
-  reason = reason or ""
-  out[#out + 1] = struct.pack("<BBddBI2", status, changed, est, due, date_bits, #reason) .. reason
+  n_out = n_out + 1
+  if reason then
+    out[n_out] = struct.pack("<BBddBI2", status, changed, est, due, date_bits, #reason) .. reason
+  else
+    out[n_out] = struct.pack("<BBddBI2", status, changed, est, due, date_bits, 0)
+  end
 end
-for i = 1, #FINISHED_LEASES, 1000 do
-  redis.call("ZREM", LEASES, unpack(FINISHED_LEASES, i, math.min(i + 999, #FINISHED_LEASES)))
+for i = 1, finished, 1000 do
+  redis.call("ZREM", LEASES, unpack(FINISHED_LEASES, i, math.min(i + 999, finished)))
 end
 if fetches > 0 then redis.call("HINCRBY", CNT, "fetches", fetches) end
 if changes > 0 then redis.call("HINCRBY", CNT, "changes", changes) end
