@@ -861,16 +861,13 @@ LUA_DEFINITIONS = [  # every key name derives from KEYS[1]: these lines must sta
     'local PREFIX = string.sub(KEYS[1], 1, -6)',
     'local READY, HOSTS, LEASES, AGG, CNT = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]',
     'local BAD = PREFIX .. "bad"',
-    'local function ukey(id) return PREFIX .. "u:" .. bucket_of(id) end',
-    'local function xkey(id) return PREFIX .. "x:" .. bucket_of(id) end',
     'local function qkey(host) return PREFIX .. "q:" .. host end',
-    'local function bkey(kind, b) return PREFIX .. kind .. b end',  # kind: BUCKET_KINDS, or "s:" (skey)
+    'key = PREFIX .. kind .. b',  # in bkey; kind: "s:", "u:", "x:", "m:" (skey ... mkey, BUCKET_KINDS)
     'local HOST_PRIOR = PREFIX .. "hr"',
     'local HOST_AGG = PREFIX .. "ha"',
     'local HOST_NU = PREFIX .. "hnu"',
     'local DATES = PREFIX .. "lm"',
     'local HOST_PAGES, HOST_SWEEP = PREFIX .. "hp", PREFIX .. "hs"',
-    'local function mkey(id) return PREFIX .. "m:" .. bucket_of(id) end',
 ]
 
 

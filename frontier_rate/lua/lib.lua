@@ -94,19 +94,25 @@ local function bucket_of(id)
   if b < SPLIT then b = h % (2 * NB) end
   return b
 end
-local function bkey(kind, b) return PREFIX .. kind .. b end
-local SKEYS = {}  -- bucket -> its state hash key, built once per call
-local function skey(id)
-  local b = bucket_of(id)
-  local key = SKEYS[b]
+-- The hash key of bucket b of a kind ("s:", "u:", "x:", "m:"), built once per call
+-- (no number formatting and string building per HGET/HSET).
+local BUCKET_KEYS = {}  -- kind -> bucket -> key
+local function bkey(kind, b)
+  local keys = BUCKET_KEYS[kind]
+  if not keys then
+    keys = {}
+    BUCKET_KEYS[kind] = keys
+  end
+  local key = keys[b]
   if not key then
-    key = bkey("s:", b)
-    SKEYS[b] = key
+    key = PREFIX .. kind .. b
+    keys[b] = key
   end
   return key
 end
-local function ukey(id) return PREFIX .. "u:" .. bucket_of(id) end
-local function xkey(id) return PREFIX .. "x:" .. bucket_of(id) end
+local function skey(id) return bkey("s:", bucket_of(id)) end
+local function ukey(id) return bkey("u:", bucket_of(id)) end
+local function xkey(id) return bkey("x:", bucket_of(id)) end
 local function qkey(host) return PREFIX .. "q:" .. host end
 
 local BAD = PREFIX .. "bad"
@@ -783,7 +789,7 @@ local DECAY, MIN_WEIGHT, MIN_R = 0.9, 4, 0.7
 local BURST_RECENT, BURST_WAIT, BURST_TRIALS, BURST_LIFT = 0.1, 3, 3, 2
 local TWO_PI = 2 * math.pi
 
-local function mkey(id) return PREFIX .. "m:" .. bucket_of(id) end
+local function mkey(id) return bkey("m:", bucket_of(id)) end
 
 -- The page's pattern state (nil when it has none, or it is unreadable: then
 -- the constant-rate schedule stands and the next dated change starts afresh).
