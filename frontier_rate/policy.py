@@ -931,7 +931,8 @@ def solve_threshold(cells, budget: float, min_interval: float, max_interval: flo
 
     Politeness inside the solve (DESIGN §3, one multiplier per host; Kolobov
     et al., SIGIR 2019): ``hosts`` -- rows (n, Σλ, Σw, host index) of each
-    host's own cells, summing to ``cells`` -- and ``caps`` (fetches/s per host
+    host's own cells (every host, or at least every host that can pass its cap:
+    the others add nothing; engine.host_candidates) -- and ``caps`` (fetches/s per host
     index, inf: none). A host runs at min(D_h(ν), cap_h), D_h its cells' rate,
     so the total is the cells' rate less Σ_h max(0, D_h(ν) − cap_h): the budget
     a capped host cannot serve goes to the others. ``host_nu[h]`` = max(ν, τ_h)
