@@ -14,7 +14,7 @@ import random
 import numpy as np
 import pytest
 
-from frontier_rate import Frontier, policy
+from frontier_rate import Frontier, policy, store
 from frontier_rate.engine import (
     BETA,
     ETA,
@@ -115,6 +115,57 @@ def test_lua_estimators_equal_python(redis_url, namespace, estimator):
         assert sum(c for c, _, _ in steps) > 5, "the trace should contain changes"
         engine = f.page(url)["estimate"]
         assert engine == pytest.approx(est.estimate, rel=1e-9, abs=1e-12), url
+
+
+LIB_LOOP = """
+local out, n = {}, tonumber(ARGV[H + 1])
+for i = H + 2, #ARGV, n do
+  local a, b, c = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
+  out[#out + 1] = fmt(%s)
+end
+return out
+"""
+
+
+def lib_eval(client, frontier: Frontier, expr: str, *columns) -> np.ndarray:
+    """Lua ``expr`` inside lib.lua on a, b, c = each row of ``columns``, run in Redis."""
+    script = store._read("lib.lua") + LIB_LOOP % expr
+    rows = [repr(float(x)) for row in zip(*columns, strict=True) for x in row]
+    out = client.eval(script, 5, *frontier.keys.shard_keys(0), *frontier._header(0.0),
+                      len(columns), *rows)
+    return np.array([float(x) for x in out])
+
+
+def test_lua_optimal_y_and_index_curve_equal_python(redis_client, redis_url, namespace):
+    """lib.lua's index_curve, optimal_y and planned_interval against policy's, c across (0, 1).
+
+    Below y = 1 F is the same products and sums on both sides, so it is equal
+    to the bit; the rest also uses exp and log, which Redis takes from libm
+    and numpy from its own code (they can differ in the last bit), so 1e-15.
+    """
+    f = Frontier(redis_url, namespace=namespace, objective="changes", min_interval=1.0,
+                 max_interval=1e5)
+    assert redis_client.eval(store._read("lib.lua") + "\nreturn F_TERMS", 5,
+                             *f.keys.shard_keys(0), *f._header(0.0)) == list(policy._F_TERMS)
+
+    ys = np.concatenate([np.logspace(-12, 0, 1500, endpoint=False), np.linspace(1, 40, 200)])
+    lua_f = lib_eval(redis_client, f, "index_curve(a)", ys)
+    py_f = policy.index_curve(ys)
+    assert np.array_equal(lua_f[ys < 1], py_f[ys < 1])
+    np.testing.assert_allclose(lua_f, py_f, rtol=1e-15, atol=0)
+
+    cs = np.concatenate([np.logspace(-14, np.log10(0.4999), 700), np.linspace(0.001, 0.999, 500),
+                         1 - np.logspace(-1, -13, 200)])
+    np.testing.assert_allclose(lib_eval(redis_client, f, "optimal_y(a)", cs), policy.optimal_y(cs),
+                               rtol=1e-15, atol=0)
+
+    rng = np.random.default_rng(3)
+    w = np.exp(rng.uniform(-3, 3, cs.size))
+    lam = np.exp(rng.uniform(-9, 0, cs.size))
+    nu = cs * w
+    expect = np.clip(policy.interval_for_threshold(nu, lam, w), f.min_interval, f.max_interval)
+    np.testing.assert_allclose(lib_eval(redis_client, f, "planned_interval(a, b, c)", w, lam, nu),
+                               expect, rtol=1e-15, atol=0)
 
 
 def test_resolve_matches_exact_per_page_solve(redis_url, namespace):

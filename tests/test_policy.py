@@ -77,6 +77,32 @@ def test_optimal_y_matches_60_digit_reference():
         assert abs(Decimal(float(y)) - ref) <= ref * Decimal("1e-13"), (c, y, ref)
 
 
+def test_optimal_y_early_exit_equals_all_newton_steps(monkeypatch):
+    """Stopping after a step below NEWTON_TOL·y gives what all NEWTON_STEPS give, to 1e-15.
+
+    With NEWTON_TOL = 0 every element takes every step (one that stops on a
+    step of exactly 0 would not have moved again).
+    """
+    cs = np.logspace(-12, np.log10(0.4999), 2000)
+    early = P.optimal_y(cs)
+    monkeypatch.setattr(P, "NEWTON_TOL", 0.0)
+    full = P.optimal_y(cs)
+    np.testing.assert_allclose(early, full, rtol=1e-15, atol=0)
+
+
+def test_index_curve_series_terms_keep_double_precision():
+    """F's series cut to _F_TERMS terms stays within 2 ulp of all 22 terms and of 60 digits."""
+    assert list(P._F_TERMS) == sorted(P._F_TERMS, reverse=True)
+    assert P._F_TERMS[0] < len(P._F_COEF) and P._F_TERMS[-1] == 2
+    ys = np.logspace(-12, 0, 3000, endpoint=False)
+    cut = P._index_curve(ys)
+    full = P._series(ys, P._F_COEF)
+    np.testing.assert_allclose(cut, full, rtol=4.5e-16, atol=0)
+    for y, f in zip(ys[::10], cut[::10], strict=True):
+        ref = decimal_index_curve(float(y))
+        assert abs(Decimal(float(f)) - ref) <= ref * Decimal("4.5e-16"), y
+
+
 def test_optimal_y_edges_and_scalars():
     assert P.optimal_y(0.0) == 0.0
     assert P.optimal_y(-3.0) == 0.0

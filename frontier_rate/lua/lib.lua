@@ -198,7 +198,9 @@ local function eff_weight(w, lam)
   return 0
 end
 
--- F(y) = 1 - (1 + y) e^{-y}, by its Taylor series below 1 (policy.index_curve).
+-- F(y) = 1 - (1 + y) e^{-y}, by its Taylor series below 1 (policy.index_curve), cut
+-- after the F_TERMS[1 - e] terms that still matter in double precision for y < 2^e
+-- (policy._F_TERMS: 18 terms just below 1, 2 from 2^-26 down).
 local F_COEF = {0.5, -0.33333333333333331, 0.125, -0.033333333333333333,
   0.0069444444444444441, -0.0011904761904761906, 0.00017361111111111112,
   -2.2045855379188714e-05, 2.4801587301587302e-06, -2.5052108385441718e-07,
@@ -206,17 +208,21 @@ local F_COEF = {0.5, -0.33333333333333331, 0.125, -0.033333333333333333,
   -1.0706029224547743e-11, 7.1692159985810778e-13, -4.498331606952833e-14,
   2.6552651846596585e-15, -1.4797143443923793e-16, 7.8096034842931133e-18,
   -3.9145882126782523e-19, 1.8683261924146203e-20, -8.5099743753875053e-22}
+local F_TERMS = {18, 15, 12, 10, 9, 8, 7, 6, 6, 5, 5, 5, 4, 4, 4, 4, 4, 3, 3, 3, 3, 3, 3, 3,
+  3, 3, 2}
 local function index_curve(y)
   if y < 1 then
+    local _, e = math.frexp(y)
     local acc = 0
-    for i = #F_COEF, 1, -1 do acc = acc * y + F_COEF[i] end
+    for i = F_TERMS[1 - e] or 2, 1, -1 do acc = acc * y + F_COEF[i] end
     return acc * y * y
   end
   if y == math.huge then return 1 end
   return 1 - (1 + y) * math.exp(-y)
 end
 
--- The y >= 0 with F(y) = c (policy.optimal_y, the same iteration step by step).
+-- The y >= 0 with F(y) = c (policy.optimal_y, the same iteration step by step). For
+-- c < 0.5 Newton stops after a step of at most 1e-8 y: the next would only round.
 local function optimal_y(c)
   if c <= 0 then return 0 end
   if c >= 1 then return math.huge end
@@ -224,7 +230,11 @@ local function optimal_y(c)
     local sq = math.sqrt(2 * c)
     local y = sq * (1 + sq / 3)
     if sq < 1e-8 then return y end
-    for _ = 1, 5 do y = y - (index_curve(y) - c) / (y * math.exp(-y)) end
+    for _ = 1, 5 do
+      local step = (index_curve(y) - c) / (y * math.exp(-y))
+      y = y - step
+      if step <= 1e-8 * y and step >= -1e-8 * y then break end
+    end
     return y
   end
   local log_d = math.log(1 - c)
