@@ -84,6 +84,8 @@ def _f_terms(y: float) -> int:
 
 _F_TERMS = np.array([_f_terms(2.0**-j) for j in range(27)])
 """_F_TERMS[j]: terms of F's series used for 2^−j−1 ≤ y < 2^−j; the last (2) for all y < 2^−26."""
+_F_USERS = np.array([np.count_nonzero(_F_TERMS > k) for k in range(_F_TERMS[0])], dtype=np.uint8)
+"""_F_USERS[k]: how many binades (from j = 0) use _F_COEF[k]."""
 _GOLDEN = (3.0 - math.sqrt(5.0)) / 2.0  # 0.381966..., NR 10.2
 
 
@@ -154,19 +156,18 @@ def _series(y: np.ndarray, coef: np.ndarray) -> np.ndarray:
 def _f_series(y: np.ndarray) -> np.ndarray:
     """F's series at y < 1 over the _F_TERMS terms of each y's binade, in lib.lua's order.
 
-    Sorted by binade (most terms first), the elements with more than k terms,
-    the ones that use _F_COEF[k], are the first users[k + 1]; each sum starts as
-    0·y + its own last coefficient, as Lua's Horner loop starts there.
+    Sorted by binade, the elements that use _F_COEF[k] (those of the first
+    _F_USERS[k] binades) come first; each sum starts as 0·y + its own last
+    coefficient, as Lua's Horner loop starts there.
     """
     binade = np.minimum(-np.frexp(y)[1], len(_F_TERMS) - 1).astype(np.uint8)
-    terms = _F_TERMS[binade]
     order = np.argsort(binade, kind="stable")
     ys = y[order]
-    users = np.cumsum(np.bincount(terms, minlength=len(_F_COEF) + 1)[::-1])[::-1]
+    users = np.searchsorted(binade[order], _F_USERS).tolist()
     acc = np.zeros_like(ys)
-    for k in range(int(terms.max(initial=0)) - 1, -1, -1):
-        head = acc[:users[k + 1]]
-        head *= ys[:users[k + 1]]
+    for k in range(len(users) - 1, -1, -1):
+        head = acc[:users[k]]
+        head *= ys[:users[k]]
         head += _F_COEF[k]
     out = np.empty_like(y)
     out[order] = acc * ys * ys
