@@ -50,6 +50,7 @@ FRONTIER_SETTINGS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "fill_budget": ("FRONTIER_RATE_FILL_BUDGET", flag),
     "change_dates": ("FRONTIER_RATE_CHANGE_DATES", flag),
     "server_clock_rate": ("FRONTIER_RATE_SERVER_CLOCK_RATE", float),
+    "budget_first_fetches": ("FRONTIER_RATE_BUDGET_FIRST_FETCHES", flag),
 }
 """``Frontier`` keyword -> (setting name, type)."""
 
@@ -57,9 +58,10 @@ FRONTIER_SETTINGS: dict[str, tuple[str, Callable[[Any], Any]]] = {
 def frontier_kwargs(get: Callable[[str], Any]) -> dict[str, Any]:
     """``Frontier`` keywords from the settings that are set (``get`` reads one setting).
 
-    ``DOWNLOAD_DELAY`` serves as the minimum host delay when
-    ``FRONTIER_RATE_MIN_HOST_DELAY`` is not set. A value of the wrong type is
-    a ValueError naming the setting.
+    ``DOWNLOAD_DELAY`` (Scrapy's politeness setting, 0 by default) serves as the
+    minimum host delay when ``FRONTIER_RATE_MIN_HOST_DELAY`` is not set; where
+    neither is set (Frontera's own settings) the engine's default applies. A value
+    of the wrong type is a ValueError naming the setting.
     """
     kwargs: dict[str, Any] = {}
     for argument, (name, kind) in FRONTIER_SETTINGS.items():
@@ -73,10 +75,10 @@ def frontier_kwargs(get: Callable[[str], Any]) -> dict[str, Any]:
     if "min_host_delay" not in kwargs:
         delay = get("DOWNLOAD_DELAY")
         try:
-            delay = float(delay) if delay not in (None, "") else 0.0
+            delay = float(delay) if delay not in (None, "") else None
         except (TypeError, ValueError):
             raise ValueError(f"DOWNLOAD_DELAY={delay!r} is not a valid float") from None
-        if delay > 0:
+        if delay is not None:
             kwargs["min_host_delay"] = delay
     return kwargs
 
