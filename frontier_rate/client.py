@@ -368,7 +368,7 @@ class FrontierClient:
             if self.outage_since is not None:
                 self._up()
             if lease and not self._outbox and now >= self._next_poll - CLOCK_SLACK:
-                self._lease(now)
+                self._lease(self.clock())  # after the sends: pages just added are due by now
         except RedisUnavailable as exc:
             self._down(exc)
 
@@ -514,16 +514,18 @@ class FrontierClient:
         if room <= 0:
             return
         fresh = self._frontier.next_requests(room, now=now)
+        # nothing leased: when may something be? (known before a waiter hears of this round)
+        due = None if fresh else self._frontier.next_due_time()
         with self._lock:
             self._leases.extend((dispatch, now) for dispatch in fresh)
+            if not fresh:
+                self.next_due = due
             self._lease_rounds += 1
             self._lock.notify_all()  # wait_for_lease_round
         if fresh:
             self._next_poll = now
             self._to_adapter(self._ready)
             return
-        due = self._frontier.next_due_time()
-        self.next_due = due
         if due is None:
             self._next_poll = now + WAKE_LIMIT
         else:

@@ -96,9 +96,11 @@ MAX_WARNINGS = 100
 """Requests not revisitable logged at WARNING level per crawl; later ones at DEBUG (all are
 counted in the stat ``frontier_rate/not_revisitable``)."""
 STARVED_WAIT = 0.25
-"""Longest wait (s) of ``next_request`` for the background worker, only when nothing of this
-scheduler is in flight, nothing is buffered and pages are due now (the engine has nothing
-else to send: a crawl's first requests, Scrapy's own scheduler tests)."""
+"""Longest wait (s) of ``next_request`` for the background worker when nothing is buffered
+but pages are due now: Scrapy's engine stops asking once ``next_request`` returns None, so a
+crawl's first requests (and Scrapy's own scheduler tests, which dequeue in a loop) would
+otherwise wait for a wake-up. A lease round takes milliseconds; a wait that brings nothing
+(due pages held back by a host's delay in Redis) backs off: 1, 2, 4 ... 30 s until the next."""
 MAX_TRACKED = 10_000
 """Bound on per-flight bookkeeping a middleware could leave behind (results, 304 tokens)."""
 
@@ -134,6 +136,7 @@ class Scheduler:
         self._warnings = 0
         self._pages_taken: set[bytes] = set()  # ids of the pages this crawl took
         self._starved_until = 0.0
+        self._starved_backoff = 0.0
         self._timers: list[Any] = []
         self._wakeup: Any = None
         self._wakeup_at = float("inf")
@@ -201,16 +204,17 @@ class Scheduler:
         as a one-off, with its own callback and meta; the page keeps one schedule.
         """
         if self._is_continuation(request):
-            self._one_off.append(request)  # a redirect or retry of a page in flight
+            self._take_one_off(request)  # a redirect or retry of a page in flight
             return True
         if not request.dont_filter and self.dupefilter.request_seen(request):
             self.dupefilter.log(request, self.spider)
             return False
         page = self._as_page(request)
         if page is None:
-            self._one_off.append(request)
+            self._take_one_off(request)
             self.stats.inc_value("frontier_rate/one_off")
             return True
+        self._count("enqueued", "redis")
         if not self._new_pages:
             self._new_since = self.clock()
             self._wake_at(self._new_since + FLUSH_DELAY)
@@ -229,26 +233,31 @@ class Scheduler:
             host = urlsplit(request.url).hostname
             if host:
                 self._pace(host)
+            self._count("dequeued", "memory")
             return request
         if now >= self._next_sweep:
             self._sweep_in_flight(now)
         client = self._client
         self._take_leases()
         if not self._buffer and self._starved(now):
-            client.wait_for_lease_round(STARVED_WAIT)
-            self._take_leases()
+            self._wait_for_worker(now)
         dispatch = self._take_ready(now)
         room = BUFFER_BATCHES * self.batch_size - len(self._buffer)
         client.want(room if room >= self.batch_size else 0)  # whole batches: fewer round trips
         if dispatch is None:
             return None
         self._pace(dispatch.host)
+        self._count("dequeued", "redis")
         return self._to_request(dispatch, now)
 
     def has_pending_requests(self) -> bool:
         client = self._client
         if self._one_off or self._new_pages or self._buffer or client.pending():
             return True
+        if self._starved(self.clock()):  # pages said due: leased by now, or not due after all?
+            self._wait_for_worker(self.clock())
+            if self._buffer:
+                return True
         if client.outage_since is not None:
             return True  # keep the spider open; the client retries
         due = client.next_due
@@ -260,10 +269,12 @@ class Scheduler:
         return due <= self.clock() + self._gate.longest_delay() + 0.05
 
     def __len__(self) -> int:
-        """Requests waiting here (one-offs, new pages, leases) plus the pages the frontier
-        holds for later (as of open, plus those this process added since)."""
-        held = self.client.known_pages if self.client is not None else 0
-        return len(self._one_off) + len(self._new_pages) + len(self._buffer) + held
+        """One-off requests and pages not yet in Redis, plus the pages the frontier holds
+        (read at open and in each summary, plus those this process added since): every
+        page is a request still to come, as its next revisit."""
+        client = self.client
+        held = client.known_pages + client.unadded() if client is not None else 0
+        return len(self._one_off) + len(self._new_pages) + held
 
     # -- helpers ---------------------------------------------------------------------
     @property
@@ -338,17 +349,33 @@ class Scheduler:
             leases.sort(key=lambda lease: -stored_priority(lease[0].meta))
             self._buffer.extend(leases)
 
+    def _take_one_off(self, request: Request) -> None:
+        self._one_off.append(request)
+        self._count("enqueued", "memory")
+
+    def _count(self, what: str, where: str) -> None:
+        """Scrapy's own scheduler stats: ``scheduler/enqueued`` and ``scheduler/dequeued``,
+        split by where the request waits (``memory``: one-offs; ``redis``: pages)."""
+        self.stats.inc_value(f"scheduler/{what}")
+        self.stats.inc_value(f"scheduler/{what}/{where}")
+
+    def _wait_for_worker(self, now: float) -> None:
+        """Wait (at most ``STARVED_WAIT``) for the worker's next lease round, then take what
+        it leased; when it brought nothing, do not wait again for 1, 2, 4 ... 30 s."""
+        self._client.wait_for_lease_round(STARVED_WAIT)
+        self._take_leases()
+        self._starved_backoff = 0.0 if self._buffer else min(30.0, 2 * self._starved_backoff
+                                                              or 1.0)
+        self._starved_until = now + self._starved_backoff
+
     def _starved(self, now: float) -> bool:
         """Would the engine have nothing to send although pages are due now? (Then
-        ``next_request`` waits up to ``STARVED_WAIT`` for the worker, at most once a second.)"""
+        ``next_request`` waits up to ``STARVED_WAIT`` for the worker.)"""
         client = self._client
-        if self._in_flight or client.outage_since is not None or now < self._starved_until:
+        if client.outage_since is not None or now < self._starved_until:
             return False
         due = client.next_due
-        if not (client.unadded() or (due is not None and due <= now)):
-            return False
-        self._starved_until = now + 1.0
-        return True
+        return bool(client.unadded() or (due is not None and due <= now))
 
     def _is_continuation(self, request: Request) -> bool:
         """A redirect or retry Scrapy made from a request this scheduler sent (it keeps the
