@@ -39,6 +39,7 @@ Choices worth knowing (see the README section):
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import math
@@ -138,6 +139,8 @@ that jumps hours per call does not pay a 16-shard scan on every call for a safet
 guards against dead processes, which live in real time."""
 REFRESH_PAGES = 256
 """Pages re-planned per background refresh step (one shard per next_requests call)."""
+MIN_BUDGET = 1e-6
+"""Smallest budget (fetches per second over all hosts) a frontier accepts."""
 PRIORITY_STEP = 1e-3
 """Seconds a new page's first due time moves earlier per unit of priority (``add_many``):
 among pages added at the same time the higher priority is due first (a negative priority
@@ -271,40 +274,13 @@ class Frontier:
                  redis_timeout: float = SOCKET_TIMEOUT,
                  fill_budget: bool | None = None, change_dates: bool = True,
                  server_clock_rate: float = 1.0, budget_first_fetches: bool = False) -> None:
-        if not isinstance(namespace, str) or not NAMESPACE_RE.match(namespace):
-            raise ValueError(f"namespace must be 1-64 characters of A-Z a-z 0-9 _ . -, "
-                             f"got {namespace!r}")
-        if estimator in OFFLINE_ESTIMATORS:
-            raise ValueError(f"estimator {estimator!r} is {OFFLINE_ESTIMATORS[estimator]}; the "
-                             f"engine supports {', '.join(ENGINE_ESTIMATORS)}")
-        if estimator not in ENGINE_ESTIMATORS:
-            raise ValueError(f"unknown estimator {estimator!r}; choose one of "
-                             f"{', '.join(ENGINE_ESTIMATORS)}")
-        if policy not in POLICIES:
-            raise ValueError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
-        if objective not in OBJECTIVES:
-            raise ValueError(f"unknown objective {objective!r}; choose one of "
-                             f"{', '.join(OBJECTIVES)}")
-        self.budget = _real("budget", budget, minimum=0.0, strict=True)
-        self.min_host_delay = _real("min_host_delay", min_host_delay, minimum=0.0)
-        self.min_interval = _real("min_interval", min_interval, minimum=0.0, strict=True)
-        self.max_interval = _real("max_interval", max_interval, minimum=self.min_interval)
-        self.lease_timeout = _real("lease_timeout", lease_timeout, minimum=0.0, strict=True)
-        self.prior_rate = _real("prior_rate", prior_rate, minimum=0.0, strict=True)
-        if not callable(clock):
-            raise ValueError(f"clock must be callable, got {clock!r}")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-            raise ValueError(f"seed must be an int or None, got {seed!r}")
-        self.namespace, self.estimator, self.policy = namespace, estimator, policy
-        self.fill_budget = estimator == "interval" if fill_budget is None else bool(fill_budget)
-        self.change_dates = bool(change_dates)
-        self.budget_first_fetches = bool(budget_first_fetches)
-        self.server_clock_rate = _real("server_clock_rate", server_clock_rate, minimum=0.0,
-                                       strict=True)
-        self.objective, self.clock = objective, clock
+        self._apply_options(
+            namespace=namespace, estimator=estimator, policy=policy, objective=objective,
+            budget=budget, min_host_delay=min_host_delay, min_interval=min_interval,
+            max_interval=max_interval, lease_timeout=lease_timeout, clock=clock, seed=seed,
+            prior_rate=prior_rate, fill_budget=fill_budget, change_dates=change_dates,
+            server_clock_rate=server_clock_rate, budget_first_fetches=budget_first_fetches)
         self.redis_url = redis_url
-        self._rng = random.Random(seed)
-
         self.redis_timeout = _real("redis_timeout", redis_timeout, minimum=0.0, strict=True)
         self.client = connect(redis_url, timeout=self.redis_timeout)
         self.shards, self.buckets = self._configure()
@@ -322,6 +298,65 @@ class Frontier:
         self._due_sets: dict[int, tuple[bytes, bytes]] = {}
         with self._errors():
             self.client.hset(self.keys.nu, "budget", repr(self.budget))
+
+    @classmethod
+    def check_options(cls, **options: Any) -> None:
+        """Raise the ValueError ``Frontier(**options)`` would, without connecting to Redis
+        (adapters check their settings at start-up with it)."""
+        signature = inspect.signature(cls.__init__)
+        bound = signature.bind(None, **options)
+        bound.apply_defaults()
+        values = dict(bound.arguments)
+        for name in ("self", "redis_url", "redis_timeout"):
+            values.pop(name, None)
+        if "redis_timeout" in options:
+            _real("redis_timeout", options["redis_timeout"], minimum=0.0, strict=True)
+        cls._apply_options(cls.__new__(cls), **values)
+
+    def _apply_options(self, *, namespace: str, estimator: str, policy: str, objective: str,
+                       budget: float, min_host_delay: float, min_interval: float,
+                       max_interval: float, lease_timeout: float, clock: Callable[[], float],
+                       seed: int | None, prior_rate: float, fill_budget: bool | None,
+                       change_dates: bool, server_clock_rate: float,
+                       budget_first_fetches: bool) -> None:
+        """Check the constructor's options (ValueError naming the first bad one) and keep
+        them."""
+        if not isinstance(namespace, str) or not NAMESPACE_RE.match(namespace):
+            raise ValueError(f"namespace must be 1-64 characters of A-Z a-z 0-9 _ . -, "
+                             f"got {namespace!r}")
+        if estimator in OFFLINE_ESTIMATORS:
+            raise ValueError(f"estimator {estimator!r} is {OFFLINE_ESTIMATORS[estimator]}; the "
+                             f"engine supports {', '.join(ENGINE_ESTIMATORS)}")
+        if estimator not in ENGINE_ESTIMATORS:
+            raise ValueError(f"unknown estimator {estimator!r}; choose one of "
+                             f"{', '.join(ENGINE_ESTIMATORS)}")
+        if policy not in POLICIES:
+            raise ValueError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
+        if objective not in OBJECTIVES:
+            raise ValueError(f"unknown objective {objective!r}; choose one of "
+                             f"{', '.join(OBJECTIVES)}")
+        self.budget = _real("budget", budget, minimum=0.0, strict=True)
+        if self.budget < MIN_BUDGET:
+            raise ValueError(f"budget is fetches per second over all hosts, at least "
+                             f"{MIN_BUDGET:g} (one fetch in {1 / MIN_BUDGET / 86400:.1f} days); "
+                             f"got {budget!r}")
+        self.min_host_delay = _real("min_host_delay", min_host_delay, minimum=0.0)
+        self.min_interval = _real("min_interval", min_interval, minimum=0.0, strict=True)
+        self.max_interval = _real("max_interval", max_interval, minimum=self.min_interval)
+        self.lease_timeout = _real("lease_timeout", lease_timeout, minimum=0.0, strict=True)
+        self.prior_rate = _real("prior_rate", prior_rate, minimum=0.0, strict=True)
+        if not callable(clock):
+            raise ValueError(f"clock must be callable, got {clock!r}")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise ValueError(f"seed must be an int or None, got {seed!r}")
+        self.namespace, self.estimator, self.policy = namespace, estimator, policy
+        self.fill_budget = estimator == "interval" if fill_budget is None else bool(fill_budget)
+        self.change_dates = bool(change_dates)
+        self.budget_first_fetches = bool(budget_first_fetches)
+        self.server_clock_rate = _real("server_clock_rate", server_clock_rate, minimum=0.0,
+                                       strict=True)
+        self.objective, self.clock = objective, clock
+        self._rng = random.Random(seed)
 
     # ------------------------------------------------------------------ setup
 

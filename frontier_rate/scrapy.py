@@ -110,7 +110,11 @@ class Scheduler:
     def __init__(self, crawler: Crawler, frontier: Frontier | None = None) -> None:
         self.crawler = crawler
         self.stats = crawler.stats
-        self.settings = config = adapter_settings(crawler.settings.get)
+        try:
+            config = adapter_settings(crawler.settings.get)
+        except ValueError as exc:
+            raise SettingError(str(exc)) from None
+        self.settings = config
         self.spider: Spider | None = None
         self.clock = config.clock
         self.fingerprinter = Fingerprinter(config.fingerprint, config.strip_patterns,
@@ -148,7 +152,13 @@ class Scheduler:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Scheduler:
-        return cls(crawler)
+        """Build the scheduler; a bad ``FRONTIER_RATE_*`` setting is reported when the engine
+        opens it (``open`` raises ``SettingError``), where Scrapy can still close cleanly and
+        the error naming the setting is the last thing printed."""
+        try:
+            return cls(crawler)
+        except SettingError as exc:
+            return _Refusing(crawler, exc)  # type: ignore[return-value]
 
     # -- Scrapy scheduler interface -------------------------------------------------
     def open(self, spider: Spider) -> None:
@@ -652,6 +662,39 @@ class Scheduler:
             reason = f"frontier_rate_{why}"
             logger.info("frontier-rate closing the spider: %s", reason)
             compat.close_spider(self.crawler, reason)
+
+
+class SettingError(ValueError):
+    """A ``FRONTIER_RATE_*`` (or Scrapy) setting the scheduler cannot use; the message names
+    the setting and its value."""
+
+
+class _Refusing:
+    """What ``Scheduler.from_crawler`` returns for bad settings: ``open`` raises the error
+    (Scrapy's engine then closes cleanly: it has a slot for the spider), every other call is
+    a no-op. Building it must not fail, or Scrapy's own clean-up masks the error."""
+
+    def __init__(self, crawler: Crawler, error: SettingError) -> None:
+        self.crawler, self.error = crawler, error
+
+    def open(self, spider: Spider) -> None:
+        logger.error("frontier-rate: %s", self.error)
+        raise self.error
+
+    def close(self, reason: str) -> None:
+        pass
+
+    def has_pending_requests(self) -> bool:
+        return False
+
+    def enqueue_request(self, request: Request) -> bool:
+        return False
+
+    def next_request(self) -> None:
+        return None
+
+    def __len__(self) -> int:
+        return 0
 
 
 def _bounded_add(tokens: set[str], token: str) -> None:
