@@ -8,6 +8,7 @@ clock is virtual, so due times, backoffs and close conditions are exact.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -23,7 +24,10 @@ from frontier_rate.frontera import (
     RESULT_KEY,
     RevisitBackend,
     lease_of,
+    pack,
     page_meta,
+    page_request,
+    unpack,
 )
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -153,7 +157,8 @@ def test_seed_fetch_wait_revisit(manager: FrontierManager, clock: VirtualClock) 
     clock.advance(1.0)
     second = manager.get_next_requests(10, key_type="domain", overused_keys=[])
     assert urls(second) == [url]
-    assert second[0].headers[b"If-None-Match"] == [b'"v1"']  # conditional revisit
+    assert second[0].headers[b"If-None-Match"] == b'"v1"'  # conditional revisit
+    assert second[0].headers[b"Accept"] == [b"text/html"]  # as given
     assert second[0].meta[b"scrapy_callback"] == b"parse_item"
 
     response = respond(manager, second[0], body=b"<p>v2</p>", headers={b"ETag": [b'"v2"']})
@@ -345,7 +350,9 @@ def test_state_is_shared_with_other_frontiers(manager: FrontierManager, redis_ur
     with Frontier(redis_url, namespace=namespace, estimator="interval", clock=clock) as other:
         page = other.page("http://site.test/shared")
         assert page["weight"] == 3.0 and page["fetches"] == 1
-        assert page["meta"] == {"cb": "parse", "m": {"frontier_rate_weight": 3}}
+        stored = page["meta"]["fr"]["m"]["$k"]  # pack()ed frontera meta, readable keys
+        assert stored["scrapy_callback"] == {"$b": "cGFyc2U="}  # b"parse"
+        assert stored["scrapy_meta"] == {"frontier_rate_weight": 3}
         assert other.stats()["pages"] == 1
 
 
@@ -376,13 +383,71 @@ def test_bad_arguments(manager: FrontierManager) -> None:
 
 
 def test_page_meta_round_trip() -> None:
-    """page_meta keeps what scrapy-frontera needs to rebuild the request, as JSON."""
-    request = scrapy_request("http://site.test/x", meta={"k": [1, "two"], "retry_times": 2},
-                             callback=b"parse_x", headers={b"X-A": [b"1"],
+    """page_meta stores the request as given, as JSON; page_request rebuilds it exactly."""
+    request = scrapy_request("http://site.test/x", meta={"k": [1, "two"], "retry_times": 2,
+                                                         "raw": b"\x00\xff", "pair": (1, b"z"),
+                                                         "$ref": {3: "int key"}},
+                             callback=b"parse_x", headers={b"X-A": [b"1"], "X-B": "2",
                                                            b"If-None-Match": [b'"old"']})
+    request.cookies[b"currency"] = b"USD"
     request.cookies["session"] = "abc"
-    assert page_meta(request) == {"cb": "parse_x", "m": {"k": [1, "two"]},
-                                  "h": {"X-A": ["1"]}, "c": {"session": "abc"}}
+    request.meta[b"this_param"] = b"should be passed over"
+    request.meta[b"scrapy_cb_kwargs"] = {"when": ("a", 1.5)}
+    request.meta[DISPATCH_KEY.encode()] = {"url": "http://site.test/x", "token": "t"}
+    request._body = b"\x01body"
+    stored = page_meta(request)
+    text = json.dumps(stored, allow_nan=False)  # plain JSON: nothing pickled
+    rebuilt = page_request(request.url, json.loads(text))
+    expected_meta = dict(request.meta)
+    del expected_meta[DISPATCH_KEY.encode()]  # per-fetch: the lease of the fetch it came from
+    expected_meta[b"scrapy_meta"] = {k: v for k, v in request.meta[b"scrapy_meta"].items()
+                                     if k != "retry_times"}
+    assert rebuilt.meta == expected_meta
+    assert rebuilt.headers == {b"X-A": [b"1"], "X-B": "2"}  # as given; validators are the frontier's
+    assert rebuilt.cookies == {b"currency": b"USD", "session": "abc"}
+    assert rebuilt.body == b"\x01body" and rebuilt.method == b"GET"
+    assert type(rebuilt.meta[b"scrapy_meta"]["pair"]) is tuple
+
+
+def test_pack_refuses_what_it_cannot_give_back() -> None:
+    """Sets, objects, NaN and cycles are named in a ValueError; malformed stored values too."""
+    for value in ({"a", "b"}, object(), float("nan")):
+        with pytest.raises(ValueError, match="meta\\['v'\\]"):
+            pack({"v": value}, "meta")
+    loop: list = []
+    loop.append(loop)
+    with pytest.raises(ValueError, match="nested deeper"):
+        pack(loop)
+    for bad in ({"$b": "!!"}, {"$t": "x"}, {"$d": {"ab": 1}}, {"$d": [[[1], 2]]}):
+        with pytest.raises(ValueError, match="malformed"):
+            unpack(bad)
+    assert unpack(pack({"$b": "not bytes"})) == {"$b": "not bytes"}  # a user's "$" key is escaped
+
+
+def test_a_page_stored_by_an_earlier_version_is_rebuilt(
+        manager: FrontierManager, redis_url: str, namespace: str, clock: VirtualClock) -> None:
+    """Pages stored with the earlier JSON keys (cb/eb/kw/m/h/c) still come back as they were."""
+    url = "http://site.test/old"
+    with Frontier(redis_url, namespace=namespace, estimator="interval", clock=clock) as other:
+        other.add(url, 1.0, {"cb": "parse_old", "kw": {"a": 1}, "m": {"depth": 2},
+                             "h": {"Accept": ["text/html"]}, "c": {"session": "abc"}})
+    [got] = manager.get_next_requests(10, key_type="domain", overused_keys=[])
+    assert got.meta[b"scrapy_callback"] == b"parse_old"
+    assert got.meta[b"scrapy_cb_kwargs"] == {"a": 1}
+    assert got.meta[b"scrapy_meta"]["depth"] == 2 and lease_of(got).url == url
+    assert got.headers == {b"Accept": [b"text/html"]} and got.cookies == {"session": "abc"}
+
+
+def test_a_corrupt_stored_request_is_fetched_bare(
+        manager: FrontierManager, redis_url: str, namespace: str, clock: VirtualClock,
+        caplog) -> None:
+    url = "http://site.test/corrupt"
+    with Frontier(redis_url, namespace=namespace, estimator="interval", clock=clock) as other:
+        other.add(url, 1.0, {"fr": {"m": {"$b": "%%%"}}})
+    with caplog.at_level("WARNING", logger="frontier_rate"):
+        [got] = manager.get_next_requests(10, key_type="domain", overused_keys=[])
+    assert got.url == url and lease_of(got).url == url
+    assert "stored request of http://site.test/corrupt unreadable" in caplog.text
 
 
 @pytest.mark.reliability
