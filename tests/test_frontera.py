@@ -17,6 +17,7 @@ import pytest
 from frontera.core.manager import FrontierManager
 from frontera.core.models import Request, Response
 from frontera.settings import Settings
+from frontera.utils.tester import BaseDownloaderSimulator, FrontierTester
 
 from frontier_rate.engine import BACKOFF_BASE, Frontier
 from frontier_rate.frontera import (
@@ -31,6 +32,7 @@ from frontier_rate.frontera import (
 )
 
 sys.path.insert(0, str(Path(__file__).parent))
+from frontera_support.graph import Graph  # noqa: E402
 from reliability_support.proxy import RedisProxy  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
@@ -53,6 +55,19 @@ class VirtualClock:
 @pytest.fixture
 def clock() -> VirtualClock:
     return VirtualClock()
+
+
+class Counter:
+    """A stats manager as scrapy-frontera passes one (``STATS_MANAGER``): plain counters."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, float] = {}
+
+    def inc_value(self, key: str, value: float = 1) -> None:
+        self.values[key] = self.values.get(key, 0) + value
+
+    def set_value(self, key: str, value: float) -> None:
+        self.values[key] = value
 
 
 def make_manager(redis_url: str, namespace: str, clock: VirtualClock | None,
@@ -380,6 +395,111 @@ def test_bad_arguments(manager: FrontierManager) -> None:
         manager.backend.get_next_requests(1, key_type="slot")
     with pytest.raises(ValueError, match="frontier_rate_weight"):
         manager.add_seeds([scrapy_request("http://site.test/w", meta={"frontier_rate_weight": 0})])
+
+
+CYCLE = {  # POST forms linking to each other and to themselves, as in frontera's SITE_03 / 09
+    "http://a.test/": ["http://a.test/1", "http://a.test/2", "http://b.test/"],
+    "http://a.test/1": ["http://a.test/", "http://a.test/1", "http://a.test/2#frag"],
+    "http://a.test/2": ["http://a.test/1", "http://b.test/"],
+    "http://b.test/": ["http://a.test/", "http://b.test/"],
+    "http://a.test/2#frag": ["http://a.test/"],
+}
+
+
+def run_tester(manager: FrontierManager, tester: FrontierTester, cap: int = 100) -> list[str]:
+    """frontera's FrontierTester loop (seeds, then poll / download / report until nothing
+    comes), bounded: a backend that keeps handing out requests fails instead of hanging."""
+    tester._add_seeds()
+    sent: list[str] = []
+    for _ in range(cap):
+        requests, _, _ = tester._run_iteration()
+        sent += [r.url for r in requests]
+        if not requests and tester.downloader_simulator.idle():
+            return sent
+    raise AssertionError(f"no end after {cap} polls: {len(sent)} requests, {len(set(sent))} URLs")
+
+
+@pytest.mark.parametrize("max_next", [1, 5])
+def test_cyclic_post_graph_ends_each_request_once(manager: FrontierManager,
+                                                  max_next: int) -> None:
+    """frontera's tester (every request a POST) over a cyclic graph: each request once.
+
+    POSTs are one-offs; each was handed out again whenever a page linked to it,
+    so a cycle never ended (frontera's harness sites 03 and 09: 383 dispatches
+    of 31 pages until the timeout). As Scrapy's dupefilter, the canonical URL
+    decides: ``/2#frag`` is ``/2``. The tester asserts meta, header, method and
+    cookie on every request.
+    """
+    tester = FrontierTester(manager, Graph(CYCLE), BaseDownloaderSimulator(),
+                            max_next_requests=max_next)
+    sent = run_tester(manager, tester)
+    assert sorted(sent) == sorted(set(CYCLE) - {"http://a.test/2#frag"})
+    assert manager.finished
+
+
+def test_one_offs_are_deduplicated_as_scrapy_would(redis_url: str, namespace: str,
+                                                   clock: VirtualClock) -> None:
+    """Same method, canonical URL and body: once per crawl. Another body, method or a
+    scrapy-frontera fingerprint that differs (``dont_filter``) is another request."""
+    def post(url: str, body: bytes = b"q=1", fingerprint: str | None = None) -> Request:
+        request = scrapy_request(url, method=b"POST")
+        request.meta[b"scrapy_body"] = body
+        if fingerprint:
+            request.meta[b"frontier_fingerprint"] = fingerprint
+        return request
+
+    stats = Counter()
+    manager = make_manager(redis_url, namespace, clock, STATS_MANAGER=stats)
+    try:
+        manager.add_seeds([post("http://f.test/form"), post("http://f.test/form"),
+                           post("http://f.test/form?b=2&a=1"), post("http://f.test/form?a=1&b=2"),
+                           post("http://f.test/form", b"q=2"),
+                           post("http://f.test/form", fingerprint="x1"),
+                           post("http://f.test/form", fingerprint="x2"),
+                           post("http://f.test/form", fingerprint="x2"),
+                           scrapy_request("http://f.test/once", meta={"dont_revisit": True}),
+                           scrapy_request("http://f.test/once", meta={"dont_revisit": True})])
+        out = manager.get_next_requests(20, key_type="domain", overused_keys=[])
+        assert [(r.url, r.method, r.meta[b"scrapy_body"]) for r in out] == [
+            ("http://f.test/form", b"POST", b"q=1"), ("http://f.test/form?b=2&a=1", b"POST", b"q=1"),
+            ("http://f.test/form", b"POST", b"q=2"), ("http://f.test/form", b"POST", b"q=1"),
+            ("http://f.test/form", b"POST", b"q=1"), ("http://f.test/once", b"GET", b"")]
+        assert stats.values["frontier_rate/one_off_duplicate"] == 4
+        assert stats.values["frontier_rate/one_off"] == 6
+        manager.links_extracted(out[0], [post("http://f.test/form")])  # later on: still seen
+        assert manager.get_next_requests(20, key_type="domain", overused_keys=[]) == []
+    finally:
+        manager.stop()
+
+
+def test_one_offs_wait_while_their_slot_is_overused(manager: FrontierManager) -> None:
+    busy = [scrapy_request(f"http://busy.test/{i}", method=b"POST") for i in range(2)]
+    calm = [scrapy_request("http://calm.test/x", method=b"POST")]
+    manager.add_seeds(busy + calm)
+    assert urls(manager.get_next_requests(10, key_type="domain",
+                                          overused_keys=["busy.test"])) == ["http://calm.test/x"]
+    assert not manager.finished
+    assert urls(manager.get_next_requests(10, key_type="domain", overused_keys=[])) == \
+        ["http://busy.test/0", "http://busy.test/1"]
+
+
+def test_frontera_testers_request_comes_back_as_given(manager: FrontierManager,
+                                                      clock: VirtualClock) -> None:
+    """frontera's tester request (bytes header value, bytes cookie, a meta key of its own),
+    made a GET so that it is a page: the first fetch and the revisit carry all of it.
+    Before: the header value came back as a list, the cookie as str, the meta key not at all."""
+    tester = FrontierTester(manager, Graph({}), BaseDownloaderSimulator())
+    seed = tester._make_request("http://site.test/given")
+    seed._method = b"GET"
+    manager.add_seeds([seed])
+    for _ in range(2):
+        [got] = manager.get_next_requests(10, key_type="domain", overused_keys=[])
+        assert got.method == b"GET"
+        assert got.meta[b"this_param"] == b"should be passed over"
+        assert got.headers[b"X-Important-Header"] == b"Frontera"
+        assert got.cookies == {b"currency": b"USD"}
+        respond(manager, got, body=b"x")
+        clock.advance(MAX_INTERVAL + 1)
 
 
 def test_page_meta_round_trip() -> None:
