@@ -126,15 +126,21 @@ def backend_of(manager: FrontierManager) -> RevisitBackend:
 
 def test_budget_filling_hands_out_a_page_before_it_is_due(redis_url, namespace, clock) -> None:
     """With FRONTIER_RATE_FILL_BUDGET on (the default for `interval`), a budget with tokens
-    and nothing due leases the page that falls due next."""
-    manager = make_manager(redis_url, namespace, clock, FRONTIER_RATE_FILL_BUDGET=True)
+    and nothing due leases the page that falls due next, once MIN_INTERVAL has passed.
+
+    A budget of 0.2 fetches/s plans the one page 5 s apart; MIN_INTERVAL is 2 s, so 4 s
+    after its fetch the page is past MIN_INTERVAL and 1 s before its due time.
+    """
+    manager = make_manager(redis_url, namespace, clock, FRONTIER_RATE_FILL_BUDGET=True,
+                           FRONTIER_RATE_BUDGET=0.2, FRONTIER_RATE_MIN_INTERVAL=2.0)
     try:
         url = "http://site.test/a"
         manager.add_seeds([scrapy_request(url)])
         (first,) = manager.get_next_requests(10, key_type="domain", overused_keys=[])
         respond(manager, first, body=b"<p>v1</p>")
         due = backend_of(manager).frontier.page(url)["next_due"]
-        clock.advance(1.0)
+        assert due == pytest.approx(clock.now + 5.0)
+        clock.advance(4.0)
         early = manager.get_next_requests(10, key_type="domain", overused_keys=[])
         assert urls(early) == [url]
         assert early[0].meta[b"scrapy_meta"][DISPATCH_KEY]["due"] == pytest.approx(due)
