@@ -343,14 +343,14 @@ class Scheduler:
         ``MAX_WARNINGS`` at WARNING level) and count it."""
         self.stats.inc_value("frontier_rate/not_revisitable")
         self._warnings += 1
-        if self._warnings <= MAX_WARNINGS:
-            logger.warning("frontier-rate: %s is fetched once, not revisited: %s", request, exc)
-            if self._warnings == MAX_WARNINGS:
-                logger.warning("frontier-rate: %d requests not revisitable; further ones are "
-                               "logged at DEBUG level (stat frontier_rate/not_revisitable "
-                               "counts them all)", MAX_WARNINGS)
-        else:
-            logger.debug("frontier-rate: %s is fetched once, not revisited: %s", request, exc)
+        url = request.url if len(request.url) <= 200 else request.url[:200] + "..."
+        level = logging.WARNING if self._warnings <= MAX_WARNINGS else logging.DEBUG
+        logger.log(level, "frontier-rate: <%s %s> is fetched once, not revisited: %s",
+                   request.method, url, exc)
+        if self._warnings == MAX_WARNINGS:
+            logger.warning("frontier-rate: %d requests not revisitable; further ones are "
+                           "logged at DEBUG level (stat frontier_rate/not_revisitable counts "
+                           "them all)", MAX_WARNINGS)
 
     def _take_leases(self) -> None:
         """Move the leases the worker fetched into the buffer, the highest priority first."""
