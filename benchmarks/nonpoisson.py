@@ -485,6 +485,15 @@ def markdown(summary: dict, seeds: int, command: str) -> str:
                          f"({r['spend_vs_uniform']['median']:.2f})")
         rows.append(f"| {n} | " + " | ".join(cells) + f" | {desc.get(n, '')} |")
     viol = sum(summary[b][n]["violations"]["max"] for b in budgets for n in names)
+    online = [n for n in names if n in ONLINE]
+    verdict = ["**Target** (issue 26: >= 1.02 x uniform at every budget, spend >= 0.98 of uniform's, "
+               "no violations), median over seeds:"]
+    for n in online:
+        q = [summary[b][n]["ratio_to_uniform"]["median"] for b in budgets]
+        sp = min(summary[b][n]["spend_vs_uniform"]["median"] for b in budgets)
+        met = all(x >= 1.02 for x in q) and sp >= 0.98
+        verdict.append(f"- {n}: **{'met' if met else 'missed'}** (" + ", ".join(
+            f"{x:.3f} at {b:g}" for x, b in zip(q, budgets, strict=True)) + f"; spend >= {sp:.2f} x uniform's)")
     return "\n".join([
         f"`{command}` -- the real change histories of `real_traces.py`, replayed in an offline "
         f"dispatcher (same budget, token bucket, host delays and scoring; its `uniform` reproduces "
@@ -492,11 +501,22 @@ def markdown(summary: dict, seeds: int, command: str) -> str:
         "Cells: freshness / uniform's (median [min-max] over seeds) / freshness / uniform_fill's "
         "(spend in brackets, as a multiple of uniform's spend). `bound:` rows use knowledge no "
         "crawler has.",
-        "", *rows, "", f"Politeness and budget violations, all runs: {viol:g}."])
+        "", *rows, "", f"Politeness and budget violations, all runs: {viol:g}.", "", *verdict, "",
+        "Why: three hosts (endoflife-date 167 pages, docker-library 76, help-scraper 40: 89% of the pages "
+        "and most of the stale time) sit at their politeness cap at every budget, so a plan can only "
+        "reorder their fetches; a better curve moves little there (`bound:curve`, every page's true "
+        "curve in hindsight, is itself below 1.02 at 0.05 and 2). The host over-dispersion is real "
+        "(fitted Lomax shapes 0.05-0.85 on the capped hosts) but pays nothing under the caps. The "
+        "non-parametric pooled curve is identified only at the intervals the plan samples (near-periodic "
+        "plans sample one to two decades of λτ) and is extrapolated wrongly elsewhere. Pages that change "
+        "together pay only with per-commit knowledge (`bound:cochange_event`); even the true pairwise "
+        "co-change frequencies (`bound:cochange_pairs`) add nothing over `lomax`: which siblings a commit "
+        "touched is not learnable from change bits, it is what sitemaps and feeds tell."])
 
 
 def main(argv: list[str] | None = None) -> int:
     import argparse
+    import json
 
     from traces import load_traces
 
@@ -507,6 +527,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", help="variants to run (default: all, bounds included)")
     parser.add_argument("--write", action="store_true", help="write docs/benchmarks/nonpoisson.json and "
                         "the docs section")
+    parser.add_argument("--cache", help="directory keeping each finished (budget, seed) as JSON (resume a run)")
     args = parser.parse_args(argv)
     traces = load_traces()
     seeds = 1 if args.quick else args.seeds
@@ -515,7 +536,14 @@ def main(argv: list[str] | None = None) -> int:
     for b in args.budgets:
         runs[b] = {}
         for s in range(seeds):
-            runs[b][s] = run_one(traces, b, s, names)
+            path = Path(args.cache) / f"{b:g}-{s}-{'_'.join(names)}.json" if args.cache else None
+            if path is not None and path.exists():
+                runs[b][s] = json.loads(path.read_text())
+            else:
+                runs[b][s] = run_one(traces, b, s, names)
+                if path is not None:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.write_text(json.dumps(runs[b][s], default=float))
             line = "  ".join(f"{n} {r['ratio_to_uniform']:.3f}" for n, r in runs[b][s].items()
                              if n != "uniform")
             print(f"B={b:<5g} seed {s}: {line}", flush=True)
