@@ -38,7 +38,6 @@ Redis is never called on the event loop's thread except in ``open`` and
 
 from __future__ import annotations
 
-import inspect
 import logging
 import weakref
 from collections import deque
@@ -48,7 +47,7 @@ from urllib.parse import urlsplit
 
 from scrapy import Request, signals
 from scrapy.exceptions import IgnoreRequest, StopDownload
-from scrapy.utils.misc import arg_to_iter, build_from_crawler, load_object
+from scrapy.utils.misc import build_from_crawler, load_object
 
 from frontier_rate import scrapy_compat as compat
 from frontier_rate.client import Call, FrontierClient, result_meta
@@ -476,7 +475,12 @@ class Scheduler:
     def _wrap_callback(self, callback: Callable[..., Any], first: bool) -> Callable[..., Any]:
         """The callback Scrapy calls: wait for the observation (off the event loop's
         critical path), fill ``RESULT_KEY``, drop observed 304s, then run the spider's.
-        ``first``: the page's first fetch (``new`` in ``RESULT_KEY``)."""
+        ``first``: the page's first fetch (``new`` in ``RESULT_KEY``).
+
+        A coroutine that returns the spider's own output: Scrapy then treats that output
+        as if the spider's callback had returned it (a sync generator stays on Scrapy's
+        sync path; wrapping it in an async generator made every item an asyncio task,
+        ~20% of a link-following crawl's throughput)."""
 
         async def frontier_rate_callback(response: Response, **kwargs: Any) -> Any:
             flight = response.meta.get(TOKEN_KEY)
@@ -488,17 +492,10 @@ class Scheduler:
                                                         first=first)
             if response.status == 304 and flight in self._not_modified:
                 self._not_modified.discard(flight)
-                return
+                return None
             output = callback(response, **kwargs)
             compat.warn_if_deferred(output, callback)
-            if inspect.isasyncgen(output):
-                async for item in output:
-                    yield item
-                return
-            if inspect.isawaitable(output):
-                output = await output
-            for item in arg_to_iter(output):
-                yield item
+            return output
 
         frontier_rate_callback.frontier_rate_wraps = callback  # type: ignore[attr-defined]
         return frontier_rate_callback
