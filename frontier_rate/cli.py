@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import math
 import sys
 import time
@@ -88,6 +89,9 @@ def key_value(record: dict) -> str:
 @click.version_option(package_name="frontier-rate")
 def main() -> None:
     """Inspect and manage frontier-rate's revisit frontier in Redis."""
+    # the engine's log lines (a server without persistence, ...) are what ``stats`` shows;
+    # here errors are one line on stderr, so nothing else may print there
+    logging.getLogger("frontier_rate").addHandler(logging.NullHandler())
 
 
 @main.command()
