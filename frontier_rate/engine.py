@@ -619,7 +619,7 @@ class Frontier:
         sets, self._due_sets = self._due_sets, {}
 
         def first(pipe: Any) -> None:
-            pipe.hmget(self.keys.nu, "nu", "solved_at", "budget", "status")
+            pipe.hmget(self.keys.nu, *NU_FIELDS)
             self._take_tokens(pipe, now, max_n, give_back)
             if sets:
                 self.scripts.call(pipe, "due", [self.keys.due],
@@ -627,7 +627,7 @@ class Frontier:
                                              for x in (str(shard), t, v)])
             pipe.hgetall(self.keys.due)
 
-        with self._errors():
+        with self._errors("next_requests"):
             replies = self.scripts.run(first)
             nu_raw, granted, summary = replies[0], int(replies[1]), replies[-1]
             versions = {shard: summary.get(b"v%d" % shard, b"0") for shard in range(self.shards)}
@@ -696,6 +696,8 @@ class Frontier:
             # what the shards said after this call goes to the summary with the next call's
             # first round trip, if no writer lowered it meanwhile (lua/due.lua "set")
             self._due_sets = {shard: (t, versions[shard]) for shard, t in earliest.items()}
+        if self._offset:  # due times on this process's clock
+            dispatches = [replace(d, due=self._local(d.due)) for d in dispatches]
         return dispatches
 
     def _tokens_would_spill(self, left: int, now: float) -> bool:
