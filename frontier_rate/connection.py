@@ -24,7 +24,14 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from .errors import FrontierError, RedisPermissionDenied, RedisUnavailable, redact_url
+from .errors import (
+    FrontierError,
+    RedisPermissionDenied,
+    RedisRefused,
+    RedisUnavailable,
+    redact_url,
+    translate,
+)
 
 __all__ = ["FrontierError", "RedisPermissionDenied", "RedisUnavailable", "check", "connect",
            "data_dir", "redact_url"]
@@ -141,10 +148,15 @@ def connect(url: str | None = None, *, timeout: float = SOCKET_TIMEOUT) -> redis
 
 
 def check(client: redis.Redis, url: str | None) -> None:
-    """Ping the server; turn any failure into one ``RedisUnavailable``."""
+    """Ping the server; turn any failure into one ``RedisUnavailable`` (``RedisRefused``
+    when Redis refuses even PING: MISCONF, persistence failing)."""
     try:
         client.ping()
     except (redis.RedisError, OSError) as exc:
+        fault = translate(exc, url, "connecting", applied="nothing was written") \
+            if isinstance(exc, redis.ResponseError) else None
+        if isinstance(fault, RedisRefused):
+            raise fault from None
         raise RedisUnavailable(
             f"cannot reach Redis at {redact_url(url)}: {_describe(exc, url)}"
         ) from None

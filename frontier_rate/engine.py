@@ -71,7 +71,15 @@ from .errors import (
     redact_url,
     translate,
 )
-from .namespace import SETTINGS, Config, change_settings, open_namespace, read_settings
+from .namespace import (
+    SETTINGS,
+    Config,
+    change_settings,
+    check_markers,
+    open_namespace,
+    read_settings,
+    refuse_half,
+)
 from .store import (
     F_GONE,
     F_LEASED,
@@ -343,11 +351,18 @@ class Frontier:
     def _errors(self, what: str = "a call") -> _RedisErrors:
         return _RedisErrors(self.redis_url, self.namespace, what, self._lost)
 
-    def _lost(self, error: NamespaceLost) -> None:
-        """Say once, as an ERROR, that the namespace is gone (every later call raises too)."""
+    def _lost(self, error: NamespaceLost) -> NamespaceLost:
+        """Say once, as an ERROR, that the namespace is gone (every later call raises too);
+        when Redis evicted keys meanwhile, the error says so and every shard is marked
+        damaged. The error to raise."""
+        evicted = self._watch.check(force=True) if hasattr(self, "_watch") else None
+        if evicted:
+            self._mark_damaged()
+            error = NamespaceLost(lost_message(self.redis_url, self.namespace, evicted))
         if not self._lost_logged:
             self._lost_logged = True
             logger.error("frontier-rate: %s", error)
+        return error
 
     def _open(self, requested: Mapping[str, float | None], override: bool) -> Config:
         """Open or create the namespace (frontier_rate/namespace.py): whole, same estimator
@@ -390,9 +405,8 @@ class Frontier:
             raise ValueError(f"max_interval {merged['max_interval']!r} must be >= min_interval "
                              f"{merged['min_interval']!r}")
         with self._errors("changing the settings"):
-            version = change_settings(self.scripts, self.keys, checked)
-        self._settings_version = str(version).encode()
-        self._apply_settings(checked)
+            self._settings_version, stored = change_settings(self.scripts, self.keys, checked)
+        self._apply_settings(stored)
 
     def _reload_settings(self, version: bytes | None) -> None:
         """Another process changed the shared settings (nu ``settings`` moved): read them."""
@@ -442,19 +456,20 @@ class Frontier:
             self._damaged(evicted)
 
     def _damaged(self, what: str) -> None:
-        """Keys were evicted: mark every shard damaged, so that no process runs on with half a
-        namespace (lua/lib.lua start), and raise NamespaceLost."""
+        """Keys were evicted: mark the namespace damaged and raise NamespaceLost."""
+        self._mark_damaged()
+        raise self._lost(NamespaceLost(lost_message(self.redis_url, self.namespace, what)))
+
+    def _mark_damaged(self) -> None:
+        """Mark every shard damaged (its marker "x-evicted"), so that no process runs on
+        with half a namespace (lua/lib.lua start) nor opens it (namespace.check_markers)."""
         try:
             pipe = self.client.pipeline(transaction=False)
             for shard in range(self.shards):
                 pipe.hset(self.keys.shard_keys(shard)[4], "id", "x-evicted")
-            pipe.hset(self.keys.cfg, "damaged", what)
             pipe.execute()
         except redis.RedisError as exc:
             logger.debug("could not mark namespace %r damaged: %s", self.namespace, exc)
-        error = NamespaceLost(lost_message(self.redis_url, self.namespace, what))
-        self._lost(error)
-        raise error
 
     def _header(self, now: float) -> list[str]:
         return [repr(float(now)), repr(self._nu), "1" if self.objective == "freshness" else "0",
@@ -759,9 +774,7 @@ class Frontier:
         if self._namespace_id and marker != self._namespace_id.encode():
             detail = ("its configuration is gone" if marker is None
                       else "it was created anew since this frontier opened")
-            error = NamespaceLost(lost_message(self.redis_url, self.namespace, detail))
-            self._lost(error)
-            raise error
+            raise self._lost(NamespaceLost(lost_message(self.redis_url, self.namespace, detail)))
         return self._local(min(firsts) / 1e6) if firsts else None
 
     # ------------------------------------------------------------------ results
@@ -1018,7 +1031,9 @@ class Frontier:
             pipe.hgetall(self.keys.shard_keys(shard)[3])
         cells: dict[int, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
         column = {b"n": 0, b"l": 1, b"w": 2}
-        for agg in pipe.execute():
+        with self._errors("cells"):
+            aggs = pipe.execute()
+        for agg in aggs:
             for field, value in agg.items():
                 kind, cell = field.split(b":", 1)
                 cells[int(cell)][column[kind]] += float(value)
@@ -1034,7 +1049,8 @@ class Frontier:
         for shard in range(self.shards):
             pipe.hgetall(self.keys.host_agg(shard))
             pipe.hgetall(self.keys.shard_keys(shard)[1])
-        replies = pipe.execute()
+        with self._errors("host_table"):
+            replies = pipe.execute()
         table = _HostTable()
         for shard in range(self.shards):
             table.add(shard, replies[2 * shard].items(), replies[2 * shard + 1], self._host_cap)
@@ -1208,6 +1224,9 @@ class Frontier:
         try:
             with _RedisErrors(redis_url, namespace, "attach"):
                 cfg = client.hgetall(keys.cfg)
+                if not cfg:  # nothing stored, or the configuration lost beside its shards
+                    refuse_half(client, Keys(namespace, DEFAULT_SHARDS), redis_url,
+                                DEFAULT_SHARDS)
         finally:
             client.close()
         if not cfg:
@@ -1409,6 +1428,25 @@ class Frontier:
                 "planned_rate": planned, "budget_use": planned / self.budget,
                 "solved_at": self._local(float(nu[b"solved_at"])) if b"solved_at" in nu else None}
 
+    def health(self) -> dict[str, Any]:
+        """What the Redis server promises the namespace: its eviction policy, persistence,
+        role, memory and evicted keys (health.server_facts), whether the namespace is whole
+        (every shard carries its marker), this process's clock offset to Redis's, the
+        shared settings, and a sentence per way the server can lose the frontier's data."""
+        with self._errors("health"):
+            facts = health.server_facts(self.client)
+            state = "whole" if self._namespace_id else "unchecked (no marker: opened read-only)"
+            if self._namespace_id:
+                try:
+                    check_markers(self.client, self.scripts, self.keys, self.shards,
+                                  self._namespace_id, self.redis_url)
+                except NamespaceLost as exc:
+                    state = f"lost: {exc}"
+        return {**{f"redis_{k}": v for k, v in facts.items()}, "namespace": state,
+                "clock_offset": self._offset,
+                **{name: getattr(self, name) for name in SETTINGS},
+                "warnings": health.warnings(facts, self.redis_url)}
+
     def close(self) -> None:
         """Drop the connections (the embedded server stops with its last client process)."""
         self.client.close()
@@ -1465,7 +1503,7 @@ class _RedisErrors:
     naming the namespace; ``on_lost`` hears of a namespace found gone."""
 
     def __init__(self, url: str | None, namespace: str, what: str = "a call",
-                 on_lost: Callable[[NamespaceLost], None] | None = None) -> None:
+                 on_lost: Callable[[NamespaceLost], NamespaceLost] | None = None) -> None:
         self.url, self.namespace, self.what, self.on_lost = url, namespace, what, on_lost
 
     def __enter__(self) -> None:
@@ -1474,7 +1512,9 @@ class _RedisErrors:
     def __exit__(self, kind, exc, tb) -> bool:
         if exc is None or isinstance(exc, FrontierError):
             if isinstance(exc, NamespaceLost) and self.on_lost is not None:
-                self.on_lost(exc)
+                replaced = self.on_lost(exc)
+                if replaced is not exc:
+                    raise replaced from None
             return False
         applied = "nothing of it was applied"
         if isinstance(exc, PartlyApplied):
@@ -1492,7 +1532,7 @@ class _RedisErrors:
         if fault is None:
             return False
         if isinstance(fault, NamespaceLost) and self.on_lost is not None:
-            self.on_lost(fault)
+            fault = self.on_lost(fault)
         raise fault from None
 
 

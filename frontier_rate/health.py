@@ -111,9 +111,9 @@ def warn_once(facts: dict[str, Any], url: str | None) -> None:
 class EvictionWatch:
     """Notices keys Redis evicted while a frontier ran under an evicting policy.
 
-    ``check()`` reads INFO at most every ``every`` seconds and returns a description
-    of the evictions since the first reading (None while there were none, or when
-    the policy never evicts, or INFO is refused).
+    ``check()`` reads INFO at most every ``every`` seconds (``force``: now) and returns
+    a description of the evictions since the first reading (None while there were none,
+    or when the policy never evicts, or INFO is refused).
     """
 
     def __init__(self, client: Any, every: float = 5.0,
@@ -122,9 +122,9 @@ class EvictionWatch:
         self.baseline: int | None = None
         self.next_at = -1.0
 
-    def check(self) -> str | None:
+    def check(self, force: bool = False) -> str | None:
         now = self.monotonic()
-        if now < self.next_at:
+        if now < self.next_at and not force:
             return None
         self.next_at = now + self.every
         try:

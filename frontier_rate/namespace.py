@@ -9,11 +9,15 @@
   (lua/lib.lua ``start``), so a namespace that was emptied (FLUSHDB, a restart
   without persistence), lost keys, or was created anew by another process is
   noticed by the next call of every process, before anything is written;
-- the shared settings (``SETTINGS``): stored once; a process that opens the
-  namespace with other values gets ``SettingsMismatch`` unless it asks to
-  override them (logged), and ``change_settings`` (``frontier-rate settings``)
-  changes them for every process: ``fr:{ns}:nu`` field ``settings`` counts the
-  changes, and processes reload the settings when it moves;
+- the shared settings (``SETTINGS``): stored once. ``explicit`` lists those a
+  process or the CLI asked for; the others hold the defaults of the process that
+  created the namespace (an inspecting tool, ``frontier-rate import``), and the
+  first process that asks for another value sets it, logged, for every process.
+  A process asking for a value other than an explicit one gets
+  ``SettingsMismatch`` unless it asks to override it (logged);
+  ``change_settings`` (``frontier-rate settings``) changes them for every
+  process. ``fr:{ns}:nu`` field ``settings`` counts the changes, and processes
+  reload the settings when it moves;
 - ``whole``: "1" once every shard carries the marker.
 
 A namespace stored before markers and shared settings existed gets them on its
@@ -77,11 +81,13 @@ def open_namespace(client: redis.Redis, scripts: Scripts, keys: Keys, *, url: st
     name = keys.namespace
     cfg = _read(client, keys)
     if not cfg:
-        _refuse_half(client, keys, url, int(fixed["shards"]))
+        refuse_half(client, keys, url, int(fixed["shards"]))
         values = dict(fixed)
         values["id"] = new_id()
         for setting in SETTINGS:
             values[setting] = repr(_value(requested, defaults, setting))
+        values["explicit"] = ",".join(["", *(k for k in SETTINGS if requested.get(k) is not None),
+                                       ""])
         flat = [x for pair in values.items() for x in pair]
         reply = scripts.run(lambda pipe: scripts.call(pipe, "config", [keys.cfg, keys.nu],
                                                       ["create", *flat]))[0]
@@ -99,28 +105,58 @@ def open_namespace(client: redis.Redis, scripts: Scripts, keys: Keys, *, url: st
         missing["id"] = new_id()
     if missing:
         cfg = _complete(client, keys, missing) or {**cfg, **missing, "id": ""}
-    for field in ("estimator", "objective"):
-        if cfg[field] != fixed[field]:
-            raise SettingsMismatch(f"namespace {name!r} uses {field} {cfg[field]!r}, not "
-                                   f"{fixed[field]!r} (a namespace keeps its {field})")
     namespace_id = cfg["id"]
     if namespace_id and cfg.get("whole") != "1":
         namespace_id = _mark_shards(client, scripts, keys, int(cfg["shards"]), namespace_id)
     if namespace_id:
         check_markers(client, scripts, keys, int(cfg["shards"]), namespace_id, url)
-    settings = {setting: float(cfg[setting]) for setting in SETTINGS}
-    differ = {setting: value for setting in SETTINGS
-              if (value := requested.get(setting)) is not None and value != settings[setting]}
-    if differ and not override:
-        raise SettingsMismatch(mismatch_message(name, settings, differ))
+    for field in ("estimator", "objective"):
+        if cfg[field] != fixed[field]:
+            raise SettingsMismatch(f"namespace {name!r} uses {field} {cfg[field]!r}, not "
+                                   f"{fixed[field]!r} (a namespace keeps its {field})")
+    settings = _settings(cfg)
     version = client.hget(keys.nu, "settings")
+    differ = _differ(requested, settings)
     if differ:
-        logger.warning("namespace %r: overriding its stored settings for every process of it: %s",
-                       name, ", ".join(f"{k} {settings[k]!r} -> {v!r}" for k, v in differ.items()))
-        version = str(change_settings(scripts, keys, differ)).encode()
-        settings.update(differ)
+        explicit = cfg.get("explicit", ",")
+        mode = "set" if override else "adopt"
+        if not override:  # a default another process stored: this one's value, for every process
+            differ = {k: v for k, v in differ.items() if f",{k}," not in explicit}
+        if differ:
+            version, cfg = _write_settings(scripts, keys, mode, differ)
+            changed = ", ".join(f"{k} {settings[k]!r} -> {cfg_value!r}" for k in differ
+                                if (cfg_value := float(cfg[k])) != settings[k])
+            if changed:
+                logger.log(logging.WARNING if override else logging.INFO,
+                           "namespace %r: %s its stored settings for every process of it: %s",
+                           name, "overriding" if override else "setting", changed)
+            settings = _settings(cfg)
+        left = _differ(requested, settings)
+        if left:
+            raise SettingsMismatch(mismatch_message(name, settings, left))
     return Config(namespace_id, int(cfg["shards"]), int(cfg["buckets"]), cfg["cells"], settings,
                   version)
+
+
+def _settings(cfg: Mapping[str, str]) -> dict[str, float]:
+    return {setting: float(cfg[setting]) for setting in SETTINGS}
+
+
+def _differ(requested: Mapping[str, float | None], settings: Mapping[str, float]
+            ) -> dict[str, float]:
+    """The requested settings whose value is not the stored one."""
+    return {setting: value for setting in SETTINGS
+            if (value := requested.get(setting)) is not None and value != settings[setting]}
+
+
+def _write_settings(scripts: Scripts, keys: Keys, mode: str, values: Mapping[str, float]
+                    ) -> tuple[bytes, dict[str, str]]:
+    """config.lua "set" or "adopt": (the change count, the configuration after)."""
+    flat = [x for k, v in values.items() for x in (k, repr(float(v)))]
+    count, reply = scripts.run(lambda pipe: scripts.call(pipe, "config", [keys.cfg, keys.nu],
+                                                         [mode, *flat]))[0]
+    cfg = {reply[i].decode(): reply[i + 1].decode() for i in range(0, len(reply), 2)}
+    return (count if isinstance(count, bytes) else str(count).encode()), cfg
 
 
 def mismatch_message(namespace: str, stored: Mapping[str, float], differ: Mapping[str, float]
@@ -130,16 +166,17 @@ def mismatch_message(namespace: str, stored: Mapping[str, float], differ: Mappin
                        for k, v in differ.items())
     options = " ".join(f"--{k.replace('_', '-')} {v!r}" for k, v in differ.items())
     return (f"namespace {namespace!r} stores other settings than this process asks for: {listed}. "
-            "Every process of a namespace shares them: leave them out to use the stored values, "
+            "Every process of a namespace shares them: leave them out to use the stored ones, "
             f"change them for every process with 'frontier-rate settings -n {namespace} {options}', "
             "or open with override_settings=True")
 
 
-def change_settings(scripts: Scripts, keys: Keys, values: Mapping[str, float]) -> int:
-    """Store shared settings for every process of the namespace; the new change count."""
-    flat = [x for k, v in values.items() for x in (k, repr(float(v)))]
-    return int(scripts.run(lambda pipe: scripts.call(pipe, "config", [keys.cfg, keys.nu],
-                                                     ["set", *flat]))[0])
+def change_settings(scripts: Scripts, keys: Keys, values: Mapping[str, float]
+                    ) -> tuple[bytes, dict[str, float]]:
+    """Store shared settings for every process of the namespace: (the change count, the
+    settings after)."""
+    version, cfg = _write_settings(scripts, keys, "set", values)
+    return version, _settings(cfg)
 
 
 def read_settings(client: redis.Redis, keys: Keys) -> dict[str, float]:
@@ -164,6 +201,28 @@ def check_markers(client: redis.Redis, scripts: Scripts, keys: Keys, shards: int
             raise NamespaceLost(lost_message(url, keys.namespace, detail))
 
 
+def drop(client: redis.Redis, namespace: str) -> int:
+    """Delete every key of ``namespace`` (SCAN for its two key patterns, never KEYS);
+    the number of keys deleted. For a namespace that lost keys and cannot be opened."""
+    deleted = 0
+    for pattern in (f"fr:{{{namespace}}}:*", f"fr:{{{namespace}:*"):
+        batch: list[bytes] = []
+        for key in client.scan_iter(match=pattern, count=1000):
+            batch.append(key)
+            if len(batch) >= 500:
+                deleted += _unlink(client, batch)
+                batch = []
+        deleted += _unlink(client, batch)
+    return deleted
+
+
+def _unlink(client: redis.Redis, keys: list[bytes]) -> int:
+    pipe = client.pipeline(transaction=False)
+    for key in keys:
+        pipe.delete(key)
+    return sum(pipe.execute()) if keys else 0
+
+
 def _value(requested: Mapping[str, float | None], defaults: Mapping[str, float],
            setting: str) -> float:
     value = requested.get(setting)
@@ -174,7 +233,7 @@ def _read(client: redis.Redis, keys: Keys) -> dict[str, str]:
     return {k.decode(): v.decode() for k, v in client.hgetall(keys.cfg).items()}
 
 
-def _refuse_half(client: redis.Redis, keys: Keys, url: str | None, shards: int) -> None:
+def refuse_half(client: redis.Redis, keys: Keys, url: str | None, shards: int) -> None:
     """NamespaceLost when shards of a namespace without configuration hold data: its
     cfg was evicted or deleted, and creating it anew would mix two namespaces."""
     pipe = client.pipeline(transaction=False)
