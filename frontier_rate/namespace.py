@@ -120,9 +120,10 @@ def open_namespace(client: redis.Redis, scripts: Scripts, keys: Keys, *, url: st
     if differ:
         explicit = cfg.get("explicit", ",")
         mode = "set" if override else "adopt"
-        if not override:  # a default another process stored: this one's value, for every process
-            differ = {k: v for k, v in differ.items() if f",{k}," not in explicit}
-        if differ:
+        conflicts = {k: v for k, v in differ.items() if f",{k}," in explicit}
+        if conflicts and not override:  # before writing anything
+            raise SettingsMismatch(mismatch_message(name, settings, conflicts))
+        if differ:  # override, or defaults another process stored: this one's, for everyone
             version, cfg = _write_settings(scripts, keys, mode, differ)
             changed = ", ".join(f"{k} {settings[k]!r} -> {cfg_value!r}" for k in differ
                                 if (cfg_value := float(cfg[k])) != settings[k])

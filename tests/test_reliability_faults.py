@@ -38,6 +38,7 @@ from frontier_rate.errors import (
     RedisFault,
     RedisRefused,
     RedisUnavailable,
+    SettingsMismatch,
     translate,
 )
 
@@ -599,3 +600,115 @@ def test_stats_shows_what_redis_promises(redis_url, namespace):
     table = cli("stats", "--redis", redis_url, "--namespace", namespace)
     assert "warning: Redis at" in table.stdout and "redis_persistence" in table.stdout
     f.close()
+
+
+# ---------------------------------------------------------------- clocks 30 s apart
+
+def test_two_processes_whose_clocks_differ_by_30_s_share_leases_and_host_delays(
+        redis_url, namespace, caplog):
+    """Process A on this machine's clock, process B on a clock 30 s ahead, one namespace
+    (lease timeout 20 s, host delay 10 s). Each measures its offset to Redis's TIME and
+    keeps its times on Redis's clock: B takes none of A's open leases and no second page
+    of a host A just fetched, A's observations are accepted, and each reads due times on
+    its own clock. The control, B without clock_sync, shows the fault: it takes a second
+    page of every host at the same instant (before: it also took all of A's leases after
+    12 s with a 40 s timeout, and A's observations were refused)."""
+    caplog.set_level(logging.WARNING, logger="frontier_rate")
+    settings = {"estimator": "interval", "budget": 1000.0, "min_host_delay": 10.0,
+                "lease_timeout": 20.0, "min_interval": 60.0, "max_interval": 3600.0,
+                "fill_budget": False, "seed": 1}
+    a = Frontier(redis_url, namespace=namespace, **settings)
+    b = Frontier(redis_url, namespace=namespace, clock=lambda: time.time() + 30.0,
+                 clock_sync=True, fill_budget=False, seed=2)
+    assert any("30.0 s ahead of Redis's" in r.getMessage() for r in caplog.records)
+    a.add_many([f"http://h{i}.example/{p}" for i in range(5) for p in (1, 2)])
+    first = a.next_requests(10)
+    assert len(first) == 5  # one page per host: the host delay holds the second
+    assert b.next_requests(10) == []  # no lease expired, no host delay passed on Redis's clock
+    assert b.next_due_time() == pytest.approx(a.next_due_time() + 30.0, abs=0.5)
+    assert all(o.accepted for o in a.observe_many(
+        [(d, {"fingerprint": "v1"}) for d in first]))
+    for d in first:
+        due_a, due_b = a.page(d.url)["next_due"], b.page(d.url)["next_due"]
+        assert due_b == pytest.approx(due_a + 30.0, abs=0.5)
+    assert b.next_requests(10) == []  # the hosts' delays still hold for B
+    assert a.stats()["fetches"] == 5 and a.stats()["leased"] == 0
+
+    skewed = Frontier(redis_url, namespace=namespace, clock=lambda: time.time() + 30.0,
+                      clock_sync=False, fill_budget=False, seed=3)  # the control
+    taken = skewed.next_requests(10)
+    assert {d.host for d in taken} == {d.host for d in first}  # the delay broken
+    for f in (a, b, skewed):
+        f.close()
+
+
+# ---------------------------------------------------------------- shared settings
+
+def test_other_settings_are_a_clear_error_or_a_logged_override(redis_url, namespace, caplog):
+    """A namespace stores its shared settings once. Another explicit value is a
+    SettingsMismatch naming each setting, both values and the ways out; with
+    override_settings the new values are stored (one WARNING) and the process already
+    running takes them up with its next lease call: one budget for the token bucket,
+    one host delay. Before: budget 'last opener wins' while each process refilled the
+    bucket at its own rate; another prior_rate silently replaced; min_host_delay,
+    lease_timeout, min/max interval mixed between processes without a word."""
+    caplog.set_level(logging.INFO, logger="frontier_rate")
+    first = Frontier(redis_url, namespace=namespace, budget=5.0, min_host_delay=2.0,
+                     lease_timeout=30.0, min_interval=10.0, max_interval=1000.0,
+                     prior_rate=1 / 86400)
+    first.add_many([f"http://h{i}.example/" for i in range(3)], now=0.0)
+    with pytest.raises(SettingsMismatch) as mismatch:
+        Frontier(redis_url, namespace=namespace, budget=10.0, min_host_delay=2.0,
+                 lease_timeout=60.0, prior_rate=1 / 3600)
+    text = str(mismatch.value)
+    for part in ("budget: stored 5.0, asked 10.0", "lease_timeout: stored 30.0, asked 60.0",
+                 "prior_rate: stored", "FRONTIER_RATE_BUDGET",
+                 f"frontier-rate settings -n {namespace} --budget 10.0 --lease-timeout 60.0",
+                 "override_settings=True"):
+        assert part in text, part
+    assert "min_host_delay" not in text  # the same value is no conflict
+    with Frontier(redis_url, namespace=namespace) as plain:  # leaving them out: the stored ones
+        assert (plain.budget, plain.min_host_delay, plain.lease_timeout) == (5.0, 2.0, 30.0)
+
+    second = Frontier(redis_url, namespace=namespace, budget=10.0, min_host_delay=0.5,
+                      override_settings=True)
+    overrides = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING
+                 and "overriding its stored settings" in r.getMessage()]
+    assert len(overrides) == 1 and "budget 5.0 -> 10.0" in overrides[0]
+    assert first.budget == 5.0
+    first.next_requests(1, now=1.0)  # the next lease call reads the change
+    assert (first.budget, first.min_host_delay, first.lease_timeout) == (10.0, 0.5, 30.0)
+    assert any("budget changed from 5.0 to 10.0" in r.getMessage() for r in caplog.records)
+    for f in (first, second):
+        f.close()
+
+
+def test_a_default_is_set_by_the_first_process_that_asks_and_the_cli_changes_settings(
+        redis_url, namespace):
+    """A namespace created by a process that asked for nothing (an inspecting tool,
+    'frontier-rate import') holds defaults: the first crawler that asks for values sets
+    them for everyone (no error); after that only 'frontier-rate settings' (or an
+    override) changes them, and running processes take the change up."""
+    tool = Frontier(redis_url, namespace=namespace)
+    crawler = Frontier(redis_url, namespace=namespace, budget=3.0, min_interval=30.0)
+    assert (crawler.budget, crawler.min_interval) == (3.0, 30.0)
+    with pytest.raises(SettingsMismatch, match="budget: stored 3.0, asked 4.0"):
+        Frontier(redis_url, namespace=namespace, budget=4.0)
+    changed = cli("settings", "--redis", redis_url, "--namespace", namespace,
+                  "--budget", "4", "--lease-timeout", "90", "--json")
+    assert changed.returncode == 0, changed.stderr
+    assert json.loads(changed.stdout)["budget"] == 4.0
+    shown = json.loads(cli("settings", "--redis", redis_url, "--namespace", namespace,
+                           "--json").stdout)
+    assert (shown["budget"], shown["lease_timeout"], shown["min_interval"]) == (4.0, 90.0, 30.0)
+    for f in (tool, crawler):
+        f.next_requests(1)
+        assert (f.budget, f.lease_timeout) == (4.0, 90.0)
+    bad = cli("settings", "--redis", redis_url, "--namespace", namespace,
+              "--min-interval", "100", "--max-interval", "50")
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+    assert "max_interval" in bad.stderr
+    with Frontier(redis_url, namespace=namespace, budget=4.0) as same:  # agrees now
+        assert same.budget == 4.0
+    for f in (tool, crawler):
+        f.close()
