@@ -172,7 +172,7 @@ def _lost_detail(text: str) -> str:
     if not found:
         return f"its shard {shard} has lost its marker"
     if found.startswith("x"):
-        return f"its shard {shard} is marked damaged ({found[1:] or 'keys were evicted'})"
+        return f"its shard {shard} is marked damaged ({found[1:].lstrip('-') or 'evicted'})"
     return f"its shard {shard} belongs to a namespace created anew since this frontier opened"
 
 

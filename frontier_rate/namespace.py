@@ -196,7 +196,8 @@ def check_markers(client: redis.Redis, scripts: Scripts, keys: Keys, shards: int
             if marker is None:
                 detail = f"its shard {shard} has lost its marker"
             elif marker.startswith(b"x"):
-                detail = f"its shard {shard} is marked damaged ({marker[1:].decode() or 'evicted'})"
+                detail = (f"its shard {shard} is marked damaged "
+                          f"({marker[1:].decode().lstrip('-') or 'evicted'})")
             else:
                 detail = f"its shard {shard} carries another marker than its configuration"
             raise NamespaceLost(lost_message(url, keys.namespace, detail))

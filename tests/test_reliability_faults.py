@@ -385,11 +385,12 @@ def test_a_cluster_that_lost_a_master_answers_with_a_frontier_error(tmp_path):
 
 def test_client_closing_while_redis_refuses_writes_spools_and_the_next_crawl_replays(
         tmp_path, caplog):
-    """The Scrapy scheduler's and the Frontera backend's client (background driver),
-    closing while Redis refuses writes (maxmemory, noeviction): the results and pages
-    go to the spool with one WARNING saying 'refuses writes (out of memory)', the unsent
-    leases are not lost (handed back later, or expired), and the next crawl replays the
-    spool: every result counted once. Before: 'unexpected error in the Redis worker'
+    """The Scrapy scheduler's and the Frontera backend's client (background driver) while
+    Redis refuses writes (maxmemory, noeviction): results held with one WARNING 'refused
+    writes: out of memory', and replayed when memory is freed ('back after ... replayed 2
+    results'); then closing while Redis refuses writes again: the results and pages go to
+    the spool with one WARNING saying 'refuses writes (out of memory)', the unsent leases
+    expire honestly, and the next crawl replays the spool: every result counted once. Before: 'unexpected error in the Redis worker'
     with a traceback per retry, and at close 'Scheduler close failure' and the results
     lost (14 of 125 in a crawl)."""
     import queue
@@ -420,26 +421,41 @@ def test_client_closing_while_redis_refuses_writes_spools_and_the_next_crawl_rep
             except queue.Empty:
                 pass
             leases += [d for d, _ in client.take()]
+        def pump(until, what: str) -> None:
+            deadline = time.monotonic() + 20
+            while not until():
+                assert time.monotonic() < deadline, f"timed out waiting for {what}"
+                try:
+                    posted.get(timeout=0.05)()
+                except queue.Empty:
+                    pass
+
+        # Redis full for a while, then memory freed: held, then replayed in the crawl
         admin = server.client()
         admin.config_set("maxmemory", str(admin.info("memory")["used_memory"]))
+        first = [client.observe(d, {"fingerprint": "v1", "fetched_at": time.time()})
+                 for d in leases[:2]]
+        pump(lambda: stats.get("redis_outages") == 1, "the worker to meet the refusal")
+        assert not any(call.applied for call in first)
+        admin.config_set("maxmemory", "0")
+        pump(lambda: all(call.applied for call in first), "the replay")
+        assert any("back after" in r.getMessage() and "replayed 2 results" in r.getMessage()
+                   for r in caplog.records)
+
+        # Redis full again, and the crawl closes: the spool
+        admin.config_set("maxmemory", str(admin.info("memory")["used_memory"]))
         calls = [client.observe(d, {"fingerprint": "v1", "fetched_at": time.time()})
-                 for d in leases[:8]]
+                 for d in leases[2:8]]
         client.add([("http://later.example/", 1.0, {})])
-        deadline = time.monotonic() + 20
-        while not stats.get("redis_outages"):
-            assert time.monotonic() < deadline, "the worker never met the refusal"
-            try:
-                posted.get(timeout=0.05)()
-            except queue.Empty:
-                pass
+        pump(lambda: stats.get("redis_outages") == 2, "the worker to meet the refusal")
         client.close(leases[8:])
         assert not any(call.applied for call in calls)
         warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
         assert any("refused writes: out of memory" in m and "holding" in m for m in warnings)
-        assert any("refuses writes (out of memory)" in m and "8 fetch results and 1 new pages"
+        assert any("refuses writes (out of memory)" in m and "6 fetch results and 1 new pages"
                    in m for m in warnings)
         assert "unexpected error" not in caplog.text and "Traceback" not in caplog.text
-        assert stats["spooled"] == 9
+        assert stats["spooled"] == 7
 
         admin.config_set("maxmemory", "0")
         admin.close()
