@@ -133,8 +133,9 @@ class EvictionWatch:
             return None
         evicted = sum(int(i.get("evicted_keys", 0)) for i in infos)
         policies = sorted({str(i.get("maxmemory_policy", "")) for i in infos})
-        if self.baseline is None or not any(p in EVICTING for p in policies):
-            self.baseline = evicted
+        if self.baseline is None or evicted < self.baseline \
+                or not any(p in EVICTING for p in policies):
+            self.baseline = evicted  # first reading, counters reset, or a policy that never evicts
             return None
         if evicted > self.baseline:
             return (f"Redis evicted {evicted - self.baseline} keys under maxmemory-policy "

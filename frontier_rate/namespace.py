@@ -66,8 +66,10 @@ class Config:
 
 
 def new_id() -> str:
-    """A fresh marker id ("n" + 16 hex digits; "x..." marks a damaged namespace)."""
-    return "n" + secrets.token_hex(8)
+    """A fresh marker id: 16 decimal digits ("x..." marks a damaged namespace). A number,
+    so that a process of an older version, which sums every field of ``cnt`` as a counter
+    in ``stats()``, still reads a namespace this version marked."""
+    return str(10**15 + secrets.randbelow(9 * 10**15))
 
 
 def open_namespace(client: redis.Redis, scripts: Scripts, keys: Keys, *, url: str | None,
