@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import redis
@@ -390,9 +392,9 @@ def test_client_closing_while_redis_refuses_writes_spools_and_the_next_crawl_rep
     writes: out of memory', and replayed when memory is freed ('back after ... replayed 2
     results'); then closing while Redis refuses writes again: the results and pages go to
     the spool with one WARNING saying 'refuses writes (out of memory)', the unsent leases
-    expire honestly, and the next crawl replays the spool: every result counted once. Before: 'unexpected error in the Redis worker'
-    with a traceback per retry, and at close 'Scheduler close failure' and the results
-    lost (14 of 125 in a crawl)."""
+    expire honestly, and the next crawl replays the spool: every result counted once.
+    Before: 'unexpected error in the Redis worker' with a traceback per retry, and at
+    close 'Scheduler close failure' and the results lost (14 of 125 in a crawl)."""
     import queue
 
     caplog.set_level(logging.INFO, logger="frontier_rate")
@@ -729,3 +731,66 @@ def test_a_default_is_set_by_the_first_process_that_asks_and_the_cli_changes_set
         assert same.budget == 4.0
     for f in (tool, crawler):
         f.close()
+
+
+# ---------------------------------------------------------------- a Scrapy crawl, Redis full
+
+def test_a_scrapy_crawl_closing_while_redis_is_full_loses_no_result(tmp_path):
+    """A real Scrapy crawl (frontier_rate.scrapy.Scheduler, subprocess) whose Redis fills
+    up (maxmemory under noeviction) and stays full until the crawl closes: the crawl ends
+    cleanly, its held results are spooled with one WARNING ('refuses writes (out of
+    memory)'), and the next crawl, with memory freed, replays them: every answered fetch
+    counted once. Before: 'Scheduler close failure' with a traceback from
+    FrontierClient.close, no spool, and the results lost (14 of 125)."""
+    from scrapy_support.harness import finish_crawl, open_frontier, start_crawl
+    from scrapy_support.server import ChangingSite
+
+    spool = tmp_path / "spool"
+    namespace = "full"
+    settings = {"FRONTIER_RATE_LEASE_TIMEOUT": 60, "LOG_LEVEL": "INFO",
+                "FRONTIER_RATE_SPOOL_DIR": str(spool)}
+    server = RedisServer(tmp_path / "redis", args=["--maxmemory-policy", "noeviction"])
+    with server, ChangingSite("127.0.0.1") as site, ChangingSite("127.0.0.2") as other:
+        site.set("/news", "<p>story {n}</p>", template=True)
+        other.set("/slow", "<p>slow {n}</p>", template=True, delay=1.5)
+        start = [{"url": site.url("/news")}, {"url": other.url("/slow")}]
+        proc, output, log = start_crawl(tmp_path, "first", server.url, namespace, start,
+                                        {**settings, "FRONTIER_RATE_CLOSE_AFTER": 6})
+        deadline = time.time() + 20
+        while other.arrivals("/slow") < 2 and time.time() < deadline and proc.poll() is None:
+            time.sleep(0.01)
+        admin = server.client()
+        admin.config_set("maxmemory", str(admin.info("memory")["used_memory"] // 2))
+        crawl = finish_crawl(proc, output, log)
+        assert crawl.returncode == 0, crawl.log[-4000:]
+        assert crawl.closed["reason"] == "frontier_rate_close_after", crawl.log[-4000:]
+        for bad in ("Traceback", "close failure", "unexpected error"):
+            assert bad not in crawl.log, crawl.log[crawl.log.find(bad) - 2000:][:5000]
+        assert re.search(r"WARNING: frontier-rate: Redis at \S+ refused writes: out of memory",
+                         crawl.log), crawl.log[-3000:]
+        saved = re.findall(r"WARNING: frontier-rate: closing while Redis at \S+ refuses writes "
+                           r"\(out of memory\): (\d+) fetch results and \d+ new pages saved to "
+                           r"(\S+);", crawl.log)
+        assert len(saved) == 1, crawl.log[-3000:]
+        held, path = int(saved[0][0]), Path(saved[0][1])
+        assert held >= 1 and path.exists()
+
+        def unanswered() -> int:
+            frontier = open_frontier(server.url, namespace)
+            try:
+                answered = sum(1 for h in site.hits_for("/news") + other.hits_for("/slow")
+                               if h.status in (200, 304))
+                return answered - (frontier.page(site.url("/news"))["fetches"]
+                                   + frontier.page(other.url("/slow"))["fetches"])
+            finally:
+                frontier.close()
+
+        assert unanswered() == held  # exactly the spooled results are missing so far
+        admin.config_set("maxmemory", "0")
+        admin.close()
+        second = finish_crawl(*start_crawl(tmp_path, "second", server.url, namespace, start,
+                                           {**settings, "FRONTIER_RATE_CLOSE_AFTER": 3}))
+        assert second.returncode == 0 and "Traceback" not in second.log, second.log[-3000:]
+        assert f"replaying {held} results" in second.log, second.log[-3000:]
+        assert not path.exists()
+        assert unanswered() == 0  # every answered fetch counted once, none twice
