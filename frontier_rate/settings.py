@@ -50,6 +50,7 @@ FRONTIER_SETTINGS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "fill_budget": ("FRONTIER_RATE_FILL_BUDGET", flag),
     "change_dates": ("FRONTIER_RATE_CHANGE_DATES", flag),
     "server_clock_rate": ("FRONTIER_RATE_SERVER_CLOCK_RATE", float),
+    "budget_first_fetches": ("FRONTIER_RATE_BUDGET_FIRST_FETCHES", flag),
 }
 """``Frontier`` keyword -> (setting name, type)."""
 
@@ -57,9 +58,10 @@ FRONTIER_SETTINGS: dict[str, tuple[str, Callable[[Any], Any]]] = {
 def frontier_kwargs(get: Callable[[str], Any]) -> dict[str, Any]:
     """``Frontier`` keywords from the settings that are set (``get`` reads one setting).
 
-    ``DOWNLOAD_DELAY`` serves as the minimum host delay when
-    ``FRONTIER_RATE_MIN_HOST_DELAY`` is not set. A value of the wrong type is
-    a ValueError naming the setting.
+    ``DOWNLOAD_DELAY`` (Scrapy's politeness setting, 0 by default) serves as the
+    minimum host delay when ``FRONTIER_RATE_MIN_HOST_DELAY`` is not set; where
+    neither is set (Frontera's own settings) the engine's default applies. A value
+    of the wrong type is a ValueError naming the setting.
     """
     kwargs: dict[str, Any] = {}
     for argument, (name, kind) in FRONTIER_SETTINGS.items():
@@ -73,10 +75,10 @@ def frontier_kwargs(get: Callable[[str], Any]) -> dict[str, Any]:
     if "min_host_delay" not in kwargs:
         delay = get("DOWNLOAD_DELAY")
         try:
-            delay = float(delay) if delay not in (None, "") else 0.0
+            delay = float(delay) if delay not in (None, "") else None
         except (TypeError, ValueError):
             raise ValueError(f"DOWNLOAD_DELAY={delay!r} is not a valid float") from None
-        if delay > 0:
+        if delay is not None:
             kwargs["min_host_delay"] = delay
     return kwargs
 
@@ -202,6 +204,42 @@ def frontera_driver(value: Any) -> str:
     return text
 
 
+def check_frontier_kwargs(kwargs: dict[str, Any], get: Callable[[str], Any]) -> None:
+    """Check the ``Frontier`` keywords taken from settings now, not when Redis is opened: a
+    ValueError names the setting and its value (the engine's own checks, no connection)."""
+    from frontier_rate.engine import Frontier
+
+    names = {argument: name for argument, (name, _) in FRONTIER_SETTINGS.items()}
+    if get("FRONTIER_RATE_MIN_HOST_DELAY") in (None, ""):
+        names["min_host_delay"] = "DOWNLOAD_DELAY"
+    try:
+        Frontier.check_options(**kwargs)
+    except ValueError as exc:
+        for argument, value in kwargs.items():  # the setting whose value alone is at fault
+            try:
+                Frontier.check_options(**{a: v for a, v in kwargs.items() if a != argument})
+            except ValueError:
+                continue
+            raise ValueError(f"{names.get(argument, argument)}={value!r}: {exc}") from None
+        shown = ", ".join(f"{names.get(a, a)}={v!r}" for a, v in kwargs.items())
+        raise ValueError(f"{exc} (settings: {shown})") from None
+
+
+def check_fingerprint_settings(mode: str, patterns: list[str], max_body: int) -> None:
+    """Build the fingerprinter the settings describe; a ValueError names the setting."""
+    from frontier_rate.fingerprint import Fingerprinter
+
+    for name, value, args in (("FRONTIER_RATE_MAX_BODY", max_body, ("raw", None, max_body)),
+                              ("FRONTIER_RATE_STRIP_PATTERNS", patterns, ("raw", patterns)),
+                              ("FRONTIER_RATE_FINGERPRINT", mode, (mode,))):
+        try:
+            Fingerprinter(*args)
+        except ValueError as exc:
+            text = str(exc)
+            raise ValueError(text if text.startswith(name) else f"{name}={value!r}: {text}") \
+                from None
+
+
 @dataclass
 class AdapterSettings:
     """Everything an adapter reads from its settings, parsed once (see the README table)."""
@@ -228,7 +266,8 @@ class AdapterSettings:
 
 
 def adapter_settings(get: Callable[[str], Any]) -> AdapterSettings:
-    """Parse the adapter settings; a bad value is a ValueError naming the setting.
+    """Parse and check the adapter settings; a bad value is a ValueError naming the setting
+    (every check that needs no Redis is made here, when the adapter is built).
 
     The spool goes to FRONTIER_RATE_SPOOL_DIR, else ``<JOBDIR>/frontier-rate``,
     else the data directory. With FRONTIER_RATE_CLOSE_AFTER = "idle", pages are
@@ -242,17 +281,22 @@ def adapter_settings(get: Callable[[str], Any]) -> AdapterSettings:
     kwargs = frontier_kwargs(get)
     if idle:
         kwargs.setdefault("fill_budget", False)
+    check_frontier_kwargs(kwargs, get)
     jobdir = get("JOBDIR")
     robots_obey = flag_setting(get, "ROBOTSTXT_OBEY", False)
     batch = number(get, "FRONTIER_RATE_BATCH", int, None)
     if batch is not None and batch < 1:
         raise ValueError(f"FRONTIER_RATE_BATCH={batch!r} must be at least 1")
+    fingerprint = get("FRONTIER_RATE_FINGERPRINT") or "raw"
+    patterns = strip_patterns(get("FRONTIER_RATE_STRIP_PATTERNS"))
+    max_body = number(get, "FRONTIER_RATE_MAX_BODY", int, DEFAULT_MAX_BODY)
+    check_fingerprint_settings(fingerprint, patterns, max_body)
     return AdapterSettings(
         redis_url=get("FRONTIER_RATE_REDIS_URL") or None,
         frontier=kwargs,
-        fingerprint=get("FRONTIER_RATE_FINGERPRINT") or "raw",
-        strip_patterns=strip_patterns(get("FRONTIER_RATE_STRIP_PATTERNS")),
-        max_body=number(get, "FRONTIER_RATE_MAX_BODY", int, DEFAULT_MAX_BODY),
+        fingerprint=fingerprint,
+        strip_patterns=patterns,
+        max_body=max_body,
         conditional=flag_setting(get, "FRONTIER_RATE_CONDITIONAL", True),
         batch=batch,
         close_after=seconds,

@@ -96,9 +96,13 @@ class Spool:
 
 
 
-def page_entry(url: str, weight: float, meta: dict[str, Any] | None) -> dict[str, Any]:
+def page_entry(url: str, weight: float, meta: dict[str, Any] | None,
+               priority: float = 0) -> dict[str, Any]:
     """A spool entry for a page not yet added."""
-    return {"kind": "page", "url": url, "weight": weight, "meta": meta}
+    entry = {"kind": "page", "url": url, "weight": weight, "meta": meta}
+    if priority:
+        entry["priority"] = priority
+    return entry
 
 
 def call_entry(kind: str, dispatch: Dispatch | None, args: dict[str, Any]) -> dict[str, Any]:
@@ -117,14 +121,16 @@ def call_entry(kind: str, dispatch: Dispatch | None, args: dict[str, Any]) -> di
 
 
 def read_entry(entry: dict[str, Any]) -> tuple[str, Any, dict[str, Any]]:
-    """(kind, dispatch or None, args) of a call entry, or ("page", (url, weight, meta), {}).
+    """(kind, dispatch or None, args) of a call entry, or ("page", (url, weight, meta,
+    priority), {}).
 
     Raises ValueError naming what is wrong with an entry that cannot be used.
     """
     try:
         kind = entry["kind"]
         if kind == "page":
-            return kind, (str(entry["url"]), float(entry["weight"]), dict(entry["meta"] or {})), {}
+            return kind, (str(entry["url"]), float(entry["weight"]), dict(entry["meta"] or {}),
+                          float(entry.get("priority", 0))), {}
         if kind not in CALL_KINDS:
             raise ValueError(f"unknown kind {kind!r}")
         args = dict(entry["args"])

@@ -123,7 +123,7 @@ def test_host_delay_never_broken_over_a_simulated_day(redis_url, namespace):
 def test_budget_caps_dispatches_over_time(redis_url, namespace):
     """Token bucket: dispatches in any run of T seconds <= budget * T + burst."""
     budget = 2.0
-    f = frontier(redis_url, namespace, budget=budget, min_interval=1.0)
+    f = frontier(redis_url, namespace, budget=budget, min_interval=1.0, budget_first_fetches=True)
     f.add_many([f"http://h{i}.example/" for i in range(300)], now=0.0)
     stamps = []
     t = 0.0

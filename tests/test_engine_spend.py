@@ -35,11 +35,14 @@ def _fetch_all(f, now):
 
 @pytest.mark.parametrize("fill", [True, False])
 def test_tokens_no_due_page_can_use_go_to_pages_not_due(redis_url, namespace, fill):
-    f = _frontier(redis_url, namespace, fill_budget=fill, budget=10.0)
-    urls = [f"http://h{i}.example/p" for i in range(3)]
+    """300 pages, 1 fetch/s: each is planned ~300 s after its (free) first fetch; the 2
+    tokens in the bucket at t = 5 go to pages not due yet, never within min_interval."""
+    f = _frontier(redis_url, namespace, fill_budget=fill, min_interval=2.0)
+    urls = [f"http://h{i}.example/p" for i in range(300)]
     f.add_many(urls, now=0.0)
-    assert len(_fetch_all(f, 0.0)) == 3
-    got = f.next_requests(2, now=5.0)  # every page is due >= 100 s after its fetch
+    assert sum(len(_fetch_all(f, 0.0)) for _ in range(3)) == 300
+    assert f.next_requests(2, now=1.0) == []  # within min_interval: never, filling or not
+    got = f.next_requests(2, now=5.0)
     if not fill:
         assert got == []
         return
@@ -64,21 +67,20 @@ def test_filling_never_breaks_a_host_delay(redis_url, namespace):
     assert min(gaps) >= 50.0
 
 
-def test_filling_spends_the_budget(redis_url, namespace):
-    """20 pages on 20 hosts planned at >= 100 s intervals, budget 1 fetch/s: with filling
-    the crawl makes a fetch every second; without, about 20 per planned interval."""
-    spent = {}
-    for fill in (True, False):
-        f = _frontier(redis_url, f"{namespace}-{fill}", fill_budget=fill)
-        f.add_many([f"http://h{i}.example/p" for i in range(20)], now=0.0)
-        count = 0
-        for step in range(600):
-            for d in f.next_requests(5, now=float(step)):
-                f.observe(d, fingerprint="v0", fetched_at=float(step))
-                count += 1
-        spent[fill] = count
-    assert spent[True] >= 590  # 600 tokens, the first 20 on the new pages
-    assert spent[False] < 0.5 * spent[True]
+def test_filling_spends_the_budget_but_never_within_min_interval(redis_url, namespace):
+    """20 pages on 20 hosts, min_interval 2 s, budget 1 fetch/s for 600 s: the budget is
+    spent, and no page is fetched twice within min_interval (filling included)."""
+    f = _frontier(redis_url, namespace, fill_budget=True, min_interval=2.0)
+    f.add_many([f"http://h{i}.example/p" for i in range(20)], now=0.0)
+    fetched: dict[str, list[float]] = {}
+    for tenth in range(6000):
+        now = tenth / 10
+        for d in f.next_requests(5, now=now):
+            f.observe(d, fingerprint="v0", fetched_at=now)
+            fetched.setdefault(d.url, []).append(now)
+    assert sum(map(len, fetched.values())) >= 590  # 600 tokens + 20 free first fetches
+    gaps = [b - a for times in fetched.values() for a, b in zip(times, times[1:], strict=False)]
+    assert min(gaps) >= 2.0
 
 
 def _run_page(f, url, versions, start, step):
@@ -189,3 +191,31 @@ def test_a_solve_short_of_the_budget_is_redone_within_seconds(redis_url, namespa
     f.add_many([f"http://h{i % 50}.example/{i}" for i in range(2000)], now=1.0)
     f.next_requests(1, now=7.0)
     assert f.stats(now=7.0)["nu"] > 0.0
+
+
+@pytest.mark.parametrize("budgeted", [False, True])
+def test_first_fetches_take_no_token_unless_budgeted(redis_url, namespace, budgeted):
+    """A first crawl is not held to the revisit budget (0.1 fetch/s here): 50 new pages are
+    leased at once; with ``budget_first_fetches`` only what the bucket holds (1 token)."""
+    f = _frontier(redis_url, namespace, budget=0.1, budget_first_fetches=budgeted)
+    f.add_many([f"http://h{i % 5}.example/p{i}" for i in range(50)], now=0.0)
+    got = [d for _ in range(5) for d in f.next_requests(100, now=0.0)]  # <= 4 per host a call
+    assert len(got) == (1 if budgeted else 50)
+    assert all(d.first for d in got)
+    f.observe_many([(d, {"fingerprint": "v0", "fetched_at": 0.0}) for d in got])
+    if not budgeted:  # revisits are budgeted: 0.1 token/s, burst 1.1 tokens
+        revisits = [d for t in range(0, 600, 10) for d in f.next_requests(100, now=float(t))]
+        assert len(revisits) <= 0.1 * 600 + 1.1
+        assert not any(d.first for d in revisits)
+
+
+def test_priority_orders_pages_due_at_the_same_time(redis_url, namespace):
+    """Pages added together are leased highest priority first (one host, no delay)."""
+    f = _frontier(redis_url, namespace, budget=100.0)
+    priorities = {"a": -2, "d": 1, "b": -1, "c": 0, "e": 2}
+    f.add_many([(f"http://one.example/{k}", 1.0, None, p) for k, p in priorities.items()],
+               now=10.0)
+    order = []
+    for _ in range(5):
+        order += [d.url[-1] for d in f.next_requests(1, now=11.0)]
+    assert order == ["e", "d", "c", "b", "a"]

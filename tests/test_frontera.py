@@ -8,6 +8,7 @@ clock is virtual, so due times, backoffs and close conditions are exact.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -16,6 +17,7 @@ import pytest
 from frontera.core.manager import FrontierManager
 from frontera.core.models import Request, Response
 from frontera.settings import Settings
+from frontera.utils.tester import BaseDownloaderSimulator, FrontierTester
 
 from frontier_rate.engine import BACKOFF_BASE, Frontier
 from frontier_rate.frontera import (
@@ -23,10 +25,14 @@ from frontier_rate.frontera import (
     RESULT_KEY,
     RevisitBackend,
     lease_of,
+    pack,
     page_meta,
+    page_request,
+    unpack,
 )
 
 sys.path.insert(0, str(Path(__file__).parent))
+from frontera_support.graph import Graph  # noqa: E402
 from reliability_support.proxy import RedisProxy  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
@@ -49,6 +55,19 @@ class VirtualClock:
 @pytest.fixture
 def clock() -> VirtualClock:
     return VirtualClock()
+
+
+class Counter:
+    """A stats manager as scrapy-frontera passes one (``STATS_MANAGER``): plain counters."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, float] = {}
+
+    def inc_value(self, key: str, value: float = 1) -> None:
+        self.values[key] = self.values.get(key, 0) + value
+
+    def set_value(self, key: str, value: float) -> None:
+        self.values[key] = value
 
 
 def make_manager(redis_url: str, namespace: str, clock: VirtualClock | None,
@@ -107,15 +126,21 @@ def backend_of(manager: FrontierManager) -> RevisitBackend:
 
 def test_budget_filling_hands_out_a_page_before_it_is_due(redis_url, namespace, clock) -> None:
     """With FRONTIER_RATE_FILL_BUDGET on (the default for `interval`), a budget with tokens
-    and nothing due leases the page that falls due next."""
-    manager = make_manager(redis_url, namespace, clock, FRONTIER_RATE_FILL_BUDGET=True)
+    and nothing due leases the page that falls due next, once MIN_INTERVAL has passed.
+
+    A budget of 0.2 fetches/s plans the one page 5 s apart; MIN_INTERVAL is 2 s, so 4 s
+    after its fetch the page is past MIN_INTERVAL and 1 s before its due time.
+    """
+    manager = make_manager(redis_url, namespace, clock, FRONTIER_RATE_FILL_BUDGET=True,
+                           FRONTIER_RATE_BUDGET=0.2, FRONTIER_RATE_MIN_INTERVAL=2.0)
     try:
         url = "http://site.test/a"
         manager.add_seeds([scrapy_request(url)])
         (first,) = manager.get_next_requests(10, key_type="domain", overused_keys=[])
         respond(manager, first, body=b"<p>v1</p>")
         due = backend_of(manager).frontier.page(url)["next_due"]
-        clock.advance(1.0)
+        assert due == pytest.approx(clock.now + 5.0)
+        clock.advance(4.0)
         early = manager.get_next_requests(10, key_type="domain", overused_keys=[])
         assert urls(early) == [url]
         assert early[0].meta[b"scrapy_meta"][DISPATCH_KEY]["due"] == pytest.approx(due)
@@ -153,7 +178,8 @@ def test_seed_fetch_wait_revisit(manager: FrontierManager, clock: VirtualClock) 
     clock.advance(1.0)
     second = manager.get_next_requests(10, key_type="domain", overused_keys=[])
     assert urls(second) == [url]
-    assert second[0].headers[b"If-None-Match"] == [b'"v1"']  # conditional revisit
+    assert second[0].headers[b"If-None-Match"] == b'"v1"'  # conditional revisit
+    assert second[0].headers[b"Accept"] == [b"text/html"]  # as given
     assert second[0].meta[b"scrapy_callback"] == b"parse_item"
 
     response = respond(manager, second[0], body=b"<p>v2</p>", headers={b"ETag": [b'"v2"']})
@@ -345,7 +371,9 @@ def test_state_is_shared_with_other_frontiers(manager: FrontierManager, redis_ur
     with Frontier(redis_url, namespace=namespace, estimator="interval", clock=clock) as other:
         page = other.page("http://site.test/shared")
         assert page["weight"] == 3.0 and page["fetches"] == 1
-        assert page["meta"] == {"cb": "parse", "m": {"frontier_rate_weight": 3}}
+        stored = page["meta"]["fr"]["m"]["$k"]  # pack()ed frontera meta, readable keys
+        assert stored["scrapy_callback"] == {"$b": "cGFyc2U="}  # b"parse"
+        assert stored["scrapy_meta"] == {"frontier_rate_weight": 3}
         assert other.stats()["pages"] == 1
 
 
@@ -375,14 +403,178 @@ def test_bad_arguments(manager: FrontierManager) -> None:
         manager.add_seeds([scrapy_request("http://site.test/w", meta={"frontier_rate_weight": 0})])
 
 
+CYCLE = {  # POST forms linking to each other and to themselves, as in frontera's SITE_03 / 09
+    "http://a.test/": ["http://a.test/1", "http://a.test/2", "http://b.test/"],
+    "http://a.test/1": ["http://a.test/", "http://a.test/1", "http://a.test/2#frag"],
+    "http://a.test/2": ["http://a.test/1", "http://b.test/"],
+    "http://b.test/": ["http://a.test/", "http://b.test/"],
+    "http://a.test/2#frag": ["http://a.test/"],
+}
+
+
+def run_tester(manager: FrontierManager, tester: FrontierTester, cap: int = 100) -> list[str]:
+    """frontera's FrontierTester loop (seeds, then poll / download / report until nothing
+    comes), bounded: a backend that keeps handing out requests fails instead of hanging."""
+    tester._add_seeds()
+    sent: list[str] = []
+    for _ in range(cap):
+        requests, _, _ = tester._run_iteration()
+        sent += [r.url for r in requests]
+        if not requests and tester.downloader_simulator.idle():
+            return sent
+    raise AssertionError(f"no end after {cap} polls: {len(sent)} requests, {len(set(sent))} URLs")
+
+
+@pytest.mark.parametrize("max_next", [1, 5])
+def test_cyclic_post_graph_ends_each_request_once(manager: FrontierManager,
+                                                  max_next: int) -> None:
+    """frontera's tester (every request a POST) over a cyclic graph: each request once.
+
+    POSTs are one-offs; each was handed out again whenever a page linked to it,
+    so a cycle never ended (frontera's harness sites 03 and 09: 383 dispatches
+    of 31 pages until the timeout). As Scrapy's dupefilter, the canonical URL
+    decides: ``/2#frag`` is ``/2``. The tester asserts meta, header, method and
+    cookie on every request.
+    """
+    tester = FrontierTester(manager, Graph(CYCLE), BaseDownloaderSimulator(),
+                            max_next_requests=max_next)
+    sent = run_tester(manager, tester)
+    assert sorted(sent) == sorted(set(CYCLE) - {"http://a.test/2#frag"})
+    assert manager.finished
+
+
+def test_one_offs_are_deduplicated_as_scrapy_would(redis_url: str, namespace: str,
+                                                   clock: VirtualClock) -> None:
+    """Same method, canonical URL and body: once per crawl. Another body, method or a
+    scrapy-frontera fingerprint that differs (``dont_filter``) is another request."""
+    def post(url: str, body: bytes = b"q=1", fingerprint: str | None = None) -> Request:
+        request = scrapy_request(url, method=b"POST")
+        request.meta[b"scrapy_body"] = body
+        if fingerprint:
+            request.meta[b"frontier_fingerprint"] = fingerprint
+        return request
+
+    stats = Counter()
+    manager = make_manager(redis_url, namespace, clock, STATS_MANAGER=stats)
+    try:
+        manager.add_seeds([post("http://f.test/form"), post("http://f.test/form"),
+                           post("http://f.test/form?b=2&a=1"), post("http://f.test/form?a=1&b=2"),
+                           post("http://f.test/form", b"q=2"),
+                           post("http://f.test/form", fingerprint="x1"),
+                           post("http://f.test/form", fingerprint="x2"),
+                           post("http://f.test/form", fingerprint="x2"),
+                           scrapy_request("http://f.test/once", meta={"dont_revisit": True}),
+                           scrapy_request("http://f.test/once", meta={"dont_revisit": True})])
+        out = manager.get_next_requests(20, key_type="domain", overused_keys=[])
+        assert [(r.url, r.method, r.meta[b"scrapy_body"]) for r in out] == [
+            ("http://f.test/form", b"POST", b"q=1"), ("http://f.test/form?b=2&a=1", b"POST", b"q=1"),
+            ("http://f.test/form", b"POST", b"q=2"), ("http://f.test/form", b"POST", b"q=1"),
+            ("http://f.test/form", b"POST", b"q=1"), ("http://f.test/once", b"GET", b"")]
+        assert stats.values["frontier_rate/one_off_duplicate"] == 4
+        assert stats.values["frontier_rate/one_off"] == 6
+        manager.links_extracted(out[0], [post("http://f.test/form")])  # later on: still seen
+        assert manager.get_next_requests(20, key_type="domain", overused_keys=[]) == []
+    finally:
+        manager.stop()
+
+
+def test_one_offs_wait_while_their_slot_is_overused(manager: FrontierManager) -> None:
+    busy = [scrapy_request(f"http://busy.test/{i}", method=b"POST") for i in range(2)]
+    calm = [scrapy_request("http://calm.test/x", method=b"POST")]
+    manager.add_seeds(busy + calm)
+    assert urls(manager.get_next_requests(10, key_type="domain",
+                                          overused_keys=["busy.test"])) == ["http://calm.test/x"]
+    assert not manager.finished
+    assert urls(manager.get_next_requests(10, key_type="domain", overused_keys=[])) == \
+        ["http://busy.test/0", "http://busy.test/1"]
+
+
+def test_frontera_testers_request_comes_back_as_given(manager: FrontierManager,
+                                                      clock: VirtualClock) -> None:
+    """frontera's tester request (bytes header value, bytes cookie, a meta key of its own),
+    made a GET so that it is a page: the first fetch and the revisit carry all of it.
+    Before: the header value came back as a list, the cookie as str, the meta key not at all."""
+    tester = FrontierTester(manager, Graph({}), BaseDownloaderSimulator())
+    seed = tester._make_request("http://site.test/given")
+    seed._method = b"GET"
+    manager.add_seeds([seed])
+    for _ in range(2):
+        [got] = manager.get_next_requests(10, key_type="domain", overused_keys=[])
+        assert got.method == b"GET"
+        assert got.meta[b"this_param"] == b"should be passed over"
+        assert got.headers[b"X-Important-Header"] == b"Frontera"
+        assert got.cookies == {b"currency": b"USD"}
+        respond(manager, got, body=b"x")
+        clock.advance(MAX_INTERVAL + 1)
+
+
 def test_page_meta_round_trip() -> None:
-    """page_meta keeps what scrapy-frontera needs to rebuild the request, as JSON."""
-    request = scrapy_request("http://site.test/x", meta={"k": [1, "two"], "retry_times": 2},
-                             callback=b"parse_x", headers={b"X-A": [b"1"],
+    """page_meta stores the request as given, as JSON; page_request rebuilds it exactly."""
+    request = scrapy_request("http://site.test/x", meta={"k": [1, "two"], "retry_times": 2,
+                                                         "raw": b"\x00\xff", "pair": (1, b"z"),
+                                                         "$ref": {3: "int key"}},
+                             callback=b"parse_x", headers={b"X-A": [b"1"], "X-B": "2",
                                                            b"If-None-Match": [b'"old"']})
+    request.cookies[b"currency"] = b"USD"
     request.cookies["session"] = "abc"
-    assert page_meta(request) == {"cb": "parse_x", "m": {"k": [1, "two"]},
-                                  "h": {"X-A": ["1"]}, "c": {"session": "abc"}}
+    request.meta[b"this_param"] = b"should be passed over"
+    request.meta[b"scrapy_cb_kwargs"] = {"when": ("a", 1.5)}
+    request.meta[DISPATCH_KEY.encode()] = {"url": "http://site.test/x", "token": "t"}
+    request._body = b"\x01body"
+    stored = page_meta(request)
+    text = json.dumps(stored, allow_nan=False)  # plain JSON: nothing pickled
+    rebuilt = page_request(request.url, json.loads(text))
+    expected_meta = dict(request.meta)
+    del expected_meta[DISPATCH_KEY.encode()]  # per-fetch: the lease of the fetch it came from
+    expected_meta[b"scrapy_meta"] = {k: v for k, v in request.meta[b"scrapy_meta"].items()
+                                     if k != "retry_times"}
+    assert rebuilt.meta == expected_meta
+    assert rebuilt.headers == {b"X-A": [b"1"], "X-B": "2"}  # as given; validators are the frontier's
+    assert rebuilt.cookies == {b"currency": b"USD", "session": "abc"}
+    assert rebuilt.body == b"\x01body" and rebuilt.method == b"GET"
+    assert type(rebuilt.meta[b"scrapy_meta"]["pair"]) is tuple
+
+
+def test_pack_refuses_what_it_cannot_give_back() -> None:
+    """Sets, objects, NaN and cycles are named in a ValueError; malformed stored values too."""
+    for value in ({"a", "b"}, object(), float("nan")):
+        with pytest.raises(ValueError, match="meta\\['v'\\]"):
+            pack({"v": value}, "meta")
+    loop: list = []
+    loop.append(loop)
+    with pytest.raises(ValueError, match="nested deeper"):
+        pack(loop)
+    for bad in ({"$b": "!!"}, {"$t": "x"}, {"$d": {"ab": 1}}, {"$d": [[[1], 2]]}):
+        with pytest.raises(ValueError, match="malformed"):
+            unpack(bad)
+    assert unpack(pack({"$b": "not bytes"})) == {"$b": "not bytes"}  # a user's "$" key is escaped
+
+
+def test_a_page_stored_by_an_earlier_version_is_rebuilt(
+        manager: FrontierManager, redis_url: str, namespace: str, clock: VirtualClock) -> None:
+    """Pages stored with the earlier JSON keys (cb/eb/kw/m/h/c) still come back as they were."""
+    url = "http://site.test/old"
+    with Frontier(redis_url, namespace=namespace, estimator="interval", clock=clock) as other:
+        other.add(url, 1.0, {"cb": "parse_old", "kw": {"a": 1}, "m": {"depth": 2},
+                             "h": {"Accept": ["text/html"]}, "c": {"session": "abc"}})
+    [got] = manager.get_next_requests(10, key_type="domain", overused_keys=[])
+    assert got.meta[b"scrapy_callback"] == b"parse_old"
+    assert got.meta[b"scrapy_cb_kwargs"] == {"a": 1}
+    assert got.meta[b"scrapy_meta"]["depth"] == 2 and lease_of(got).url == url
+    assert got.headers == {b"Accept": [b"text/html"]} and got.cookies == {"session": "abc"}
+
+
+def test_a_corrupt_stored_request_is_fetched_bare(
+        manager: FrontierManager, redis_url: str, namespace: str, clock: VirtualClock,
+        caplog) -> None:
+    url = "http://site.test/corrupt"
+    with Frontier(redis_url, namespace=namespace, estimator="interval", clock=clock) as other:
+        other.add(url, 1.0, {"fr": {"m": {"$b": "%%%"}}})
+    with caplog.at_level("WARNING", logger="frontier_rate"):
+        [got] = manager.get_next_requests(10, key_type="domain", overused_keys=[])
+    assert got.url == url and lease_of(got).url == url
+    assert got.meta[b"scrapy_cb_kwargs"] == {}  # what scrapy-frontera needs to rebuild it
+    assert "stored request of http://site.test/corrupt unreadable" in caplog.text
 
 
 @pytest.mark.reliability

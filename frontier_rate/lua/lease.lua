@@ -6,8 +6,9 @@
 -- goes up, and the host's next dispatch moves to now + host delay.
 -- A queued candidate with a corrupt state (or one marked leased or gone), no
 -- URL or malformed extras is quarantined instead.
--- Returns {one string of packed leases, each "<dI2I2I2I2I2I4" due, token, lengths of
--- host, url, etag, last_modified, meta, then the 8-byte id and those five strings
+-- Returns {one string of packed leases, each "<dI2BI2I2I2I2I4" due, token, first (1: the
+-- page was never fetched), lengths of host, url, etag, last_modified, meta, then the
+-- 8-byte id and those five strings
 -- (engine._leases); QUARANTINED (url, reason pairs); the shard's earliest time with
 -- work (lib.lua earliest)}.
 local now = C.now
@@ -53,7 +54,9 @@ for i = H + 2, #ARGV, 2 do
     local delay = stored_delay
     if delay < 0 then delay = C.default_delay end
     leased_hosts[host] = {now + delay, stored_delay}
-    out[#out + 1] = struct.pack("<dI2I2I2I2I2I4", due, s.leases, #host, #url, #etag,
+    local first = 0
+    if s.fetches == 0 then first = 1 end
+    out[#out + 1] = struct.pack("<dI2BI2I2I2I2I4", due, s.leases, first, #host, #url, #etag,
       #last_modified, #meta) .. id .. host .. url .. etag .. last_modified .. meta
   end
 end

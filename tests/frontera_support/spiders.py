@@ -68,3 +68,35 @@ class ErrbackSpider(RevisitSpider):
         response = getattr(failure.value, "response", None)
         self.record("error", url=failure.request.url, error=type(failure.value).__name__,
                     status=getattr(response, "status", None))
+
+
+class FidelitySpider(_RecordingSpider):
+    """A seed with cookies, a header, bytes and tuple meta and tuple cb_kwargs; POST forms
+    that link to each other (a cycle); a ``dont_revisit`` GET and a ``dont_filter`` POST
+    from every visit of the seed."""
+
+    name = "frontera_fidelity"
+
+    def start_requests(self):
+        yield scrapy.Request(self.seeds[0], callback=self.parse_home, cookies={"session": "abc"},
+                             headers={"X-Token": "t1"},
+                             meta={"raw": b"\x00\xff", "pair": (1, "two"), "label": "home"},
+                             cb_kwargs={"kind": ("home", 1)})
+
+    def parse_home(self, response: scrapy.http.Response, kind: Any):
+        meta = response.meta
+        self.record("home", url=response.url, kwarg=repr(kind), raw=repr(meta.get("raw")),
+                    pair=repr(meta.get("pair")), label=meta.get("label"),
+                    lease="frontier_rate_dispatch" in meta)
+        yield scrapy.FormRequest(response.urljoin("/form"), formdata={"q": "1"},
+                                 callback=self.parse_form)
+        yield scrapy.Request(response.urljoin("/once"), callback=self.parse_form,
+                             meta={"dont_revisit": True})
+        yield scrapy.FormRequest(response.urljoin("/again"), formdata={"q": "1"},
+                                 callback=self.parse_form, dont_filter=True)
+
+    def parse_form(self, response: scrapy.http.Response):
+        self.record("form", url=response.url, method=response.request.method)
+        for path in ("/form", "/form2"):
+            yield scrapy.FormRequest(response.urljoin(path), formdata={"q": "1"},
+                                     callback=self.parse_form)

@@ -1,12 +1,14 @@
 """Run one crawl of RecordingSpider in this process: ``python crawl.py config.json``.
 
-The config is JSON: ``{"settings": {...}, "args": {...}}``. Settings go in as
-they are (lists stay lists, so regexes with commas survive), which ``-s`` on
-the scrapy command line cannot do.
+The config is JSON: ``{"settings": {...}, "args": {...}, "spider": "module.Class"}``
+(``spider`` defaults to ``RecordingSpider``; a module is looked up beside this file).
+Settings go in as they are (lists stay lists, so regexes with commas survive), which
+``-s`` on the scrapy command line cannot do.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
@@ -27,8 +29,12 @@ def main(path: str) -> None:
         "ROBOTSTXT_OBEY": False,
         **config.get("settings", {}),
     }
+    spider = RecordingSpider
+    if config.get("spider"):
+        module, _, name = config["spider"].rpartition(".")
+        spider = getattr(importlib.import_module(module), name)
     process = CrawlerProcess(settings)
-    process.crawl(RecordingSpider, **config.get("args", {}))
+    process.crawl(spider, **config.get("args", {}))
     process.start()
 
 

@@ -53,7 +53,8 @@ class Crawl:
 
 def start_crawl(
     tmp_path: Path, name: str, redis_url: str, namespace: str, start: list[dict[str, Any]],
-    settings: dict[str, Any] | None = None, follow: bool = False,
+    settings: dict[str, Any] | None = None, follow: bool = False, spider: str | None = None,
+    args: dict[str, Any] | None = None,
 ) -> tuple[subprocess.Popen, Path, Path]:
     output, log = tmp_path / f"{name}.jsonl", tmp_path / f"{name}.log"
     config = {
@@ -73,7 +74,9 @@ def start_crawl(
         },
         "args": {
             "output": str(output), "start": json.dumps(start), "follow": "1" if follow else "0",
+            **(args or {}),
         },
+        "spider": spider,
     }
     config_path = tmp_path / f"{name}.json"
     config_path.write_text(json.dumps(config))
@@ -96,8 +99,11 @@ def finish_crawl(proc: subprocess.Popen, output: Path, log: Path, timeout: float
 
 def run_crawl(tmp_path: Path, redis_url: str, namespace: str, start: list[dict[str, Any]],
               settings: dict[str, Any] | None = None, follow: bool = False,
-              name: str = "crawl") -> Crawl:
-    proc, output, log = start_crawl(tmp_path, name, redis_url, namespace, start, settings, follow)
+              name: str = "crawl", spider: str | None = None,
+              args: dict[str, Any] | None = None) -> Crawl:
+    """Run one crawl to its end (``spider``: "module.Class" beside crawl.py)."""
+    proc, output, log = start_crawl(tmp_path, name, redis_url, namespace, start, settings,
+                                    follow, spider, args)
     return finish_crawl(proc, output, log)
 
 

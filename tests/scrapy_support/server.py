@@ -52,6 +52,7 @@ class Hit:
     if_modified_since: str | None
     user_agent: str | None
     started: float = 0.0
+    cookie: str | None = None
 
 
 class LoopbackSite:
@@ -189,7 +190,8 @@ class ChangingSite(LoopbackSite):
         with self._lock:
             self.hits.append(
                 Hit(time.time(), handler.command, path, status, if_none_match,
-                    if_modified_since, handler.headers.get("User-Agent"), started)
+                    if_modified_since, handler.headers.get("User-Agent"), started,
+                    handler.headers.get("Cookie"))
             )
         handler.send_response(status)
         for name, value in headers:
