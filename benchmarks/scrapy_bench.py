@@ -1,6 +1,6 @@
 """``scrapy bench`` with Scrapy's scheduler and with frontier-rate's, default settings, side by side.
 
-    python benchmarks/scrapy_bench.py [--rounds N] [--seconds S] [--no-write]
+    python benchmarks/scrapy_bench.py [--rounds N] [--seconds S] [--no-write] [--quick]
 
 Scrapy's own local benchmark: its bench server (``scrapy.utils.benchserver``: pages
 that link to 20 pages never seen before) and its bench spider (follow every link),
@@ -15,7 +15,7 @@ Rounds alternate (Scrapy, frontier-rate, Scrapy, ...) so drift of a shared machi
 both. Pages per minute = 60 x response_received_count / elapsed_time_seconds from the
 crawl's stats (what ``scrapy bench`` reports at its end). Writes
 docs/benchmarks/scrapy_bench.json and the section of docs/BENCHMARKS.md between its
-markers, unless --no-write.
+markers, unless --no-write (``--quick``: one round of 4 s, nothing written).
 """
 
 from __future__ import annotations
@@ -131,7 +131,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--from-json", action="store_true", help="re-render the doc only")
+    parser.add_argument("--quick", action="store_true", help="one round of 4 s, no writing")
     options = parser.parse_args(argv)
+    if options.quick:
+        options.rounds, options.seconds, options.no_write = 1, 4.0, True
     if options.from_json:
         write_doc(render(json.loads(OUT_JSON.read_text())))
         return 0

@@ -280,32 +280,29 @@ class RevisitBackend(Backend):
     def _add(self, requests: Iterable[FrontierRequest], kind: str) -> None:
         """Add the revisitable requests as pages; queue the rest once.
 
-        A request the frontier cannot hold (non-JSON meta, a bad URL) does not
-        stop the others: they are added first, then ValueError names it.
+        A request the frontier cannot hold as a page (a bad URL, meta JSON cannot
+        carry, a bad weight) is fetched once instead, with a WARNING naming it, as
+        the Scrapy scheduler does (``kind``: "seed" or "link", for the log).
         """
         pages: list[tuple[str, float, dict[str, Any]]] = []
-        problem: str | None = None
         client = self._client
         for request in requests:
-            if _method(request) != "GET" or _meta_flag(request, DONT_REVISIT_KEY):
-                self._add_one_off(request)
+            if _method(request) != "GET" or _meta_flag(request, DONT_REVISIT_KEY) \
+                    or not request.url.startswith(("http://", "https://")):
+                self._add_one_off(request)  # as Scrapy's scheduler would, once
                 continue
             try:
                 parse_url(request.url)
-            except ValueError as exc:  # as the Scrapy scheduler: named, counted, not raised
-                self._stat("rejected", 1, False)
-                logger.warning("frontier-rate: request refused, not a page the frontier can "
-                               "keep: %s", exc)
-                continue
-            try:
                 pages.append((request.url, _weight(request), page_meta(request)))
             except ValueError as exc:
-                problem = problem or f"{kind} {request.url[:200]!r}: {exc}"
+                self._stat("not_revisitable", 1, False)
+                url = request.url if len(request.url) <= 200 else request.url[:200] + "..."
+                logger.warning("frontier-rate: %s <%s %s> is fetched once, not revisited: %s",
+                               kind, _method(request), url, exc)
+                self._add_one_off(request)
         if pages:
             client.add(pages)
             self._finished_at = float("-inf")
-        if problem is not None:
-            raise ValueError(problem)
 
     def _add_one_off(self, request: FrontierRequest) -> None:
         """Queue a one-off unless this crawl already queued the same request (Scrapy's dupefilter)."""

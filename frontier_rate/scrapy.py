@@ -7,17 +7,19 @@ Enable it with settings alone::
 
 How a request travels (DESIGN.md section 5 has the Scrapy facts this rests on):
 
-1. ``enqueue_request``: a GET request becomes a *page* of the frontier. Its
-   callback and errback are stored by spider method name, its headers, meta
-   and cb_kwargs as JSON; anything that is not JSON raises ``ValueError``
-   naming the key (nothing is pickled). Non-GET requests,
-   ``meta["dont_revisit"]`` and the retries/redirects of a request this
-   scheduler sent go to a local one-off queue instead.
+1. ``enqueue_request``: Scrapy's dupefilter decides duplicates, as in Scrapy's
+   own scheduler (False exactly when it drops one). A GET request becomes a
+   *page* of the frontier (``frontier_rate.scrapy_request``: what is stored,
+   as JSON, never pickled). Non-GET requests, ``meta["dont_revisit"]``, other
+   URL schemes, requests the frontier cannot store (named in a WARNING), a
+   ``dont_filter`` repeat of a page of this crawl and the retries/redirects of
+   a request this scheduler sent are fetched once from a local queue.
 2. ``next_request``: leased pages come from a local buffer that
    ``frontier_rate.client.FrontierClient`` fills from a background thread,
-   and leave (past ``politeness.HostGate``) as Requests with the stored
-   callback, errback, headers and meta plus ``If-None-Match`` /
-   ``If-Modified-Since`` from the last fetch.
+   and leave (past ``politeness.HostGate``) as Requests rebuilt from what was
+   stored, plus ``If-None-Match`` / ``If-Modified-Since`` from the last fetch.
+   When nothing is buffered but pages are due, ``next_request`` waits briefly
+   for the worker (``STARVED_WAIT``) rather than let the engine go idle.
 3. Outcomes reach the scheduler without any middleware: the
    ``response_received`` signal carries every response that reaches the
    engine, and download errors reach the errback this scheduler wraps around
@@ -343,14 +345,14 @@ class Scheduler:
         ``MAX_WARNINGS`` at WARNING level) and count it."""
         self.stats.inc_value("frontier_rate/not_revisitable")
         self._warnings += 1
-        if self._warnings <= MAX_WARNINGS:
-            logger.warning("frontier-rate: %s is fetched once, not revisited: %s", request, exc)
-            if self._warnings == MAX_WARNINGS:
-                logger.warning("frontier-rate: %d requests not revisitable; further ones are "
-                               "logged at DEBUG level (stat frontier_rate/not_revisitable "
-                               "counts them all)", MAX_WARNINGS)
-        else:
-            logger.debug("frontier-rate: %s is fetched once, not revisited: %s", request, exc)
+        url = request.url if len(request.url) <= 200 else request.url[:200] + "..."
+        level = logging.WARNING if self._warnings <= MAX_WARNINGS else logging.DEBUG
+        logger.log(level, "frontier-rate: <%s %s> is fetched once, not revisited: %s",
+                   request.method, url, exc)
+        if self._warnings == MAX_WARNINGS:
+            logger.warning("frontier-rate: %d requests not revisitable; further ones are "
+                           "logged at DEBUG level (stat frontier_rate/not_revisitable counts "
+                           "them all)", MAX_WARNINGS)
 
     def _take_leases(self) -> None:
         """Move the leases the worker fetched into the buffer, the highest priority first."""

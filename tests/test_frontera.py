@@ -9,6 +9,7 @@ clock is virtual, so due times, backoffs and close conditions are exact.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -279,7 +280,10 @@ def test_links_extracted_adds_pages_with_their_request(manager: FrontierManager)
     manager.links_extracted(got, links)
     out = manager.get_next_requests(10, key_type="domain", overused_keys=[])
     by_url = {r.url: r for r in out}
-    assert sorted(by_url) == ["http://site.test/form", "http://site.test/p1"]
+    # the mailto: link is no page: handed out once, as a one-off (Scrapy's downloader says
+    # what it makes of it), like the POST
+    assert sorted(by_url) == ["http://site.test/form", "http://site.test/p1",
+                              "mailto:someone@site.test"]
     assert by_url["http://site.test/form"].method == b"POST"  # one-off, handed out once
     p1 = by_url["http://site.test/p1"]
     assert p1.meta[b"scrapy_callback"] == b"parse_page"
@@ -290,13 +294,18 @@ def test_links_extracted_adds_pages_with_their_request(manager: FrontierManager)
     assert manager.get_next_requests(10, key_type="domain", overused_keys=[]) == []
 
 
-def test_non_json_meta_raises_but_keeps_good_links(manager: FrontierManager) -> None:
+def test_non_json_meta_is_fetched_once_and_good_links_kept(
+        manager: FrontierManager, caplog: pytest.LogCaptureFixture) -> None:
+    """As the Scrapy scheduler: a request the frontier cannot store is fetched once, named
+    in a WARNING; it is not a page (a second poll does not hand it out again)."""
     good = scrapy_request("http://site.test/good")
     bad = scrapy_request("http://site.test/bad", meta={"tags": {"a", "set"}})
-    with pytest.raises(ValueError, match=r"http://site.test/bad.*meta\['tags'\]"):
-        manager.add_seeds([bad, good])
-    assert urls(manager.get_next_requests(10, key_type="domain", overused_keys=[])) == [
-        "http://site.test/good"]
+    manager.add_seeds([bad, good])
+    assert re.search(r"<GET http://site.test/bad> is fetched once, not revisited: .*"
+                     r"meta\['tags'\]", caplog.text)
+    assert sorted(urls(manager.get_next_requests(10, key_type="domain", overused_keys=[]))) \
+        == ["http://site.test/bad", "http://site.test/good"]
+    assert manager.backend.frontier.page("http://site.test/bad") is None
 
 
 def test_foreign_lease_is_ignored(manager: FrontierManager) -> None:
@@ -399,8 +408,8 @@ def test_bad_arguments(manager: FrontierManager) -> None:
         manager.backend.get_next_requests(-1)
     with pytest.raises(ValueError, match="key_type"):
         manager.backend.get_next_requests(1, key_type="slot")
-    with pytest.raises(ValueError, match="frontier_rate_weight"):
-        manager.add_seeds([scrapy_request("http://site.test/w", meta={"frontier_rate_weight": 0})])
+    manager.add_seeds([scrapy_request("http://site.test/w", meta={"frontier_rate_weight": 0})])
+    assert manager.backend.frontier.page("http://site.test/w") is None  # fetched once only
 
 
 CYCLE = {  # POST forms linking to each other and to themselves, as in frontera's SITE_03 / 09

@@ -265,14 +265,17 @@ def test_slow_redis_never_stalls_the_event_loop(namespace, tmp_path):
 # -- bad URLs from the spider ------------------------------------------------------------------
 
 
-def test_bad_urls_are_refused_one_by_one_and_good_ones_crawled(namespace, redis_url, tmp_path):
-    """Start requests and followed links with URLs the frontier cannot keep.
+def test_bad_urls_are_fetched_once_and_good_ones_crawled(namespace, redis_url, tmp_path):
+    """Start requests and followed links with URLs the frontier cannot keep as pages.
 
-    Before, one bad URL made ``add_many`` refuse its whole batch. Now each is
-    refused with a WARNING naming it and counted; every good page of the same
-    batches is fetched. Scrapy itself strips CR/LF/NUL from URLs (w3lib's
-    ``safe_url_string``), so a URL carrying them reaches the site as a plain
-    path; the request log shows no header was injected.
+    Before, one bad URL made ``add_many`` refuse its whole batch; then each was refused.
+    Now each is fetched once, as Scrapy would fetch it (issue 23: nothing a spider yields
+    is lost), with a WARNING naming it when it is an http(s) URL the frontier cannot keep
+    (over 2048 characters, a bad host) and counted; other schemes are plain one-off
+    fetches. The revisits of /links yield the bad links again: Scrapy's dupefilter drops
+    them, so each is fetched once. Scrapy itself strips CR/LF/NUL from URLs (w3lib's
+    ``safe_url_string``), so a URL carrying them reaches the site as a plain path; the
+    request log shows no header was injected.
     """
     with ChangingSite("127.0.0.1") as site:
         # over the engine's MAX_URL_LENGTH (2048), under Scrapy's URLLENGTH_LIMIT (2083)
@@ -282,8 +285,9 @@ def test_bad_urls_are_refused_one_by_one_and_good_ones_crawled(namespace, redis_
                                    [*bad_links, "/good3"]))
         for path in ("/good1", "/good2", "/good3"):
             site.set(path, f"<p>{path}</p>")
+        long_start = "/" + "y" * (2060 - len(site.url("/")))
         bad_starts = ["http://exa mple.com/", "data:text/plain,hello", "ftp://127.0.0.1/x",
-                      site.url("/" + "y" * (2060 - len(site.url("/"))))]
+                      site.url(long_start)]
         crlf = site.url("/good1\r\nX-Injected: 1\x00")
         starts = [{"url": site.url("/good1")}, *({"url": u} for u in bad_starts),
                   {"url": site.url("/links")}, {"url": site.url("/good2")}, {"url": crlf}]
@@ -294,18 +298,23 @@ def test_bad_urls_are_refused_one_by_one_and_good_ones_crawled(namespace, redis_
         _crawl_ok(crawl)
         for path in ("/good1", "/good2", "/good3", "/links"):
             assert site.hits_for(path), (path, crawl.log[-3000:])
-        refused = re.findall(r"WARNING: frontier-rate: request refused, not a page the frontier "
-                             r"can keep: url '(.*?)'", crawl.log)
-        links = [site.url(link) if link.startswith("/") else link for link in bad_links]
-        for url in bad_starts + links:
-            shown = url if len(url) <= 100 else url[:100] + "..."
-            assert shown in refused, (shown, refused)
-        # each fetch of /links yields its bad links again
-        expected = len(bad_starts) + len(bad_links) * _answered(site.hits_for("/links"))
-        assert crawl.stats["frontier_rate/rejected"] == len(refused) == expected
-        assert all(len(url) <= 103 for url in refused)  # named, truncated
-        assert not any(h.path.startswith("/" + "x" * 100) or h.path.startswith("/" + "y" * 100)
-                       for h in site.hits)
+        assert _answered(site.hits_for("/links")) >= 2  # revisited: its links came again
+        for path in (long_path, long_start):
+            assert len(site.hits_for(path)) == 1, path[:40]  # fetched once, never revisited
+        warned = re.findall(r"WARNING: frontier-rate: <GET (.*?)> is fetched once, not "
+                            r"revisited: url '", crawl.log)
+        assert all(len(url) <= 203 for url in warned)  # named, truncated
+        assert sorted(warned) == sorted(
+            u if len(u) <= 200 else u[:200] + "..." for u in
+            ["http://exa mple.com/", "http://exa mple.com/x", site.url(long_start),
+             site.url(long_path)]), warned
+        assert crawl.stats["frontier_rate/not_revisitable"] == len(warned) == 4
+        frontier = open_frontier(redis_url, namespace)
+        try:
+            assert frontier.page(site.url("/good3")) is not None
+            assert frontier.stats()["pages"] == 5  # /good1-3, /links, the CR/LF one
+        finally:
+            frontier.close()
         injected = [h for h in site.hits if "X-Injected" in h.path or "\n" in h.path]
         assert all(h.path == "/good1X-Injected:%201" for h in injected), injected
         # the whole request log: only the headers Scrapy sends
@@ -441,7 +450,10 @@ def test_big_body_is_cut_at_the_cap_with_bounded_memory(redis_url, namespace, tm
         assert all("download_stopped" in r["flags"] and CAP < r["body_length"] < 2 * CAP
                    for r in responses), [(r["flags"], r["body_length"]) for r in responses]
         changed = [r["meta"]["frontier_rate"]["changed"] for r in responses]
-        assert changed == [False, False, True] + [False] * (len(changed) - 3), changed
+        # the first fetch is new (changed: the copy is new), then the edit is seen once
+        assert changed == [True, False, True] + [False] * (len(changed) - 3), changed
+        assert [r["meta"]["frontier_rate"]["new"] for r in responses] == \
+            [True] + [False] * (len(changed) - 1)
         assert crawl.stats["frontier_rate/body_cut"] == len(big)
         frontier = open_frontier(redis_url, f"{namespace}-capped")
         try:
