@@ -100,12 +100,17 @@ _WARNED: set[tuple[str, str]] = set()
 
 
 def warn_once(facts: dict[str, Any], url: str | None) -> None:
-    """Log each of ``warnings`` once per process and server."""
-    for text in warnings(facts, url):
+    """Log each of ``warnings`` once per process and server (and, at INFO, that the
+    server's eviction policy could not be read: an ACL without INFO)."""
+    texts = [(logging.WARNING, text) for text in warnings(facts, url)]
+    if facts.get("maxmemory_policy") == "unknown":
+        texts.append((logging.INFO, f"the Redis user at {redact_url(url)} may not run INFO: the "
+                      "frontier cannot tell whether Redis may evict its keys, nor notice it"))
+    for level, text in texts:
         key = (redact_url(url), text)
         if key not in _WARNED:
             _WARNED.add(key)
-            logger.warning("frontier-rate: %s", text)
+            logger.log(level, "frontier-rate: %s", text)
 
 
 class EvictionWatch:
