@@ -46,7 +46,7 @@ def run(estimator: str, fetches: int, seed: int, url: str | None) -> float:
     namespace = f"bias-{estimator}-{seed}-{os.getpid()}-{time.monotonic_ns() % 10**9}"
     f = Frontier(url, namespace=namespace, estimator=estimator, budget=BUDGET, min_host_delay=0.0,
                  min_interval=60.0, max_interval=86400.0, lease_timeout=1e9, seed=seed,
-                 prior_rate=1.0 / 86400)
+                 prior_rate=1.0 / 86400, budget_first_fetches=True)
     urls = [f"https://h{i}.example/page" for i in range(PAGES)]
     horizon = 2.0 * fetches * 600.0 * 10
     changes = {u: np.cumsum(rng.exponential(1.0 / RATE, int(horizon * RATE * 2) + 10)) for u in urls}

@@ -270,7 +270,8 @@ def run_frontier(sc: Scenario, url: str | None, estimator: str, pol: str) -> tup
     f = Frontier(url, namespace=namespace, estimator=estimator, policy=pol, objective="freshness",
                  budget=sc.budget * tick, min_host_delay=sc.host_delay / tick,
                  min_interval=MIN_INTERVAL / tick, max_interval=MAX_INTERVAL / tick,
-                 lease_timeout=1e12, seed=sc.seed, prior_rate=tick / DAY)
+                 lease_timeout=1e12, seed=sc.seed, prior_rate=tick / DAY,
+                 budget_first_fetches=True)  # equal budget: every fetch counts
     return drive(f, sc, tick=tick, max_n=256, retry=1.0)
 
 

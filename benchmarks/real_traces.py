@@ -207,7 +207,8 @@ def run_frontier(world: World, url: str | None, estimator: str, pol: str,
     namespace = f"traces-{estimator}-{pol}-{world.per_page_day:g}-{os.getpid()}-{time.monotonic_ns() % 10**9}"
     f = Frontier(url, namespace=namespace, estimator=estimator, policy=pol, objective="freshness",
                  budget=world.budget, min_host_delay=world.host_delay, min_interval=MIN_INTERVAL,
-                 max_interval=MAX_INTERVAL, lease_timeout=1e12, seed=world.seed)
+                 max_interval=MAX_INTERVAL, lease_timeout=1e12, seed=world.seed,
+                 budget_first_fetches=True)  # equal budget: every fetch counts
     return drive(f, world, tick=1.0, max_n=64, retry=60.0, dates=dates)
 
 

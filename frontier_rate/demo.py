@@ -100,6 +100,9 @@ def crawl_command(cfg: DemoConfig, seeds: list[str], namespace: str, log_file: P
         "FRONTIER_RATE_MIN_INTERVAL": cfg.min_interval,
         "FRONTIER_RATE_MAX_INTERVAL": cfg.max_interval,
         "FRONTIER_RATE_CLOSE_AFTER": cfg.duration,
+        # Every fetch counts against the budget, first ones too: the demo compares the crawl
+        # with uniform revisiting and the oracle at equal budget.
+        "FRONTIER_RATE_BUDGET_FIRST_FETCHES": True,
         # The engine's default prior, "changes once a day", in the demo's accelerated time.
         "FRONTIER_RATE_PRIOR_RATE": cfg.acceleration / DAY,
         # Last-Modified dates are on the test-bed's simulated clock.
