@@ -351,7 +351,7 @@ class Scripts:
         self.source["due"] = _read("due.lua")
         self.sha = {name: hashlib.sha1(text.encode("utf-8")).hexdigest()
                     for name, text in self.source.items()}
-        self.names = {sha: name for name, sha in self.sha.items()}
+        self._queued: list[tuple[int, str]] | None = None
         self.load()
 
     def load(self) -> None:
@@ -365,6 +365,8 @@ class Scripts:
 
     def call(self, target: Any, name: str, keys: list[str], args: list) -> Any:
         """Queue (on a pipeline) or run (on a client) one script."""
+        if self._queued is not None and target is not self.client:
+            self._queued.append((len(target), name))  # its place in the pipeline (``run``)
         return target.evalsha(self.sha[name], len(keys), *keys, *args)
 
     def stream(self, commands: Iterable[tuple[str, list[str], list]],
@@ -435,16 +437,29 @@ class Scripts:
         lost them all), so building it again is safe.
         """
         for attempt in (1, 2):
-            recorder = _Recorder()
-            build(recorder)
-            replies = self._execute(recorder.calls)
-            names = [self.names.get(args[0], "?") if name == "evalsha" else None
-                     for name, args, _ in recorder.calls]
+            self._queued = []
+            try:
+                if self.cluster:
+                    recorder = _Recorder()
+                    build(recorder)
+                    replies = self._execute(recorder.calls)
+                else:
+                    pipe = self.client.pipeline(transaction=False)
+                    build(pipe)
+                    replies = pipe.execute(raise_on_error=False)
+                queued = self._queued
+            finally:
+                self._queued = None
+            if not any(isinstance(r, Exception) for r in replies):
+                return replies
+            names: list[str | None] = [None] * len(replies)
+            for at, name in queued:
+                names[at] = name
             lost = [r for r in replies if isinstance(r, redis.exceptions.NoScriptError)]
             if lost:
                 logger.info("Redis lost the frontier scripts; loading them again")
                 self.load()
-                if attempt == 1 and len(lost) == sum(name is not None for name in names):
+                if attempt == 1 and len(lost) == len(queued):
                     continue
             return self._checked(names, replies)
         raise AssertionError("unreachable")
@@ -471,15 +486,9 @@ class Scripts:
         raise fatal[0]
 
     def _execute(self, calls: list[tuple[str, tuple, dict]]) -> list:
-        """Send recorded commands as one pipeline (Redis Cluster: one per node) and return
-        every reply, errors included, in order."""
-        if not self.cluster:
-            pipe = self.client.pipeline(transaction=False)
-            for name, args, kwargs in calls:
-                getattr(pipe, name)(*args, **kwargs)
-            return pipe.execute(raise_on_error=False)
-        # redis-py refuses EVALSHA in cluster pipelines: the commands are grouped by the
-        # node owning their key and sent as one plain pipeline per node
+        """Redis Cluster: send recorded commands and return every reply, errors included,
+        in order. redis-py refuses EVALSHA in cluster pipelines, so the commands are
+        grouped by the node owning their key and sent as one plain pipeline per node."""
         pipes: dict[str, Any] = {}
         placed = []
         for name, args, kwargs in calls:
@@ -501,6 +510,9 @@ class _Recorder:
 
     def __getattr__(self, name: str) -> Any:
         return lambda *args, **kwargs: self.calls.append((name, args, kwargs))
+
+    def __len__(self) -> int:
+        return len(self.calls)
 
 
 class PartlyApplied(Exception):
