@@ -311,7 +311,7 @@ class Frontier:
         self._lost_logged = False
         self._offset = 0.0
         self._clock_sync = clock is time.time if clock_sync is None else bool(clock_sync)
-        self._housekeeping_at = -math.inf
+        self._housekeeping_at = time.monotonic() + HOUSEKEEPING_EVERY  # open does its own
         self.redis_timeout = _real("redis_timeout", redis_timeout, minimum=0.0, strict=True)
         self.client = connect(redis_url, timeout=self.redis_timeout)
         try:
@@ -401,7 +401,7 @@ class Frontier:
     # ------------------------------------------------------------------ setup
 
     def _errors(self, what: str = "a call") -> _RedisErrors:
-        return _RedisErrors(self.redis_url, self.namespace, what, self._lost)
+        return _RedisErrors(self.redis_url, self.namespace, what, self._lost, self._housekeeping)
 
     def _lost(self, error: NamespaceLost) -> NamespaceLost:
         """Say once, as an ERROR, that the namespace is gone (every later call raises too);
@@ -496,21 +496,24 @@ class Frontier:
         self._offset = offset
 
     def _housekeeping(self) -> None:
-        """Every ``HOUSEKEEPING_EVERY`` s of real time: the clock offset, and evictions."""
+        """After a call Redis carried out, every ``HOUSEKEEPING_EVERY`` s of real time: the
+        clock offset, and evictions. Never after a failed call, so a crawler's retries
+        during an outage make no round trip besides their own; never raises. Keys evicted:
+        the namespace is marked damaged (one ERROR), so the next call of every process
+        raises NamespaceLost."""
         wall = time.monotonic()
         if wall < self._housekeeping_at:
             return
         self._housekeeping_at = wall + HOUSEKEEPING_EVERY
-        if self._clock_sync:
-            self._sync_clock()
-        evicted = self._watch.check()
-        if evicted:
-            self._damaged(evicted)
-
-    def _damaged(self, what: str) -> None:
-        """Keys were evicted: mark the namespace damaged and raise NamespaceLost."""
-        self._mark_damaged()
-        raise self._lost(NamespaceLost(lost_message(self.redis_url, self.namespace, what)))
+        try:
+            if self._clock_sync:
+                self._sync_clock()
+            evicted = self._watch.check()
+            if evicted:
+                self._mark_damaged()
+                self._lost(NamespaceLost(lost_message(self.redis_url, self.namespace, evicted)))
+        except Exception as exc:  # a check, not the call: the call already succeeded
+            logger.debug("frontier-rate housekeeping failed: %r", exc)
 
     def _mark_damaged(self) -> None:
         """Mark every shard damaged (its marker "x-evicted"), so that no process runs on
@@ -551,7 +554,6 @@ class Frontier:
 
     def _now(self, now: float | None) -> float:
         """``now`` (or the clock's time) on Redis's clock: what scripts and stored times use."""
-        self._housekeeping()
         if now is None:
             return float(self.clock()) + self._offset
         return _real("now", now) + self._offset
@@ -835,7 +837,6 @@ class Frontier:
 
         Also reads the namespace's marker id from its configuration: a namespace that was
         emptied or created anew raises NamespaceLost here, not only at the next script."""
-        self._housekeeping()
         with self._errors("next_due_time"):
             pipe = self.client.pipeline(transaction=False)
             pipe.hget(self.keys.cfg, "id")
@@ -1574,17 +1575,24 @@ class _HostTable:
 class _RedisErrors:
     """Turns any error Redis answers during ``what`` into the frontier's error naming the
     condition and the URL (errors.translate), an ACL refusal into RedisPermissionDenied
-    naming the namespace; ``on_lost`` hears of a namespace found gone."""
+    naming the namespace; ``on_lost`` hears of a namespace found gone (and returns the
+    error to raise), ``on_ok`` runs after a block Redis carried out."""
 
     def __init__(self, url: str | None, namespace: str, what: str = "a call",
-                 on_lost: Callable[[NamespaceLost], NamespaceLost] | None = None) -> None:
+                 on_lost: Callable[[NamespaceLost], NamespaceLost] | None = None,
+                 on_ok: Callable[[], None] | None = None) -> None:
         self.url, self.namespace, self.what, self.on_lost = url, namespace, what, on_lost
+        self.on_ok = on_ok
 
     def __enter__(self) -> None:
         return None
 
     def __exit__(self, kind, exc, tb) -> bool:
-        if exc is None or isinstance(exc, FrontierError):
+        if exc is None:
+            if self.on_ok is not None:
+                self.on_ok()
+            return False
+        if isinstance(exc, FrontierError):
             if isinstance(exc, NamespaceLost) and self.on_lost is not None:
                 replaced = self.on_lost(exc)
                 if replaced is not exc:
