@@ -81,11 +81,11 @@ from frontier_rate.client import (
     WAKE_LIMIT,
     Call,
     FrontierClient,
-    failure_reason,
     result_meta,
 )
 from frontier_rate.engine import Dispatch, Frontier, parse_url
-from frontier_rate.fingerprint import Fingerprinter, clean_validator, header_value
+from frontier_rate.fingerprint import Fingerprinter, clean_validator
+from frontier_rate.responses import outcome
 from frontier_rate.settings import (
     DONT_REVISIT_KEY,
     WEIGHT_KEY,
@@ -430,27 +430,24 @@ class RevisitBackend(Backend):
                          response.url)
             self._stat("untracked", 1, False)
             return
-        status, headers, now = int(response.status_code), response.headers, self.clock()
-        if not (200 <= status < 300 or status == 304):
-            self._client.failed(dispatch, failure_reason(status), status, now)
+        result = outcome(dispatch, int(response.status_code), response.headers,
+                         _body(response.body), response.url, self.fingerprinter, self.clock())
+        for name, value in result.bad_validators:
+            self._stat("bad_validator", 1, False)
+            logger.debug("not keeping %s %r of %s", name, value[:100], response.url)
+        if result.kind == "failed":
+            self._client.failed(dispatch, result.args["reason"], result.args["status"],
+                                self.clock())
             return
-        args: dict[str, Any] = {
-            "status": status, "fetched_at": now,
-            "etag": clean_validator(header_value(headers, "ETag")),
-            "last_modified": clean_validator(header_value(headers, "Last-Modified")),
-            "served_at": header_value(headers, "Date")}
-        if status == 304:
-            args["not_modified"] = True
-            args["etag"] = args["etag"] or clean_validator(dispatch.etag)
-            args["last_modified"] = args["last_modified"] or clean_validator(dispatch.last_modified)
-        else:
-            args["fingerprint"] = self.fingerprinter(_body(response.body), response.url, headers)
+        args, status = result.args, int(response.status_code)
         meta, not_modified = response.meta, status == 304
-        meta[RESULT_KEY] = result_meta(None, not_modified=not_modified)  # until Redis has it
+        first = dispatch.first
+        meta[RESULT_KEY] = result_meta(None, not_modified=not_modified,
+                                       first=first)  # until Redis has it
 
         def settled(call: Call) -> None:
             meta[RESULT_KEY] = result_meta(call.observation if call.applied else None,
-                                           not_modified=not_modified)
+                                           not_modified=not_modified, first=first)
 
         # Inline: settled before observe() returns. Background: on a later backend call.
         self._client.observe(dispatch, args).when_settled(settled)

@@ -48,26 +48,25 @@ from urllib.parse import urlsplit
 
 from scrapy import Request, signals
 from scrapy.exceptions import IgnoreRequest, StopDownload
-from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.misc import arg_to_iter, build_from_crawler, load_object
 
 from frontier_rate import scrapy_compat as compat
-from frontier_rate.client import Call, FrontierClient, failure_reason, result_meta
-from frontier_rate.engine import MAX_VALIDATOR_LENGTH, parse_url
-from frontier_rate.fingerprint import Fingerprinter, clean_validator, header_value
+from frontier_rate.client import Call, FrontierClient, result_meta
+from frontier_rate.engine import MAX_VALIDATOR_LENGTH
+from frontier_rate.fingerprint import Fingerprinter, clean_validator
 from frontier_rate.politeness import CLOCK_SLACK, HostGate
+from frontier_rate.responses import outcome
+from frontier_rate.scrapy_politeness import ScrapyPoliteness
 from frontier_rate.scrapy_request import (
     RESULT_KEY,
     TOKEN_KEY,
-    one_off_reason,
-    page_url,
-    page_weight_of,
+    NewPage,
+    PageIntake,
     request_kwargs,
     request_to_page_meta,
     stored_priority,
 )
 from frontier_rate.settings import DONT_REVISIT_KEY, WEIGHT_KEY, adapter_settings
-from frontier_rate.store import page_id
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -82,8 +81,6 @@ logger = logging.getLogger(__name__)
 __all__ = ["DONT_REVISIT_KEY", "RESULT_KEY", "Scheduler", "TOKEN_KEY", "WEIGHT_KEY",
            "clean_validator", "request_to_page_meta"]
 
-PACE_MARGIN = 0.01
-"""Seconds added to a host's delay on its download slot (see ``Scheduler._pace``)."""
 BUFFER_BATCHES = 4
 """Leased pages held locally: at most this many batches (FRONTIER_RATE_BATCH each)."""
 FLUSH_DELAY = 0.05
@@ -94,9 +91,6 @@ because each add is one script call per shard whatever its size: a crawl finding
 per page sent ~25 pages per call at 16, and a call's fixed cost (~30 us of Lua set-up per
 shard script) dominated Redis's work per new page: 97 us per page in 4-page calls, 35 in
 100-page ones, 22 in 1000-page ones (4 hosts, embedded Redis 6.2)."""
-MAX_WARNINGS = 100
-"""Requests not revisitable logged at WARNING level per crawl; later ones at DEBUG (all are
-counted in the stat ``frontier_rate/not_revisitable``)."""
 STARVED_WAIT = 0.25
 """Longest wait (s) of ``next_request`` for the background worker when nothing is buffered
 but pages are due now: Scrapy's engine stops asking once ``next_request`` returns None, so a
@@ -123,11 +117,11 @@ class Scheduler:
                                            config.max_body)
         self.batch_size = config.batch or max(1, crawler.settings.getint("CONCURRENT_REQUESTS", 16))
         self.frontier: Frontier | None = frontier
+        self.lease_timeout = 0.0
         self.client: FrontierClient | None = None
-        self.gate: HostGate | None = None
         self.dupefilter = build_from_crawler(load_object(crawler.settings["DUPEFILTER_CLASS"]),
                                              crawler)
-        self._new_pages: list[tuple[str, float, dict[str, Any], int]] = []
+        self._new_pages: list[NewPage] = []
         self._new_since = 0.0
         self._one_off: deque[Request] = deque()
         self._buffer: deque[tuple[Dispatch, float]] = deque()
@@ -137,10 +131,7 @@ class Scheduler:
         self._answered: set[str] = set()
         self._results: dict[str, Call] = {}
         self._not_modified: set[str] = set()
-        self._paced: dict[str, float] = {}
         self._flights = 0
-        self._warnings = 0
-        self._pages_taken: set[bytes] = set()  # ids of the pages this crawl took
         self._starved_until = 0.0
         self._starved_backoff = 0.0
         self._timers: list[Any] = []
@@ -149,8 +140,9 @@ class Scheduler:
         self._closing = False
         self._received: weakref.WeakKeyDictionary[Request, int] = weakref.WeakKeyDictionary()
         crawler.signals.connect(self._on_response, signal=signals.response_received)
-        crawler.signals.connect(self._on_downloaded, signal=signals.response_downloaded)
         crawler.signals.connect(self._on_bytes, signal=signals.bytes_received)
+        self.politeness: ScrapyPoliteness | None = None
+        self._intake: PageIntake
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Scheduler:
@@ -182,13 +174,20 @@ class Scheduler:
             log_interval=config.log_interval)
         self.dupefilter.open()
         self.client.open()
-        frontier = self._frontier
-        self.gate = HostGate(
+        frontier = self.client.frontier
+        assert frontier is not None
+        self.lease_timeout = frontier.lease_timeout
+        gate = HostGate(
             per_host=config.per_host, min_delay=frontier.min_host_delay,
             obey_crawl_delay=config.obey_crawl_delay,
             framework_reads_robots=config.framework_reads_robots,
             robots_ttl=config.robots_ttl, max_crawl_delay=config.max_crawl_delay,
             agent=config.robots_agent)
+        self.politeness = ScrapyPoliteness(self.crawler, gate, self.clock,
+                                           self.client.host_delay)
+        self.crawler.signals.connect(self.politeness.on_downloaded,
+                                     signal=signals.response_downloaded)
+        self._intake = PageIntake(spider, self.stats)
         self.client.want(BUFFER_BATCHES * self.batch_size)
         if config.close_after:
             self._timers.append(compat.call_later(config.close_after, self._close_spider,
@@ -198,6 +197,8 @@ class Scheduler:
 
     def close(self, reason: str) -> None:
         self._closing = True
+        if self.politeness is not None:
+            self.politeness.closing = True
         for timer in [*self._timers, self._wakeup]:
             if timer is not None and getattr(timer, "active", lambda: True)():
                 timer.cancel()
@@ -221,7 +222,7 @@ class Scheduler:
         if not request.dont_filter and self.dupefilter.request_seen(request):
             self.dupefilter.log(request, self.spider)
             return False
-        page = self._as_page(request)
+        page = self._intake.page(request)
         if page is None:
             self._take_one_off(request)
             self.stats.inc_value("frontier_rate/one_off")
@@ -244,7 +245,7 @@ class Scheduler:
             request = self._one_off.popleft()
             host = urlsplit(request.url).hostname
             if host:
-                self._pace(host)
+                self._politeness.pace(host)
             self._count("dequeued", "memory")
             return request
         if now >= self._next_sweep:
@@ -258,7 +259,7 @@ class Scheduler:
         client.want(room if room >= self.batch_size else 0)  # whole batches: fewer round trips
         if dispatch is None:
             return None
-        self._pace(dispatch.host)
+        self._politeness.pace(dispatch.host)
         self._count("dequeued", "redis")
         return self._to_request(dispatch, now)
 
@@ -278,7 +279,7 @@ class Scheduler:
         if not self.settings.close_when_idle:
             return True  # wait for pages due in the future
         # "idle" mode ends the run once nothing is due beyond a host delay from now.
-        return due <= self.clock() + self._gate.longest_delay() + 0.05
+        return due <= self.clock() + self._politeness.gate.longest_delay() + 0.05
 
     def __len__(self) -> int:
         """One-off requests and pages not yet in Redis, plus the pages the frontier holds
@@ -296,15 +297,10 @@ class Scheduler:
         return self.client
 
     @property
-    def _frontier(self) -> Frontier:
-        if self.frontier is None:
+    def _politeness(self) -> ScrapyPoliteness:
+        if self.politeness is None:
             raise RuntimeError("frontier-rate scheduler used before open()")
-        return self.frontier
-
-    @property
-    def _gate(self) -> HostGate:
-        assert self.gate is not None
-        return self.gate
+        return self.politeness
 
     def _stat(self, name: str, value: float, replace: bool) -> None:
         if replace:
@@ -316,43 +312,6 @@ class Scheduler:
         if self._new_pages and self.client is not None:
             self.client.add(self._new_pages)
             self._new_pages = []
-
-    def _as_page(self, request: Request) -> tuple[str, float, dict[str, Any], int] | None:
-        """(url, weight, meta, priority) of the page ``request`` becomes, or None when it is
-        fetched once instead (``scrapy_request.one_off_reason``, a repeat of a page this
-        crawl took, or a request the frontier cannot store: logged with its reason)."""
-        reason = one_off_reason(request)
-        if reason is not None:
-            logger.debug("frontier-rate: %s is fetched once (%s)", request, reason)
-            return None
-        assert self.spider is not None
-        url = page_url(request.url)
-        try:
-            parse_url(url)
-            weight = page_weight_of(request)
-            meta = request_to_page_meta(request, self.spider)
-        except ValueError as exc:
-            self._not_revisitable(request, exc)
-            return None
-        key = page_id(url)
-        if key in self._pages_taken:
-            return None  # dont_filter: fetched again, as Scrapy would
-        self._pages_taken.add(key)
-        return url, weight, meta, stored_priority(meta)
-
-    def _not_revisitable(self, request: Request, exc: ValueError) -> None:
-        """A request the frontier cannot keep as a page: fetched once; say why (the first
-        ``MAX_WARNINGS`` at WARNING level) and count it."""
-        self.stats.inc_value("frontier_rate/not_revisitable")
-        self._warnings += 1
-        url = request.url if len(request.url) <= 200 else request.url[:200] + "..."
-        level = logging.WARNING if self._warnings <= MAX_WARNINGS else logging.DEBUG
-        logger.log(level, "frontier-rate: <%s %s> is fetched once, not revisited: %s",
-                   request.method, url, exc)
-        if self._warnings == MAX_WARNINGS:
-            logger.warning("frontier-rate: %d requests not revisitable; further ones are "
-                           "logged at DEBUG level (stat frontier_rate/not_revisitable counts "
-                           "them all)", MAX_WARNINGS)
 
     def _take_leases(self) -> None:
         """Move the leases the worker fetched into the buffer, the highest priority first."""
@@ -399,7 +358,7 @@ class Scheduler:
     def _take_ready(self, now: float) -> Dispatch | None:
         """The first buffered lease whose host the gate lets through (others wait their turn;
         a lease held past half the lease timeout is dropped and expires in Redis)."""
-        gate, lease_limit = self._gate, 0.5 * self._frontier.lease_timeout
+        gate, lease_limit = self._politeness.gate, 0.5 * self.lease_timeout
         for _ in range(len(self._buffer)):
             dispatch, leased_at = self._buffer.popleft()
             if now - leased_at > lease_limit:
@@ -407,7 +366,7 @@ class Scheduler:
                 continue
             host = dispatch.host
             if gate.needs_robots(host, now):
-                self._fetch_robots(dispatch)
+                self._politeness.fetch_robots(dispatch)
             if gate.open(host, now):
                 gate.sent(host, now)
                 return dispatch
@@ -449,13 +408,13 @@ class Scheduler:
         self._sent_at.pop(flight, None)
         self._answered.discard(flight)
         if dispatch is not None:
-            self._gate.done(dispatch.host)
+            self._politeness.gate.done(dispatch.host)
             if self._buffer:
                 compat.wake_engine(self.crawler)
 
     def _sweep_in_flight(self, now: float) -> None:
         """Forget requests that never came back (their leases have expired by now)."""
-        limit = self._frontier.lease_timeout
+        limit = self.lease_timeout
         self._next_sweep = now + min(10.0, limit)
         for flight in [f for f, sent in self._sent_at.items() if now - sent > limit]:
             logger.debug("no outcome for %s; its lease expired", self._in_flight[flight].url)
@@ -463,8 +422,9 @@ class Scheduler:
 
     # -- from the downloader back to the frontier ---------------------------------
     def _on_response(self, response: Response, request: Request, spider: Spider) -> None:
-        if self.settings.obey_crawl_delay and urlsplit(response.url).path == "/robots.txt":
-            self._learn_robots(response)
+        if self.settings.obey_crawl_delay and urlsplit(response.url).path == "/robots.txt" \
+                and self.politeness is not None:
+            self.politeness.learn(response)
         flight = request.meta.get(TOKEN_KEY)
         dispatch = self._in_flight.get(flight) if flight else None
         if dispatch is None or flight in self._answered:
@@ -480,38 +440,22 @@ class Scheduler:
 
     def _record_response(self, response: Response, dispatch: Dispatch, flight: str) -> None:
         """Observe a 2xx or 304, report anything else as failed (held if Redis is down)."""
-        status, now, client = response.status, self.clock(), self._client
-        if not (200 <= status < 300 or status == 304):
-            client.failed(dispatch, failure_reason(status), status, now)
-            return
-        args: dict[str, Any] = {
-            "status": status, "fetched_at": now,
-            "etag": self._validator(response, "ETag"),
-            "last_modified": self._validator(response, "Last-Modified"),
-            "served_at": header_value(response.headers, "Date")}
-        if status == 304:
-            args["not_modified"] = True
-            args["etag"] = args["etag"] or clean_validator(dispatch.etag)
-            args["last_modified"] = args["last_modified"] or clean_validator(dispatch.last_modified)
-            _bounded_add(self._not_modified, flight)
-        else:
-            truncated = "download_stopped" in response.flags
-            args["fingerprint"] = self.fingerprinter(
-                response.body, response.url, response.headers, truncated=truncated,
-                full_length=_content_length(response.headers) if truncated else None)
-        if len(self._results) >= MAX_TRACKED:
-            self._results.clear()  # callbacks some middleware swallowed
-        self._results[flight] = client.observe(dispatch, args)
-
-    def _validator(self, response: Response, name: str) -> str | None:
-        """A validator header of ``response`` that may be sent back verbatim, or None."""
-        value = header_value(response.headers, name)
-        clean = clean_validator(value)
-        if value and clean is None:
+        client = self._client
+        result = outcome(dispatch, response.status, response.headers, response.body,
+                         response.url, self.fingerprinter, self.clock(),
+                         truncated="download_stopped" in response.flags)
+        for name, value in result.bad_validators:
             self.stats.inc_value("frontier_rate/bad_validator")
             logger.debug("not keeping %s %r of %s: not printable ASCII of at most %d characters",
                          name, value[:100], response.url, MAX_VALIDATOR_LENGTH)
-        return clean
+        if result.kind == "failed":
+            client.failed(dispatch, result.args["reason"], result.args["status"], self.clock())
+            return
+        if result.not_modified:
+            _bounded_add(self._not_modified, flight)
+        if len(self._results) >= MAX_TRACKED:
+            self._results.clear()  # callbacks some middleware swallowed
+        self._results[flight] = client.observe(dispatch, result.args)
 
     def _on_bytes(self, data: bytes, request: Request, spider: Spider) -> None:
         """Stop a download of this scheduler's past ``FRONTIER_RATE_MAX_BODY`` bytes; the
@@ -586,61 +530,6 @@ class Scheduler:
         frontier_rate_errback.frontier_rate_wraps = errback  # type: ignore[attr-defined]
         return frontier_rate_errback
 
-    # -- robots.txt Crawl-delay and download-slot pacing ------------------------------
-    def _fetch_robots(self, dispatch: Dispatch) -> None:
-        self._pace(dispatch.host)
-        parts = urlsplit(dispatch.url)
-        deferred_from_coro(self._download_robots(dispatch.host,
-                                                 f"{parts.scheme}://{parts.netloc}/robots.txt"))
-
-    async def _download_robots(self, host: str, url: str) -> None:
-        try:
-            request = Request(url, meta={"dont_obey_robotstxt": True}, priority=1000,
-                              dont_filter=True)
-            await compat.download(self.crawler, request)  # _on_response reads the answer
-            self.stats.inc_value("frontier_rate/robots_fetched")
-        except Exception as exc:  # a missing robots.txt must never stop the crawl
-            logger.debug("robots.txt of %s not fetched: %r", host, exc)
-        self._gate.robots_done(host, self.clock())
-        compat.wake_engine(self.crawler)
-
-    def _learn_robots(self, response: Response) -> None:
-        """Apply the Crawl-delay of any robots.txt answer that reaches the engine.
-
-        Scrapy's ``robots_parsed`` signal (2.19) hands over a parser whose
-        public interface has no Crawl-delay, so the answer itself is read.
-        """
-        host = urlsplit(response.url).hostname
-        if not host or self.gate is None:
-            return
-        delay = self.gate.learn(host, response.status, response.body, self.clock())
-        if delay is not None and not self._closing:
-            logger.info("robots.txt Crawl-delay %.3gs for %s", delay, host)
-            self._client.host_delay(host, delay)
-        self._pace(host)
-
-    def _pace(self, host: str) -> None:
-        """Have Scrapy's downloader keep ``host``'s delay between requests on the wire.
-
-        The frontier spaces leases, but the downloader may send leased requests
-        in a burst; so the host's download slot gets the delay plus
-        ``PACE_MARGIN``, no jitter and one request at a time, and
-        ``_on_downloaded`` restarts the slot's clock when each answer arrives.
-        A host with no delay at all (``FRONTIER_RATE_MIN_HOST_DELAY = 0`` and
-        no Crawl-delay) keeps Scrapy's own slot settings.
-        """
-        delay = self._gate.delay(host)
-        if delay <= 0 and host not in self._paced:
-            return  # no delay to keep: Scrapy's own slot settings apply
-        delay += PACE_MARGIN
-        if self._paced.get(host) != delay and compat.pace_slot(self.crawler, host, delay):
-            self._paced[host] = delay
-
-    def _on_downloaded(self, response: Response, request: Request, spider: Spider) -> None:
-        key = request.meta.get("download_slot")
-        if key in self._paced:
-            compat.restart_slot_clock(self.crawler, key)
-
     # -- wake-ups and closing ---------------------------------------------------------
     def _on_client_ready(self) -> None:
         if not self._closing:
@@ -703,13 +592,3 @@ def _bounded_add(tokens: set[str], token: str) -> None:
     if len(tokens) >= MAX_TRACKED:  # tokens some middleware swallowed
         tokens.clear()
     tokens.add(token)
-
-
-def _content_length(headers: Any) -> int | None:
-    """The declared Content-Length as a non-negative int, or None."""
-    value = header_value(headers, "Content-Length")
-    try:
-        length = int(value) if value is not None else -1
-    except ValueError:
-        return None
-    return length if length >= 0 else None

@@ -12,15 +12,27 @@ cannot serialise (``scrapy.core.scheduler``, stat ``scheduler/unserializable``).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urldefrag
 
+from frontier_rate.engine import parse_url
 from frontier_rate.settings import DONT_REVISIT_KEY, WEIGHT_KEY, json_value, page_weight
+from frontier_rate.store import page_id
 
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.spiders import Spider
+    from scrapy.statscollectors import StatsCollector
+
+logger = logging.getLogger(__name__)
+
+NewPage = tuple[str, float, dict[str, Any], int]
+"""A page for the frontier: (url, weight, stored request, priority)."""
+MAX_WARNINGS = 100
+"""Requests not revisitable logged at WARNING level per crawl; later ones at DEBUG (all are
+counted in the stat ``frontier_rate/not_revisitable``)."""
 
 TOKEN_KEY = "_frontier_rate_flight"
 """Request meta key that ties a request (and its redirects/retries) to its lease."""
@@ -136,6 +148,52 @@ def request_kwargs(stored: dict[str, Any] | None) -> dict[str, Any]:
     if stored.get("e"):
         kwargs["encoding"] = stored["e"]
     return kwargs
+
+
+class PageIntake:
+    """Which requests of one crawl become pages; the others are fetched once.
+
+    ``page(request)`` is the page a request becomes, or None for a one-off fetch: a
+    request ``one_off_reason`` names, a repeat (``dont_filter``) of a page this crawl took
+    already, or one the frontier cannot store (then named in a WARNING and counted in
+    ``frontier_rate/not_revisitable``).
+    """
+
+    def __init__(self, spider: Spider, stats: StatsCollector) -> None:
+        self.spider, self.stats = spider, stats
+        self._taken: set[bytes] = set()  # ids of the pages this crawl took
+        self._warnings = 0
+
+    def page(self, request: Request) -> NewPage | None:
+        reason = one_off_reason(request)
+        if reason is not None:
+            logger.debug("frontier-rate: %s is fetched once (%s)", request, reason)
+            return None
+        url = page_url(request.url)
+        try:
+            parse_url(url)
+            weight = page_weight_of(request)
+            meta = request_to_page_meta(request, self.spider)
+        except ValueError as exc:
+            self._not_revisitable(request, exc)
+            return None
+        key = page_id(url)
+        if key in self._taken:
+            return None  # dont_filter: fetched again, as Scrapy would
+        self._taken.add(key)
+        return url, weight, meta, stored_priority(meta)
+
+    def _not_revisitable(self, request: Request, exc: ValueError) -> None:
+        self.stats.inc_value("frontier_rate/not_revisitable")
+        self._warnings += 1
+        url = request.url if len(request.url) <= 200 else request.url[:200] + "..."
+        level = logging.WARNING if self._warnings <= MAX_WARNINGS else logging.DEBUG
+        logger.log(level, "frontier-rate: <%s %s> is fetched once, not revisited: %s",
+                   request.method, url, exc)
+        if self._warnings == MAX_WARNINGS:
+            logger.warning("frontier-rate: %d requests not revisitable; further ones are "
+                           "logged at DEBUG level (stat frontier_rate/not_revisitable counts "
+                           "them all)", MAX_WARNINGS)
 
 
 def _header_bytes(value: Any) -> bytes:
