@@ -89,12 +89,12 @@ def idle_call(f: Frontier, now: float, calls: int = 200) -> tuple[float, float]:
 
 
 def throughput(f: Frontier, now: float, rounds: int, batch: int,
-               observer: Frontier | None = None) -> tuple[float, float]:
+               observe_budget: float | None = None) -> tuple[float, float]:
     """(observations/s of observe_many, leases/s of next_requests) over ``rounds`` batches.
 
-    ``observer``: the same namespace under other settings, which re-solves its own ν and
-    observes what ``f`` leased (bound_observe)."""
-    observer = observer or f
+    ``observe_budget``: the namespace's budget while it observes (re-solved before the timer,
+    and set back after: every process of a namespace shares its budget; bound_observe)."""
+    lease_budget = f.budget
     rng = np.random.default_rng(0)
     lease_time = observe_time = 0.0
     leased = observed = 0
@@ -113,12 +113,14 @@ def throughput(f: Frontier, now: float, rounds: int, batch: int,
         lease_time += time.perf_counter() - t0
         leased += len(got)
         results = [(d, {"fingerprint": f"v{rng.integers(2)}", "fetched_at": t}) for d in got]
-        if observer is not f:
-            observer.resolve(now=t)
+        if observe_budget is not None:
+            f.set_budget(observe_budget, now=t)
         t0 = time.perf_counter()
-        observer.observe_many(results)
+        f.observe_many(results)
         observe_time += time.perf_counter() - t0
         observed += len(got)
+        if observe_budget is not None:
+            f.set_settings(budget=lease_budget)
     return observed / observe_time, leased / lease_time
 
 
@@ -130,14 +132,12 @@ def bound_observe(url: str | None, f: Frontier, now: float, rounds: int, batch: 
     crawl whose budget is short; at ``f``'s budget of 10^9 fetches/s ν is ~0 and that
     solve returns at once."""
     pages = f.stats(now=now)["pages"]
-    bound = Frontier(url, namespace=f.namespace, estimator="sam", budget=pages / 86400,
-                     min_host_delay=0.0, min_interval=60.0, max_interval=30 * 86400,
-                     lease_timeout=1e9, seed=1, redis_timeout=120.0)
-    try:
-        rate, _ = throughput(f, now, rounds, batch, observer=bound)
-        return rate, bound.resolve(now=now + 1e7 * (rounds + 1))
-    finally:
-        bound.close()
+    budget = f.budget
+    rate, _ = throughput(f, now, rounds, batch, observe_budget=pages / 86400)
+    f.set_budget(pages / 86400, now=now + 1e7 * (rounds + 1))
+    nu = f.resolve(now=now + 1e7 * (rounds + 1))
+    f.set_settings(budget=budget)
+    return rate, nu
 
 
 def resolve_vs_cells() -> list[list]:
@@ -180,13 +180,11 @@ def run_size(url: str | None, n: int, observe_rounds: int, batch: int) -> dict:
     cells = len(f.cells())
     # the same pages behind a 2 s delay per host: every host may pass its cap
     # (50 pages x 2 s > min_interval), so the solve reads every host's cells
-    capped = Frontier(url, namespace=namespace, estimator="sam", budget=1e9, min_host_delay=2.0,
-                      min_interval=60.0, max_interval=30 * 86400, lease_timeout=1e9, seed=1,
-                      redis_timeout=120.0)
+    f.set_settings(min_host_delay=2.0)
     t0 = time.perf_counter()
-    capped.resolve(now=1e9)
+    f.resolve(now=1e9)
     resolve_all_ms = (time.perf_counter() - t0) * 1000
-    capped.close()
+    f.set_settings(min_host_delay=0.0)
     # last: its rounds change the estimates and so the cells the re-solves above read
     bound_rate, bound_nu = bound_observe(url, f, 1e7 * (observe_rounds + 1), observe_rounds, batch)
     delete_namespace(f)

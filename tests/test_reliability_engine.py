@@ -853,7 +853,8 @@ def test_no_pickle_marshal_shelve_eval_exec_or_yaml_load_in_the_package():
 
 
 LUA_KEY_ARGS = {"READY", "HOSTS", "LEASES", "AGG", "CNT", "BAD", "HOST_PRIOR", "HOST_AGG", "HOST_NU",
-                "DATES", "HOST_PAGES", "HOST_SWEEP", "cursor_key", "KEYS[1]", "SUMMARY"}
+                "DATES", "HOST_PAGES", "HOST_SWEEP", "cursor_key", "KEYS[1]", "SUMMARY", "PROBE",
+                "CFG", "NU"}
 LUA_KEY_FUNCS = {"skey", "ukey", "xkey", "qkey", "mkey", "bkey"}
 LUA_FORBIDDEN = re.compile(r"\b(loadstring|load|dofile|loadfile|require|setfenv|getfenv|rawset|"
                            r"_G|cmsgpack|cjson|math\.random)\b")
@@ -868,6 +869,8 @@ LUA_DEFINITIONS = [  # every key name derives from KEYS[1]: these lines must sta
     'local HOST_NU = PREFIX .. "hnu"',
     'local DATES = PREFIX .. "lm"',
     'local HOST_PAGES, HOST_SWEEP = PREFIX .. "hp", PREFIX .. "hs"',
+    'local PROBE = PREFIX .. "probe"',  # the write probe (start): SETRANGE with "", never created
+    'local SHARD = string.match(PREFIX, ":(%d+)}:$") or "?"',  # the shard, for FRLOST replies
 ]
 
 
@@ -935,6 +938,6 @@ def test_lua_scripts_build_keys_only_from_keys_and_load_no_code():
             assert line in LUA_DEFINITIONS or line.startswith((
                 "local limit, cursor_key = tonumber(ARGV[H + 1]), PREFIX .. \"cursor\"",
                 "local state = redis.call(\"HMGET\", KEYS[1]", "redis.call(\"HSET\", KEYS[1]",
-                "local SUMMARY = KEYS[1]")), \
+                "local SUMMARY = KEYS[1]", "local CFG, NU = KEYS[1], KEYS[2]")), \
                 f"{path.name}: {line}"
     assert found == []

@@ -194,7 +194,7 @@ def acl_rule(namespace: str) -> list[str]:
     """The per-namespace ACL rule of docs/SECURITY.md (key patterns from store.Keys)."""
     return ["on", "resetkeys", f"~fr:{{{namespace}}}:*", f"~fr:{{{namespace}:*",
             "resetchannels", "-@all", "+@read", "+@write", "+@transaction", "+@connection",
-            "+evalsha", "+script|load", "-@dangerous"]
+            "+evalsha", "+script|load", "+time", "-@dangerous"]
 
 
 def test_documented_acl_rule_confines_a_user_to_its_namespace(secured):

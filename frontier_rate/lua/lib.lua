@@ -15,6 +15,7 @@
 --   <prefix>bad    hash id -> quarantine record (see quarantine)
 --   <prefix>m:<b>  hash id -> change pattern of pages with dated changes (PATTERN)
 -- ARGV[1..H] is the common header (see header()); a script's own arguments follow.
+-- Every script starts with start() (store.py puts the call in front of its own code).
 
 local PREFIX = string.sub(KEYS[1], 1, -6)   -- strip "ready"
 local READY, HOSTS, LEASES, AGG, CNT = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -59,7 +60,7 @@ end
 local function seconds(score) return tonumber(score) / 1e6 end
 
 -- Common header ------------------------------------------------------------
-local H = 19
+local H = 20
 local function header()
   return {
     now = tonumber(ARGV[1]), nu = tonumber(ARGV[2]),
@@ -71,7 +72,7 @@ local function header()
     default_delay = tonumber(ARGV[12]), lease_timeout = tonumber(ARGV[13]),
     buckets = tonumber(ARGV[14]), tick = tonumber(ARGV[15]),
     max_step = tonumber(ARGV[16]), log_prior = tonumber(ARGV[17]),
-    cells = ARGV[18], clock_rate = tonumber(ARGV[19]),
+    cells = ARGV[18], clock_rate = tonumber(ARGV[19]), ns_id = ARGV[20],
   }
 end
 local C = header()
@@ -83,7 +84,7 @@ if C.estimator == "interval" then STATE = STATE .. "dd" end
 -- to h mod 2NB when that is below the split pointer (its bucket was split).
 -- A namespace from before the layout grew has neither field: level 0, split 0,
 -- exactly its old fixed layout, so old data needs no migration.
-local LAYOUT = redis.call("HMGET", CNT, "bl", "bs", "hi")
+local LAYOUT = redis.call("HMGET", CNT, "bl", "bs", "hi", "id")
 local LEVEL, SPLIT = math.floor(tonumber(LAYOUT[1]) or 0), math.floor(tonumber(LAYOUT[2]) or 0)
 if LEVEL < 0 or LEVEL > 24 then LEVEL, SPLIT = 0, 0 end
 local NB = C.buckets * 2 ^ LEVEL
@@ -870,4 +871,28 @@ local function burst_due(m, due, now, since, rate)
   if follow >= due then return due end
   m[10] = 1
   return follow
+end
+
+-- Start of every shard script ------------------------------------------------
+-- The namespace marker: CNT "id" holds the id the namespace was created with
+-- (frontier_rate/namespace.py), and the engine sends the id it opened in the
+-- header. A shard whose marker is gone (FLUSHDB, a restart without persistence,
+-- eviction) or different (the namespace was created anew, or marked damaged
+-- after an eviction: "x...") refuses the call before it reads or writes
+-- anything else: "FRLOST <shard> <marker found>" (errors.py). An empty id in the
+-- header skips the check (a namespace from before markers, opened read-only).
+-- A script that writes then probes with a write that changes nothing and that
+-- Redis refuses exactly when it would refuse a write growing memory (maxmemory
+-- reached, a read-only replica, MISCONF): Redis checks memory only before a
+-- script's first write and lets every later one through, and HDEL or ZREM (which
+-- it never refuses) came first in some scripts. So a refused script changed
+-- nothing, and an accepted one runs whole.
+local PROBE = PREFIX .. "probe"
+local SHARD = string.match(PREFIX, ":(%d+)}:$") or "?"
+local function start(writes)
+  if C.ns_id ~= "" and LAYOUT[4] ~= C.ns_id then
+    return redis.error_reply("FRLOST " .. SHARD .. " " .. (LAYOUT[4] or ""))
+  end
+  if writes then redis.call("SETRANGE", PROBE, 0, "") end
+  return nil
 end
