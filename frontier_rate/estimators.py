@@ -2,8 +2,8 @@
 
 The engine runs its estimators in Redis (lua/lib.lua ``update_estimate``); this module is
 their statement in Python, step for step: what the tests check the Lua code against
-(tests/test_engine_sim.py, to the last bit), what the benchmarks and the demo's estimate
-plots use, and the offline estimators (``naive``, ``mle``, ``mm``) the engine does not
+(tests/test_engine_sim.py, to the last bit), what the benchmarks compare, and the
+offline estimators (``naive``, ``mle``, ``mm``) the engine does not
 run. No runtime module imports it.
 
 After every fetch the crawler learns one bit, ``changed`` (did the page change
