@@ -51,7 +51,6 @@ from scrapy.utils.misc import build_from_crawler, load_object
 
 from frontier_rate import scrapy_compat as compat
 from frontier_rate.client import Call, FrontierClient, result_meta
-from frontier_rate.engine import MAX_VALIDATOR_LENGTH
 from frontier_rate.fingerprint import Fingerprinter, clean_validator
 from frontier_rate.politeness import CLOCK_SLACK, HostGate
 from frontier_rate.responses import outcome
@@ -66,6 +65,7 @@ from frontier_rate.scrapy_request import (
     stored_priority,
 )
 from frontier_rate.settings import DONT_REVISIT_KEY, WEIGHT_KEY, adapter_settings
+from frontier_rate.validation import MAX_VALIDATOR_LENGTH
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler

@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 
 from frontier_rate import Frontier, policy, store
-from frontier_rate.engine import (
+from frontier_rate.estimators import make_estimator
+from frontier_rate.wire import (
     BETA,
     ETA,
     INTERVAL_MAX_STEP,
     INTERVAL_PRIOR_INFO,
     OMEGA,
 )
-from frontier_rate.estimators import make_estimator
 
 
 def simulate(frontier: Frontier, rates: dict[str, float], fetches: int, *, seed: int,

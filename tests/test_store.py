@@ -12,15 +12,13 @@ from redis.cluster import key_slot
 
 from frontier_rate import Frontier
 from frontier_rate.store import (
-    STATE,
-    STATE_INTERVAL,
     Keys,
     Layout,
     bucket_of,
     page_id,
     shard_of,
-    unpack_state,
 )
+from frontier_rate.wire import STATE, STATE_INTERVAL, unpack_state
 
 LUA = Path(__file__).resolve().parent.parent / "frontier_rate" / "lua"
 
