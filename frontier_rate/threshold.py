@@ -69,7 +69,7 @@ class Threshold:
         # (another clock) re-solves too
         every = RESOLVE_SOON if raw[3] in (b"under_budget", b"empty") else self.resolve_every()
         if raw[0] is None or raw[1] is None or abs(now - float(raw[1])) >= every:
-            self.resolve(self.session.now(now))  # (as before: the offset added once more)
+            self.resolve(now)
             return
         self.solved_at = float(raw[1])
         self._set_nu(float(raw[0]), now)
