@@ -97,10 +97,11 @@ class Session:
         self.keys = Keys(self.namespace, self.shards)
         self.header = Header()
         self.header.update(
-            nu=0.0, freshness=options.objective == "freshness", discrete=options.policy == "whittle",
+            nu=0.0, objective=options.objective, policy=options.policy,
             estimator=options.estimator, eta=ETA, beta=BETA, omega=OMEGA,
-            prior_info=INTERVAL_PRIOR_INFO, max_step=INTERVAL_MAX_STEP, buckets=self.buckets,
-            cells=config.cells, clock_rate=options.server_clock_rate, ns_id=self.namespace_id)
+            interval_prior_info=INTERVAL_PRIOR_INFO, interval_max_step=INTERVAL_MAX_STEP,
+            buckets=self.buckets, cells=config.cells,
+            server_clock_rate=options.server_clock_rate, namespace_id=self.namespace_id)
         self._settings_version = config.version
         self.apply_settings(config.settings)
 
@@ -143,8 +144,8 @@ class Session:
             self.settings[name] = value
         s = self.settings
         self.header.update(min_interval=s["min_interval"], max_interval=s["max_interval"],
-                           default_delay=s["min_host_delay"], lease_timeout=s["lease_timeout"],
-                           tick=s["min_interval"], log_prior=math.log(s["prior_rate"]))
+                           min_host_delay=s["min_host_delay"], lease_timeout=s["lease_timeout"],
+                           log_prior_rate=math.log(s["prior_rate"]))
 
     def change_settings(self, values: Mapping[str, Any]) -> None:
         """Change shared settings for every process of the namespace (``Frontier.set_settings``)."""

@@ -439,11 +439,11 @@ class ScriptsReloaded(Exception):
 
 
 def _start(name: str) -> str:
-    """The line every shard script starts with (lua/lib.lua ``start``): the namespace marker
+    """The line every shard script starts with (lua/lib.lua ``lib.start``): the namespace marker
     check, and for a script that writes, the write probe, so that a script Redis refuses
     (out of memory, read-only, MISCONF) is refused before it changed anything."""
     writes = "false" if name in READ_ONLY_SCRIPTS else "true"
-    return f"do local refused = start({writes}) if refused then return refused end end\n"
+    return f"do local refused = lib.start({writes}) if refused then return refused end end\n"
 
 
 def _read(name: str) -> str:

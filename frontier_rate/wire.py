@@ -24,10 +24,12 @@ from typing import Any
 
 # --------------------------------------------------------------------------- the header
 
-HEADER = ("now", "nu", "freshness", "discrete", "estimator", "min_interval", "max_interval",
-          "eta", "beta", "omega", "prior_info", "default_delay", "lease_timeout", "buckets",
-          "tick", "max_step", "log_prior", "cells", "clock_rate", "ns_id")
-"""The header's fields, in the order lib.lua's ``header()`` reads them from ARGV."""
+HEADER = ("now", "nu", "objective", "policy", "estimator", "min_interval", "max_interval",
+          "eta", "beta", "omega", "interval_prior_info", "interval_max_step", "min_host_delay",
+          "lease_timeout", "buckets", "log_prior_rate", "cells", "server_clock_rate",
+          "namespace_id")
+"""The header's fields, in the order lua/lib.lua reads them from ARGV into its table ``C``
+(same names on both sides; tests/test_store.py checks the two lists agree)."""
 
 ETA, BETA, OMEGA = 0.75, 0.6, 1.0
 """The SA / SAM step exponents and momentum weight (seed 004 eq. 2, 3, 10; estimators)."""
@@ -37,8 +39,6 @@ INTERVAL_PRIOR_INFO, INTERVAL_MAX_STEP = 0.3, 1.0
 
 def _text(value: Any) -> str:
     """A header value as ARGV text: floats by repr (exact), ints and strings as they are."""
-    if isinstance(value, bool):
-        return "1" if value else "0"
     if isinstance(value, float):
         return repr(value)
     return str(value)

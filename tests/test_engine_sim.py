@@ -118,6 +118,8 @@ def test_lua_estimators_equal_python(redis_url, namespace, estimator):
 
 
 LIB_LOOP = """
+local fmt, index_curve, optimal_y = lib.fmt, lib.index_curve, lib.optimal_y
+local planned_interval = lib.planned_interval
 local out, n = {}, tonumber(ARGV[H + 1])
 for i = H + 2, #ARGV, n do
   local a, b, c = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
