@@ -17,17 +17,14 @@
 -- ARGV[1..H] is the header (C below); a script's own arguments follow.
 -- Every script starts with lib.start() (store.py puts the call in front of its own code).
 --
--- Redis runs a script's whole text on every call, so whatever this file defines is
--- made anew each time: every function is a field of one table, `lib` (one closure
--- each, and few upvalues: the keys, the header C and the per-call state below), and
--- the functions a call never uses cost nothing more. Each function says which Python
--- code it mirrors; frontier_rate/wire.py is the Python side of every format here.
+-- Redis runs a script's whole text on every call (EVALSHA), so everything this file
+-- defines is made anew each time: about 55 closures and a few tables, some 20 µs of a
+-- call's set-up (docs/ARCHITECTURE.md, the Lua boundary). The functions are fields of
+-- one table, `lib`, so that a script names what it takes from here (lib.finish, ...);
+-- the locals they capture are declared in the order that keeps closing over them
+-- cheap (the library and the standard functions last). Each function says which
+-- Python code it mirrors; frontier_rate/wire.py is the Python side of every format.
 
-local floor, min, max, exp, log, huge = math.floor, math.min, math.max, math.exp, math.log,
-  math.huge
-local spack, sunpack, sformat = struct.pack, struct.unpack, string.format
-
-local lib = {}
 
 -- Keys ------------------------------------------------------------------------
 local PREFIX = string.sub(KEYS[1], 1, -6)   -- strip "ready"
@@ -65,12 +62,12 @@ local INTERVAL = C.estimator == "interval"
 -- A namespace from before the layout grew has neither field: level 0, split 0,
 -- exactly its old fixed layout, so old data needs no migration.
 local LAYOUT = redis.call("HMGET", CNT, "bl", "bs", "hi", "id")
-local LEVEL, SPLIT = floor(tonumber(LAYOUT[1]) or 0), floor(tonumber(LAYOUT[2]) or 0)
+local LEVEL, SPLIT = math.floor(tonumber(LAYOUT[1]) or 0), math.floor(tonumber(LAYOUT[2]) or 0)
 if LEVEL < 0 or LEVEL > 24 then LEVEL, SPLIT = 0, 0 end
 local NB = C.buckets * 2 ^ LEVEL
 if SPLIT < 0 or SPLIT >= NB then LEVEL, SPLIT, NB = 0, 0, C.buckets end
 local function bucket_of(id)
-  local h = sunpack(">I4", id)
+  local h = struct.unpack(">I4", id)
   local b = h % NB
   if b < SPLIT then b = h % (2 * NB) end
   return b
@@ -97,6 +94,62 @@ local function xkey(id) return bkey("x:", bucket_of(id)) end
 local function mkey(id) return bkey("m:", bucket_of(id)) end
 local function qkey(host) return PREFIX .. "q:" .. host end
 
+-- Constants -----------------------------------------------------------------
+local F_LEASED, F_GONE, F_CHANGED, F_APPLIED = 1, 2, 4, 8
+
+-- Page state (wire.STATE): 48 bytes; 64 for `interval`, still within the default
+-- 64-byte limit of the compact hash encoding: weight (float32), est, aux, p (float32,
+-- the crawl rate of the pending draw), last_fetch, fetches, changes, leases
+-- (uint16, the lease token), fingerprint digest (4 bytes), flags,
+-- fails = consecutive failures (low 4 bits) + 16 * consecutive 404/410.
+-- est/aux: LLN x_k / S_k, SA y_k / unused, SAM z_k / z_{k-1},
+-- interval log-rate / T0 plus x1, x2 = changed score B / curvature H.
+local STATE = "<fddfdI4I4I2c4BB"
+if INTERVAL then STATE = STATE .. "dd" end
+local STATE_SIZE = struct.size(STATE)
+local RATE_EST = C.estimator == "lln" or C.estimator == "sa"  -- est is a rate (>= 0)
+local SUM_AUX = C.estimator == "lln" or INTERVAL               -- aux is a sum (>= 0)
+local MIN_RATE = 1 / C.max_interval  -- the lowest rate a page plans with (lib.plan_rate)
+
+-- F(y) = 1 - (1 + y) e^{-y} (lib.index_curve): the coefficients of its Taylor series, cut
+-- after the F_TERMS[1 - e] terms that still matter in double precision for y < 2^e
+-- (policy._F_TERMS: 18 terms just below 1, 2 from 2^-26 down).
+local F_COEF = {0.5, -0.33333333333333331, 0.125, -0.033333333333333333,
+  0.0069444444444444441, -0.0011904761904761906, 0.00017361111111111112,
+  -2.2045855379188714e-05, 2.4801587301587302e-06, -2.5052108385441718e-07,
+  2.296443268665491e-08, -1.9270852604185937e-09, 1.4911969277048643e-10,
+  -1.0706029224547743e-11, 7.1692159985810778e-13, -4.498331606952833e-14,
+  2.6552651846596585e-15, -1.4797143443923793e-16, 7.8096034842931133e-18,
+  -3.9145882126782523e-19, 1.8683261924146203e-20, -8.5099743753875053e-22}
+local F_TERMS = {18, 15, 12, 10, 9, 8, 7, 6, 6, 5, 5, 5, 4, 4, 4, 4, 4, 3, 3, 3, 3, 3, 3, 3,
+  3, 3, 2}
+
+-- Policy cell of a page (policy.cell_of): log-spaced bins of weight and rate.
+-- The bin layout comes from the namespace's configuration (C.cells:
+-- "w_log10_min,w_per_decade,w_bins,r_log10_min,r_per_decade,r_bins"), fixed
+-- when the namespace was created so that pages leave the cell they entered.
+local CELLS = {}
+for v in string.gmatch(C.cells, "[^,]+") do CELLS[#CELLS + 1] = tonumber(v) end
+-- A value's bin (policy._bin): floor((log10 x - log10_min) * per_decade), clamped
+-- to [0, n_bins - 1] (as math.min(n_bins - 1, math.max(0, b)) would: 0 for x <= 0).
+local function bin(x, log10_min, per_decade, n_bins)
+  if x <= 0 then return 0 end
+  local b = math.floor((math.log10(x) - log10_min) * per_decade)
+  if not (b > 0) then b = 0 end
+  if not (b < n_bins - 1) then b = n_bins - 1 end
+  return b
+end
+
+local PRIOR_PAGES = 2  -- pseudo-pages of the namespace prior in a pool (lib.host_log_prior)
+local GROW_LOAD = 48   -- pages per bucket above which a shard splits a bucket (lib.grow)
+-- the change pattern (lib.pattern_get and after)
+local PATTERN = "<dffffffffffff"
+local PATTERN_SIZE = struct.size(PATTERN)
+local PERIODS = {3600, 86400, 604800}
+local DECAY, MIN_WEIGHT, MIN_R = 0.9, 4, 0.7
+local BURST_RECENT, BURST_WAIT, BURST_TRIALS, BURST_LIFT = 0.1, 3, 3, 2
+local TWO_PI = 2 * math.pi
+
 -- Per-call state, written back by lib.finish() ---------------------------------
 local AGG_DELTA, HOST_DELTA = {}, {}  -- cell -> {n, Σλ, Σw}; "<cell>:<host>" -> {.., host}
 local CELL_NAMES = {}   -- cell -> its decimal name, formatted once per call
@@ -110,8 +163,15 @@ local HOST_INDEX = LAYOUT[3] == "1"  -- the host page index is kept (HOST_PAGES,
 -- the caller to log (every script that may quarantine returns it: wire.quarantined).
 local NEWLY_QUARANTINED = {}
 
+-- The library, and the standard functions it uses most, declared last: every function
+-- below captures them, and a closure finds the upvalues declared last first.
+local floor, min, max, exp, log, huge = math.floor, math.min, math.max, math.exp, math.log,
+  math.huge
+local spack, sunpack, sformat = struct.pack, struct.unpack, string.format
+
+local lib = {}
+
 -- Small helpers ---------------------------------------------------------------
-local F_LEASED, F_GONE, F_CHANGED, F_APPLIED = 1, 2, 4, 8
 
 function lib.has(flags, bit) return floor(flags / bit) % 2 == 1 end
 function lib.set(flags, bit, on)
@@ -143,23 +203,11 @@ function lib.us(t)
 end
 function lib.seconds(score) return tonumber(score) / 1e6 end
 
--- Page state (wire.STATE): 48 bytes; 64 for `interval`, still within the default
--- 64-byte limit of the compact hash encoding: weight (float32), est, aux, p (float32,
--- the crawl rate of the pending draw), last_fetch, fetches, changes, leases
--- (uint16, the lease token), fingerprint digest (4 bytes), flags,
--- fails = consecutive failures (low 4 bits) + 16 * consecutive 404/410.
--- est/aux: LLN x_k / S_k, SA y_k / unused, SAM z_k / z_{k-1},
--- interval log-rate / T0 plus x1, x2 = changed score B / curvature H.
-local STATE = "<fddfdI4I4I2c4BB"
-if INTERVAL then STATE = STATE .. "dd" end
-local STATE_SIZE = struct.size(STATE)
 
 -- Validation (mirrors wire.unpack_state, same checks in the same order, same
 -- words): a state read from Redis is checked before any script uses it, so one
 -- corrupted value can never make a whole batch fail. Returns the state table,
 -- or nil and the problem.
-local RATE_EST = C.estimator == "lln" or C.estimator == "sa"  -- est is a rate (>= 0)
-local SUM_AUX = C.estimator == "lln" or INTERVAL               -- aux is a sum (>= 0)
 
 function lib.number_problem(name, x, non_negative)
   if x ~= x or x == huge or x == -huge then return name .. " is not a finite number" end
@@ -222,7 +270,6 @@ function lib.reported(s)
   if C.estimator == "sam" then return max(s.est, 0) end
   return s.est
 end
-local MIN_RATE = 1 / C.max_interval
 function lib.plan_rate(s)
   return max(lib.reported(s), MIN_RATE)
 end
@@ -235,18 +282,6 @@ function lib.eff_weight(w, lam)
   return 0
 end
 
--- F(y) = 1 - (1 + y) e^{-y}, by its Taylor series below 1 (policy.index_curve), cut
--- after the F_TERMS[1 - e] terms that still matter in double precision for y < 2^e
--- (policy._F_TERMS: 18 terms just below 1, 2 from 2^-26 down).
-local F_COEF = {0.5, -0.33333333333333331, 0.125, -0.033333333333333333,
-  0.0069444444444444441, -0.0011904761904761906, 0.00017361111111111112,
-  -2.2045855379188714e-05, 2.4801587301587302e-06, -2.5052108385441718e-07,
-  2.296443268665491e-08, -1.9270852604185937e-09, 1.4911969277048643e-10,
-  -1.0706029224547743e-11, 7.1692159985810778e-13, -4.498331606952833e-14,
-  2.6552651846596585e-15, -1.4797143443923793e-16, 7.8096034842931133e-18,
-  -3.9145882126782523e-19, 1.8683261924146203e-20, -8.5099743753875053e-22}
-local F_TERMS = {18, 15, 12, 10, 9, 8, 7, 6, 6, 5, 5, 5, 4, 4, 4, 4, 4, 3, 3, 3, 3, 3, 3, 3,
-  3, 3, 2}
 function lib.index_curve(y)
   if y < 1 then
     local _, e = math.frexp(y)
@@ -313,21 +348,6 @@ function lib.index(s, now)
   return w_eff * lib.index_curve(lam * age)
 end
 
--- Policy cell of a page (policy.cell_of): log-spaced bins of weight and rate.
--- The bin layout comes from the namespace's configuration (C.cells:
--- "w_log10_min,w_per_decade,w_bins,r_log10_min,r_per_decade,r_bins"), fixed
--- when the namespace was created so that pages leave the cell they entered.
-local CELLS = {}
-for v in string.gmatch(C.cells, "[^,]+") do CELLS[#CELLS + 1] = tonumber(v) end
--- A value's bin (policy._bin): floor((log10 x - log10_min) * per_decade), clamped
--- to [0, n_bins - 1] (as math.min(n_bins - 1, math.max(0, b)) would: 0 for x <= 0).
-local function bin(x, log10_min, per_decade, n_bins)
-  if x <= 0 then return 0 end
-  local b = floor((math.log10(x) - log10_min) * per_decade)
-  if not (b > 0) then b = 0 end
-  if not (b < n_bins - 1) then b = n_bins - 1 end
-  return b
-end
 function lib.cell_of(weight, lam)
   return bin(weight, CELLS[1], CELLS[2], CELLS[3]) * CELLS[6]
     + bin(lam, CELLS[4], CELLS[5], CELLS[6])
@@ -469,7 +489,6 @@ end
 -- the namespace prior by PRIOR_PAGES pseudo-pages: pages of a host tend to
 -- change alike, so a page fetched only a few times learns from its siblings.
 -- A host's pool is read once per script call and written back once by lib.finish().
-local PRIOR_PAGES = 2
 
 function lib.host_pool(host)
   local pool = HOST_POOLS[host]
@@ -781,7 +800,6 @@ end
 -- moves the pages whose h mod 2NB is the new bucket, in all four per-bucket
 -- hashes, inside this one atomic script: every other script reads the layout
 -- when it starts, so no page is ever looked for in the wrong bucket.
-local GROW_LOAD = 48
 function lib.grow(limit)
   local pages = tonumber(redis.call("HGET", CNT, "pages") or "0") or 0
   local splits = 0
@@ -814,12 +832,6 @@ end
 -- <prefix>m:<b> hash id -> PATTERN "<dffffffffffff": last dated change, W, A,
 -- (C, S) per period of PERIODS, follow-up pending, follow-ups, changes they
 -- found, changes Poisson expected on them (decayed, pattern.py).
-local PATTERN = "<dffffffffffff"
-local PATTERN_SIZE = struct.size(PATTERN)
-local PERIODS = {3600, 86400, 604800}
-local DECAY, MIN_WEIGHT, MIN_R = 0.9, 4, 0.7
-local BURST_RECENT, BURST_WAIT, BURST_TRIALS, BURST_LIFT = 0.1, 3, 3, 2
-local TWO_PI = 2 * math.pi
 
 -- The page's pattern state (nil when it has none, or it is unreadable: then
 -- the constant-rate schedule stands and the next dated change starts afresh).
