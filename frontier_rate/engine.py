@@ -9,7 +9,7 @@ that respect each host's minimum delay and the shared fetch budget.
 Every state change is one Lua script on one shard (lua/*.lua, key schema in
 ``frontier_rate.store``), so concurrent crawlers cannot corrupt each other.
 
-Choices worth knowing (see the README section):
+Choices worth knowing (docs/ENGINE.md has more):
 
 - Leases: ``observe``/``failed`` are accepted once per lease token, and only
   while that lease is the page's open lease. A replay of an applied token
@@ -263,7 +263,7 @@ def parse_url(url: Any) -> str:
 
 
 class Frontier:
-    """The revisit frontier of one namespace (see the module docstring and README).
+    """The revisit frontier of one namespace (see the module docstring and docs/ENGINE.md).
 
     ``redis_url=None`` uses the embedded Redis (``frontier_rate.connection``).
     ``budget``: fetches per second over all hosts; ``min_host_delay``: seconds
@@ -286,7 +286,9 @@ class Frontier:
     before without taking budget tokens, so a first crawl runs at the hosts'
     politeness limits (a crawler discovering a site is not held to the revisit
     rate); True counts every fetch against the budget (benchmarks that compare
-    policies at equal budget).
+    policies at equal budget). ``setting_defaults``: the shared settings a new
+    namespace gets where this process asks for none (``DEFAULT_SETTINGS`` else;
+    the Scrapy scheduler gives ``min_host_delay`` Scrapy's own default, 0).
     """
 
     def __init__(self, redis_url: str | None = None, *, namespace: str = "default",
@@ -299,7 +301,8 @@ class Frontier:
                  redis_timeout: float = SOCKET_TIMEOUT,
                  fill_budget: bool | None = None, change_dates: bool = True,
                  server_clock_rate: float = 1.0, budget_first_fetches: bool = False,
-                 override_settings: bool = False, clock_sync: bool | None = None) -> None:
+                 override_settings: bool = False, clock_sync: bool | None = None,
+                 setting_defaults: Mapping[str, float] | None = None) -> None:
         requested = self._apply_options(
             namespace=namespace, estimator=estimator, policy=policy, objective=objective,
             budget=budget, min_host_delay=min_host_delay, min_interval=min_interval,
@@ -308,6 +311,11 @@ class Frontier:
             server_clock_rate=server_clock_rate, budget_first_fetches=budget_first_fetches,
             override_settings=override_settings, clock_sync=clock_sync)
         self.redis_url = redis_url
+        unknown = set(setting_defaults or ()) - set(DEFAULT_SETTINGS)
+        if unknown:
+            raise ValueError(f"setting_defaults: unknown settings {sorted(unknown)}")
+        self._defaults = {**DEFAULT_SETTINGS,
+                          **_checked_settings(dict(setting_defaults or {}))}  # type: ignore[dict-item]
         self._lost_logged = False
         self._offset = 0.0
         self._clock_sync = clock is time.time if clock_sync is None else bool(clock_sync)
@@ -351,7 +359,7 @@ class Frontier:
         bound = signature.bind(None, **options)
         bound.apply_defaults()
         values = dict(bound.arguments)
-        for name in ("self", "redis_url", "redis_timeout"):
+        for name in ("self", "redis_url", "redis_timeout", "setting_defaults"):
             values.pop(name, None)
         if "redis_timeout" in options:
             _real("redis_timeout", options["redis_timeout"], minimum=0.0, strict=True)
@@ -426,7 +434,7 @@ class Frontier:
                  "estimator": self.estimator, "objective": self.objective, "cells": cells}
         config = open_namespace(
             self.client, self.scripts, Keys(self.namespace, DEFAULT_SHARDS), url=self.redis_url,
-            fixed=fixed, requested=requested, defaults=DEFAULT_SETTINGS, override=override)
+            fixed=fixed, requested=requested, defaults=self._defaults, override=override)
         settings = config.settings
         if settings["max_interval"] < settings["min_interval"]:
             raise SettingsMismatch(f"namespace {self.namespace!r}: max_interval "
