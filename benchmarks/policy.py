@@ -613,7 +613,7 @@ def verdict(runs: list[dict], full_n: int) -> str:
     shares = sorted(r["uncapped_plan_within_caps"] for r in runs)
     out.append(f"\nFor reference, a plan that ignored the host caps would put only "
                f"{shares[0]:.0%}-{shares[-1]:.0%} of the budget within them in these scenarios; the "
-               "engine now solves with a threshold per capped host (README, *Politeness inside the "
+               "engine now solves with a threshold per capped host (docs/ENGINE.md, *Politeness inside the "
                "solve*) and leases not-yet-due pages with tokens that would otherwise be lost "
                "(`fill_budget`; `interval` only, so `sam` still under-spends). What is left: estimation "
                "error, the host-as-one-cell approximation of each host's rate, and fetches on the "

@@ -66,7 +66,7 @@ from .intake import Intake
 from .namespace import SETTINGS, refuse_half
 from .records import Dispatch, Observation
 from .results import Results
-from .session import DEFAULT_SHARDS, RedisErrors, Session
+from .session import DEFAULT_SHARDS, RedisErrors, Session, namespace_defaults
 from .shards import ShardCalls
 from .store import Keys
 from .threshold import Threshold
@@ -78,7 +78,7 @@ __all__ = ["Dispatch", "Frontier", "FrontierError", "NamespaceLost", "Observatio
 
 
 class Frontier:
-    """The revisit frontier of one namespace (see the module docstring and README).
+    """The revisit frontier of one namespace (see the module docstring and docs/ENGINE.md).
 
     ``redis_url=None`` uses the embedded Redis (``frontier_rate.connection``);
     ``redis_client``: a Redis client to use instead (the frontier leaves it open at
@@ -102,7 +102,9 @@ class Frontier:
     before without taking budget tokens, so a first crawl runs at the hosts'
     politeness limits (a crawler discovering a site is not held to the revisit
     rate); True counts every fetch against the budget (benchmarks that compare
-    policies at equal budget).
+    policies at equal budget). ``setting_defaults``: the shared settings a new
+    namespace gets where this process asks for none (``DEFAULT_SETTINGS`` else;
+    the Scrapy scheduler gives ``min_host_delay`` Scrapy's own default, 0).
 
     The shared settings (``budget``, ``min_host_delay``, ``min_interval``,
     ``max_interval``, ``lease_timeout``, ``prior_rate``) read as attributes: the
@@ -120,6 +122,7 @@ class Frontier:
                  fill_budget: bool | None = None, change_dates: bool = True,
                  server_clock_rate: float = 1.0, budget_first_fetches: bool = False,
                  override_settings: bool = False, clock_sync: bool | None = None,
+                 setting_defaults: Mapping[str, float] | None = None,
                  redis_client: redis.Redis | None = None) -> None:
         options, requested = check_options(
             namespace=namespace, estimator=estimator, policy=policy, objective=objective,
@@ -134,8 +137,9 @@ class Frontier:
         self.server_clock_rate = options.server_clock_rate
         self.budget_first_fetches = options.budget_first_fetches
         self.redis_url = redis_url
+        defaults = namespace_defaults(setting_defaults)
         self.redis_timeout = real("redis_timeout", redis_timeout, minimum=0.0, strict=True)
-        self.session = session = Session(redis_url, options, requested,
+        self.session = session = Session(redis_url, options, requested, defaults=defaults,
                                          override=bool(override_settings), clock_sync=clock_sync,
                                          timeout=self.redis_timeout, client=redis_client)
         self.client, self.scripts, self.keys = session.client, session.scripts, session.keys
@@ -164,7 +168,7 @@ class Frontier:
         bound = signature.bind(None, **options)
         bound.apply_defaults()
         values = dict(bound.arguments)
-        for name in ("self", "redis_url", "redis_timeout", "redis_client"):
+        for name in ("self", "redis_url", "redis_timeout", "redis_client", "setting_defaults"):
             values.pop(name, None)
         if "redis_timeout" in options:
             real("redis_timeout", options["redis_timeout"], minimum=0.0, strict=True)

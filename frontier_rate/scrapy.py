@@ -106,7 +106,7 @@ class Scheduler:
         self.crawler = crawler
         self.stats = crawler.stats
         try:
-            config = adapter_settings(crawler.settings.get)
+            config = adapter_settings(_user_settings(crawler.settings))
         except ValueError as exc:
             raise SettingError(str(exc)) from None
         self.settings = config
@@ -163,7 +163,10 @@ class Scheduler:
             if self.frontier is None:
                 from frontier_rate.engine import Frontier
 
-                self.frontier = Frontier(config.redis_url, **kwargs)
+                # Scrapy's own politeness when neither DOWNLOAD_DELAY nor the frontier's
+                # host delay is set: no delay (CONCURRENT_REQUESTS_PER_DOMAIN holds)
+                self.frontier = Frontier(config.redis_url, setting_defaults=SCRAPY_DEFAULTS,
+                                         **kwargs)
             return self.frontier
 
         self.client = FrontierClient(
@@ -550,6 +553,25 @@ class Scheduler:
             reason = f"frontier_rate_{why}"
             logger.info("frontier-rate closing the spider: %s", reason)
             compat.close_spider(self.crawler, reason)
+
+
+SCRAPY_DEFAULTS = {"min_host_delay": 0.0}
+"""Shared settings a namespace a Scrapy crawl creates gets where the crawl set none."""
+
+
+def _user_settings(settings: Any) -> Callable[[str], Any]:
+    """``settings.get``, except that a ``DOWNLOAD_DELAY`` the user did not set reads as unset:
+    Scrapy's default (0) is this scheduler's default too, but not an explicit value that
+    would conflict with a host delay the namespace stores."""
+    from scrapy.settings import SETTINGS_PRIORITIES
+
+    def get(name: str) -> Any:
+        if name == "DOWNLOAD_DELAY" and \
+                settings.getpriority(name) <= SETTINGS_PRIORITIES["default"]:
+            return None
+        return settings.get(name)
+
+    return get
 
 
 class SettingError(ValueError):

@@ -242,7 +242,8 @@ def check_fingerprint_settings(mode: str, patterns: list[str], max_body: int) ->
 
 @dataclass
 class AdapterSettings:
-    """Everything an adapter reads from its settings, parsed once (see the README table)."""
+    """Everything an adapter reads from its settings, parsed once (the tables in
+    docs/SCRAPY.md and docs/FRONTERA.md)."""
 
     redis_url: str | None
     frontier: dict[str, Any]

@@ -147,7 +147,7 @@ def test_start_only_spider_cannot_seed_the_frontier(tmp_path: Path, redis_url: s
     when FRONTERA_SCHEDULER_START_REQUESTS_TO_FRONTIER is set. Scrapy 2.13's
     deprecated default ``start_requests`` yields ``start_urls`` (none here),
     and frontera refuses the empty seed list. Either way nothing is fetched;
-    this pins that behaviour for the README's limits section.
+    this pins that behaviour for docs/FRONTERA.md's limits section.
     """
     with ChangingSite("127.0.0.1") as site:
         site.set("/", "<p>home</p>")
