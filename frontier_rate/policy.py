@@ -436,10 +436,10 @@ def _bracket(total: Callable[[float], float], budget: float, nu_top: float,
     Requires total(nu_top) <= budget and total(ν) -> above budget as ν -> 0.
     The bracket starts at ``guess`` (the previous solve's ν: the pages changed
     little, so a few evaluations) widened by 1.1, 4.4, ... or at ``nu_top``
-    widened by 16, 64, ...; it is then closed by regula falsi with the Illinois
-    modification on x = log ν (superlinear on the smooth pieces of total), with
+    widened by 16, 64, ... (``_widen``); it is then closed by regula falsi with the
+    Illinois modification on x = log ν (superlinear on the smooth pieces of total), with
     a bisection step whenever three updates shrank the bracket less than three
-    bisections would have.
+    bisections would have (``_Narrowing``).
     """
     memo: dict[float, float] = {}
 
@@ -448,6 +448,13 @@ def _bracket(total: Callable[[float], float], budget: float, nu_top: float,
             memo[nu] = total(nu) - budget
         return memo[nu]
 
+    lo, hi = _widen(excess, budget, nu_top, guess)
+    return _Narrowing(excess, lo, hi).close(budget)
+
+
+def _widen(excess: Callable[[float], float], budget: float, nu_top: float,
+           guess: float | None) -> tuple[float, float]:
+    """A first bracket (lo, hi) of the root of ``excess``, from ``guess`` or ``nu_top``."""
     near = guess is not None and 0.0 < guess < nu_top
     start, factor = (guess, 1.1) if near else (nu_top, 16.0)
     lo = hi = start
@@ -461,46 +468,61 @@ def _bracket(total: Callable[[float], float], budget: float, nu_top: float,
             factor *= 4.0
             if lo < 1e-300:
                 raise ValueError(f"budget {budget!r} is too large for these pages")
-    xl, xh = math.log(lo), math.log(hi)
-    gl, gh = excess(lo), excess(hi)  # true values: the stopping test
-    fl, fh = gl, gh  # Illinois-scaled values: the interpolation
-    side = 0
-
-    def step(x: float) -> None:
-        nonlocal lo, hi, xl, xh, gl, gh, fl, fh
-        nu = math.exp(x)
-        g = excess(nu)
-        if g >= 0.0:
-            lo, xl, gl, fl = nu, x, g, g
-        else:
-            hi, xh, gh, fh = nu, x, g, g
-
-    width = xh - xl
-    for k in range(200):
-        if xh - xl <= SOLVE_RTOL or gh >= -SOLVE_RTOL * budget or gl == 0.0:
-            break
-        if k % 3 == 0:
-            width = xh - xl
-        x = (xl * fh - xh * fl) / (fh - fl)
-        if not xl < x < xh:
-            x = 0.5 * (xl + xh)
-        was_lo = xl
-        step(x)
-        moved = 1 if xl != was_lo else -1
-        if moved == side:  # the same end moved twice: halve the other end's value
-            if moved == 1:
-                fh *= 0.5
-            else:
-                fl *= 0.5
-        side = moved
-        if k % 3 == 2 and xh - xl > 0.125 * width and xh - xl > SOLVE_RTOL:
-            step(0.5 * (xl + xh))  # three steps shrank the bracket less than bisection would
-            side = 0
-    if gl == 0.0:
-        hi = lo
-    elif gh >= -SOLVE_RTOL * budget:  # hi meets the budget: both ends at hi
-        lo = hi
     return lo, hi
+
+
+class _Narrowing:
+    """Closes a bracket of the root of ``excess`` on x = log ν: regula falsi with the
+    Illinois modification, and a bisection step when it stalls (``_bracket``)."""
+
+    def __init__(self, excess: Callable[[float], float], lo: float, hi: float) -> None:
+        self.excess = excess
+        self.lo, self.hi = lo, hi
+        self.xl, self.xh = math.log(lo), math.log(hi)
+        self.gl, self.gh = excess(lo), excess(hi)  # true values: the stopping test
+        self.fl, self.fh = self.gl, self.gh  # Illinois-scaled values: the interpolation
+
+    def step(self, x: float) -> None:
+        """Evaluate at x = log ν and move the end on its side there."""
+        nu = math.exp(x)
+        g = self.excess(nu)
+        if g >= 0.0:
+            self.lo, self.xl, self.gl, self.fl = nu, x, g, g
+        else:
+            self.hi, self.xh, self.gh, self.fh = nu, x, g, g
+
+    def close(self, budget: float) -> tuple[float, float]:
+        """Narrow until hi/lo - 1 <= SOLVE_RTOL or hi meets the budget; (lo, hi)."""
+        side = 0
+        width = self.xh - self.xl
+        for k in range(200):
+            if self.xh - self.xl <= SOLVE_RTOL or self.gh >= -SOLVE_RTOL * budget \
+                    or self.gl == 0.0:
+                break
+            if k % 3 == 0:
+                width = self.xh - self.xl
+            x = (self.xl * self.fh - self.xh * self.fl) / (self.fh - self.fl)
+            if not self.xl < x < self.xh:
+                x = 0.5 * (self.xl + self.xh)
+            was_lo = self.xl
+            self.step(x)
+            moved = 1 if self.xl != was_lo else -1
+            if moved == side:  # the same end moved twice: halve the other end's value
+                if moved == 1:
+                    self.fh *= 0.5
+                else:
+                    self.fl *= 0.5
+            side = moved
+            if k % 3 == 2 and self.xh - self.xl > 0.125 * width and \
+                    self.xh - self.xl > SOLVE_RTOL:
+                self.step(0.5 * (self.xl + self.xh))  # three steps shrank the bracket less
+                side = 0                              # than bisection would
+        lo, hi = self.lo, self.hi
+        if self.gl == 0.0:
+            hi = lo
+        elif self.gh >= -SOLVE_RTOL * budget:  # hi meets the budget: both ends at hi
+            lo = hi
+        return lo, hi
 
 
 def _blend(f_lo: np.ndarray, f_hi: np.ndarray, budget: float) -> np.ndarray:
@@ -768,43 +790,10 @@ def solve_threshold(cells, budget: float, min_interval: float, max_interval: flo
     table = _cell_table(cells)
     b = _scalar("budget", budget, positive=True)
     lo_i, hi_i = _intervals(min_interval, max_interval)
-    host_rows = np.zeros((0, 4)) if hosts is None else np.asarray(hosts, dtype=float).reshape(-1, 4)
-    host_rows = host_rows[host_rows[:, 0] > 0]
-    cap = np.zeros(0) if caps is None else np.asarray(caps, dtype=float).reshape(-1)
-    host = host_rows[:, 3].astype(np.int64)
-    if len(host) and (len(cap) <= host.max() or np.isnan(cap).any() or (cap < 0).any()):
-        raise ValueError("caps must give a non-negative cap (or inf) for every host index")
-
-    def hosts_over(nu: float) -> np.ndarray:
-        """Rows of the hosts whose cells want more than their cap at ν."""
-        if not len(host):
-            return np.zeros(0, dtype=bool)
-        d = np.bincount(host, weights=_cell_rates(nu, host_rows[:, :3], lo_i, hi_i, objective),
-                        minlength=len(cap))
-        return (d > cap)[host]
-
-    memo: dict[float, float] = {}
-    rows, group = host_rows, host
-
-    def total(nu: float) -> float:
-        if nu not in memo:
-            rate = float(_cell_rates(nu, table, lo_i, hi_i, objective).sum())
-            if len(group):
-                d = np.bincount(group, weights=_cell_rates(nu, rows[:, :3], lo_i, hi_i, objective),
-                                minlength=len(cap))
-                rate -= float(np.maximum(d - cap, 0.0)[np.isfinite(cap)].sum())
-            memo[nu] = rate
-        return memo[nu]
-
-    def solution(nu: float, rate: float, status: str) -> ThresholdSolution:
-        if not len(host):
-            return ThresholdSolution(nu, rate, status)
-        return ThresholdSolution(nu, rate, status, _host_thresholds(
-            nu, rows[:, :3], group, cap, lo_i, hi_i, objective))
-
-    at_zero = total(0.0)
+    demand = _Demand(table, hosts, caps, lo_i, hi_i, objective)
+    at_zero = demand.total(0.0)
     if at_zero <= b:
-        return solution(0.0, at_zero, "ok" if at_zero == b else "under_budget")
+        return demand.solution(0.0, at_zero, "ok" if at_zero == b else "under_budget")
     lam_bar, w_eff = _cell_weights(table, objective)
     nu_top = float(w_eff[np.isfinite(w_eff)].max()) if np.isfinite(w_eff).any() else 0.0
     if guess is None:
@@ -813,19 +802,70 @@ def solve_threshold(cells, budget: float, min_interval: float, max_interval: flo
         root = float((table[live, 0] * lam_bar[live] * np.sqrt(w_eff[live] / 2.0)).sum()) / b
         guess = root * root if root > 0 else None
     probe = 0.25 * guess if guess else 0.0
-    if probe > 0 and len(host):
-        keep = hosts_over(probe)
-        rows, group = host_rows[keep], host[keep]
-        memo.clear()
-    at_top = total(nu_top)
+    if probe > 0 and len(demand.host):
+        demand.use(demand.hosts_over(probe))
+    at_top = demand.total(nu_top)
     if at_top >= b:
-        return solution(nu_top, at_top, "ok" if at_top == b else "over_budget")
-    _, hi = _bracket(total, b, nu_top, guess)
+        return demand.solution(nu_top, at_top, "ok" if at_top == b else "over_budget")
+    _, hi = _bracket(demand.total, b, nu_top, guess)
     if hi < probe:  # below the probe more hosts may be capped: all of them, once more
-        rows, group = host_rows, host
-        memo.clear()
-        _, hi = _bracket(total, b, nu_top, hi)
-    return solution(hi, total(hi), "ok")
+        demand.use(None)
+        _, hi = _bracket(demand.total, b, nu_top, hi)
+    return demand.solution(hi, demand.total(hi), "ok")
+
+
+class _Demand:
+    """``solve_threshold``'s total fetch rate at ν: the cells' rate less what the capped
+    hosts among the rows in use cannot take (memoised per ν)."""
+
+    def __init__(self, table: np.ndarray, hosts, caps, min_interval: float,
+                 max_interval: float, objective: str) -> None:
+        host_rows = np.zeros((0, 4)) if hosts is None else \
+            np.asarray(hosts, dtype=float).reshape(-1, 4)
+        self.host_rows = host_rows[host_rows[:, 0] > 0]
+        self.cap = np.zeros(0) if caps is None else np.asarray(caps, dtype=float).reshape(-1)
+        self.host = self.host_rows[:, 3].astype(np.int64)
+        if len(self.host) and (len(self.cap) <= self.host.max() or np.isnan(self.cap).any()
+                               or (self.cap < 0).any()):
+            raise ValueError("caps must give a non-negative cap (or inf) for every host index")
+        self.table, self.objective = table, objective
+        self.lo_i, self.hi_i = min_interval, max_interval
+        self.memo: dict[float, float] = {}
+        self.rows, self.group = self.host_rows, self.host
+
+    def hosts_over(self, nu: float) -> np.ndarray:
+        """Rows of the hosts whose cells want more than their cap at ν."""
+        if not len(self.host):
+            return np.zeros(0, dtype=bool)
+        d = np.bincount(self.host, weights=_cell_rates(nu, self.host_rows[:, :3], self.lo_i,
+                                                       self.hi_i, self.objective),
+                        minlength=len(self.cap))
+        return (d > self.cap)[self.host]
+
+    def use(self, keep: np.ndarray | None) -> None:
+        """Count only the host rows ``keep`` (None: all of them) from here on."""
+        if keep is None:
+            self.rows, self.group = self.host_rows, self.host
+        else:
+            self.rows, self.group = self.host_rows[keep], self.host[keep]
+        self.memo.clear()
+
+    def total(self, nu: float) -> float:
+        if nu not in self.memo:
+            rate = float(_cell_rates(nu, self.table, self.lo_i, self.hi_i, self.objective).sum())
+            if len(self.group):
+                d = np.bincount(self.group, weights=_cell_rates(
+                    nu, self.rows[:, :3], self.lo_i, self.hi_i, self.objective),
+                    minlength=len(self.cap))
+                rate -= float(np.maximum(d - self.cap, 0.0)[np.isfinite(self.cap)].sum())
+            self.memo[nu] = rate
+        return self.memo[nu]
+
+    def solution(self, nu: float, rate: float, status: str) -> ThresholdSolution:
+        if not len(self.host):
+            return ThresholdSolution(nu, rate, status)
+        return ThresholdSolution(nu, rate, status, _host_thresholds(
+            nu, self.rows[:, :3], self.group, self.cap, self.lo_i, self.hi_i, self.objective))
 
 
 # --------------------------------------------------------------------------- per-host caps
@@ -887,25 +927,8 @@ def solve_with_host_caps(values, rates, hosts: Sequence[Hashable], host_caps: Ma
         _scalar(f"host_caps[{h!r}]", cap, allow_inf=True)
     w_eff = np.asarray(effective_weight(w, lam, objective), dtype=float)
     live = (w_eff > 0) & (lam > 0)
-
-    groups: dict = {}
-    for i, h in enumerate(host_list):
-        groups.setdefault(h, []).append(i)
-    groups = {h: np.array(ix, dtype=np.int64) for h, ix in groups.items()}
-    capped = [h for h in groups if math.isfinite(float(host_caps.get(h, math.inf)))]
-    slot = np.full(len(lam), -1, dtype=np.int64)
-    for k, h in enumerate(capped):
-        slot[groups[h]] = k
-    in_capped = slot >= 0
-    caps = np.array([float(host_caps[h]) for h in capped], dtype=float)
-    taus, f_cap = _allocate_groups(w_eff[in_capped], lam[in_capped], slot[in_capped], caps)
-    tau = {h: 0.0 for h in groups}  # uncapped hosts: τ = 0, never binding for ν > 0
-    for k, h in enumerate(capped):
-        tau[h] = float(taus[k]) if live[groups[h]].any() else math.inf
-    page_tau = np.zeros_like(lam)
-    page_tau[in_capped] = np.array([tau[h] for h in capped])[slot[in_capped]]
-    capped_full = np.zeros_like(lam)
-    capped_full[in_capped] = f_cap
+    groups, tau, page_tau, capped_full, in_capped = _capped_hosts(w_eff, lam, live, host_list,
+                                                                  host_caps)
 
     def alloc(nu: float) -> np.ndarray:
         at_cap = nu <= page_tau
@@ -931,3 +954,30 @@ def solve_with_host_caps(values, rates, hosts: Sequence[Hashable], host_caps: Ma
     f = _blend(alloc(lo), alloc(hi), b)
     host_nu = {h: max(lo, tau[h]) for h in groups}
     return HostCapSolution(f, lo, host_nu, budget_met=True, total=float(f.sum()))
+
+
+def _capped_hosts(w_eff: np.ndarray, rates: np.ndarray, live: np.ndarray,
+                  host_list: list, host_caps: Mapping) -> tuple[dict, dict, np.ndarray,
+                                                                np.ndarray, np.ndarray]:
+    """``solve_with_host_caps``' hosts: (pages of each host, τ_h of each host (0 for an
+    uncapped one, inf for a capped one without valuable pages), τ of each page's host,
+    each page's rate with its host at its cap, which pages are on a capped host)."""
+    groups: dict = {}
+    for i, h in enumerate(host_list):
+        groups.setdefault(h, []).append(i)
+    groups = {h: np.array(ix, dtype=np.int64) for h, ix in groups.items()}
+    capped = [h for h in groups if math.isfinite(float(host_caps.get(h, math.inf)))]
+    slot = np.full(len(rates), -1, dtype=np.int64)
+    for k, h in enumerate(capped):
+        slot[groups[h]] = k
+    in_capped = slot >= 0
+    caps = np.array([float(host_caps[h]) for h in capped], dtype=float)
+    taus, f_cap = _allocate_groups(w_eff[in_capped], rates[in_capped], slot[in_capped], caps)
+    tau = {h: 0.0 for h in groups}  # uncapped hosts: τ = 0, never binding for ν > 0
+    for k, h in enumerate(capped):
+        tau[h] = float(taus[k]) if live[groups[h]].any() else math.inf
+    page_tau = np.zeros_like(rates)
+    page_tau[in_capped] = np.array([tau[h] for h in capped])[slot[in_capped]]
+    capped_full = np.zeros_like(rates)
+    capped_full[in_capped] = f_cap
+    return groups, tau, page_tau, capped_full, in_capped
