@@ -55,6 +55,16 @@ CLOCK_WARN = 1.0
 """A clock offset to Redis from which opening a frontier logs a WARNING."""
 
 
+def namespace_defaults(setting_defaults: Mapping[str, Any] | None) -> dict[str, float]:
+    """The shared settings a namespace this process creates gets where it asks for none:
+    ``DEFAULT_SETTINGS`` updated with ``setting_defaults`` (each checked)."""
+    unknown = set(setting_defaults or ()) - set(DEFAULT_SETTINGS)
+    if unknown:
+        raise ValueError(f"setting_defaults: unknown settings {sorted(unknown)}")
+    return {**DEFAULT_SETTINGS,
+            **checked_settings(dict(setting_defaults or {}))}  # type: ignore[dict-item]
+
+
 class Session:
     """The namespace ``options.namespace`` at ``redis_url`` as this process opened it.
 
@@ -66,12 +76,14 @@ class Session:
     def __init__(self, redis_url: str | None, options: Options,
                  requested: Mapping[str, float | None], *, override: bool,
                  clock_sync: bool | None, timeout: float,
+                 defaults: Mapping[str, float] = DEFAULT_SETTINGS,
                  client: redis.Redis | None = None) -> None:
         self.redis_url = redis_url
         self.options = options
         self.namespace = options.namespace
         self.clock = options.clock
         self.settings: dict[str, float] = {}
+        self._defaults = defaults
         self.offset = 0.0
         self._lost_logged = False
         self._clock_sync = options.clock is time.time if clock_sync is None else bool(clock_sync)
@@ -118,7 +130,7 @@ class Session:
                  "cells": cells}
         config = open_namespace(
             self.client, self.scripts, Keys(self.namespace, DEFAULT_SHARDS), url=self.redis_url,
-            fixed=fixed, requested=requested, defaults=DEFAULT_SETTINGS, override=override)
+            fixed=fixed, requested=requested, defaults=self._defaults, override=override)
         settings = config.settings
         if settings["max_interval"] < settings["min_interval"]:
             raise SettingsMismatch(f"namespace {self.namespace!r}: max_interval "
