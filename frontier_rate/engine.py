@@ -266,7 +266,7 @@ class Frontier:
         learns the change time, not only the change bit, from a date that
         agrees with the fingerprint; a host whose dates disagree with its
         content (always "now", constant, in the future) has its dates ignored
-        (lua/observe.lua, docs/ARCHITECTURE.md).
+        (lua/observe.lua, docs/MATH.md "Inside the engine").
         """
         return self.observe_many([(dispatch, {"fingerprint": fingerprint,
                                               "not_modified": not_modified, "status": status,

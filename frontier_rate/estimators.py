@@ -27,7 +27,7 @@ name               rule                                        needs interval
 
 LLN, SA and SAM assume the fetch times are a Poisson process of rate ``p``;
 ``update`` takes ``p`` per observation so the engine can change the planned
-rate between fetches (docs/ARCHITECTURE.md, "Estimators inside the engine").
+rate between fetches (docs/MATH.md, "Inside the engine: the Poisson catch").
 With strictly periodic fetching they are biased; ``interval``, ``mle`` and
 ``mm`` use each observation's realised interval and are not.
 
@@ -171,7 +171,7 @@ def lln_estimate(changes: Any, unchanged_over_p: Any, count: Any, p: Any, alpha:
 
     S_k = Σ_j (1 − I_j)/p_j. With a constant p this is exactly eq. 1,
     p·Î_k/(k + α_k − Î_k); with a varying p it stays consistent because
-    E[(1 − I_j)/p_j] = E[I_j]/Δ (docs/ARCHITECTURE.md).
+    E[(1 − I_j)/p_j] = E[I_j]/Δ (docs/MATH.md, "Inside the engine").
     """
     return changes / (unchanged_over_p + alpha_sequence(count, alpha) / p)
 

@@ -112,7 +112,7 @@ local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_
   lib.host_pool_move(host, old_pooled, lib.pooled_log_rate(s, new_rate))
 
   -- next due: exponential with the planned mean for lln/sa/sam (their Poisson
-  -- assumption, docs/ARCHITECTURE.md); for `interval` the planned interval
+  -- assumption, docs/MATH.md "Inside the engine"); for `interval` the planned interval
   -- itself, moved onto the page's rhythm or followed up after a burst when its
   -- dated changes show one (pattern.py)
   local mean = lib.planned_interval(s.weight, new_rate, lib.host_nu(host))
