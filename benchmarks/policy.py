@@ -45,6 +45,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from estimators import change_times  # noqa: E402
 
 from frontier_rate import Frontier, connection, policy  # noqa: E402
+from frontier_rate.reference import solvers  # noqa: E402
 from frontier_rate.testbed.freshness import replay_policy  # noqa: E402
 
 DAY = 86400.0
@@ -375,7 +376,7 @@ def fast_path(sizes: list[int]) -> list[dict]:
         policy.interval_for_threshold(res.nu, lam, w, "freshness")
         interval_s = time.perf_counter() - t0
         t0 = time.perf_counter()
-        policy.azar_rates(w / lam, lam, budget)
+        solvers.azar_rates(w / lam, lam, budget)
         azar_s = time.perf_counter() - t0
         rows.append({"pages": n, "host_caps_solve_s": caps_s, "intervals_s": interval_s,
                      "azar_s": azar_s, "budget_error": abs(res.frequencies.sum() / budget - 1)})

@@ -51,9 +51,8 @@ from scrapy.utils.misc import build_from_crawler, load_object
 
 from frontier_rate import scrapy_compat as compat
 from frontier_rate.client import Call, FrontierClient, result_meta
-from frontier_rate.engine import MAX_VALIDATOR_LENGTH
 from frontier_rate.fingerprint import Fingerprinter, clean_validator
-from frontier_rate.politeness import CLOCK_SLACK, HostGate
+from frontier_rate.politeness import HostGate
 from frontier_rate.responses import outcome
 from frontier_rate.scrapy_politeness import ScrapyPoliteness
 from frontier_rate.scrapy_request import (
@@ -65,7 +64,8 @@ from frontier_rate.scrapy_request import (
     request_to_page_meta,
     stored_priority,
 )
-from frontier_rate.settings import DONT_REVISIT_KEY, WEIGHT_KEY, adapter_settings
+from frontier_rate.settings import CLOCK_SLACK, DONT_REVISIT_KEY, WEIGHT_KEY, adapter_settings
+from frontier_rate.validation import MAX_VALIDATOR_LENGTH
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
