@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from frontier_rate import Frontier, connection  # noqa: E402
+from frontier_rate import Frontier  # noqa: E402
 from frontier_rate.namespace import drop  # noqa: E402
 
 LIB = ROOT / "frontier_rate" / "lua" / "lib.lua"
