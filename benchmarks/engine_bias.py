@@ -20,6 +20,7 @@ docs/BENCHMARKS.md.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import tempfile
@@ -33,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from frontier_rate import Frontier, connection  # noqa: E402
+from frontier_rate.namespace import drop  # noqa: E402
 
 PAGES = 20
 RATE = 1.0 / 3600.0
@@ -62,17 +64,12 @@ def run(estimator: str, fetches: int, seed: int, url: str | None) -> float:
                 counts[d.url] += 1
             t += 1.0
             continue
-        tokens, ts = f.client.hmget(f.keys.tokens, "tokens", "ts")
-        token_at = float(ts or t) + max(0.0, 1.0 - float(tokens or 0.0)) / BUDGET
-        due = f.next_due_time()
-        t = max(t + 1.0, token_at if f.fill_budget or due is None else max(token_at, due))
+        call_at = f.next_call_time(now=t)
+        t = max(t + 1.0, math.inf if call_at is None else call_at)
         if t > horizon:
             raise RuntimeError(f"{estimator}: pages not fetched {fetches} times by t={t:g}")
     ratio = float(np.mean([f.page(u)["estimate"] / RATE for u in urls]))
-    for pattern in (f"fr:{{{namespace}}}:*", f"fr:{{{namespace}:*"):
-        keys = list(f.client.scan_iter(match=pattern.replace("{", "\\{").replace("}", "\\}")))
-        if keys:
-            f.client.unlink(*keys)
+    drop(f.client, namespace)
     f.close()
     return ratio
 

@@ -45,6 +45,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from estimators import change_times  # noqa: E402
 
 from frontier_rate import Frontier, connection, policy  # noqa: E402
+from frontier_rate.namespace import drop  # noqa: E402
 from frontier_rate.reference import solvers  # noqa: E402
 from frontier_rate.testbed.freshness import replay_policy  # noqa: E402
 
@@ -309,7 +310,8 @@ def drive(f: Frontier, sc, *, tick: float, max_n: int, retry: float,
             f.observe_many(batch)
             t += 1.0
         else:
-            t = max(t + 1.0, next_call(f, t, retry=retry))
+            call_at = f.next_call_time(now=t, retry=retry)
+            t = max(t + 1.0, math.inf if call_at is None else call_at)
     stats = f.stats(now=t)
     info = {"wall_s": time.perf_counter() - wall, "next_requests_calls": calls, "nu": stats.get("nu")}
     delete_namespace(f)
@@ -317,35 +319,9 @@ def drive(f: Frontier, sc, *, tick: float, max_n: int, retry: float,
     return [np.array(x) for x in out], info
 
 
-def next_call(f: Frontier, t: float, retry: float) -> float:
-    """When a crawler that got nothing from ``f.next_requests`` at ``t`` would usefully ask again
-    (times in the frontier's clock units).
-
-    The bucket empty: when it holds a whole token again (with ``fill_budget`` the
-    engine leases a page then if any host may be fetched; without, not before the
-    next due page). Tokens left (every host with pages waits for its delay): the
-    next due page (``next_due_time``, host delay included) or ``retry`` later if
-    that is sooner, since a host whose delay ends may take a page not yet due.
-    """
-    tokens, ts = f.client.hmget(f.keys.tokens, "tokens", "ts")
-    tokens, ts = float(tokens or 0.0), float(ts or t)
-    due = f.next_due_time()
-    if tokens < 1.0:
-        token_at = ts + (1.0 - tokens) / f.budget
-        if f.fill_budget:
-            return token_at
-        return math.inf if due is None else max(token_at, due)
-    if due is None:
-        return math.inf
-    return min(due, t + retry) if f.fill_budget else due
-
-
 def delete_namespace(f: Frontier) -> None:
-    """Remove the run's keys (SCAN + UNLINK, never KEYS)."""
-    for pattern in (f"fr:{{{f.namespace}}}:*", f"fr:{{{f.namespace}:*"):
-        keys = list(f.client.scan_iter(match=pattern.replace("{", "\\{").replace("}", "\\}"), count=5000))
-        for j in range(0, len(keys), 5000):
-            f.client.unlink(*keys[j:j + 5000])
+    """Remove the run's keys (``namespace.drop``: SCAN + UNLINK, never KEYS)."""
+    drop(f.client, f.namespace)
 
 
 def score(sc: Scenario, fetches: list[np.ndarray], burst: float) -> dict:

@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from frontier_rate import Frontier, policy  # noqa: E402
+from frontier_rate.namespace import drop  # noqa: E402
 
 PAGES_PER_HOST = 50
 
@@ -200,17 +201,8 @@ def run_size(url: str | None, n: int, observe_rounds: int, batch: int) -> dict:
 
 
 def delete_namespace(f: Frontier) -> None:
-    """Remove the benchmark's keys (SCAN + UNLINK, never KEYS)."""
-    for pattern in (f"fr:{{{f.namespace}}}:*", f"fr:{{{f.namespace}:*"):
-        batch = []
-        for key in f.client.scan_iter(match=pattern.replace("{", "\\{").replace("}", "\\}"),
-                                      count=5000):
-            batch.append(key)
-            if len(batch) >= 5000:
-                f.client.unlink(*batch)
-                batch = []
-        if batch:
-            f.client.unlink(*batch)
+    """Remove the benchmark's keys (``namespace.drop``: SCAN + UNLINK, never KEYS)."""
+    drop(f.client, f.namespace)
 
 
 def targets(results: list[dict], explain: bool = True) -> str:

@@ -96,6 +96,9 @@ class FrontierClient:
         self._want = 0
         self._next_poll = 0.0
         self.next_due: float | None = None
+        """When the next page falls due (``Frontier.next_due_time``), as last read."""
+        self.next_call: float | None = None
+        """When a lease call may next get a page (``Frontier.next_call_time``), as last read."""
         self.breaker = Breaker(redis_url)
         self.handoff = Handoff(post, stat)
         self.sender = Sender(self.handoff.emit)
@@ -117,7 +120,7 @@ class FrontierClient:
         self._step(force=True, lease=False)
         if self.outage_since is None:
             try:
-                self.next_due = self.frontier.next_due_time()
+                self.next_due = self.next_call = self.frontier.next_due_time()
                 self.known_pages = int(self.frontier.stats()["pages"])
             except RedisFault as exc:
                 self._down(exc)
@@ -356,7 +359,8 @@ class FrontierClient:
             added = self.sender.apply(self._frontier, batch)  # RedisFault: the batch stays
             if added:
                 self.known_pages += added
-                self.next_due, self._next_poll = self.clock(), 0.0
+                self.next_due = self.next_call = self.clock()
+                self._next_poll = 0.0
             with self._lock:
                 for _ in batch:
                     self._outbox.popleft()
@@ -369,24 +373,23 @@ class FrontierClient:
             return
         fresh = self._frontier.next_requests(room, now=now)
         # nothing leased: when may something be? (known before a waiter hears of this round)
-        due = None if fresh else self._frontier.next_due_time()
+        due = call = None
+        if not fresh:
+            due = self._frontier.next_due_time()
+            call = self._frontier.next_call_time(now=now, retry=WAKE_LIMIT)
         with self._lock:
             self._leases.extend((dispatch, now) for dispatch in fresh)
             if not fresh:
-                self.next_due = due
+                self.next_due, self.next_call = due, call
             self._lease_rounds += 1
             self._lock.notify_all()  # wait_for_lease_round
         if fresh:
-            self._next_poll = now
+            self._next_poll = self.next_call = now
             self.handoff.send(self._ready)
             return
-        if due is None:
-            self._next_poll = now + WAKE_LIMIT
-        else:
-            self._next_poll = min(max(due, now + MIN_WAKE), now + WAKE_LIMIT)
-            if self._frontier.fill_budget:  # the next token may lease a page not yet due
-                self._next_poll = min(self._next_poll,
-                                      now + max(MIN_WAKE, 1.0 / self._frontier.budget))
+        # the engine's next-call time: the next token or due page, whichever binds
+        self._next_poll = now + WAKE_LIMIT if call is None else \
+            min(max(call, now + MIN_WAKE), now + WAKE_LIMIT)
 
     # -- the breaker -------------------------------------------------------------------
     def _down(self, exc: Exception) -> None:

@@ -258,21 +258,56 @@ class Dispatcher:
 
         Also reads the namespace's marker id from its configuration: a namespace that was
         emptied or created anew raises NamespaceLost here, not only at the next script."""
+        return self._earliest(with_tokens=False)[0]
+
+    def next_call_time(self, now: float, retry: float) -> float | None:
+        """When a crawler whose last ``next_requests`` got fewer pages than it asked for
+        should ask again; None: not before pages are added.
+
+        The bucket holds less than a token: when it holds one again (with ``fill_budget``
+        that token may lease a page not due yet; without, not before the next due page).
+        Tokens left, so every host with pages waits for its delay: the next due page, or
+        with ``fill_budget`` ``retry`` seconds later if sooner, since a host whose delay
+        ends may take a page not yet due (lua/candidates.lua)."""
+        due, tokens = self._earliest(with_tokens=True)
+        budget = self.session.settings["budget"]
+        level, since = tokens
+        if since is None:  # a bucket never written: empty as of now (take_tokens.lua)
+            since = now
+        if level < 1.0:
+            token_at = since + (1.0 - level) / budget
+            if self.session.options.fill_budget:
+                return token_at
+            return None if due is None else max(token_at, due)
+        if due is None:
+            return None
+        return min(due, now + retry) if self.session.options.fill_budget else due
+
+    def _earliest(self, *, with_tokens: bool
+                  ) -> tuple[float | None, tuple[float, float | None]]:
+        """(earliest due or lease time, (tokens, their time)), on this process's clock; the
+        namespace marker checked on the way."""
         session, keys = self.session, self.session.keys
         with session.errors("next_due_time"):
             pipe = session.client.pipeline(transaction=False)
             pipe.hget(keys.cfg, "id")
+            if with_tokens:
+                pipe.hmget(keys.tokens, "tokens", "ts")
             for shard in range(session.shards):
                 pipe.zrange(keys.ready(shard), 0, 0, withscores=True)
                 pipe.zrange(keys.leases(shard), 0, 0, withscores=True)
             marker, *replies = pipe.execute()
-            firsts = [r[0][1] for r in replies if r]
         if session.namespace_id and marker != session.namespace_id.encode():
             detail = ("its configuration is gone" if marker is None
                       else "it was created anew since this frontier opened")
             raise session.lost(NamespaceLost(lost_message(session.redis_url, session.namespace,
                                                           detail)))
-        return session.local(min(firsts) / 1e6) if firsts else None
+        tokens: tuple[float, float | None] = (0.0, None)
+        if with_tokens:
+            level, since = replies.pop(0)
+            tokens = (float(level or 0.0), session.local(float(since)) if since else None)
+        firsts = [r[0][1] for r in replies if r]
+        return (session.local(min(firsts) / 1e6) if firsts else None), tokens
 
 
 def window(max_n: int, shards: int) -> int:

@@ -247,6 +247,17 @@ class Frontier:
         emptied or created anew raises NamespaceLost here, not only at the next script."""
         return self.dispatcher.next_due_time()
 
+    def next_call_time(self, now: float | None = None, retry: float = 1.0) -> float | None:
+        """When a crawler whose last ``next_requests`` got fewer pages than it asked for
+        should ask again (None: not before pages are added); may be earlier than ``now``.
+
+        The next whole token of the shared budget, or the next due page (host delay
+        included), whichever binds; with ``fill_budget`` a token is enough, and while
+        tokens are left a call ``retry`` seconds later may find a host whose delay ended
+        (its pages not due yet). Sleeping until this time loses no budget."""
+        now = float(self.clock()) if now is None else real("now", now)
+        return self.dispatcher.next_call_time(now, real("retry", retry, minimum=0.0))
+
     # ------------------------------------------------------------------ results
 
     def observe(self, dispatch: Dispatch, *, fingerprint: str | bytes | None = None,

@@ -496,14 +496,15 @@ class RevisitBackend(Backend):
         return self._finished
 
     def seconds_to_wake(self) -> float:
-        """Seconds until the backend may have something to do (a page due, or the close time)."""
+        """Seconds until the backend may have something to do (the next token or due page, or
+        the close time: ``Frontier.next_call_time``)."""
         if self._one_off or self._buffer:
             return MIN_WAKE
         client, now = self._client, self.clock()
         if client.outage_since is not None or client.pending():
             return min(WAKE_LIMIT, max(MIN_WAKE, client.retry_at - now))
-        due = self._next_due(None)
-        wait = WAKE_LIMIT if due is None else min(WAKE_LIMIT, max(MIN_WAKE, due - now))
+        call = self._next_call()
+        wait = WAKE_LIMIT if call is None else min(WAKE_LIMIT, max(MIN_WAKE, call - now))
         if self.settings.close_after is not None and self._started_at is not None:
             wait = min(wait, max(0.0, self._started_at + self.settings.close_after - now))
         return wait
@@ -515,6 +516,15 @@ class RevisitBackend(Backend):
         if self.driver == "background":
             return client.next_due
         return client.ask(lambda frontier: frontier.next_due_time(), default)
+
+    def _next_call(self) -> float | None:
+        """When a lease call may next get a page (the next token or due page,
+        ``Frontier.next_call_time``): asked of Redis inline; the worker's answer in the
+        background."""
+        client = self._client
+        if self.driver == "background":
+            return client.next_call
+        return client.ask(lambda frontier: frontier.next_call_time(retry=WAKE_LIMIT), None)
 
 
 class KeepAlive:

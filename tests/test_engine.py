@@ -254,6 +254,37 @@ def test_stats_next_due_time_and_iter_pages(redis_url, namespace):
     assert sum(p["status"] == "leased" for p in pages) == 2
 
 
+def test_next_call_time_is_when_the_next_token_or_due_page_allows_a_lease(redis_url, namespace):
+    # budget 0.5/s: the bucket holds 0.5 * BURST_SECONDS + 1 = 1.5 tokens; one is taken at t=0
+    f = frontier(redis_url, namespace, budget=0.5, fill_budget=False, budget_first_fetches=True)
+    f.add_many([f"http://h{i}.example/" for i in range(3)], now=0.0)
+    assert len(f.next_requests(10, now=0.0)) == 1
+    left = 0.5 * BURST_SECONDS + 1.0 - 1.0
+    expected = (1.0 - left) / 0.5  # when the bucket holds a whole token again
+    assert f.next_call_time(now=0.0) == pytest.approx(expected)
+    assert f.next_requests(10, now=expected - 0.01) == []
+    assert len(f.next_requests(10, now=expected)) == 1
+
+
+def test_next_call_time_follows_the_due_page_or_the_token_by_fill_budget(redis_url, namespace):
+    kw = {"budget": 0.5, "budget_first_fetches": True, "min_interval": 100.0,
+          "estimator": "interval"}
+    waits = {}
+    for fill in (False, True):
+        f = frontier(redis_url, f"{namespace}-{fill}", fill_budget=fill, **kw)
+        f.add("http://a.example/", now=0.0)
+        [d] = f.next_requests(10, now=0.0)
+        f.observe(d, fingerprint="v1", fetched_at=0.0)
+        due = f.page("http://a.example/")["next_due"]
+        assert due >= 100.0  # never before min_interval
+        waits[fill] = f.next_call_time(now=0.0, retry=5.0)
+        f.close()
+    assert waits[False] == pytest.approx(due)  # a token is there long before: the due page binds
+    assert waits[True] == pytest.approx(1.0)   # a whole token again at t = 0.5 / 0.5 s
+    f = frontier(redis_url, f"{namespace}-empty")
+    assert f.next_call_time(now=0.0) is None  # no pages: nothing to wait for
+
+
 @pytest.mark.parametrize("url, fragment", [
     ("example.com/page", "scheme"),
     ("ftp://example.com/file", "http or https"),
