@@ -57,7 +57,7 @@ from urllib.parse import urlsplit
 import numpy as np
 import redis
 
-from . import health, pattern, policy
+from . import evidence, health, pattern, policy
 from .connection import SOCKET_TIMEOUT, connect
 from .dates import change_time
 from .errors import (
@@ -396,6 +396,7 @@ class Frontier:
                                        strict=True)
         self.objective, self.clock = objective, clock
         self._rng = random.Random(seed)
+        self._warned_sources: set[tuple[str, str]] = set()
         return requested
 
     # ------------------------------------------------------------------ setup
@@ -934,12 +935,14 @@ class Frontier:
                 # the re-queued pages are due after their fetch: the summary may say so
                 yield self._lower_args(lowest)
 
-        def unpack(k: int, packed: Any) -> None:
+        def unpack(k: int, reply: Any) -> None:
             # reply k answers sent[k] (the summary update after them is not unpacked)
             if k < len(sent):
+                packed, events = reply
                 at = 0
                 for i in sent[k]:
                     out[i], at = _observation(packed, at, results[i][0])
+                self._log_trust_events(events)
 
         with self._errors("observe_many"):
             first = results[0][1].get("fetched_at")
@@ -1000,7 +1003,8 @@ class Frontier:
         fp = b"" if fingerprint is None else digest(fingerprint)
         host_b = host.encode("utf-8")
         bits = (1 if not_modified else 0) | (2 if fp else 0) | (4 if etag is not None else 0) \
-            | (8 if lm is not None else 0) | (16 if changed_at is not None else 0)
+            | (8 if lm is not None else 0) | (16 if changed_at is not None else 0) \
+            | (32 if self.change_dates else 0)
         packed = OBSERVATION.pack(page_id(dispatch.url), token, now, bits,
                                   1.0 - self._rng.random(), fp or b"\0\0\0\0", len(host_b),
                                   len(etag or b""), len(lm or b""),
@@ -1041,6 +1045,91 @@ class Frontier:
         return Observation(False, math.nan if estimate is None else estimate,
                            float(reply[1]) if outcome == "retry" else None,
                            accepted=outcome in ("retry", "gone"))  # Redis's clock: observe_many converts
+
+    def hint_many(self, hints: Iterable, *, now: float | None = None, discover: bool = False,
+                  weight: float = 1.0) -> dict[str, int]:
+        """Change evidence that does not come from fetching the page: a sitemap's
+        ``<lastmod>``, a feed entry's date, a push (IndexNow, WebSub, the CLI).
+
+        ``hints``: ``(url, changed_at, source)`` items; ``changed_at`` is when the source
+        says the page last changed, on the frontier's clock, or None for "changed, time
+        unknown" (taken as now); ``source`` names the source (``evidence.SOURCE_RE``:
+        ``"sitemap"``, ``"feed"``, ``"push"``...). A claim that the page changed since its
+        last fetch makes it due at once, and one that it did not moves its next fetch
+        later, but only once that source has been checked against fetches of that host
+        and found right (``evidence``: per host and source, as Last-Modified dates are;
+        a lying source is ignored for its host, one WARNING). A confirmed claim of a
+        trusted source gives the ``interval`` estimator a dated change at the page's
+        next fetch (with ``change_dates``). ``discover``: URLs the frontier does not
+        know are added (``weight``, due at once). State per page stays O(1): the latest
+        claim only (lua/signals.lua).
+
+        Every item is checked before anything is written; a bad one raises ValueError
+        naming it. Returns how many claims had each outcome (``evidence.OUTCOMES``) and
+        ``"added"``.
+        """
+        now = self._now(now)
+        groups: dict[int, list[str]] = defaultdict(list)
+        urls: dict[int, list[str]] = defaultdict(list)
+        for item in hints:
+            if isinstance(item, (str, bytes)) or not isinstance(item, Iterable):
+                raise ValueError(f"a hint is (url, changed_at or None, source), got {item!r}")
+            item = tuple(item)
+            if len(item) != 3:
+                raise ValueError(f"a hint is (url, changed_at or None, source), got {item!r}")
+            url, changed_at, source = item
+            host = parse_url(url)
+            evidence.check_source(source)
+            claim = ""
+            if changed_at is not None:
+                claim = repr(_real(f"changed_at of {url!r}", changed_at) + self._offset)
+            shard = self._shard_of(host)
+            groups[shard] += [page_id(url), host, claim, source]
+            urls[shard].append(url)
+        counts = dict.fromkeys(evidence.OUTCOMES, 0)
+        counts["added"] = 0
+        if not groups:
+            return counts
+        step = 500 * 4
+        calls: list[tuple[int, int]] = []
+
+        def build(pipe: Any) -> None:
+            for shard, args in groups.items():
+                for i in range(0, len(args), step):
+                    calls.append((shard, i // 4))
+                    self._shard_call(pipe, "hint", shard, now, args[i:i + step])
+            if not self.scripts.cluster:
+                self._lower_due(pipe, dict.fromkeys(groups, now))
+
+        unknown: list[str] = []
+        with self._errors("hint_many"):
+            replies = self.scripts.run(build)
+            for (shard, first), (outcomes, events) in zip(calls, replies, strict=False):
+                for j, outcome in enumerate(outcomes):
+                    counts[evidence.OUTCOMES[outcome]] += 1
+                    if outcome == evidence.UNKNOWN:
+                        unknown.append(urls[shard][first + j])
+                self._log_trust_events(events)
+            if self.scripts.cluster:
+                self.scripts.run(lambda pipe: self._lower_due(pipe, dict.fromkeys(groups, now)))
+        if discover and unknown:
+            counts["added"] = self.add_many([(u, weight) for u in dict.fromkeys(unknown)], now=now)
+        return counts
+
+    def _log_trust_events(self, events: list) -> None:
+        """One WARNING the first time this process sees a (host, source) become ignored,
+        INFO after that and when one is believed again (lua/signals.lua SIG_EVENTS)."""
+        for i in range(0, len(events) - 2, 3):
+            host, source = events[i].decode("utf-8", "replace"), events[i + 1].decode()
+            if int(events[i + 2]) == evidence.BECAME_IGNORED:
+                level = logging.INFO if (host, source) in self._warned_sources else logging.WARNING
+                self._warned_sources.add((host, source))
+                logger.log(level, "ignoring the %s claims of host %s: more than 1 in %d "
+                           "disagreed with what fetches found (dates of unchanged pages, "
+                           "generation times, constant or future dates)", source, host,
+                           evidence.TRUST_RATIO)
+            else:
+                logger.info("believing the %s claims of host %s again", source, host)
 
     def release(self, dispatch: Dispatch, *, now: float | None = None) -> bool:
         """Hand back a dispatch that was never sent; True if its lease was still open."""
@@ -1498,6 +1587,8 @@ class Frontier:
                 "fetches": int(totals["fetches"]), "changes": int(totals["changes"]),
                 "dated_changes": int(totals["dated_changes"]),
                 "date_hosts_ignored": int(totals["date_hosts_ignored"]),
+                "claims": int(totals["claims"]),
+                "signal_sources_ignored": int(totals["signal_sources_ignored"]),
                 "hosts_queued": int(totals["hosts_queued"]),
                 "nu": float(nu.get(b"nu", 0.0)), "budget": self.budget,
                 "planned_rate": planned, "budget_use": planned / self.budget,
