@@ -1116,6 +1116,23 @@ class Frontier:
             counts["added"] = self.add_many([(u, weight) for u in dict.fromkeys(unknown)], now=now)
         return counts
 
+    def signal_trust(self, host: str, source: str) -> dict[str, Any]:
+        """How the claims of ``source`` about ``host``'s pages fared: ``checked``, ``bad``,
+        ``trusted`` (they move schedules) and ``ignored`` (more than 1 in
+        ``evidence.TRUST_RATIO`` failed; lua/signals.lua)."""
+        evidence.check_source(source)
+        host = host.lower()
+        with self._errors("signal_trust"):
+            raw = self.client.hget(self.keys.prefix(self._shard_of(host)) + "st",
+                                   f"{host}|{source}")
+        tally = evidence.Tally()
+        if raw is not None and len(raw) == 16:
+            checked, bad = struct.unpack("<dd", raw)
+            if 0 <= bad <= checked:
+                tally = evidence.Tally(checked, bad)
+        return {"checked": int(tally.checked), "bad": int(tally.bad), "trusted": tally.trusted,
+                "ignored": tally.ignored}
+
     def _log_trust_events(self, events: list) -> None:
         """One WARNING the first time this process sees a (host, source) become ignored,
         INFO after that and when one is believed again (lua/signals.lua SIG_EVENTS)."""

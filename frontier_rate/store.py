@@ -100,7 +100,7 @@ F_LEASED, F_GONE, F_CHANGED, F_APPLIED = 1, 2, 4, 8
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 SHARD_SCRIPTS = ("add", "candidates", "lease", "observe", "fail", "refresh", "host_delay",
                  "host_index", "stats", "quarantine", "release", "hint")
-SIGNAL_SCRIPTS = ("observe", "hint")
+SIGNAL_SCRIPTS = ("observe", "hint", "refresh", "candidates")
 """Shard scripts that also get lua/signals.lua (claims of sitemaps, feeds, pushes)."""
 READ_ONLY_SCRIPTS = ("stats",)
 """Shard scripts that never write: they run on a read-only replica and under maxmemory."""

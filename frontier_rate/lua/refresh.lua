@@ -7,7 +7,8 @@
 -- A queued, fetched page keeps its standardised draw E = (due - last_fetch) * p
 -- and gets due = last_fetch + E * mean(nu), p = 1 / mean(nu) (for the periodic
 -- `interval` estimator due = last_fetch + mean(nu), moved onto the page's rhythm;
--- a pending burst follow-up keeps its time). Never-fetched and retrying pages are left alone.
+-- a pending burst follow-up keeps its time; a trusted claim of a sitemap, feed or push
+-- since the last fetch still applies: lua/signals.lua signal_due). Never-fetched and retrying pages are left alone.
 -- A queued page whose state is corrupt is quarantined.
 -- Returns {pages looked at, pages moved, 1 if this call finished a sweep of the shard,
 -- QUARANTINED (url, reason pairs)}.
@@ -32,6 +33,7 @@ local function replan(h, from, count)
           local m = pattern_get(id)
           new_due = aligned_due(m, s.last_fetch + mean, s.last_fetch + C.min_interval)
           if m and m[10] ~= 0 then new_due = due end  -- a burst follow-up keeps its time
+          new_due = signal_due(id, h, s, new_due, mean)  -- a sitemap's word still holds
         else
           new_due = s.last_fetch + (due - s.last_fetch) * s.p * mean
         end

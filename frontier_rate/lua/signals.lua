@@ -8,7 +8,7 @@
 -- CNT field signal_sources_ignored counts the (host, source) pairs now ignored.
 
 local SIG_PAGES, SIG_TRUST = PREFIX .. "sg", PREFIX .. "st"
-local TRUST_RATIO, PROBATION, FUTURE_SLACK, POSTPONE_MAX = 10, 3, 60, 4
+local TRUST_RATIO, PROBATION, FUTURE_SLACK, POSTPONE_MAX = 10, 3, 60, 16
 -- claim, received, win_lo, win_hi, flags (1 pending, 2 window open), then the source
 local SIG_RECORD = "<ddddB"
 local SIG_PENDING, SIG_WINDOW = 1, 2
@@ -93,4 +93,21 @@ local function signal_observe(id, host, I, last_fetch, now)
   if I == 1 then r.lo, r.hi, r.open = last_fetch, now, true end
   sig_save(id, r)
   return since
+end
+
+-- The due time of a queued page whose plan is recomputed (refresh.lua): a trusted
+-- claim received since its last fetch still holds (evidence.hinted_due,
+-- evidence.postponed_due), so a new threshold does not undo it.
+local function signal_due(id, host, s, due, mean)
+  local r = sig_get(id)
+  if not r or r.received <= s.last_fetch or not sig_trusted(host, r.source) then return due end
+  if r.pending then return math.min(due, r.claim) end
+  return math.max(due, math.min(r.received + mean, s.last_fetch + POSTPONE_MAX * mean))
+end
+
+-- Whether a trusted source said, since the page's last fetch, that it has not changed
+-- since then (candidates.lua: such a page is not fetched early to spend spare tokens).
+local function signal_says_fresh(id, host, last_fetch)
+  local r = sig_get(id)
+  return r ~= nil and not r.pending and r.received > last_fetch and sig_trusted(host, r.source)
 end
