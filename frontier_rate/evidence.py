@@ -43,7 +43,7 @@ PROBATION = 3
 """Checks a (host, source) needs before its claims move any schedule."""
 FUTURE_SLACK = 60.0
 """Seconds a claimed change may lie after the time the claim was received (clock skew)."""
-POSTPONE_MAX = 4.0
+POSTPONE_MAX = 16.0
 """An "unchanged" claim delays a page's next fetch to at most this many planned intervals
 after its last fetch."""
 SOURCE_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
