@@ -108,16 +108,16 @@ class Record:
 
 def on_hint(record: Record | None, tally_of, claim: float | None, source: str, now: float,
             fetches: int, last_fetch: float, leased: bool
-            ) -> tuple[Record, int, list[tuple[str, bool]]]:
+            ) -> tuple[Record | None, int, list[tuple[str, bool]]]:
     """Apply one claim (lua/hint.lua): the page's new record, the outcome (without the
     schedule: DUE / POSTPONED say what the schedule should do) and the checks made, as
     (source, good) pairs for ``tally_of(source)``'s host. ``claim`` None: "changed now".
     """
     c = now if claim is None else claim
-    rec = record or Record()
+    if c > now + FUTURE_SLACK:  # nothing about the page is kept
+        return record, FUTURE, [(source, False)]
+    rec = record or Record(claim=c, source=source, received=now)
     checks: list[tuple[str, bool]] = []
-    if c > now + FUTURE_SLACK:
-        return rec, FUTURE, [(source, False)]
     if rec.win_open and rec.win_hi <= now:
         checks.append((source, c > rec.win_lo))
         rec = replace(rec, win_open=False)
