@@ -105,7 +105,8 @@ class Call:
 
     ``kind``: "add" (``pages``: ``NewPage`` tuples), "observe" (``args``
     are ``Frontier.observe`` keywords, ``fetched_at`` included), "failed"
-    (``reason``, ``status``, ``now``) or "host_delay" (``host``, ``seconds``).
+    (``reason``, ``status``, ``now``), "host_delay" (``host``, ``seconds``) or "hint"
+    (``hints``, ``discover``, ``sitemap``: ``FrontierClient.hint``).
     *Settled* once applied, or held by an outage; ``waiters`` run then, on the
     adapter's thread.
     """
@@ -248,6 +249,15 @@ class FrontierClient:
     def failed(self, dispatch: Dispatch, reason: str, status: int | None, now: float) -> Call:
         return self.submit(Call("failed", dispatch, {"reason": reason, "status": status,
                                                      "now": now}))
+
+    def hint(self, hints: list[tuple[str, float | None, str]], *, discover: bool,
+             sitemap: tuple[str, float, str] | None = None) -> Call:
+        """Claims of a sitemap, feed or push (``Frontier.hint_many``); ``sitemap``: the
+        (URL, weight, source) of the document they came from, re-weighted after them
+        (``signals.IGNORED_WEIGHT`` once its source is ignored for its host). Advisory: not
+        spooled at close (the next fetch of the sitemap tells again)."""
+        return self.submit(Call("hint", None, {"hints": hints, "discover": discover,
+                                               "sitemap": sitemap}))
 
     def host_delay(self, host: str, seconds: float) -> Call:
         return self.submit(Call("host_delay", None, {"host": host, "seconds": seconds}))
@@ -425,6 +435,8 @@ class FrontierClient:
                     assert call.dispatch is not None
                     self._frontier.failed(call.dispatch, call.args["reason"],
                                           status=call.args["status"], now=call.args["now"])
+                elif kind == "hint":
+                    self._apply_hint(call)
                 else:
                     self._frontier.set_host_delay(call.args["host"], call.args["seconds"])
             except ValueError as exc:
@@ -434,6 +446,31 @@ class FrontierClient:
             call.applied = True
             if kind == "failed":
                 self._count_failed(call)
+
+    def _apply_hint(self, call: Call) -> None:
+        hints, discover = call.args["hints"], call.args["discover"]
+        try:
+            counts = self._frontier.hint_many(hints, discover=discover)
+        except ValueError:  # one bad claim refuses the batch: the others one at a time
+            counts = {}
+            for item in hints:
+                try:
+                    for name, n in self._frontier.hint_many([item], discover=discover).items():
+                        counts[name] = counts.get(name, 0) + n
+                except ValueError as exc:
+                    logger.warning("frontier-rate: claim refused: %s", exc)
+        for name in ("due", "postponed", "held", "future", "added"):
+            if counts.get(name):
+                self._emit(f"signal_{name}", counts[name])
+        self._emit("signal_claims", len(call.args["hints"]))
+        if call.args["sitemap"] is not None:
+            from .signals import IGNORED_WEIGHT
+
+            url, weight, source = call.args["sitemap"]
+            host = url.split("/")[2].split(":")[0].split("@")[-1]
+            if self._frontier.signal_trust(host, source)["ignored"]:
+                weight = IGNORED_WEIGHT
+            self._frontier.add_many([(url, weight)])
 
     def _apply_add(self, batch: list[Call]) -> None:
         pages = [page for call in batch for page in call.pages]
@@ -638,7 +675,7 @@ class FrontierClient:
         calls = list(self._outbox)
         entries = [page_entry(*page) for call in calls if call.kind == "add" for page in call.pages]
         entries += [call_entry(call.kind, call.dispatch, call.args)
-                    for call in calls if call.kind != "add"]
+                    for call in calls if call.kind not in ("add", "hint")]
         if not entries:
             return
         results, pages = self.held_results(), self.unadded()

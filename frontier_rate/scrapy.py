@@ -50,7 +50,9 @@ from scrapy.exceptions import IgnoreRequest, StopDownload
 from scrapy.utils.misc import build_from_crawler, load_object
 
 from frontier_rate import scrapy_compat as compat
+from frontier_rate.adapter_signals import SITEMAP_KEY, SignalReader
 from frontier_rate.client import Call, FrontierClient, result_meta
+from frontier_rate.dates import http_date
 from frontier_rate.engine import MAX_VALIDATOR_LENGTH
 from frontier_rate.fingerprint import Fingerprinter, clean_validator
 from frontier_rate.politeness import CLOCK_SLACK, HostGate
@@ -187,6 +189,9 @@ class Scheduler:
         self.crawler.signals.connect(self.politeness.on_downloaded,
                                      signal=signals.response_downloaded)
         self._intake = PageIntake(spider, self.stats)
+        self._signals = SignalReader(config, self.client, self._enqueue_sitemap,
+                                     lambda name, n: self._stat(name, n, False), self.clock)
+        self._signals.start()
         self.client.want(BUFFER_BATCHES * self.batch_size)
         if config.close_after:
             self._timers.append(compat.call_later(config.close_after, self._close_spider,
@@ -393,6 +398,8 @@ class Scheduler:
         flight = str(self._flights)
         kwargs["meta"][TOKEN_KEY] = flight
         callback = getattr(self.spider, stored.get("cb") or "parse", None) or self.spider._parse
+        if kwargs["meta"].get(SITEMAP_KEY):  # a sitemap or feed: read by the frontier
+            callback = self._read_sitemap
         errback_name = stored.get("eb")
         self._in_flight[flight], self._sent_at[flight] = dispatch, now
         return Request(
@@ -421,9 +428,11 @@ class Scheduler:
 
     # -- from the downloader back to the frontier ---------------------------------
     def _on_response(self, response: Response, request: Request, spider: Spider) -> None:
-        if self.settings.obey_crawl_delay and urlsplit(response.url).path == "/robots.txt" \
-                and self.politeness is not None:
-            self.politeness.learn(response)
+        if urlsplit(response.url).path == "/robots.txt":
+            if self.settings.obey_crawl_delay and self.politeness is not None:
+                self.politeness.learn(response)
+            if response.status == 200 and hasattr(self, "_signals"):
+                self._signals.from_robots(response.url, response.body)
         flight = request.meta.get(TOKEN_KEY)
         dispatch = self._in_flight.get(flight) if flight else None
         if dispatch is None or flight in self._answered:
@@ -462,7 +471,10 @@ class Scheduler:
         if TOKEN_KEY not in request.meta:
             return
         received = self._received.get(request, 0) + len(data)
-        if received <= self.fingerprinter.max_body:
+        limit = self.fingerprinter.max_body
+        if request.meta.get(SITEMAP_KEY):
+            limit = max(limit, self.settings.sitemap_max_bytes)
+        if received <= limit:
             self._received[request] = received
             return
         self._received.pop(request, None)
@@ -471,6 +483,16 @@ class Scheduler:
                      "(FRONTIER_RATE_MAX_BODY=%d)", request.url, received,
                      self.fingerprinter.max_body)
         raise StopDownload(fail=False)
+
+    def _enqueue_sitemap(self, url: str, weight: float) -> None:
+        """A sitemap or feed becomes a page of the frontier (``adapter_signals``)."""
+        self.enqueue_request(Request(url, meta={SITEMAP_KEY: True, WEIGHT_KEY: weight}))
+
+    def _read_sitemap(self, response: Response, **kwargs: Any) -> None:
+        """The callback of a sitemap or feed: its entries become claims; nothing reaches the
+        spider (pages it discovers do, through the spider's ``parse``)."""
+        served = http_date(response.headers.get("Date"))
+        self._signals.read(response.url, response.body, served)
 
     def _wrap_callback(self, callback: Callable[..., Any], first: bool) -> Callable[..., Any]:
         """The callback Scrapy calls: wait for the observation (off the event loop's
