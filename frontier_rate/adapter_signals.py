@@ -62,7 +62,7 @@ class SignalReader:
             if not self._warned_limit:
                 self._warned_limit = True
                 logger.warning("frontier-rate: more than FRONTIER_RATE_SITEMAP_MAX_FILES=%d "
-                               "sitemaps and feeds; %s and later ones are not read", 
+                               "sitemaps and feeds; %s and later ones are not read",
                                self.settings.sitemap_max_files, url)
             self._stat("sitemap_limit", 1)
             return False
