@@ -113,6 +113,8 @@ def inflate(body: bytes, name: str, limit: int = MAX_BYTES) -> bytes:
         raise SignalError(f"{name}: not valid gzip ({exc})") from None
     if len(out) > limit:
         raise SignalError(f"{name}: more than {limit} bytes once gunzipped (a gzip bomb?)")
+    if not inflater.eof:
+        raise SignalError(f"{name}: not valid gzip (truncated)")
     return bytes(out)
 
 
