@@ -45,6 +45,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from estimators import change_times  # noqa: E402
 
 from frontier_rate import Frontier, connection, policy  # noqa: E402
+from frontier_rate.reference import solvers  # noqa: E402
 from frontier_rate.testbed.freshness import replay_policy  # noqa: E402
 
 DAY = 86400.0
@@ -375,7 +376,7 @@ def fast_path(sizes: list[int]) -> list[dict]:
         policy.interval_for_threshold(res.nu, lam, w, "freshness")
         interval_s = time.perf_counter() - t0
         t0 = time.perf_counter()
-        policy.azar_rates(w / lam, lam, budget)
+        solvers.azar_rates(w / lam, lam, budget)
         azar_s = time.perf_counter() - t0
         rows.append({"pages": n, "host_caps_solve_s": caps_s, "intervals_s": interval_s,
                      "azar_s": azar_s, "budget_error": abs(res.frequencies.sum() / budget - 1)})
@@ -612,7 +613,7 @@ def verdict(runs: list[dict], full_n: int) -> str:
     shares = sorted(r["uncapped_plan_within_caps"] for r in runs)
     out.append(f"\nFor reference, a plan that ignored the host caps would put only "
                f"{shares[0]:.0%}-{shares[-1]:.0%} of the budget within them in these scenarios; the "
-               "engine now solves with a threshold per capped host (README, *Politeness inside the "
+               "engine now solves with a threshold per capped host (docs/ENGINE.md, *Politeness inside the "
                "solve*) and leases not-yet-due pages with tokens that would otherwise be lost "
                "(`fill_budget`; `interval` only, so `sam` still under-spends). What is left: estimation "
                "error, the host-as-one-cell approximation of each host's rate, and fetches on the "

@@ -272,16 +272,10 @@ def run_signals(world: World, url: str | None, estimator: str, pol: str
                  budget=world.budget, min_host_delay=world.host_delay, min_interval=MIN_INTERVAL,
                  max_interval=MAX_INTERVAL, lease_timeout=1e12, seed=world.seed,
                  budget_first_fetches=True, fill_budget=os.environ.get("FR_FILL", "1") == "1")
-    urls = [f"https://h{world.host[i]}.example/p/{i}" for i in range(world.n)]
-    index = {u: i for i, u in enumerate(urls)}
-    members = {h: np.flatnonzero(world.host == h) for h in range(world.hosts)}
-    sitemaps = {f"https://h{h}.example/sitemap.xml": h for h, kind in enumerate(world.sitemap) if kind}
-    all_changes = {h: np.sort(np.concatenate([world.changes[i] for i in members[h]]))
-                   for h in sitemaps.values()}
-    f.add_many([(u, 1.0, None) for u in urls]
-               + [(u, sitemap_weight(len(members[h])), None) for u, h in sitemaps.items()], now=0.0)
-    out: list[list[float]] = [[] for _ in range(world.n)]
-    sitemap_out: dict[int, list[float]] = {h: [] for h in sitemaps.values()}
+    site = _SitemapWorld(world)
+    f.add_many([(u, 1.0, None) for u in site.urls]
+               + [(u, sitemap_weight(len(site.members[h])), None)
+                  for u, h in site.sitemaps.items()], now=0.0)
     t, calls, hints = 0.0, 0, defaultdict(int)
     wall = time.perf_counter()
     while t < world.t_end:
@@ -290,45 +284,71 @@ def run_signals(world: World, url: str | None, estimator: str, pol: str
         if not got:
             t = max(t + 1.0, next_call(f, t, retry=60.0))
             continue
-        batch, told = [], []
-        for d in got:
-            h = sitemaps.get(d.url)
-            if h is None:
-                i = index[d.url]
-                out[i].append(t)
-                version = int(np.searchsorted(world.changes[i], t, side="right"))
-                batch.append((d, {"fingerprint": str(version), "fetched_at": t}))
-                continue
-            sitemap_out[h].append(t)
-            if world.sitemap[h] == "lying":
-                batch.append((d, {"fingerprint": repr(t), "fetched_at": t}))
-                told += [(urls[i], t, "sitemap") for i in members[h]]
-            else:
-                seen = int(np.searchsorted(all_changes[h], t, side="right"))
-                batch.append((d, {"fingerprint": str(seen), "fetched_at": t}))
-                for i in members[h]:
-                    k = int(np.searchsorted(world.changes[i], t, side="right"))
-                    told.append((urls[i], float(world.changes[i][k - 1]) if k else NO_DATE,
-                                 "sitemap"))
+        batch, told = site.answer(got, t)
         f.observe_many(batch)
         if told:
             for k, v in f.hint_many(told, now=t).items():
                 hints[k] += v
-            # a sitemap whose claims its host's fetches contradicted is worth little: fetched
-            # rarely, to see whether it becomes right (what the adapters do)
-            for d in got:
-                h = sitemaps.get(d.url)
-                if h is not None:
-                    ignored = f.signal_trust(d.host, "sitemap")["ignored"]
-                    f.add_many([(d.url, sitemap_weight(len(members[h]), ignored))], now=t)
+            site.reweigh(f, got, t)
         t += 1.0
     stats = f.stats(now=t)
     info = {"wall_s": time.perf_counter() - wall, "next_requests_calls": calls, "nu": stats.get("nu"),
             "hints": dict(hints), "signal_sources_ignored": stats["signal_sources_ignored"],
-            "sitemap_fetches": {str(h): v for h, v in sitemap_out.items()}}
+            "sitemap_fetches": {str(h): v for h, v in site.sitemap_out.items()}}
     delete_namespace(f)
     f.close()
-    return [np.array(x) for x in out], info
+    return [np.array(x) for x in site.out], info
+
+
+class _SitemapWorld:
+    """The pages and sitemaps of ``run_signals``: what each fetch finds and what each sitemap
+    fetch says, and the fetch times of both."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.urls = [f"https://h{world.host[i]}.example/p/{i}" for i in range(world.n)]
+        self.index = {u: i for i, u in enumerate(self.urls)}
+        self.members = {h: np.flatnonzero(world.host == h) for h in range(world.hosts)}
+        self.sitemaps = {f"https://h{h}.example/sitemap.xml": h
+                         for h, kind in enumerate(world.sitemap) if kind}
+        self.all_changes = {h: np.sort(np.concatenate([world.changes[i] for i in self.members[h]]))
+                            for h in self.sitemaps.values()}
+        self.out: list[list[float]] = [[] for _ in range(world.n)]
+        self.sitemap_out: dict[int, list[float]] = {h: [] for h in self.sitemaps.values()}
+
+    def answer(self, got: list, t: float) -> tuple[list, list]:
+        """The observations of the dispatches ``got`` at ``t`` and the claims of the sitemaps
+        among them."""
+        world, batch, told = self.world, [], []
+        for d in got:
+            h = self.sitemaps.get(d.url)
+            if h is None:
+                i = self.index[d.url]
+                self.out[i].append(t)
+                version = int(np.searchsorted(world.changes[i], t, side="right"))
+                batch.append((d, {"fingerprint": str(version), "fetched_at": t}))
+                continue
+            self.sitemap_out[h].append(t)
+            if world.sitemap[h] == "lying":
+                batch.append((d, {"fingerprint": repr(t), "fetched_at": t}))
+                told += [(self.urls[i], t, "sitemap") for i in self.members[h]]
+            else:
+                seen = int(np.searchsorted(self.all_changes[h], t, side="right"))
+                batch.append((d, {"fingerprint": str(seen), "fetched_at": t}))
+                for i in self.members[h]:
+                    k = int(np.searchsorted(world.changes[i], t, side="right"))
+                    told.append((self.urls[i], float(world.changes[i][k - 1]) if k else NO_DATE,
+                                 "sitemap"))
+        return batch, told
+
+    def reweigh(self, f: Frontier, got: list, t: float) -> None:
+        """A sitemap whose claims its host's fetches contradicted is worth little: fetched
+        rarely, to see whether it becomes right (what the adapters do)."""
+        for d in got:
+            h = self.sitemaps.get(d.url)
+            if h is not None:
+                ignored = f.signal_trust(d.host, "sitemap")["ignored"]
+                f.add_many([(d.url, sitemap_weight(len(self.members[h]), ignored))], now=t)
 
 
 def host_freshness(world: World, fetches: list[np.ndarray], hosts: list[int]) -> float | None:

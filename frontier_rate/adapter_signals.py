@@ -6,7 +6,8 @@ marked with ``SITEMAP_KEY`` in its stored meta: revisited at its own learned rat
 conditional requests, within the budget and its host's politeness. Each answer is parsed by
 ``signals.parse`` (safe XML, gzip and size limits) and becomes:
 
-- claims for ``Frontier.hint_many`` (source "sitemap" or "feed"): each entry's lastmod /
+- claims for ``Frontier.hint_many`` (source "sitemap" or "feed"; a "hint" call of the
+  client, ``calls.hint_call``): each entry's lastmod /
   updated date, placed on the frontier's clock (``server_clock_rate``, as Last-Modified);
   entries without a date are only discovered;
 - for a sitemap index, its child sitemaps (up to ``sitemap_max_files`` documents a crawl);
@@ -27,6 +28,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from frontier_rate import signals
+from frontier_rate.calls import hint_call
 from frontier_rate.client import FrontierClient
 from frontier_rate.settings import AdapterSettings
 
@@ -119,6 +121,6 @@ class SignalReader:
         if discover and undated:
             self.client.add([(u, w, None, 0) for u, w in undated])
         weight = signals.sitemap_weight(len(parsed.entries), per_page=self.settings.sitemap_weight)
-        self.client.hint(told, discover=discover, sitemap=(url, weight, source))
+        self.client.submit(hint_call(told, discover=discover, sitemap=(url, weight, source)))
         self._stat("sitemap_entries", len(parsed.entries))
         return parsed

@@ -80,6 +80,10 @@ class SettingsMismatch(FrontierError, ValueError):
     """A process opened a namespace with settings other than the ones it stores."""
 
 
+class UnknownNamespace(FrontierError, LookupError):
+    """``Frontier.attach`` found nothing stored under the namespace."""
+
+
 def redact_url(url: str | None) -> str:
     """The URL with any password replaced by ``***`` (userinfo and ``?password=``)."""
     if url is None:

@@ -1,4 +1,10 @@
-"""Change-rate estimators: how often does a page change?
+"""Change-rate estimators: how often does a page change? The Python statement of lua/lib.lua.
+
+The engine runs its estimators in Redis (lua/lib.lua ``update_estimate``); this module is
+their statement in Python, step for step: what the tests check the Lua code against
+(tests/test_engine_sim.py, to the last bit), what the benchmarks compare, and the
+offline estimators (``naive``, ``mle``, ``mm``) the engine does not
+run. No runtime module imports it.
 
 After every fetch the crawler learns one bit, ``changed`` (did the page change
 since the previous fetch?), and the time ``interval`` since that previous
@@ -21,7 +27,7 @@ name               rule                                        needs interval
 
 LLN, SA and SAM assume the fetch times are a Poisson process of rate ``p``;
 ``update`` takes ``p`` per observation so the engine can change the planned
-rate between fetches (docs/ARCHITECTURE.md, "Estimators inside the engine").
+rate between fetches (docs/MATH.md, "Inside the engine: the Poisson catch").
 With strictly periodic fetching they are biased; ``interval``, ``mle`` and
 ``mm`` use each observation's realised interval and are not.
 
@@ -165,7 +171,7 @@ def lln_estimate(changes: Any, unchanged_over_p: Any, count: Any, p: Any, alpha:
 
     S_k = Σ_j (1 − I_j)/p_j. With a constant p this is exactly eq. 1,
     p·Î_k/(k + α_k − Î_k); with a varying p it stays consistent because
-    E[(1 − I_j)/p_j] = E[I_j]/Δ (docs/ARCHITECTURE.md).
+    E[(1 − I_j)/p_j] = E[I_j]/Δ (docs/MATH.md, "Inside the engine").
     """
     return changes / (unchanged_over_p + alpha_sequence(count, alpha) / p)
 

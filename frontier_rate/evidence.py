@@ -146,7 +146,7 @@ def _after(tally: Tally, checks: list[tuple[str, bool]]) -> Tally:
 def on_observe(record: Record | None, tally_of, changed: bool, last_fetch: float, now: float
                ) -> tuple[Record | None, float | None, list[tuple[str, bool]]]:
     """A fetch at ``now`` after one at ``last_fetch`` found ``changed`` (lua/signals.lua
-    ``signal_observe``): the page's new record, the age of a dated change the estimator
+    ``lib.signal_observe``): the page's new record, the age of a dated change the estimator
     may learn (a trusted claim the fetch confirmed) or None, and the checks made."""
     if record is None:
         return None, None, []

@@ -87,7 +87,7 @@ def clean_validator(value: str | None) -> str | None:
     server sent. A validator with other bytes (legal but rare) means no
     conditional request for that page; change detection still works.
     """
-    from frontier_rate.engine import MAX_VALIDATOR_LENGTH
+    from frontier_rate.validation import MAX_VALIDATOR_LENGTH
 
     if not isinstance(value, str) or not value or len(value) > MAX_VALIDATOR_LENGTH:
         return None

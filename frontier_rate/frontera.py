@@ -8,7 +8,7 @@ Enable it in a Scrapy project that uses scrapy-frontera::
     EXTENSIONS = {"frontier_rate.frontera.KeepAlive": 500}  # keep the spider open for revisits
 
 (plus scrapy-frontera's spider and downloader middlewares and its
-``FRONTERA_SCHEDULER_*`` settings; the README section lists them).
+``FRONTERA_SCHEDULER_*`` settings; docs/FRONTERA.md lists them).
 
 ``RevisitBackend`` drives the same ``frontier_rate.Frontier`` as the Scrapy
 adapter and the CLI, so a namespace's state is shared with, and inspectable

@@ -80,20 +80,47 @@ def open_namespace(client: redis.Redis, scripts: Scripts, keys: Keys, *, url: st
     agree with what it stores. Raises ``NamespaceLost`` for a namespace that lost its
     data, ``SettingsMismatch`` for other values (unless ``override``: then they are
     stored for every process, with a WARNING)."""
-    name = keys.namespace
     cfg = _read(client, keys)
     if not cfg:
-        refuse_half(client, keys, url, int(fixed["shards"]))
-        values = dict(fixed)
-        values["id"] = new_id()
-        for setting in SETTINGS:
-            values[setting] = repr(_value(requested, defaults, setting))
-        values["explicit"] = ",".join(["", *(k for k in SETTINGS if requested.get(k) is not None),
-                                       ""])
-        flat = [x for pair in values.items() for x in pair]
-        reply = scripts.run(lambda pipe: scripts.call(pipe, "config", [keys.cfg, keys.nu],
-                                                      ["create", *flat]))[0]
-        cfg = {reply[i].decode(): reply[i + 1].decode() for i in range(0, len(reply), 2)}
+        cfg = _create(client, scripts, keys, url, fixed, requested, defaults)
+    cfg = _complete(client, keys, cfg, fixed, requested, defaults)
+    namespace_id = cfg["id"]
+    if namespace_id and cfg.get("whole") != "1":
+        namespace_id = _mark_shards(client, scripts, keys, int(cfg["shards"]), namespace_id)
+    if namespace_id:
+        check_markers(client, scripts, keys, int(cfg["shards"]), namespace_id, url)
+    for field in ("estimator", "objective"):
+        if cfg[field] != fixed[field]:
+            raise SettingsMismatch(f"namespace {keys.namespace!r} uses {field} {cfg[field]!r}, "
+                                   f"not {fixed[field]!r} (a namespace keeps its {field})")
+    settings, version = _agree(client, scripts, keys, cfg, requested, override)
+    return Config(namespace_id, int(cfg["shards"]), int(cfg["buckets"]), cfg["cells"], settings,
+                  version)
+
+
+def _create(client: redis.Redis, scripts: Scripts, keys: Keys, url: str | None,
+            fixed: Mapping[str, str], requested: Mapping[str, float | None],
+            defaults: Mapping[str, float]) -> dict[str, str]:
+    """Create the namespace's configuration (lua/config.lua "create": a process creating it
+    at the same time keeps the first); the configuration stored."""
+    refuse_half(client, keys, url, int(fixed["shards"]))
+    values = dict(fixed)
+    values["id"] = new_id()
+    for setting in SETTINGS:
+        values[setting] = repr(_value(requested, defaults, setting))
+    values["explicit"] = ",".join(["", *(k for k in SETTINGS if requested.get(k) is not None),
+                                   ""])
+    flat = [x for pair in values.items() for x in pair]
+    reply = scripts.run(lambda pipe: scripts.call(pipe, "config", [keys.cfg, keys.nu],
+                                                  ["create", *flat]))[0]
+    return {reply[i].decode(): reply[i + 1].decode() for i in range(0, len(reply), 2)}
+
+
+def _complete(client: redis.Redis, keys: Keys, cfg: dict[str, str], fixed: Mapping[str, str],
+              requested: Mapping[str, float | None], defaults: Mapping[str, float]
+              ) -> dict[str, str]:
+    """The configuration with the fields a namespace from before them lacks (this process's
+    values; stored where Redis takes writes, else used unchecked: id "")."""
     missing = {field: value for field, value in fixed.items() if field not in cfg}
     legacy = None
     if "budget" not in cfg and requested.get("budget") is None:  # stored in nu before
@@ -106,39 +133,41 @@ def open_namespace(client: redis.Redis, scripts: Scripts, keys: Keys, *, url: st
     if "id" not in cfg:
         missing["id"] = new_id()
     if missing:
-        cfg = _complete(client, keys, missing) or {**cfg, **missing, "id": ""}
-    namespace_id = cfg["id"]
-    if namespace_id and cfg.get("whole") != "1":
-        namespace_id = _mark_shards(client, scripts, keys, int(cfg["shards"]), namespace_id)
-    if namespace_id:
-        check_markers(client, scripts, keys, int(cfg["shards"]), namespace_id, url)
-    for field in ("estimator", "objective"):
-        if cfg[field] != fixed[field]:
-            raise SettingsMismatch(f"namespace {name!r} uses {field} {cfg[field]!r}, not "
-                                   f"{fixed[field]!r} (a namespace keeps its {field})")
+        cfg = _store_missing(client, keys, missing) or {**cfg, **missing, "id": ""}
+    return cfg
+
+
+def _agree(client: redis.Redis, scripts: Scripts, keys: Keys, cfg: dict[str, str],
+           requested: Mapping[str, float | None], override: bool
+           ) -> tuple[dict[str, float], bytes | None]:
+    """The shared settings this process runs with, and their change count: the stored ones,
+    where a process asks for another value of one that holds a default, its value for
+    every process (logged); SettingsMismatch for another value of an explicit one unless
+    ``override`` (then stored, with a WARNING)."""
+    name = keys.namespace
     settings = _settings(cfg)
     version = client.hget(keys.nu, "settings")
     differ = _differ(requested, settings)
-    if differ:
-        explicit = cfg.get("explicit", ",")
-        mode = "set" if override else "adopt"
-        conflicts = {k: v for k, v in differ.items() if f",{k}," in explicit}
-        if conflicts and not override:  # before writing anything
-            raise SettingsMismatch(mismatch_message(name, settings, conflicts))
-        if differ:  # override, or defaults another process stored: this one's, for everyone
-            version, cfg = _write_settings(scripts, keys, mode, differ)
-            changed = ", ".join(f"{k} {settings[k]!r} -> {cfg_value!r}" for k in differ
-                                if (cfg_value := float(cfg[k])) != settings[k])
-            if changed:
-                logger.log(logging.WARNING if override else logging.INFO,
-                           "namespace %r: %s its stored settings for every process of it: %s",
-                           name, "overriding" if override else "setting", changed)
-            settings = _settings(cfg)
-        left = _differ(requested, settings)
-        if left:
-            raise SettingsMismatch(mismatch_message(name, settings, left))
-    return Config(namespace_id, int(cfg["shards"]), int(cfg["buckets"]), cfg["cells"], settings,
-                  version)
+    if not differ:
+        return settings, version
+    explicit = cfg.get("explicit", ",")
+    mode = "set" if override else "adopt"
+    conflicts = {k: v for k, v in differ.items() if f",{k}," in explicit}
+    if conflicts and not override:  # before writing anything
+        raise SettingsMismatch(mismatch_message(name, settings, conflicts))
+    # override, or defaults another process stored: this one's, for everyone
+    version, cfg = _write_settings(scripts, keys, mode, differ)
+    changed = ", ".join(f"{k} {settings[k]!r} -> {cfg_value!r}" for k in differ
+                        if (cfg_value := float(cfg[k])) != settings[k])
+    if changed:
+        logger.log(logging.WARNING if override else logging.INFO,
+                   "namespace %r: %s its stored settings for every process of it: %s",
+                   name, "overriding" if override else "setting", changed)
+    settings = _settings(cfg)
+    left = _differ(requested, settings)
+    if left:
+        raise SettingsMismatch(mismatch_message(name, settings, left))
+    return settings, version
 
 
 def _settings(cfg: Mapping[str, str]) -> dict[str, float]:
@@ -191,7 +220,7 @@ def read_settings(client: redis.Redis, keys: Keys) -> dict[str, float]:
 def check_markers(client: redis.Redis, scripts: Scripts, keys: Keys, shards: int,
                   namespace_id: str, url: str | None) -> None:
     """NamespaceLost unless every shard carries the marker ``namespace_id``."""
-    found = scripts.run(lambda pipe: [pipe.hget(keys.shard_keys(s)[4], "id")
+    found = scripts.run(lambda pipe: [pipe.hget(keys.cnt(s), "id")
                                       for s in range(shards)])
     for shard, marker in enumerate(found):
         if marker != namespace_id.encode():
@@ -242,14 +271,15 @@ def refuse_half(client: redis.Redis, keys: Keys, url: str | None, shards: int) -
     cfg was evicted or deleted, and creating it anew would mix two namespaces."""
     pipe = client.pipeline(transaction=False)
     for shard in range(shards):
-        pipe.exists(keys.shard_keys(shard)[4])
+        pipe.exists(keys.cnt(shard))
     if any(pipe.execute()):
         raise NamespaceLost(lost_message(url, keys.namespace,
                                          "its configuration (fr:{ns}:cfg) is gone but its shards "
                                          "hold data"))
 
 
-def _complete(client: redis.Redis, keys: Keys, missing: Mapping[str, str]) -> dict[str, str] | None:
+def _store_missing(client: redis.Redis, keys: Keys, missing: Mapping[str, str]
+                   ) -> dict[str, str] | None:
     """Store the fields a namespace from before them lacks (HSETNX: a process doing the
     same at once keeps the first values); None when Redis refuses the writes (a
     read-only replica, maxmemory): then the namespace is used as it is, unchecked."""
@@ -273,7 +303,7 @@ def _mark_shards(client: redis.Redis, scripts: Scripts, keys: Keys, shards: int,
     and is checked), then record the namespace whole; the id to check ("" when Redis
     refuses the writes: read-only)."""
     try:
-        scripts.run(lambda pipe: [pipe.hsetnx(keys.shard_keys(s)[4], "id", namespace_id)
+        scripts.run(lambda pipe: [pipe.hsetnx(keys.cnt(s), "id", namespace_id)
                                   for s in range(shards)])
         client.hset(keys.cfg, "whole", "1")
     except redis.ResponseError as exc:

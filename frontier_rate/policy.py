@@ -17,11 +17,11 @@ Two objectives share this machinery through an *effective weight*:
 - ``"freshness"``: time-averaged freshness Σ w·(1 − e^{−λt})/(λt); the same
   problem with w replaced by w/λ (DESIGN §3).
 
-Solvers: ``OptimalSolver`` (exact, per page, budget met to rounding),
-``WCluster`` (seed 001's clustering on w, O(K) per solve), ``solve_threshold``
-(2-D (weight, rate) cells with interval bounds, for the engine),
-``solve_with_host_caps`` (a multiplier per host) and ``azar_rates`` (Azar et
-al.'s Poisson-fetching optimum, a baseline).
+Solvers the frontier runs: ``solve_threshold`` (2-D (weight, rate) cells with
+interval bounds and host caps: the engine's re-solve) and ``solve_with_host_caps``
+(per page, a multiplier per host: the demo's oracle). The reference solvers that
+tests and benchmarks compare them with (seed 001's exact solver and clusters, Azar
+et al.'s Poisson optimum) are in ``frontier_rate.reference.solvers``.
 
 numpy only: the engine imports this module at run time.
 """
@@ -86,7 +86,6 @@ _F_TERMS = np.array([_f_terms(2.0**-j) for j in range(27)])
 """_F_TERMS[j]: terms of F's series used for 2^−j−1 ≤ y < 2^−j; the last (2) for all y < 2^−26."""
 _F_USERS = np.array([np.count_nonzero(_F_TERMS > k) for k in range(_F_TERMS[0])], dtype=np.uint8)
 """_F_USERS[k]: how many binades (from j = 0) use _F_COEF[k]."""
-_GOLDEN = (3.0 - math.sqrt(5.0)) / 2.0  # 0.381966..., NR 10.2
 
 
 # --------------------------------------------------------------------------- validation
@@ -437,10 +436,10 @@ def _bracket(total: Callable[[float], float], budget: float, nu_top: float,
     Requires total(nu_top) <= budget and total(ν) -> above budget as ν -> 0.
     The bracket starts at ``guess`` (the previous solve's ν: the pages changed
     little, so a few evaluations) widened by 1.1, 4.4, ... or at ``nu_top``
-    widened by 16, 64, ...; it is then closed by regula falsi with the Illinois
-    modification on x = log ν (superlinear on the smooth pieces of total), with
+    widened by 16, 64, ... (``_widen``); it is then closed by regula falsi with the
+    Illinois modification on x = log ν (superlinear on the smooth pieces of total), with
     a bisection step whenever three updates shrank the bracket less than three
-    bisections would have.
+    bisections would have (``_Narrowing``).
     """
     memo: dict[float, float] = {}
 
@@ -449,6 +448,13 @@ def _bracket(total: Callable[[float], float], budget: float, nu_top: float,
             memo[nu] = total(nu) - budget
         return memo[nu]
 
+    lo, hi = _widen(excess, budget, nu_top, guess)
+    return _Narrowing(excess, lo, hi).close(budget)
+
+
+def _widen(excess: Callable[[float], float], budget: float, nu_top: float,
+           guess: float | None) -> tuple[float, float]:
+    """A first bracket (lo, hi) of the root of ``excess``, from ``guess`` or ``nu_top``."""
     near = guess is not None and 0.0 < guess < nu_top
     start, factor = (guess, 1.1) if near else (nu_top, 16.0)
     lo = hi = start
@@ -462,46 +468,61 @@ def _bracket(total: Callable[[float], float], budget: float, nu_top: float,
             factor *= 4.0
             if lo < 1e-300:
                 raise ValueError(f"budget {budget!r} is too large for these pages")
-    xl, xh = math.log(lo), math.log(hi)
-    gl, gh = excess(lo), excess(hi)  # true values: the stopping test
-    fl, fh = gl, gh  # Illinois-scaled values: the interpolation
-    side = 0
-
-    def step(x: float) -> None:
-        nonlocal lo, hi, xl, xh, gl, gh, fl, fh
-        nu = math.exp(x)
-        g = excess(nu)
-        if g >= 0.0:
-            lo, xl, gl, fl = nu, x, g, g
-        else:
-            hi, xh, gh, fh = nu, x, g, g
-
-    width = xh - xl
-    for k in range(200):
-        if xh - xl <= SOLVE_RTOL or gh >= -SOLVE_RTOL * budget or gl == 0.0:
-            break
-        if k % 3 == 0:
-            width = xh - xl
-        x = (xl * fh - xh * fl) / (fh - fl)
-        if not xl < x < xh:
-            x = 0.5 * (xl + xh)
-        was_lo = xl
-        step(x)
-        moved = 1 if xl != was_lo else -1
-        if moved == side:  # the same end moved twice: halve the other end's value
-            if moved == 1:
-                fh *= 0.5
-            else:
-                fl *= 0.5
-        side = moved
-        if k % 3 == 2 and xh - xl > 0.125 * width and xh - xl > SOLVE_RTOL:
-            step(0.5 * (xl + xh))  # three steps shrank the bracket less than bisection would
-            side = 0
-    if gl == 0.0:
-        hi = lo
-    elif gh >= -SOLVE_RTOL * budget:  # hi meets the budget: both ends at hi
-        lo = hi
     return lo, hi
+
+
+class _Narrowing:
+    """Closes a bracket of the root of ``excess`` on x = log ν: regula falsi with the
+    Illinois modification, and a bisection step when it stalls (``_bracket``)."""
+
+    def __init__(self, excess: Callable[[float], float], lo: float, hi: float) -> None:
+        self.excess = excess
+        self.lo, self.hi = lo, hi
+        self.xl, self.xh = math.log(lo), math.log(hi)
+        self.gl, self.gh = excess(lo), excess(hi)  # true values: the stopping test
+        self.fl, self.fh = self.gl, self.gh  # Illinois-scaled values: the interpolation
+
+    def step(self, x: float) -> None:
+        """Evaluate at x = log ν and move the end on its side there."""
+        nu = math.exp(x)
+        g = self.excess(nu)
+        if g >= 0.0:
+            self.lo, self.xl, self.gl, self.fl = nu, x, g, g
+        else:
+            self.hi, self.xh, self.gh, self.fh = nu, x, g, g
+
+    def close(self, budget: float) -> tuple[float, float]:
+        """Narrow until hi/lo - 1 <= SOLVE_RTOL or hi meets the budget; (lo, hi)."""
+        side = 0
+        width = self.xh - self.xl
+        for k in range(200):
+            if self.xh - self.xl <= SOLVE_RTOL or self.gh >= -SOLVE_RTOL * budget \
+                    or self.gl == 0.0:
+                break
+            if k % 3 == 0:
+                width = self.xh - self.xl
+            x = (self.xl * self.fh - self.xh * self.fl) / (self.fh - self.fl)
+            if not self.xl < x < self.xh:
+                x = 0.5 * (self.xl + self.xh)
+            was_lo = self.xl
+            self.step(x)
+            moved = 1 if self.xl != was_lo else -1
+            if moved == side:  # the same end moved twice: halve the other end's value
+                if moved == 1:
+                    self.fh *= 0.5
+                else:
+                    self.fl *= 0.5
+            side = moved
+            if k % 3 == 2 and self.xh - self.xl > 0.125 * width and \
+                    self.xh - self.xl > SOLVE_RTOL:
+                self.step(0.5 * (self.xl + self.xh))  # three steps shrank the bracket less
+                side = 0                              # than bisection would
+        lo, hi = self.lo, self.hi
+        if self.gl == 0.0:
+            hi = lo
+        elif self.gh >= -SOLVE_RTOL * budget:  # hi meets the budget: both ends at hi
+            lo = hi
+        return lo, hi
 
 
 def _blend(f_lo: np.ndarray, f_hi: np.ndarray, budget: float) -> np.ndarray:
@@ -577,241 +598,6 @@ def _allocate_groups(w_eff: np.ndarray, rates: np.ndarray, group: np.ndarray,
         theta = np.where(s_lo > s_hi, np.clip((budgets - s_hi) / (s_lo - s_hi), 0.0, 1.0), 0.0)
     f[pages] = f_hi + theta[g] * (f_lo - f_hi)
     return np.where(todo, lo, top), f
-
-
-def dual_value(nu, values, rates, budget, objective: str = "changes") -> float:
-    """Seed 001's dual Q = max_f L(f, ν) = Σ_i λ_i w_i e^{−y_i} + ν·budget, ν = −α/N.
-
-    Each page's maximised Lagrangian term T̄_i − ν f_i is λ_i w_i h with seed
-    001's h = g(1 − e^{−1/g} − c); at g = 1/y and F(y) = c this is e^{−y}.
-    Pages with w <= ν contribute 0. Convex in ν, minimal where Σ f_i(ν) = budget.
-    """
-    n = _scalar("nu", nu)
-    w = _vector("values", values)
-    lam = _vector("rates", rates)
-    _same_length(values=w, rates=lam)
-    b = _scalar("budget", budget)
-    w_eff = np.asarray(effective_weight(w, lam, objective), dtype=float)
-    live = (w_eff > n) & (lam > 0)
-    y = np.asarray(optimal_y(n / w_eff[live]), dtype=float)
-    return float((lam[live] * w_eff[live] * np.exp(-y)).sum() + n * b)
-
-
-def golden_section_search(f: Callable[[float], float], xmin: float, xmax: float,
-                          eps: float) -> tuple[tuple[float, float, float],
-                                               tuple[float, float, float]] | None:
-    """Minimise ``f`` on [xmin, xmax] by golden-section search (seed 001; NR 3rd ed. §10.2).
-
-    Returns ((xa, xb, xc), (fa, fb, fc)) with xa < xb < xc, fb <= fa, fb <= fc and
-    xc − xa < eps, or None if no starting triple could be found: the golden
-    points and then 15 evenly spaced points are tried for an xb below both ends
-    (fails when the minimum is at an end). Converges for unimodal ``f``.
-    """
-    if not (math.isfinite(xmin) and math.isfinite(xmax) and xmin < xmax):
-        raise ValueError(f"need finite xmin < xmax, got xmin={xmin!r}, xmax={xmax!r}")
-    if not eps > 0:
-        raise ValueError(f"eps must be > 0, got {eps!r}")
-    xa, xc = xmin, xmax
-    fa, fc = f(xa), f(xc)
-    candidates = [xa + _GOLDEN * (xc - xa), xc - _GOLDEN * (xc - xa)]
-    candidates += [xa + (xc - xa) * k / 16.0 for k in range(1, 16)]
-    for xb in candidates:
-        fb = f(xb)
-        if fb < fa and fb < fc:
-            break
-    else:
-        logger.debug("golden_section_search: no starting triple in [%g, %g]", xmin, xmax)
-        return None
-    for _ in range(10_000):
-        if xc - xa < eps:
-            break
-        if xb - xa > xc - xb:
-            x = xb - _GOLDEN * (xb - xa)
-            fx = f(x)
-            if fx < fb:
-                xc, fc, xb, fb = xb, fb, x, fx
-            else:
-                xa, fa = x, fx
-        else:
-            x = xb + _GOLDEN * (xc - xb)
-            fx = f(x)
-            if fx < fb:
-                xa, fa, xb, fb = xb, fb, x, fx
-            else:
-                xc, fc = x, fx
-        if not xa < xb < xc:
-            break
-    return (xa, xb, xc), (fa, fb, fc)
-
-
-class OptimalSolver:
-    """Seed 001's exact solver: maximise Σ f_i w_i (1 − e^{−λ_i/f_i}) s.t. (1/N) Σ f_i = f̄, f >= 0.
-
-    Solves the dual on ν = −α/N: f_i(ν) = λ_i/y(ν/w_i), 0 when w_i <= ν; Σ f_i(ν)
-    falls monotonically, so ν is found by bisection on log ν down to adjacent
-    floats, and the budget left between the two ends is given to the marginal
-    pages (``_blend``): the budget is met to rounding. The objective
-    ``"freshness"`` uses w_i/λ_i instead of w_i. After ``solve``, ``nu`` holds
-    the threshold found.
-    """
-
-    def __init__(self, objective: str = "changes") -> None:
-        self.objective = _check_objective(objective)
-        self.nu: float | None = None
-
-    def solve(self, values, rates, frequency, n_pages) -> np.ndarray:
-        """Frequencies f_i (fetches per unit time) for each page; Σ f_i = n_pages·frequency.
-
-        ``n_pages`` (N) may exceed len(values) (seed 001: it normalises f̄). If no
-        page has value (w·λ = 0 everywhere) every allocation is optimal and the
-        budget is spread evenly.
-        """
-        w = _vector("values", values)
-        lam = _vector("rates", rates)
-        _same_length(values=w, rates=lam)
-        fbar = _scalar("frequency", frequency)
-        if isinstance(n_pages, bool) or not float(n_pages).is_integer():
-            raise ValueError(f"n_pages must be an integer, got {n_pages!r}")
-        if n_pages < len(w):
-            raise ValueError(f"n_pages ({n_pages}) must be >= len(values) ({len(w)})")
-        budget = fbar * int(n_pages)
-        if len(w) == 0:
-            self.nu = 0.0
-            return np.zeros(0)
-        w_eff = np.asarray(effective_weight(w, lam, self.objective), dtype=float)
-        self.nu, f = _allocate(w_eff, lam, budget)
-        if budget > 0 and not ((w_eff > 0) & (lam > 0)).any():
-            f = np.full(len(w), budget / len(w))
-        logger.debug("OptimalSolver: %d pages, budget %g, nu %g", len(w), budget, self.nu)
-        return f
-
-
-# --------------------------------------------------------------------------- seed 001: clusters
-
-
-@dataclass(frozen=True)
-class ClusterSolution:
-    """Threshold ``nu`` and the fetch rate ``frequencies[k]`` spent on each cluster k."""
-
-    nu: float
-    frequencies: np.ndarray
-    budget: float
-
-
-class WCluster:
-    """Seed 001's clusters of pages by weight, with Λ[k] = Σ λ per cluster, for an O(K) solve.
-
-    Linear bins (seed 001): K equal bins on (0, 1], I[k] = {k/K < w <= (k+1)/K}
-    (0-based), weights clamped into [0, 1]. Log bins (``log=True``, DESIGN §3,
-    for heavy-tailed weights): K geometric bins between ``w_min`` and ``w_max``,
-    weights outside clamped into the end bins. Since f_i* = λ_i·g(ν/w_i) is
-    linear in λ_i for fixed w, a cluster's rate is Λ[k]/y(ν/W[k]). W[k] is the
-    λ-weighted mean weight of the cluster (Σ w λ / Λ), which is tighter than
-    seed 001's bin centre; the centre is used for empty clusters. Weights are
-    effective weights (w/λ under ``objective="freshness"``).
-    """
-
-    def __init__(self, n_clusters: int = 100, w_min: float = 1e-6, w_max: float = 1.0,
-                 log: bool = False, objective: str = "changes") -> None:
-        if isinstance(n_clusters, bool) or not isinstance(n_clusters, int) or n_clusters < 1:
-            raise ValueError(f"n_clusters must be a positive integer, got {n_clusters!r}")
-        self.objective = _check_objective(objective)
-        self.n_clusters = n_clusters
-        self.log = bool(log)
-        if self.log:
-            w_min = _scalar("w_min", w_min, positive=True)
-            w_max = _scalar("w_max", w_max, positive=True)
-            if w_max <= w_min:
-                raise ValueError(f"w_max ({w_max}) must be > w_min ({w_min})")
-            self.edges = np.geomspace(w_min, w_max, n_clusters + 1)
-            self.centers = np.sqrt(self.edges[:-1] * self.edges[1:])
-        else:
-            self.edges = np.linspace(0.0, 1.0, n_clusters + 1)
-            self.centers = (2 * np.arange(1, n_clusters + 1) - 1) / (2.0 * n_clusters)
-        self.w_min, self.w_max = float(self.edges[0]), float(self.edges[-1])
-        self.count = np.zeros(n_clusters, dtype=np.int64)
-        self.rate_sum = np.zeros(n_clusters)
-        self.weighted_rate_sum = np.zeros(n_clusters)
-
-    @staticmethod
-    def clamp(w: float) -> float:
-        """Make sure 0 <= w <= 1 (seed 001)."""
-        return min(1.0, max(0.0, float(w)))
-
-    def cluster_index(self, w: float) -> int:
-        """The cluster (0-based) of effective weight ``w``."""
-        w = _scalar("w", w, allow_inf=True)
-        k = self.n_clusters
-        if self.log:
-            if w <= self.w_min:
-                return 0
-            if w >= self.w_max:
-                return k - 1
-            pos = math.log(w / self.w_min) / math.log(self.w_max / self.w_min) * k
-            return min(k - 1, max(0, int(math.floor(pos))))
-        return min(k - 1, max(0, int(math.ceil(self.clamp(w) * k)) - 1))
-
-    def _key(self, page_value: float, page_rate: float) -> tuple[int, float, float]:
-        lam = _scalar("page_rate", page_rate)
-        w = _scalar("page_value", page_value)
-        w_eff = float(effective_weight(w, lam, self.objective))
-        return self.cluster_index(w_eff), lam, (w_eff * lam if lam > 0 else 0.0)
-
-    def add(self, page_value: float, page_rate: float) -> None:
-        """Add a page of weight ``page_value`` and change rate ``page_rate``."""
-        k, lam, wl = self._key(page_value, page_rate)
-        self.count[k] += 1
-        self.rate_sum[k] += lam
-        self.weighted_rate_sum[k] += wl
-
-    def delete(self, page_value: float, page_rate: float) -> None:
-        """Remove a page added earlier with the same value and rate."""
-        k, lam, wl = self._key(page_value, page_rate)
-        if self.count[k] <= 0:
-            raise ValueError(f"page_value {page_value!r}: its cluster {k} is empty")
-        self.count[k] -= 1
-        if self.count[k] == 0:
-            self.rate_sum[k] = self.weighted_rate_sum[k] = 0.0
-        else:
-            self.rate_sum[k] = max(0.0, self.rate_sum[k] - lam)
-            self.weighted_rate_sum[k] = max(0.0, self.weighted_rate_sum[k] - wl)
-
-    def representatives(self) -> np.ndarray:
-        """W[k]: the λ-weighted mean weight of each cluster (bin centre when Λ[k] = 0)."""
-        with np.errstate(divide="ignore", invalid="ignore"):
-            mean = self.weighted_rate_sum / self.rate_sum
-        return np.where(self.rate_sum > 0, mean, self.centers)
-
-    def solve(self, budget: float | None = None, *, frequency: float | None = None,
-              n_pages: int | None = None) -> ClusterSolution:
-        """Clustered seed 001 solve in O(K): ν and the rate spent on each cluster.
-
-        Give the total fetch rate ``budget`` R, or ``frequency`` f̄ and ``n_pages``
-        N (R = N·f̄, N defaults to the number of pages added).
-        """
-        if (budget is None) == (frequency is None):
-            raise ValueError("give exactly one of budget or frequency")
-        if budget is None:
-            n = int(self.count.sum()) if n_pages is None else n_pages
-            if n < self.count.sum():
-                raise ValueError(
-                    f"n_pages ({n}) must be >= the number of pages ({self.count.sum()})"
-                )
-            budget = _scalar("frequency", frequency) * n
-        budget = _scalar("budget", budget)
-        nu, freq = _allocate(self.representatives(), self.rate_sum.copy(), budget)
-        return ClusterSolution(nu=nu, frequencies=freq, budget=budget)
-
-    def page_frequencies(self, values, rates, solution: ClusterSolution) -> np.ndarray:
-        """Per-page rates implied by a clustered solution: f_i = λ_i·F[k]/Λ[k]."""
-        w = _vector("values", values)
-        lam = _vector("rates", rates)
-        _same_length(values=w, rates=lam)
-        w_eff = np.asarray(effective_weight(w, lam, self.objective), dtype=float)
-        ks = np.array([self.cluster_index(x) for x in w_eff], dtype=np.int64)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            per_rate = np.where(self.rate_sum > 0, solution.frequencies / self.rate_sum, 0.0)
-        return lam * per_rate[ks]
 
 
 # ------------------------------------------------------------------ engine: cells with bounds
@@ -1004,43 +790,10 @@ def solve_threshold(cells, budget: float, min_interval: float, max_interval: flo
     table = _cell_table(cells)
     b = _scalar("budget", budget, positive=True)
     lo_i, hi_i = _intervals(min_interval, max_interval)
-    host_rows = np.zeros((0, 4)) if hosts is None else np.asarray(hosts, dtype=float).reshape(-1, 4)
-    host_rows = host_rows[host_rows[:, 0] > 0]
-    cap = np.zeros(0) if caps is None else np.asarray(caps, dtype=float).reshape(-1)
-    host = host_rows[:, 3].astype(np.int64)
-    if len(host) and (len(cap) <= host.max() or np.isnan(cap).any() or (cap < 0).any()):
-        raise ValueError("caps must give a non-negative cap (or inf) for every host index")
-
-    def hosts_over(nu: float) -> np.ndarray:
-        """Rows of the hosts whose cells want more than their cap at ν."""
-        if not len(host):
-            return np.zeros(0, dtype=bool)
-        d = np.bincount(host, weights=_cell_rates(nu, host_rows[:, :3], lo_i, hi_i, objective),
-                        minlength=len(cap))
-        return (d > cap)[host]
-
-    memo: dict[float, float] = {}
-    rows, group = host_rows, host
-
-    def total(nu: float) -> float:
-        if nu not in memo:
-            rate = float(_cell_rates(nu, table, lo_i, hi_i, objective).sum())
-            if len(group):
-                d = np.bincount(group, weights=_cell_rates(nu, rows[:, :3], lo_i, hi_i, objective),
-                                minlength=len(cap))
-                rate -= float(np.maximum(d - cap, 0.0)[np.isfinite(cap)].sum())
-            memo[nu] = rate
-        return memo[nu]
-
-    def solution(nu: float, rate: float, status: str) -> ThresholdSolution:
-        if not len(host):
-            return ThresholdSolution(nu, rate, status)
-        return ThresholdSolution(nu, rate, status, _host_thresholds(
-            nu, rows[:, :3], group, cap, lo_i, hi_i, objective))
-
-    at_zero = total(0.0)
+    demand = _Demand(table, hosts, caps, lo_i, hi_i, objective)
+    at_zero = demand.total(0.0)
     if at_zero <= b:
-        return solution(0.0, at_zero, "ok" if at_zero == b else "under_budget")
+        return demand.solution(0.0, at_zero, "ok" if at_zero == b else "under_budget")
     lam_bar, w_eff = _cell_weights(table, objective)
     nu_top = float(w_eff[np.isfinite(w_eff)].max()) if np.isfinite(w_eff).any() else 0.0
     if guess is None:
@@ -1049,51 +802,70 @@ def solve_threshold(cells, budget: float, min_interval: float, max_interval: flo
         root = float((table[live, 0] * lam_bar[live] * np.sqrt(w_eff[live] / 2.0)).sum()) / b
         guess = root * root if root > 0 else None
     probe = 0.25 * guess if guess else 0.0
-    if probe > 0 and len(host):
-        keep = hosts_over(probe)
-        rows, group = host_rows[keep], host[keep]
-        memo.clear()
-    at_top = total(nu_top)
+    if probe > 0 and len(demand.host):
+        demand.use(demand.hosts_over(probe))
+    at_top = demand.total(nu_top)
     if at_top >= b:
-        return solution(nu_top, at_top, "ok" if at_top == b else "over_budget")
-    _, hi = _bracket(total, b, nu_top, guess)
+        return demand.solution(nu_top, at_top, "ok" if at_top == b else "over_budget")
+    _, hi = _bracket(demand.total, b, nu_top, guess)
     if hi < probe:  # below the probe more hosts may be capped: all of them, once more
-        rows, group = host_rows, host
-        memo.clear()
-        _, hi = _bracket(total, b, nu_top, hi)
-    return solution(hi, total(hi), "ok")
+        demand.use(None)
+        _, hi = _bracket(demand.total, b, nu_top, hi)
+    return demand.solution(hi, demand.total(hi), "ok")
 
 
-# --------------------------------------------------------------------------- Azar et al.
+class _Demand:
+    """``solve_threshold``'s total fetch rate at ν: the cells' rate less what the capped
+    hosts among the rows in use cannot take (memoised per ν)."""
 
+    def __init__(self, table: np.ndarray, hosts, caps, min_interval: float,
+                 max_interval: float, objective: str) -> None:
+        host_rows = np.zeros((0, 4)) if hosts is None else \
+            np.asarray(hosts, dtype=float).reshape(-1, 4)
+        self.host_rows = host_rows[host_rows[:, 0] > 0]
+        self.cap = np.zeros(0) if caps is None else np.asarray(caps, dtype=float).reshape(-1)
+        self.host = self.host_rows[:, 3].astype(np.int64)
+        if len(self.host) and (len(self.cap) <= self.host.max() or np.isnan(self.cap).any()
+                               or (self.cap < 0).any()):
+            raise ValueError("caps must give a non-negative cap (or inf) for every host index")
+        self.table, self.objective = table, objective
+        self.lo_i, self.hi_i = min_interval, max_interval
+        self.memo: dict[float, float] = {}
+        self.rows, self.group = self.host_rows, self.host
 
-def azar_rates(weights, rates, budget: float) -> np.ndarray:
-    """Azar et al. (2018): optimal Poisson fetch rates p_i = max(0, sqrt(w_i λ_i/ν) − λ_i).
+    def hosts_over(self, nu: float) -> np.ndarray:
+        """Rows of the hosts whose cells want more than their cap at ν."""
+        if not len(self.host):
+            return np.zeros(0, dtype=bool)
+        d = np.bincount(self.host, weights=_cell_rates(nu, self.host_rows[:, :3], self.lo_i,
+                                                       self.hi_i, self.objective),
+                        minlength=len(self.cap))
+        return (d > self.cap)[self.host]
 
-    Maximises Σ w_i p_i/(λ_i + p_i) (freshness under Poisson fetching), i.e.
-    minimises Σ w_i λ_i/(λ_i + p_i), s.t. Σ p_i = budget (DESIGN §3). Exact: pages
-    enter in decreasing order of w_i/λ_i; for the first k pages
-    sqrt(ν) = Σ sqrt(w λ)/(budget + Σ λ), and k is the largest set for which
-    every member still has p_i > 0.
-    """
-    w = _vector("weights", weights)
-    lam = _vector("rates", rates)
-    _same_length(weights=w, rates=lam)
-    b = _scalar("budget", budget)
-    p = np.zeros_like(lam)
-    live = np.flatnonzero((w > 0) & (lam > 0))
-    if b == 0 or len(live) == 0:
-        return p
-    order = live[np.argsort(-(w[live] / lam[live]), kind="stable")]
-    root = np.sqrt(w[order] * lam[order])
-    sqrt_nu = np.cumsum(root) / (b + np.cumsum(lam[order]))
-    # page j is in the active set of size k iff sqrt(w_j/λ_j) > sqrt(ν_k); ratios decrease.
-    ratio = np.sqrt(w[order] / lam[order])
-    k = int(np.flatnonzero(ratio > sqrt_nu)[-1]) + 1
-    s = sqrt_nu[k - 1]
-    sel = order[:k]
-    p[sel] = np.maximum(0.0, root[:k] / s - lam[sel])
-    return p
+    def use(self, keep: np.ndarray | None) -> None:
+        """Count only the host rows ``keep`` (None: all of them) from here on."""
+        if keep is None:
+            self.rows, self.group = self.host_rows, self.host
+        else:
+            self.rows, self.group = self.host_rows[keep], self.host[keep]
+        self.memo.clear()
+
+    def total(self, nu: float) -> float:
+        if nu not in self.memo:
+            rate = float(_cell_rates(nu, self.table, self.lo_i, self.hi_i, self.objective).sum())
+            if len(self.group):
+                d = np.bincount(self.group, weights=_cell_rates(
+                    nu, self.rows[:, :3], self.lo_i, self.hi_i, self.objective),
+                    minlength=len(self.cap))
+                rate -= float(np.maximum(d - self.cap, 0.0)[np.isfinite(self.cap)].sum())
+            self.memo[nu] = rate
+        return self.memo[nu]
+
+    def solution(self, nu: float, rate: float, status: str) -> ThresholdSolution:
+        if not len(self.host):
+            return ThresholdSolution(nu, rate, status)
+        return ThresholdSolution(nu, rate, status, _host_thresholds(
+            nu, self.rows[:, :3], self.group, self.cap, self.lo_i, self.hi_i, self.objective))
 
 
 # --------------------------------------------------------------------------- per-host caps
@@ -1155,25 +927,8 @@ def solve_with_host_caps(values, rates, hosts: Sequence[Hashable], host_caps: Ma
         _scalar(f"host_caps[{h!r}]", cap, allow_inf=True)
     w_eff = np.asarray(effective_weight(w, lam, objective), dtype=float)
     live = (w_eff > 0) & (lam > 0)
-
-    groups: dict = {}
-    for i, h in enumerate(host_list):
-        groups.setdefault(h, []).append(i)
-    groups = {h: np.array(ix, dtype=np.int64) for h, ix in groups.items()}
-    capped = [h for h in groups if math.isfinite(float(host_caps.get(h, math.inf)))]
-    slot = np.full(len(lam), -1, dtype=np.int64)
-    for k, h in enumerate(capped):
-        slot[groups[h]] = k
-    in_capped = slot >= 0
-    caps = np.array([float(host_caps[h]) for h in capped], dtype=float)
-    taus, f_cap = _allocate_groups(w_eff[in_capped], lam[in_capped], slot[in_capped], caps)
-    tau = {h: 0.0 for h in groups}  # uncapped hosts: τ = 0, never binding for ν > 0
-    for k, h in enumerate(capped):
-        tau[h] = float(taus[k]) if live[groups[h]].any() else math.inf
-    page_tau = np.zeros_like(lam)
-    page_tau[in_capped] = np.array([tau[h] for h in capped])[slot[in_capped]]
-    capped_full = np.zeros_like(lam)
-    capped_full[in_capped] = f_cap
+    groups, tau, page_tau, capped_full, in_capped = _capped_hosts(w_eff, lam, live, host_list,
+                                                                  host_caps)
 
     def alloc(nu: float) -> np.ndarray:
         at_cap = nu <= page_tau
@@ -1199,3 +954,30 @@ def solve_with_host_caps(values, rates, hosts: Sequence[Hashable], host_caps: Ma
     f = _blend(alloc(lo), alloc(hi), b)
     host_nu = {h: max(lo, tau[h]) for h in groups}
     return HostCapSolution(f, lo, host_nu, budget_met=True, total=float(f.sum()))
+
+
+def _capped_hosts(w_eff: np.ndarray, rates: np.ndarray, live: np.ndarray,
+                  host_list: list, host_caps: Mapping) -> tuple[dict, dict, np.ndarray,
+                                                                np.ndarray, np.ndarray]:
+    """``solve_with_host_caps``' hosts: (pages of each host, τ_h of each host (0 for an
+    uncapped one, inf for a capped one without valuable pages), τ of each page's host,
+    each page's rate with its host at its cap, which pages are on a capped host)."""
+    groups: dict = {}
+    for i, h in enumerate(host_list):
+        groups.setdefault(h, []).append(i)
+    groups = {h: np.array(ix, dtype=np.int64) for h, ix in groups.items()}
+    capped = [h for h in groups if math.isfinite(float(host_caps.get(h, math.inf)))]
+    slot = np.full(len(rates), -1, dtype=np.int64)
+    for k, h in enumerate(capped):
+        slot[groups[h]] = k
+    in_capped = slot >= 0
+    caps = np.array([float(host_caps[h]) for h in capped], dtype=float)
+    taus, f_cap = _allocate_groups(w_eff[in_capped], rates[in_capped], slot[in_capped], caps)
+    tau = {h: 0.0 for h in groups}  # uncapped hosts: τ = 0, never binding for ν > 0
+    for k, h in enumerate(capped):
+        tau[h] = float(taus[k]) if live[groups[h]].any() else math.inf
+    page_tau = np.zeros_like(rates)
+    page_tau[in_capped] = np.array([tau[h] for h in capped])[slot[in_capped]]
+    capped_full = np.zeros_like(rates)
+    capped_full[in_capped] = f_cap
+    return groups, tau, page_tau, capped_full, in_capped

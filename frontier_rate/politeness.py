@@ -16,14 +16,14 @@ import math
 import re
 from dataclasses import dataclass
 
+from frontier_rate.settings import CLOCK_SLACK
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_CRAWL_DELAY = 60.0
 """Largest robots.txt Crawl-delay obeyed (FRONTIER_RATE_MAX_CRAWL_DELAY); larger ones are clamped."""
 ROBOTS_MAX_BYTES = 500 * 1024
 """Bytes of a robots.txt that are parsed (Google's limit, RFC 9309 asks for at least 500 KiB)."""
-CLOCK_SLACK = 0.005
-"""Timers may fire this early; a host whose delay ends within it counts as ready."""
 _CRAWL_DELAY_LINE = re.compile(r"^[ \t]*crawl[-_ ]?delay[ \t]*:[ \t]*([^\r\n#]*)", re.I | re.M)
 
 

@@ -53,9 +53,8 @@ from frontier_rate import scrapy_compat as compat
 from frontier_rate.adapter_signals import SITEMAP_KEY, SignalReader
 from frontier_rate.client import Call, FrontierClient, result_meta
 from frontier_rate.dates import http_date
-from frontier_rate.engine import MAX_VALIDATOR_LENGTH
 from frontier_rate.fingerprint import Fingerprinter, clean_validator
-from frontier_rate.politeness import CLOCK_SLACK, HostGate
+from frontier_rate.politeness import HostGate
 from frontier_rate.responses import outcome
 from frontier_rate.scrapy_politeness import ScrapyPoliteness
 from frontier_rate.scrapy_request import (
@@ -67,7 +66,8 @@ from frontier_rate.scrapy_request import (
     request_to_page_meta,
     stored_priority,
 )
-from frontier_rate.settings import DONT_REVISIT_KEY, WEIGHT_KEY, adapter_settings
+from frontier_rate.settings import CLOCK_SLACK, DONT_REVISIT_KEY, WEIGHT_KEY, adapter_settings
+from frontier_rate.validation import MAX_VALIDATOR_LENGTH
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -108,7 +108,7 @@ class Scheduler:
         self.crawler = crawler
         self.stats = crawler.stats
         try:
-            config = adapter_settings(crawler.settings.get)
+            config = adapter_settings(_user_settings(crawler.settings))
         except ValueError as exc:
             raise SettingError(str(exc)) from None
         self.settings = config
@@ -165,7 +165,10 @@ class Scheduler:
             if self.frontier is None:
                 from frontier_rate.engine import Frontier
 
-                self.frontier = Frontier(config.redis_url, **kwargs)
+                # Scrapy's own politeness when neither DOWNLOAD_DELAY nor the frontier's
+                # host delay is set: no delay (CONCURRENT_REQUESTS_PER_DOMAIN holds)
+                self.frontier = Frontier(config.redis_url, setting_defaults=SCRAPY_DEFAULTS,
+                                         **kwargs)
             return self.frontier
 
         self.client = FrontierClient(
@@ -189,8 +192,11 @@ class Scheduler:
         self.crawler.signals.connect(self.politeness.on_downloaded,
                                      signal=signals.response_downloaded)
         self._intake = PageIntake(spider, self.stats)
-        self._signals = SignalReader(config, self.client, self._enqueue_sitemap,
-                                     lambda name, n: self._stat(name, n, False), self.clock)
+        self._signals = SignalReader(
+            config, self.client, lambda url, weight: self.enqueue_request(
+                sitemap_request(url, weight)),
+            lambda name, n: self._stat(name, n, False), self.clock)
+        self._read_sitemap = sitemap_callback(self._signals)
         self._signals.start()
         self.client.want(BUFFER_BATCHES * self.batch_size)
         if config.close_after:
@@ -484,16 +490,6 @@ class Scheduler:
                      self.fingerprinter.max_body)
         raise StopDownload(fail=False)
 
-    def _enqueue_sitemap(self, url: str, weight: float) -> None:
-        """A sitemap or feed becomes a page of the frontier (``adapter_signals``)."""
-        self.enqueue_request(Request(url, meta={SITEMAP_KEY: True, WEIGHT_KEY: weight}))
-
-    def _read_sitemap(self, response: Response, **kwargs: Any) -> None:
-        """The callback of a sitemap or feed: its entries become claims; nothing reaches the
-        spider (pages it discovers do, through the spider's ``parse``)."""
-        served = http_date(response.headers.get("Date"))
-        self._signals.read(response.url, response.body, served)
-
     def _wrap_callback(self, callback: Callable[..., Any], first: bool) -> Callable[..., Any]:
         """The callback Scrapy calls: wait for the observation (off the event loop's
         critical path), fill ``RESULT_KEY``, drop observed 304s, then run the spider's.
@@ -574,6 +570,25 @@ class Scheduler:
             compat.close_spider(self.crawler, reason)
 
 
+SCRAPY_DEFAULTS = {"min_host_delay": 0.0}
+"""Shared settings a namespace a Scrapy crawl creates gets where the crawl set none."""
+
+
+def _user_settings(settings: Any) -> Callable[[str], Any]:
+    """``settings.get``, except that a ``DOWNLOAD_DELAY`` the user did not set reads as unset:
+    Scrapy's default (0) is this scheduler's default too, but not an explicit value that
+    would conflict with a host delay the namespace stores."""
+    from scrapy.settings import SETTINGS_PRIORITIES
+
+    def get(name: str) -> Any:
+        if name == "DOWNLOAD_DELAY" and \
+                settings.getpriority(name) <= SETTINGS_PRIORITIES["default"]:
+            return None
+        return settings.get(name)
+
+    return get
+
+
 class SettingError(ValueError):
     """A ``FRONTIER_RATE_*`` (or Scrapy) setting the scheduler cannot use; the message names
     the setting and its value."""
@@ -605,6 +620,23 @@ class _Refusing:
 
     def __len__(self) -> int:
         return 0
+
+
+def sitemap_request(url: str, weight: float) -> Request:
+    """A sitemap or feed as a page of the frontier (``adapter_signals``), marked so that its
+    answer is read by the frontier (``sitemap_callback``), not the spider."""
+    return Request(url, meta={SITEMAP_KEY: True, WEIGHT_KEY: weight})
+
+
+def sitemap_callback(reader: SignalReader) -> Callable[..., None]:
+    """The callback of a sitemap or feed: its entries become claims; nothing reaches the
+    spider (pages it discovers do, through the spider's ``parse``)."""
+
+    def read_sitemap(response: Response, **kwargs: Any) -> None:
+        served = http_date(response.headers.get("Date"))
+        reader.read(response.url, response.body, served)
+
+    return read_sitemap
 
 
 def _bounded_add(tokens: set[str], token: str) -> None:

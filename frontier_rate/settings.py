@@ -24,6 +24,9 @@ DONT_REVISIT_KEY = "dont_revisit"
 REDIS_RETRY_FIRST = 1.0
 REDIS_RETRY_MAX = 30.0
 """Seconds between an adapter's attempts to reach Redis while it is down: 1, 2, 4 ... at most 30."""
+CLOCK_SLACK = 0.005
+"""Timers may fire this early; a retry, poll or flush that early still counts (the client and
+the Scrapy scheduler's host gate and page batching)."""
 
 def flag(value: Any) -> bool:
     """A boolean setting: a bool, 0/1, or true/false/yes/no/on/off in any case."""
@@ -244,7 +247,8 @@ def check_fingerprint_settings(mode: str, patterns: list[str], max_body: int) ->
 
 @dataclass
 class AdapterSettings:
-    """Everything an adapter reads from its settings, parsed once (see the README table)."""
+    """Everything an adapter reads from its settings, parsed once (the tables in
+    docs/SCRAPY.md and docs/FRONTERA.md)."""
 
     redis_url: str | None
     frontier: dict[str, Any]

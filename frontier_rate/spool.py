@@ -23,7 +23,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from frontier_rate.engine import Dispatch
+from frontier_rate.calls import Call, NewPage, Stat
+from frontier_rate.errors import redact_url
+from frontier_rate.records import Dispatch
+from frontier_rate.validation import parse_url
 
 logger = logging.getLogger(__name__)
 
@@ -142,3 +145,87 @@ def read_entry(entry: dict[str, Any]) -> tuple[str, Any, dict[str, Any]]:
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"unreadable spool entry ({type(exc).__name__}: {exc}): {entry!r:.200}") from None
     return kind, dispatch, args
+
+
+def entries_of(calls: list[Call]) -> list[dict[str, Any]]:
+    """The spool entries of the client's outbox: its new pages first, then its held calls."""
+    entries = [page_entry(*page) for call in calls if call.kind == "add" for page in call.pages]
+    return entries + [call_entry(call.kind, call.dispatch, call.args)
+                      for call in calls if call.kind not in ("add", "hint")]
+
+
+def calls_of(entries: list[dict[str, Any]], namespace: str) -> tuple[list[Call], int]:
+    """The client's calls of claimed spool entries, in their order (consecutive pages as
+    one add, every call held: Redis has not taken it), and how many are fetch results.
+    An unusable entry is skipped with a WARNING."""
+    calls: list[Call] = []
+    pages: list[NewPage] = []
+    results = 0
+    for entry in entries:
+        try:
+            kind, item, args = read_entry(entry)
+            if kind == "page":
+                parse_url(item[0])
+        except ValueError as exc:
+            logger.warning("frontier-rate: skipping a spool entry of namespace %r: %s",
+                           namespace, exc)
+            continue
+        if kind == "page":
+            pages.append(item)
+            continue
+        if pages:
+            calls.append(Call("add", pages=pages, held=True))
+            pages = []
+        calls.append(Call(kind, item, args, held=True))
+        results += kind != "host_delay"
+    if pages:
+        calls.append(Call("add", pages=pages, held=True))
+    return calls, results
+
+
+class OutboxSpool:
+    """The client's calls Redis has not taken, carried to the next crawl of its namespace:
+    ``save`` at close, ``replay`` at open (logged, and counted as stats)."""
+
+    def __init__(self, directory: str, namespace: str, redis_url: str | None,
+                 stat: Stat) -> None:
+        self.spool = Spool(directory, namespace)
+        self.namespace, self.redis_url, self._stat = namespace, redis_url, stat
+
+    def save(self, calls: list[Call], state: str, lease_timeout: float) -> bool:
+        """Write ``calls`` (closing while Redis ``state``: "is unreachable", ...); whether
+        they are in the spool (False: none to write, or the file could not be written)."""
+        entries = entries_of(calls)
+        if not entries:
+            return False
+        results = sum(1 for call in calls if call.kind in ("observe", "failed"))
+        pages = sum(len(call.pages) for call in calls if call.kind == "add")
+        try:
+            path = self.spool.save(entries)
+        except (OSError, ValueError) as exc:
+            logger.error("frontier-rate: could not write the spool in %s (%s): %d fetch results "
+                         "lost (their leases expire after %.0f s and those pages are fetched "
+                         "again) and %d new pages not added", self.spool.directory, exc, results,
+                         lease_timeout, pages)
+            self._stat("lost_results", results, True)
+            return False
+        self._stat("spooled", len(entries), True)
+        logger.warning(
+            "frontier-rate: closing while Redis at %s %s: %d fetch results and %d new "
+            "pages saved to %s; the next crawl of namespace %r replays them (results whose lease "
+            "has expired by then, after %.0f s, are refused and those pages fetched again)",
+            redact_url(self.redis_url), state, results, pages, path, self.namespace,
+            lease_timeout)
+        return True
+
+    def replay(self) -> list[Call]:
+        """The calls an earlier crawl of the namespace could not give Redis (claimed)."""
+        entries = self.spool.claim()
+        if not entries:
+            return []
+        calls, results = calls_of(entries, self.namespace)
+        pages = sum(len(call.pages) for call in calls if call.kind == "add")
+        logger.info("frontier-rate: replaying %d results and %d new pages an earlier crawl of "
+                    "namespace %r could not give Redis", results, pages, self.namespace)
+        self._stat("spool_replayed", results + pages, False)
+        return calls

@@ -43,13 +43,13 @@ key                                   type   content
                                              claims contradicted): whether the source is
                                              believed for the host (``evidence``)
 ``fr:{ns:s}:q:<host>``                zset   page id -> due time (µs)
-``fr:{ns:s}:s:<b>``                   hash   page id -> packed state (48/64 bytes, ``STATE``)
+``fr:{ns:s}:s:<b>``                   hash   page id -> packed state (48/64 bytes, ``wire.STATE``)
 ``fr:{ns:s}:u:<b>``                   hash   page id -> URL
 ``fr:{ns:s}:x:<b>``                   hash   page id -> etag, last_modified, meta JSON
 ``fr:{ns:s}:m:<b>``                   hash   page id -> packed change pattern (56 bytes), only
                                              for pages with dated changes (``pattern``)
 ``fr:{ns:s}:bad``                     hash   page id -> quarantine record (host, reason, raw
-                                             corrupt value; ``unpack_quarantine``)
+                                             corrupt value; ``wire.unpack_quarantine``)
 ====================================  =====  ==============================================
 
 A page id is the first 8 bytes of BLAKE2b(URL). Pages live in bucketed small
@@ -67,7 +67,7 @@ slot); all data comes in ARGV. Nothing is pickled: states are ``struct``
 packed numbers and meta is JSON text.
 
 Corrupt data: every script validates a state before using it (``validate``
-in lua/lib.lua, the same checks as ``unpack_state`` here). A page whose
+in lua/lib.lua, the same checks as ``wire.unpack_state``). A page whose
 state, URL or extras cannot be used is quarantined: it leaves its host queue
 and the lease set, its raw value moves to ``bad``, ``cnt`` moves it from
 ``pages`` to ``quarantined``, and the rest of the batch goes on. Adding the
@@ -78,7 +78,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import math
 import re
 import struct
 from collections.abc import Callable, Iterable
@@ -91,12 +90,6 @@ from redis.cluster import RedisCluster
 
 logger = logging.getLogger(__name__)
 
-STATE = struct.Struct("<fddfdIIH4sBB")
-"""Packed page state (48 bytes); the same layout as ``STATE`` in lua/lib.lua."""
-STATE_INTERVAL = struct.Struct(STATE.format + "dd")
-"""The state of ``interval`` namespaces: two more doubles (64 bytes)."""
-F_LEASED, F_GONE, F_CHANGED, F_APPLIED = 1, 2, 4, 8
-
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 SHARD_SCRIPTS = ("add", "candidates", "lease", "observe", "fail", "refresh", "host_delay",
                  "host_index", "stats", "quarantine", "release", "hint")
@@ -107,7 +100,6 @@ READ_ONLY_SCRIPTS = ("stats",)
 HINT_SCRIPTS = ("due",)
 """Scripts whose failure leaves the call applied: the due summary only tells which shards to
 ask first, and every shard is asked at least once a second anyway (lua/due.lua)."""
-HEADER_LENGTH = 20
 STREAM_WINDOW = 64
 """Script calls ``Scripts.stream`` keeps in flight before it reads a reply."""
 
@@ -203,6 +195,26 @@ class Keys:
         p = self.prefix(shard)
         return [p + "ready", p + "hosts", p + "leases", p + "agg", p + "cnt"]
 
+    def ready(self, shard: int) -> str:
+        """zset host -> when it may dispatch next (µs)."""
+        return f"{self.prefix(shard)}ready"
+
+    def hosts(self, shard: int) -> str:
+        """hash host -> packed (next dispatch, own delay) (``wire.HOST_RECORD``)."""
+        return f"{self.prefix(shard)}hosts"
+
+    def leases(self, shard: int) -> str:
+        """zset page id + host -> lease deadline (µs)."""
+        return f"{self.prefix(shard)}leases"
+
+    def agg(self, shard: int) -> str:
+        """hash of the policy cells: n:c, l:c (Σλ), w:c (Σw)."""
+        return f"{self.prefix(shard)}agg"
+
+    def cnt(self, shard: int) -> str:
+        """hash of the shard's counters, bucket layout (bl, bs), marker (id), index flag (hi)."""
+        return f"{self.prefix(shard)}cnt"
+
     def host_agg(self, shard: int) -> str:
         return f"{self.prefix(shard)}ha"
 
@@ -214,6 +226,14 @@ class Keys:
 
     def host_sweep(self, shard: int) -> str:
         return f"{self.prefix(shard)}hs"
+
+    def signal_pages(self, shard: int) -> str:
+        """hash page id -> its latest claim (lua/signals.lua)."""
+        return f"{self.prefix(shard)}sg"
+
+    def signal_trust(self, shard: int) -> str:
+        """hash host|source -> packed tally of its claims (``wire.SIGNAL_TALLY``)."""
+        return f"{self.prefix(shard)}st"
 
     def state(self, shard: int, bucket: int) -> str:
         return f"{self.prefix(shard)}s:{bucket}"
@@ -235,108 +255,6 @@ class Keys:
 
     def bad(self, shard: int) -> str:
         return f"{self.prefix(shard)}bad"
-
-
-def _number_problem(name: str, x: float, non_negative: bool) -> str | None:
-    if not math.isfinite(x):
-        return f"{name} is not a finite number"
-    if non_negative and x < 0:
-        return f"{name} is negative"
-    return None
-
-
-def unpack_state(raw: bytes, estimator: str | None = None) -> dict[str, Any]:
-    """A packed page state as a dict (field names as in lua/lib.lua).
-
-    Raises ValueError naming the problem for a value no engine would write,
-    with the same checks, in the same order and the same words as ``validate``
-    in lua/lib.lua (so both sides quarantine the same states): the length
-    (48 bytes, 64 for ``interval``; either when ``estimator`` is None), a
-    non-finite or negative weight, p, estimate or sum, ``p`` of 0 after a
-    fetch, more changes than fetches, flags outside the four defined bits.
-    ``estimate`` must be >= 0 where it is a rate (lln, sa; sam's iterate may
-    dip below 0 and interval stores a log-rate); ``aux`` where it is a sum
-    (lln, interval).
-    """
-    if not isinstance(raw, (bytes, bytearray)):
-        raise ValueError(f"state must be bytes, got {type(raw).__name__}")
-    if estimator is None:
-        sizes = (STATE.size, STATE_INTERVAL.size)
-    else:
-        sizes = (STATE_INTERVAL.size,) if estimator == "interval" else (STATE.size,)
-    if len(raw) not in sizes:
-        raise ValueError(f"state is {len(raw)} bytes, expected {' or '.join(map(str, sizes))}")
-    interval = len(raw) == STATE_INTERVAL.size
-    if interval:
-        *fields, x1, x2 = STATE_INTERVAL.unpack(raw)
-    else:
-        fields, x1, x2 = STATE.unpack(raw), 0.0, 0.0
-    weight, est, aux, p, last_fetch, fetches, changes, leases, fp, flags, fails = fields
-    rate_est = estimator in ("lln", "sa")
-    sum_aux = estimator == "lln" or interval
-    problem = (_number_problem("weight", weight, True)
-               or _number_problem("estimate", est, rate_est)
-               or _number_problem("aux", aux, sum_aux)
-               or _number_problem("p", p, True)
-               or _number_problem("last_fetch", last_fetch, False))
-    if not problem and interval:
-        problem = _number_problem("x1", x1, True) or _number_problem("x2", x2, True)
-    if problem:
-        raise ValueError(problem)
-    if fetches > 0 and p <= 0:
-        raise ValueError("p is not positive after a fetch")
-    if changes > fetches:
-        raise ValueError("changes exceed fetches")
-    if flags >= 16:
-        raise ValueError(f"flags {flags} out of range")
-    return {"weight": weight, "est": est, "aux": aux, "p": p, "last_fetch": last_fetch,
-            "fetches": fetches, "changes": changes, "leases": leases, "fp": fp,
-            "flags": flags, "fails": fails % 16, "notfound": fails // 16, "x1": x1, "x2": x2}
-
-
-def pack_state(state: dict[str, Any], interval: bool = False) -> bytes:
-    """The packed form of an ``unpack_state`` dict (for tests and repair tools)."""
-    fails = min(state["fails"], 15) + 16 * min(state["notfound"], 15)
-    fields = (state["weight"], state["est"], state["aux"], state["p"], state["last_fetch"],
-              state["fetches"], state["changes"], state["leases"], state["fp"], state["flags"],
-              fails)
-    if interval:
-        return STATE_INTERVAL.pack(*fields, state["x1"], state["x2"])
-    return STATE.pack(*fields)
-
-
-def unpack_extras(raw: bytes | None) -> tuple[str | None, str | None, str | None]:
-    """(etag, last_modified, meta JSON) from an extras value; None for absent parts.
-
-    ValueError for a malformed value (too short, lengths past its end, meta
-    not UTF-8); lua/lib.lua's xget checks the same.
-    """
-    if not raw:
-        return None, None, None
-    if len(raw) < 4:
-        raise ValueError(f"extras are malformed ({len(raw)} bytes)")
-    le, ll = struct.unpack_from("<HH", raw)
-    if 4 + le + ll > len(raw):
-        raise ValueError("extras are malformed (lengths past the end)")
-    etag = raw[4:4 + le].decode("utf-8", "replace") or None
-    lm = raw[4 + le:4 + le + ll].decode("utf-8", "replace") or None
-    try:
-        meta = raw[4 + le + ll:].decode("utf-8") or None
-    except UnicodeDecodeError:
-        raise ValueError("meta is not UTF-8") from None
-    return etag, lm, meta
-
-
-def unpack_quarantine(record: bytes) -> tuple[str, str, bytes]:
-    """(host, reason, raw corrupt value) of a quarantine record (lua/lib.lua, quarantine)."""
-    if len(record) < 4:
-        raise ValueError(f"quarantine record is malformed ({len(record)} bytes)")
-    lh, lr = struct.unpack_from("<HH", record)
-    if 4 + lh + lr > len(record):
-        raise ValueError("quarantine record is malformed (lengths past the end)")
-    host = record[4:4 + lh].decode("utf-8", "replace")
-    reason = record[4 + lh:4 + lh + lr].decode("utf-8", "replace")
-    return host, reason, bytes(record[4 + lh + lr:])
 
 
 class Scripts:
@@ -539,11 +457,11 @@ class ScriptsReloaded(Exception):
 
 
 def _start(name: str) -> str:
-    """The line every shard script starts with (lua/lib.lua ``start``): the namespace marker
+    """The line every shard script starts with (lua/lib.lua ``lib.start``): the namespace marker
     check, and for a script that writes, the write probe, so that a script Redis refuses
     (out of memory, read-only, MISCONF) is refused before it changed anything."""
     writes = "false" if name in READ_ONLY_SCRIPTS else "true"
-    return f"do local refused = start({writes}) if refused then return refused end end\n"
+    return f"do local refused = lib.start({writes}) if refused then return refused end end\n"
 
 
 def _read(name: str) -> str:

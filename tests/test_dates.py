@@ -12,8 +12,8 @@ import pytest
 
 from frontier_rate import Frontier
 from frontier_rate.dates import change_time, http_date
-from frontier_rate.engine import INTERVAL_MAX_STEP, INTERVAL_PRIOR_INFO
 from frontier_rate.estimators import make_estimator
+from frontier_rate.wire import INTERVAL_MAX_STEP, INTERVAL_PRIOR_INFO
 
 T0 = 1_700_000_000.0  # a realistic Unix time, so that HTTP dates are ordinary ones
 

@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 
 from frontier_rate import Frontier, policy, store
-from frontier_rate.engine import (
+from frontier_rate.estimators import make_estimator
+from frontier_rate.wire import (
     BETA,
     ETA,
     INTERVAL_MAX_STEP,
     INTERVAL_PRIOR_INFO,
     OMEGA,
 )
-from frontier_rate.estimators import make_estimator
 
 
 def simulate(frontier: Frontier, rates: dict[str, float], fetches: int, *, seed: int,
@@ -118,6 +118,8 @@ def test_lua_estimators_equal_python(redis_url, namespace, estimator):
 
 
 LIB_LOOP = """
+local fmt, index_curve, optimal_y = lib.fmt, lib.index_curve, lib.optimal_y
+local planned_interval = lib.planned_interval
 local out, n = {}, tonumber(ARGV[H + 1])
 for i = H + 2, #ARGV, n do
   local a, b, c = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])

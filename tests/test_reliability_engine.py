@@ -25,18 +25,20 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from frontier_rate import Dispatch, Frontier
-from frontier_rate.engine import MAX_URL_LENGTH, parse_url
 from frontier_rate.store import (
+    bucket_of,
+    float32,
+    page_id,
+    shard_of,
+)
+from frontier_rate.validation import MAX_URL_LENGTH, parse_url
+from frontier_rate.wire import (
     F_CHANGED,
     F_GONE,
     F_LEASED,
     STATE,
     STATE_INTERVAL,
-    bucket_of,
-    float32,
     pack_state,
-    page_id,
-    shard_of,
     unpack_state,
 )
 
@@ -608,7 +610,7 @@ def _shared_frontier(redis_url: str, estimator: str) -> Frontier:
 SM_URLS = [f"http://h{i % 2}.example/{i}" for i in range(4)]
 LEASE_TIMEOUT, MIN_INTERVAL, MAX_INTERVAL = 60.0, 10.0, 1000.0
 MAX_EXP_DRAW = 53 * math.log(2)
-"""Largest -ln(u) of the exponential draw: u = 1 - random() >= 2^-53 (engine._pack_observation)."""
+"""Largest -ln(u) of the exponential draw: u = 1 - random() >= 2^-53 (results.Results.pack)."""
 
 OPERATIONS = st.lists(st.one_of(
     st.tuples(st.just("next"), st.sampled_from([0.0, 1.0, 9.5, 30.0, 60.0, 61.0, 400.0, 3000.0]),
@@ -854,7 +856,7 @@ def test_no_pickle_marshal_shelve_eval_exec_or_yaml_load_in_the_package():
 
 LUA_KEY_ARGS = {"READY", "HOSTS", "LEASES", "AGG", "CNT", "BAD", "HOST_PRIOR", "HOST_AGG", "HOST_NU",
                 "DATES", "HOST_PAGES", "HOST_SWEEP", "cursor_key", "KEYS[1]", "SUMMARY", "PROBE",
-                "CFG", "NU"}
+                "CFG", "NU", "SIGNAL_PAGES", "SIGNAL_TRUST"}
 LUA_KEY_FUNCS = {"skey", "ukey", "xkey", "qkey", "mkey", "bkey"}
 LUA_FORBIDDEN = re.compile(r"\b(loadstring|load|dofile|loadfile|require|setfenv|getfenv|rawset|"
                            r"_G|cmsgpack|cjson|math\.random)\b")
@@ -869,6 +871,7 @@ LUA_DEFINITIONS = [  # every key name derives from KEYS[1]: these lines must sta
     'local HOST_NU = PREFIX .. "hnu"',
     'local DATES = PREFIX .. "lm"',
     'local HOST_PAGES, HOST_SWEEP = PREFIX .. "hp", PREFIX .. "hs"',
+    'local SIGNAL_PAGES, SIGNAL_TRUST = PREFIX .. "sg", PREFIX .. "st"',  # lua/signals.lua
     'local PROBE = PREFIX .. "probe"',  # the write probe (start): SETRANGE with "", never created
     'local SHARD = string.match(PREFIX, ":(%d+)}:$") or "?"',  # the shard, for FRLOST replies
 ]

@@ -581,7 +581,7 @@ def test_eviction_stops_the_frontier_and_marks_the_namespace_damaged(tmp_path, c
     shard damaged, so another process refuses the namespace too. Before: pages lost
     silently (7,344 states in no queue, 62 hosts never fetched again), then a later open
     with another estimator was accepted."""
-    import frontier_rate.engine as engine
+    import frontier_rate.session as engine
 
     monkeypatch.setattr(engine, "HOUSEKEEPING_EVERY", 0.0)  # look at INFO on every call
     caplog.set_level(logging.INFO, logger="frontier_rate")

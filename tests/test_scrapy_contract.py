@@ -180,3 +180,26 @@ def test_the_readme_spider_runs_verbatim_and_yields_items(site, redis_url, names
     assert done.returncode == 0, done.stderr[-3000:]
     items = [json.loads(line) for line in (tmp_path / "items.jsonl").read_text().splitlines()]
     assert sorted(item["title"] for item in items) == ["One", "Two"], done.stderr[-3000:]
+
+
+def test_host_delay_defaults_to_scrapys_own_and_never_conflicts_with_a_stored_one(
+        site, redis_url, namespace, tmp_path):
+    """Without DOWNLOAD_DELAY or FRONTIER_RATE_MIN_HOST_DELAY a crawl creates its namespace
+    with Scrapy's own default politeness (no delay); a namespace that stores an explicit
+    delay (set by another process or the CLI) keeps it, with no settings conflict."""
+    from frontier_rate.engine import Frontier
+
+    site.set("/", "<p>home</p>")
+    unset = {"FRONTIER_RATE_MIN_HOST_DELAY": None, "FRONTIER_RATE_CLOSE_AFTER": "idle"}
+    crawl = run_crawl(tmp_path, redis_url, namespace, [{"url": site.url("/")}], unset)
+    assert crawl.returncode == 0 and len(site.hits_for("/")) == 1, crawl.log[-3000:]
+    with Frontier(redis_url, namespace=namespace, estimator="interval") as frontier:
+        assert frontier.min_host_delay == 0.0
+    stored = f"{namespace}-stored"
+    Frontier(redis_url, namespace=stored, estimator="interval", min_host_delay=2.5).close()
+    crawl = run_crawl(tmp_path, redis_url, stored, [{"url": site.url("/")}], unset,
+                      name="again")
+    assert crawl.returncode == 0, crawl.log[-3000:]
+    assert "SettingsMismatch" not in crawl.log and "Traceback" not in crawl.log
+    with Frontier(redis_url, namespace=stored, estimator="interval") as frontier:
+        assert frontier.min_host_delay == 2.5

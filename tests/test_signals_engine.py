@@ -123,6 +123,22 @@ def test_a_bad_hint_is_refused_by_name_and_nothing_is_written(redis_url, namespa
     assert f.stats(now=1.0)["claims"] == 0
 
 
+def test_a_namespace_never_told_anything_keeps_no_claim_state(redis_url, namespace):
+    """Signals are off until a claim comes: fetches, re-plans and early fetches write no
+    claim or trust record and count nothing."""
+    f = frontier(redis_url, namespace, fill_budget=True)
+    urls = [f"http://quiet.test/{i}" for i in range(5)]
+    f.add_many(urls, now=0.0)
+    fetch_all(f, 0.0, dict.fromkeys(urls, "v0"))
+    fetch_all(f, 3 * DAY, {u: f"v{i % 2}" for i, u in enumerate(urls)})
+    f.resolve(now=3 * DAY)
+    f.next_requests(10, now=3 * DAY + 120.0)
+    for shard in range(f.shards):
+        assert not f.client.exists(f.keys.signal_pages(shard), f.keys.signal_trust(shard))
+    stats = f.stats(now=3 * DAY)
+    assert stats["claims"] == 0 and stats["signal_sources_ignored"] == 0
+
+
 def python_trace(script: list, urls: list[str]) -> list:
     """The outcomes evidence.py gives for ``script`` (the same steps the engine runs)."""
     records: dict[str, evidence.Record | None] = dict.fromkeys(urls)

@@ -12,15 +12,13 @@ from redis.cluster import key_slot
 
 from frontier_rate import Frontier
 from frontier_rate.store import (
-    STATE,
-    STATE_INTERVAL,
     Keys,
     Layout,
     bucket_of,
     page_id,
     shard_of,
-    unpack_state,
 )
+from frontier_rate.wire import STATE, STATE_INTERVAL, unpack_state
 
 LUA = Path(__file__).resolve().parent.parent / "frontier_rate" / "lua"
 
@@ -179,3 +177,16 @@ def test_a_namespace_from_the_fixed_layout_keeps_working_and_grows(redis_url, na
     while got := f.next_requests(5000, now=0.0):
         leased += got
     assert len({d.url for d in leased}) == len(leased) == 9500
+
+
+def test_the_script_header_has_the_same_fields_on_both_sides():
+    """lua/lib.lua reads the header (ARGV[1..H]) into C under the names wire.HEADER gives
+    them, in the same order; no field is sent twice."""
+    from frontier_rate.wire import HEADER
+
+    lib = (LUA / "lib.lua").read_text()
+    read = re.findall(r"(\w+) = (?:tonumber\()?ARGV\[(\d+)\]", lib)
+    assert [name for name, _ in read] == list(HEADER)
+    assert [int(i) for _, i in read] == list(range(1, len(HEADER) + 1))
+    assert re.search(r"^local H = (\d+)$", lib, re.M).group(1) == str(len(HEADER))
+    assert len(set(HEADER)) == len(HEADER)

@@ -1,32 +1,32 @@
 -- add.lua: add pages or update their weight / meta.
 -- ARGV after the header: initial estimate, initial aux, then groups of 6
--- (weight already rounded to float32 by the caller; engine.ADD_FIELDS):
+-- (weight already rounded to float32 by the caller; wire.add_page):
 --   id, host, url, weight, meta (JSON text, "" = none), due (seconds: when a new
 --   page is first due; the caller orders pages added together by priority with it)
 -- A page whose state is corrupt is quarantined, and a quarantined page is
 -- given a fresh state (counted as new): adding it again is the way out.
 -- New pages may grow the shard's bucket layout (lib.lua grow).
--- Returns {number of pages that were new, QUARANTINED (url, reason pairs)}.
+-- Returns {number of pages that were new, NEWLY_QUARANTINED (url, reason pairs)}.
 local est0, aux0 = tonumber(ARGV[H + 1]), tonumber(ARGV[H + 2])
 local added = 0
 for i = H + 3, #ARGV, 6 do
   local id, host, url, weight, meta = ARGV[i], ARGV[i + 1], ARGV[i + 2],
     tonumber(ARGV[i + 3]), ARGV[i + 4]
   local due = tonumber(ARGV[i + 5])
-  local s, problem, raw = load_state(id)
-  if problem then quarantine(id, host, problem, raw, false) end
+  local s, problem, raw = lib.load_state(id)
+  if problem then lib.quarantine(id, host, problem, raw, false) end
   if s then
-    if s.weight ~= weight and not has(s.flags, F_GONE) then
-      agg_move(s.weight, plan_rate(s), weight, plan_rate(s), host)
+    if s.weight ~= weight and not lib.has(s.flags, F_GONE) then
+      lib.agg_move(s.weight, lib.plan_rate(s), weight, lib.plan_rate(s), host)
       s.weight = weight
-      save(id, s)
+      lib.save(id, s)
     end
   else
     if redis.call("HDEL", BAD, id) == 1 then redis.call("HINCRBY", CNT, "quarantined", -1) end
     -- a new page starts from its host's pooled prior (est0 / aux0: the namespace prior)
     local e0, a0 = est0, aux0
-    local log_prior = host_log_prior(host, nil)
-    if log_prior ~= C.log_prior then
+    local log_prior = lib.host_log_prior(host, nil)
+    if log_prior ~= C.log_prior_rate then
       if C.estimator == "interval" then
         e0 = log_prior
       elseif C.estimator == "sam" then
@@ -38,18 +38,18 @@ for i = H + 3, #ARGV, 6 do
     s = {weight = weight, est = e0, aux = a0, p = 0, last_fetch = 0, fetches = 0,
          changes = 0, leases = 0, fp = string.rep("\0", 4), flags = 0, fails = 0, notfound = 0,
          x1 = 0, x2 = 0}
-    save(id, s)
+    lib.save(id, s)
     redis.call("HSET", ukey(id), id, url)
-    agg_add(weight, plan_rate(s), 1, host)
+    lib.agg_add(weight, lib.plan_rate(s), 1, host)
     redis.call("HINCRBY", CNT, "pages", 1)
-    enqueue(host, id, due)
+    lib.enqueue(host, id, due)
     added = added + 1
   end
   if meta ~= "" then
-    local etag, last_modified = xget(id)
+    local etag, last_modified = lib.xget(id)
     if etag == nil then etag, last_modified = "", "" end  -- malformed: replaced
-    xset(id, etag, last_modified, meta)
+    lib.xset(id, etag, last_modified, meta)
   end
 end
-grow(64)
-return finish({added, QUARANTINED})
+lib.grow(64)
+return lib.finish({added, NEWLY_QUARANTINED})

@@ -5,7 +5,7 @@
 -- but whose pages are not due yet, for tokens no due page can use; pages in a
 -- failure backoff are left to their retry time, and a page fetched less than
 -- min_interval ago, or that a trusted sitemap, feed or push says is unchanged since
--- its last fetch (lua/signals.lua), is never fetched early).
+-- its last fetch (lib.signal_says_fresh, lua/signals.lua), is never fetched early).
 -- For each such host, returns the page with the highest index among its
 -- `look` earliest-due ones: host, id, index. Where the namespace's default delay
 -- is 0, a host whose delay is 0 may take several fetches at once, so each of those
@@ -15,14 +15,14 @@
 -- page's state is peeked at (peek_queued: the fields the index needs) and
 -- lease.lua re-checks everything.
 -- Returns {one string of packed candidates, each "<dI2" index, length of host, then the
--- 8-byte id and the host (engine._candidates); QUARANTINED (url, reason pairs); the
+-- 8-byte id and the host (wire.candidates); NEWLY_QUARANTINED (url, reason pairs); the
 -- shard's earliest time with work after this call (lib.lua earliest)}.
 local window, look = tonumber(ARGV[H + 1]), tonumber(ARGV[H + 2])
 local early = ARGV[H + 3] == "1"
 local now = C.now
-local now_us = us(now)
-reclaim(now, 1000)
-finish(nil)  -- re-score the hosts of reclaimed pages before looking at them
+local now_us = lib.us(now)
+lib.reclaim(now, 1000)
+lib.finish(nil)  -- re-score the hosts of reclaimed pages before looking at them
 local out = {}
 local hosts
 if early then
@@ -37,10 +37,10 @@ for _, host in ipairs(hosts) do
   -- a host's own delay is read only where it matters: for early pages, or where the
   -- namespace's default delay is 0 (then a host without a delay of its own offers all
   -- its ranked pages); with a positive default every host offers one, as before
-  local next_allowed, delay = 0, C.default_delay
+  local next_allowed, delay = 0, C.min_host_delay
   if early or delay == 0 then
-    next_allowed, delay = host_get(host)
-    if delay < 0 then delay = C.default_delay end
+    next_allowed, delay = lib.host_get(host)
+    if delay < 0 then delay = C.min_host_delay end
   end
   if not early then
     pages = redis.call("ZRANGEBYSCORE", qkey(host), "-inf", now_us, "LIMIT", 0, look)
@@ -51,12 +51,12 @@ for _, host in ipairs(hosts) do
   end
   local best, best_index = nil, -1
   for _, id in ipairs(pages) do
-    local s = peek_queued(id, host)
-    -- a page waiting out a failure backoff, or fetched within min_interval, is never
-    -- fetched early
+    local s = lib.peek_queued(id, host)
+    -- a page waiting out a failure backoff, fetched within min_interval, or said to be
+    -- unchanged by a trusted source, is never fetched early
     if s and not (early and (s.fails > 0 or now - s.last_fetch < C.min_interval
-        or signal_says_fresh(id, host, s.last_fetch))) then
-      local g = index(s, now)
+        or lib.signal_says_fresh(id, host, s.last_fetch))) then
+      local g = lib.index(s, now)
       if delay == 0 then
         out[#out + 1] = struct.pack("<dI2", g, #host) .. id .. host
       elseif g > best_index then
@@ -68,6 +68,6 @@ for _, host in ipairs(hosts) do
     out[#out + 1] = struct.pack("<dI2", best_index, #host) .. best .. host
   end
 end
-local result = finish({table.concat(out), QUARANTINED})
-result[3] = earliest()
+local result = lib.finish({table.concat(out), NEWLY_QUARANTINED})
+result[3] = lib.earliest()
 return result

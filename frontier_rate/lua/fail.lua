@@ -11,30 +11,31 @@ local not_found, base, gone_after = ARGV[H + 4] == "1", tonumber(ARGV[H + 5]),
   tonumber(ARGV[H + 6])
 local now = C.now
 
-local s, problem, raw = load_state(id)
+local s, problem, raw = lib.load_state(id)
 if problem then
-  quarantine(id, host, problem, raw, false)
-  return finish({"quarantined", problem})
+  lib.quarantine(id, host, problem, raw, false)
+  return lib.finish({"quarantined", problem})
 end
 if not s then
-  local reason = quarantine_reason(id)
-  if reason then return finish({"quarantined", reason}) end
-  return finish({"missing", "0"})
+  local reason = lib.quarantine_reason(id)
+  if reason then return lib.finish({"quarantined", reason}) end
+  return lib.finish({"missing", "0"})
 end
-if s.leases ~= token or not has(s.flags, F_LEASED) then return finish({"stale", "0"}) end
+if s.leases ~= token or not lib.has(s.flags, F_LEASED) then return lib.finish({"stale", "0"}) end
 
 s.fails = math.min(s.fails + 1, 15)
 if not_found then s.notfound = math.min(s.notfound + 1, 15) else s.notfound = 0 end
-s.flags = set(set(s.flags, F_LEASED, false), F_APPLIED, false)  -- consumed, not an observation
+-- consumed, not an observation
+s.flags = lib.set(lib.set(s.flags, F_LEASED, false), F_APPLIED, false)
 redis.call("ZREM", LEASES, id .. host)
 if not_found and s.notfound >= gone_after then
-  s.flags = set(s.flags, F_GONE, true)
-  save(id, s)
-  agg_add(s.weight, plan_rate(s), -1, host)
+  s.flags = lib.set(s.flags, F_GONE, true)
+  lib.save(id, s)
+  lib.agg_add(s.weight, lib.plan_rate(s), -1, host)
   redis.call("HINCRBY", CNT, "gone", 1)
-  return finish({"gone", "0"})
+  return lib.finish({"gone", "0"})
 end
-save(id, s)
+lib.save(id, s)
 local due = now + math.min(base * 2 ^ (s.fails - 1), C.max_interval)
-due = enqueue(host, id, due)
-return finish({"retry", fmt(due)})
+due = lib.enqueue(host, id, due)
+return lib.finish({"retry", lib.fmt(due)})

@@ -1,7 +1,7 @@
 -- host_index.lua: build the host page index (HOST_PAGES, HOST_SWEEP in lib.lua) from
 -- the host cells, once per shard: a shard from before the index, or one that has not
 -- been re-solved yet. Later scripts keep it. Returns 1 when it was built now, else 0.
-if HOST_INDEX then return finish(0) end
+if HOST_INDEX then return lib.finish(0) end
 redis.call("DEL", HOST_PAGES, HOST_SWEEP)
 local pages = {}
 local cells = redis.call("HGETALL", HOST_AGG)
@@ -14,9 +14,9 @@ for i = 1, #cells, 2 do
 end
 for host, n in pairs(pages) do
   if n >= 0.5 then
-    redis.call("ZADD", HOST_PAGES, fmt(n), host)
-    index_sweep(host, n)
+    redis.call("ZADD", HOST_PAGES, lib.fmt(n), host)
+    lib.index_sweep(host, n)
   end
 end
 redis.call("HSET", CNT, "hi", "1")
-return finish(1)
+return lib.finish(1)

@@ -9,7 +9,7 @@
 -- Returns {one string of packed leases, each "<dI2BI2I2I2I2I4" due, token, first (1: the
 -- page was never fetched), lengths of host, url, etag, last_modified, meta, then the
 -- 8-byte id and those five strings
--- (engine._leases); QUARANTINED (url, reason pairs); the shard's earliest time with
+-- (wire.leases); NEWLY_QUARANTINED (url, reason pairs); the shard's earliest time with
 -- work (lib.lua earliest)}.
 local now = C.now
 local early = ARGV[H + 1] == "1"
@@ -20,7 +20,7 @@ local out = {}
 local leased_hosts = {}
 -- lease set members and the ids leaving each host queue, written with one ZADD and one
 -- ZREM per host at the end (taken: ids leased in this call, still in their queue until then)
-local deadline, lease_members, dequeued, taken = us(now + C.lease_timeout), {}, {}, {}
+local deadline, lease_members, dequeued, taken = lib.us(now + C.lease_timeout), {}, {}, {}
 for i = H + 2, #ARGV, 2 do
   local host, id = ARGV[i], ARGV[i + 1]
   local next_allowed, stored_delay
@@ -28,31 +28,31 @@ for i = H + 2, #ARGV, 2 do
   if held then
     next_allowed, stored_delay = held[1], held[2]
   else
-    next_allowed, stored_delay = host_get(host)
+    next_allowed, stored_delay = lib.host_get(host)
   end
   local due = not taken[id] and redis.call("ZSCORE", qkey(host), id)
   local s = nil
   if due then
-    due = seconds(due)
-    s = load_queued(id, host)
+    due = lib.seconds(due)
+    s = lib.load_queued(id, host)
   end
   local url = s and redis.call("HGET", ukey(id), id)
   local etag, last_modified, meta = "", "", ""
-  if s and url then etag, last_modified, meta = xget(id) end
+  if s and url then etag, last_modified, meta = lib.xget(id) end
   if s and not url then
-    quarantine(id, host, "URL missing", redis.call("HGET", skey(id), id), false)
+    lib.quarantine(id, host, "URL missing", redis.call("HGET", skey(id), id), false)
   elseif s and etag == nil then
-    quarantine(id, host, "extras are malformed", redis.call("HGET", xkey(id), id), true)
+    lib.quarantine(id, host, "extras are malformed", redis.call("HGET", xkey(id), id), true)
   elseif next_allowed <= now and due and (due <= now or early) and s then
-    push(dequeued, host, id)
+    lib.push(dequeued, host, id)
     taken[id] = true
     lease_members[#lease_members + 1] = deadline
     lease_members[#lease_members + 1] = id .. host
     s.leases = (s.leases + 1) % 65536
-    s.flags = set(set(s.flags, F_LEASED, true), F_APPLIED, false)
-    save(id, s)
+    s.flags = lib.set(lib.set(s.flags, F_LEASED, true), F_APPLIED, false)
+    lib.save(id, s)
     local delay = stored_delay
-    if delay < 0 then delay = C.default_delay end
+    if delay < 0 then delay = C.min_host_delay end
     leased_hosts[host] = {now + delay, stored_delay}
     local first = 0
     if s.fetches == 0 then first = 1 end
@@ -65,9 +65,9 @@ for i = 1, #lease_members, 1000 do
 end
 for host, h in pairs(leased_hosts) do
   redis.call("ZREM", qkey(host), unpack(dequeued[host]))
-  host_set(host, h[1], h[2])
-  host_rescore(host, h[1])
+  lib.host_set(host, h[1], h[2])
+  lib.host_rescore(host, h[1])
 end
-local result = finish({table.concat(out), QUARANTINED})
-result[3] = earliest()
+local result = lib.finish({table.concat(out), NEWLY_QUARANTINED})
+result[3] = lib.earliest()
 return result

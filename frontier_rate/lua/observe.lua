@@ -1,27 +1,27 @@
--- observe.lua: fetch results, each one atomic step (DESIGN §2-3): change
+-- observe.lua: fetch results, each one atomic step (docs/MATH.md): change
 -- indicator, estimator update, next due time, re-queue.
--- ARGV after the header: one packed string per fetch (engine.OBSERVATION):
+-- ARGV after the header: one packed string per fetch (wire.observation):
 -- "<c8I2dBdc4I2I2I2d" = id, token, fetched_at, bits (1 not_modified,
 -- 2 fingerprint given, 4 etag given, 8 last_modified given, 16 changed_at
 -- given, 32 a confirmed claim of a trusted source (lua/signals.lua) may date the
--- change), u (uniform in (0, 1] for the exponential draw), fingerprint digest,
--- lengths of host, etag, last_modified, changed_at (the page's last change
--- time the server told: Last-Modified or a sitemap lastmod); then those three
--- strings.
+-- change: wire.CLAIM_DATES), u (uniform in (0, 1] for the exponential draw),
+-- fingerprint digest, lengths of host, etag, last_modified, changed_at (the page's
+-- last change time the server told: Last-Modified or a sitemap lastmod); then those
+-- three strings.
 -- Accepted once per lease token: the page must hold an open lease with this
 -- token. A replay of the token that was applied returns the same result and
 -- changes nothing; any other token (an expired lease, re-leased or not) is
 -- "stale" and changes nothing.
 -- A page whose state is corrupt is quarantined (and the observation dropped);
 -- the other fetches of the batch go on.
--- Returns one string: per fetch a packed "<BBddBI2": status (0 ok, 1 replay, 2 stale,
+-- Returns {one string: per fetch a packed "<BBddBI2": status (0 ok, 1 replay, 2 stale,
 -- 3 missing, 4 quarantined), changed, estimate, next_due (0 when not queued), date bits
 -- (1 the change time was learned, 2 this fetch made the host's dates ignored,
 -- 4 trusted again, 8 the change time came from a claim: sitemap, feed, push),
--- length of the reason, then the reason (when quarantined); and SIG_EVENTS
--- (lua/signals.lua: trust changes of (host, source) pairs).
+-- length of the reason, then the reason (when quarantined); SIGNAL_EVENTS
+-- (lua/signals.lua: trust changes of (host, source) pairs)} (wire.observe_replies).
 
-local OK, REPLAY, STALE, MISSING, QUARANTINE = 0, 1, 2, 3, 4
+local OK, REPLAY, STALE, MISSING, QUARANTINED = 0, 1, 2, 3, 4
 
 -- Change dates (Last-Modified) per host: DATES hash, host -> "<dd" dates
 -- checked, dates contradicted. A date is checked against the content: it must
@@ -32,7 +32,7 @@ local OK, REPLAY, STALE, MISSING, QUARANTINE = 0, 1, 2, 3, 4
 -- date_hosts_ignored) until its record is clean again; a date that fails its
 -- own check is never used.
 local DATE_TRUST = 10
-local USED, IGNORED, TRUSTED, CLAIMED = 1, 2, 4, 8
+local DATE_USED, DATES_IGNORED, DATES_TRUSTED, DATE_CLAIMED = 1, 2, 4, 8
 
 local function host_dates(host)
   local raw = redis.call("HGET", DATES, host)
@@ -55,14 +55,14 @@ local function check_date(host, changed_at, I, last_fetch, now)
   local trusted = bad * DATE_TRUST <= checked
   local bits = 0
   if trusted_before and not trusted then
-    bits = IGNORED
+    bits = DATES_IGNORED
     redis.call("HINCRBY", CNT, "date_hosts_ignored", 1)
   elseif trusted and not trusted_before then
-    bits = TRUSTED
+    bits = DATES_TRUSTED
     redis.call("HINCRBY", CNT, "date_hosts_ignored", -1)
   end
   if good and trusted and I == 1 then
-    return now - changed_at, bits + USED
+    return now - changed_at, bits + DATE_USED
   end
   return nil, bits
 end
@@ -72,22 +72,23 @@ local FINISHED_LEASES, finished = {}, 0
 
 local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_arg, u,
     changed_at, claim_dates)
-  local s, problem, raw = load_state(id)
+  local s, problem, raw = lib.load_state(id)
   if problem then
-    quarantine(id, host, problem, raw, false)
-    return QUARANTINE, 0, 0, 0, 0, problem
+    lib.quarantine(id, host, problem, raw, false)
+    return QUARANTINED, 0, 0, 0, 0, problem
   end
   if not s then
-    local reason = quarantine_reason(id)
-    if reason then return QUARANTINE, 0, 0, 0, 0, reason end
+    local reason = lib.quarantine_reason(id)
+    if reason then return QUARANTINED, 0, 0, 0, 0, reason end
     return MISSING, 0, 0, 0, 0
   end
-  if s.leases ~= token or not has(s.flags, F_LEASED) then
+  if s.leases ~= token or not lib.has(s.flags, F_LEASED) then
     local status = STALE
-    if s.leases == token and has(s.flags, F_APPLIED) then status = REPLAY end
+    if s.leases == token and lib.has(s.flags, F_APPLIED) then status = REPLAY end
     local changed = 0
-    if has(s.flags, F_CHANGED) then changed = 1 end
-    return status, changed, reported(s), seconds(redis.call("ZSCORE", qkey(host), id) or "0"), 0
+    if lib.has(s.flags, F_CHANGED) then changed = 1 end
+    local queued = redis.call("ZSCORE", qkey(host), id) or "0"
+    return status, changed, lib.reported(s), lib.seconds(queued), 0
   end
 
   -- change indicator: the first fetch is no change; 304 is no change
@@ -100,41 +101,42 @@ local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_
   end
   if s.fetches > 0 then
     -- claims of sitemaps, feeds and pushes about this page, checked by this fetch
-    local claimed = signal_observe(id, host, I, s.last_fetch, now)
+    local claimed = lib.signal_observe(id, host, I, s.last_fetch, now)
     if claimed and not since and claim_dates then
       since = claimed
-      date_bits = date_bits + USED + CLAIMED
+      date_bits = date_bits + DATE_USED + DATE_CLAIMED
     end
   end
 
-  local old_rate = plan_rate(s)
-  local old_pooled = pooled_log_rate(s, old_rate)
+  local old_rate = lib.plan_rate(s)
+  local old_pooled = lib.pooled_log_rate(s, old_rate)
   local tau = now - s.last_fetch
   if s.fetches > 0 then
-    update_estimate(s, I, s.p, tau, s.fetches - 1, host_log_prior(host, old_pooled), since)
+    lib.update_estimate(s, I, s.p, tau, s.fetches - 1, lib.host_log_prior(host, old_pooled), since)
   end
   s.fetches = s.fetches + 1
   s.changes = s.changes + I
   s.last_fetch = now
   s.fails, s.notfound = 0, 0
-  local new_rate = plan_rate(s)
-  agg_move(s.weight, old_rate, s.weight, new_rate, host)
-  host_pool_move(host, old_pooled, pooled_log_rate(s, new_rate))
+  local new_rate = lib.plan_rate(s)
+  lib.agg_move(s.weight, old_rate, s.weight, new_rate, host)
+  lib.host_pool_move(host, old_pooled, lib.pooled_log_rate(s, new_rate))
 
   -- next due: exponential with the planned mean for lln/sa/sam (their Poisson
-  -- assumption, docs/ARCHITECTURE.md); for `interval` the planned interval
+  -- assumption, docs/MATH.md "Inside the engine"); for `interval` the planned interval
   -- itself, moved onto the page's rhythm or followed up after a burst when its
   -- dated changes show one (pattern.py)
-  local mean = planned_interval(s.weight, new_rate, host_nu(host))
+  local mean = lib.planned_interval(s.weight, new_rate, lib.host_nu(host))
   s.p = 1 / mean
   local due
   if C.estimator == "interval" then
-    local m = pattern_get(id)
+    local m = lib.pattern_get(id)
     if m or since then
-      m = follow_up_outcome(m, I, tau, old_rate)
-      if since then m = pattern_update(m, now - since) end
-      due = burst_due(m, aligned_due(m, now + mean, now + C.min_interval), now, since, new_rate)
-      pattern_save(id, m)
+      m = lib.follow_up_outcome(m, I, tau, old_rate)
+      if since then m = lib.pattern_update(m, now - since) end
+      due = lib.aligned_due(m, now + mean, now + C.min_interval)
+      due = lib.burst_due(m, due, now, since, new_rate)
+      lib.pattern_save(id, m)
     else
       due = now + mean
     end
@@ -144,17 +146,17 @@ local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_
 
   -- leased and changed cleared, gone kept (flags < 16), applied set, changed = I
   s.flags = s.flags % 4 - s.flags % 2 + F_APPLIED + F_CHANGED * I
-  save(id, s)
+  lib.save(id, s)
   finished = finished + 1
   FINISHED_LEASES[finished] = id .. host
-  due = enqueue(host, id, due)
+  due = lib.enqueue(host, id, due)
 
   if etag_arg or lm_arg then
-    local etag, last_modified, meta = xget(id)
+    local etag, last_modified, meta = lib.xget(id)
     if etag == nil then etag, last_modified, meta = "", "", "" end  -- malformed: replaced
-    xset(id, etag_arg or etag, lm_arg or last_modified, meta)
+    lib.xset(id, etag_arg or etag, lm_arg or last_modified, meta)
   end
-  return OK, I, reported(s), due, date_bits
+  return OK, I, lib.reported(s), due, date_bits
 end
 
 local out, n_out = {}, 0
@@ -189,4 +191,4 @@ end
 if fetches > 0 then redis.call("HINCRBY", CNT, "fetches", fetches) end
 if changes > 0 then redis.call("HINCRBY", CNT, "changes", changes) end
 if dated > 0 then redis.call("HINCRBY", CNT, "dated_changes", dated) end
-return finish({table.concat(out), SIG_EVENTS})
+return lib.finish({table.concat(out), SIGNAL_EVENTS})

@@ -6,10 +6,10 @@
 -- Returns 1 if the page is quarantined now, else 0.
 local id, host, token, reason = ARGV[H + 1], ARGV[H + 2], tonumber(ARGV[H + 3]), ARGV[H + 4]
 local drop_extras = ARGV[H + 5] == "1"
-local s, problem = load_checked(id, host)
-if problem then return finish(1) end
-if s and s.leases == token and has(s.flags, F_LEASED) then
-  quarantine(id, host, reason, redis.call("HGET", skey(id), id), drop_extras)
-  return finish(1)
+local s, problem = lib.load_checked(id, host)
+if problem then return lib.finish(1) end
+if s and s.leases == token and lib.has(s.flags, F_LEASED) then
+  lib.quarantine(id, host, reason, redis.call("HGET", skey(id), id), drop_extras)
+  return lib.finish(1)
 end
-return finish(0)
+return lib.finish(0)

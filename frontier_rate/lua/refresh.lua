@@ -1,4 +1,4 @@
--- refresh.lua: re-plan queued pages under the current threshold nu (DESIGN §3:
+-- refresh.lua: re-plan queued pages under the current threshold nu (docs/MATH.md:
 -- due times go stale when nu moves), at most `limit` pages per call.
 -- ARGV after the header: limit.
 -- The cursor hash <prefix>cursor is shared by all processes: c = HSCAN cursor over the hosts
@@ -8,10 +8,11 @@
 -- and gets due = last_fetch + E * mean(nu), p = 1 / mean(nu) (for the periodic
 -- `interval` estimator due = last_fetch + mean(nu), moved onto the page's rhythm;
 -- a pending burst follow-up keeps its time; a trusted claim of a sitemap, feed or push
--- since the last fetch still applies: lua/signals.lua signal_due). Never-fetched and retrying pages are left alone.
+-- since the last fetch still applies: lib.signal_due, lua/signals.lua). Never-fetched and
+-- retrying pages are left alone.
 -- A queued page whose state is corrupt is quarantined.
 -- Returns {pages looked at, pages moved, 1 if this call finished a sweep of the shard,
--- QUARANTINED (url, reason pairs)}.
+-- NEWLY_QUARANTINED (url, reason pairs)}.
 local limit, cursor_key = tonumber(ARGV[H + 1]), PREFIX .. "cursor"
 local cur = redis.call("HMGET", cursor_key, "c", "p", "o", "s")
 local scan, offset, in_sweep = cur[1] or "0", tonumber(cur[3] or "0"), cur[4] == "1"
@@ -21,30 +22,30 @@ local seen, moved, wrapped = 0, 0, 0
 
 local function replan(h, from, count)
   local queued = redis.call("ZRANGE", qkey(h), from, from + count - 1, "WITHSCORES")
-  local nu_h = host_nu(h)
+  local nu_h = lib.host_nu(h)
   for j = 1, #queued, 2 do
-    local id, due = queued[j], seconds(queued[j + 1])
-    local s = load_queued(id, h)
+    local id, due = queued[j], lib.seconds(queued[j + 1])
+    local s = lib.load_queued(id, h)
     if s and s.fetches > 0 and s.fails == 0 and s.p > 0 then
-      local mean = planned_interval(s.weight, plan_rate(s), nu_h)
+      local mean = lib.planned_interval(s.weight, lib.plan_rate(s), nu_h)
       if math.abs(mean * s.p - 1) > 1e-6 then
         local new_due
         if C.estimator == "interval" then
-          local m = pattern_get(id)
-          new_due = aligned_due(m, s.last_fetch + mean, s.last_fetch + C.min_interval)
+          local m = lib.pattern_get(id)
+          new_due = lib.aligned_due(m, s.last_fetch + mean, s.last_fetch + C.min_interval)
           if m and m[10] ~= 0 then new_due = due end  -- a burst follow-up keeps its time
-          new_due = signal_due(id, h, s, new_due, mean)  -- a sitemap's word still holds
+          new_due = lib.signal_due(id, h, s, new_due, mean)  -- a sitemap's word still holds
         else
           new_due = s.last_fetch + (due - s.last_fetch) * s.p * mean
         end
         s.p = 1 / mean
-        save(id, s)
-        redis.call("ZADD", qkey(h), us(new_due), id)
+        lib.save(id, s)
+        redis.call("ZADD", qkey(h), lib.us(new_due), id)
         moved = moved + 1
       end
     end
   end
-  if #queued > 0 then host_refresh(h) end
+  if #queued > 0 then lib.host_refresh(h) end
   return #queued / 2
 end
 
@@ -73,4 +74,4 @@ local flag = "0"
 if in_sweep then flag = "1" end
 redis.call("HSET", cursor_key, "c", scan, "p", table.concat(pending, "\n"), "o", offset,
   "s", flag)
-return finish({seen, moved, wrapped, QUARANTINED})
+return lib.finish({seen, moved, wrapped, NEWLY_QUARANTINED})

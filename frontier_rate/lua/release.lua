@@ -8,13 +8,13 @@
 local released = 0
 for i = H + 1, #ARGV, 4 do
   local id, host, token, due = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
-  local s = load_checked(id, host)
-  if s and s.leases == token and has(s.flags, F_LEASED) then
+  local s = lib.load_checked(id, host)
+  if s and s.leases == token and lib.has(s.flags, F_LEASED) then
     redis.call("ZREM", LEASES, id .. host)
-    s.flags = set(set(s.flags, F_LEASED, false), F_APPLIED, false)
-    save(id, s)
-    enqueue(host, id, due)
+    s.flags = lib.set(lib.set(s.flags, F_LEASED, false), F_APPLIED, false)
+    lib.save(id, s)
+    lib.enqueue(host, id, due)
     released = released + 1
   end
 end
-return finish(released)
+return lib.finish(released)

@@ -5,7 +5,7 @@ local limit = tonumber(ARGV[H + 1])
 local due_now = 0
 local hosts = redis.call("ZRANGEBYSCORE", READY, "-inf", "+inf", "LIMIT", 0, limit)
 for _, host in ipairs(hosts) do
-  due_now = due_now + redis.call("ZCOUNT", qkey(host), "-inf", us(now))
+  due_now = due_now + redis.call("ZCOUNT", qkey(host), "-inf", lib.us(now))
 end
 local out = redis.call("HGETALL", CNT)
 out[#out + 1] = "due_now"
@@ -14,4 +14,4 @@ out[#out + 1] = "leased"
 out[#out + 1] = redis.call("ZCARD", LEASES)
 out[#out + 1] = "hosts_queued"
 out[#out + 1] = redis.call("ZCARD", READY)
-return finish(out)
+return lib.finish(out)

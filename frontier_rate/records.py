@@ -1,0 +1,43 @@
+"""What the engine hands out: a ``Dispatch`` (a lease on a page) and an ``Observation``
+(what a fetch taught). Plain frozen dataclasses, importable without Redis."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """A page handed to a crawler: a lease until ``observe`` or ``failed``.
+
+    ``etag`` / ``last_modified`` are the validators stored from the previous
+    fetch (for a conditional request), ``None`` when unknown. ``due`` is the
+    time the page fell due (lateness = fetch time - due).
+    """
+
+    url: str
+    token: str
+    host: str
+    meta: dict | None = None
+    etag: str | None = None
+    last_modified: str | None = None
+    due: float | None = None
+    first: bool = False
+    """The page was never fetched before (its first successful fetch is still to come)."""
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What one fetch taught: change seen, new estimate, next due time.
+
+    ``accepted`` is False when the lease token was not the page's open lease
+    (expired or unknown): then nothing changed and the other fields describe
+    the page as it is.
+    """
+
+    changed: bool
+    estimate: float
+    next_due: float | None
+    accepted: bool = True
+    dated: bool = False
+    """The change time (``changed_at`` / Last-Modified) passed its checks and was learned."""
