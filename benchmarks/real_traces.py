@@ -48,6 +48,7 @@ import os
 import sys
 import tempfile
 import time
+from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,14 +60,16 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from policy import (  # noqa: E402
+    delete_namespace,
     drive,
     freshness_and_catch,
+    next_call,
     run_baseline,
     violations,
 )
 from traces import Trace, load_traces  # noqa: E402
 
-from frontier_rate import Frontier, connection  # noqa: E402
+from frontier_rate import Frontier, connection, signals  # noqa: E402
 
 DAY = 86400.0
 WINDOW_DAYS = 60.0
@@ -101,6 +104,8 @@ class World:
     traces: list[Trace]
     per_page_day: float
     seed: int = 0
+    sitemap_seed: int | None = None
+    """Which hosts serve a sitemap (``sitemap_kinds``); None: no host does."""
     names: list[str] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -127,11 +132,54 @@ class World:
         self.host_delay = self.hosts / (HOST_SHARE * self.budget)
         self.t_start, self.t_end = WARMUP_DAYS * DAY, span
         self.burst = self.budget + 1.0  # the engine's bucket: one second of budget + 1
+        self.sitemap = sitemap_kinds(self.hosts, self.sitemap_seed,
+                                     [int((self.host == h).sum()) for h in range(self.hosts)])
 
     @property
     def allowed(self) -> float:
         """Fetches the budget and the host delays allow over the scored window."""
         return min(self.budget, self.hosts / self.host_delay) * (self.t_end - self.t_start)
+
+
+SITEMAP_TRUE, SITEMAP_LYING = 0.4, 0.1
+"""Shares of hosts serving a true sitemap (lastmod = the page's latest change) and a lying one
+(lastmod = the time of the sitemap fetch); the others serve none (issue 27)."""
+SITEMAP_SEEDS = tuple(range(10))
+SIGNALS = (*DEFAULT, "sitemaps")
+"""The default engine where some hosts serve sitemaps (``sitemap_kinds``)."""
+NO_DATE = -DAY
+"""A true sitemap's lastmod of a page that did not change since the replay began: some time
+before it."""
+
+
+def sitemap_kinds(hosts: int, seed: int | None, sizes: list[int] | None = None
+                  ) -> list[str | None]:
+    """Per host: "true", "lying" or None. Hosts ranked by their number of pages take the
+    labels of ``SITEMAP_PATTERN`` (4 true, 1 lying, 5 none in every 10 ranks) from offset
+    ``seed``: over the 10 seeds 0-9 every host serves a true sitemap in exactly 4 and a lying
+    one in exactly 1, so the mean over them is the issue's 40% / 10% for every host, large
+    or small (a plain random draw of 40% of these 13 hosts covers from 3% to 70% of the
+    pages, depending on whether it draws the one host with half of them)."""
+    if seed is None:
+        return [None] * hosts
+    sizes = sizes or [1] * hosts
+    order = sorted(range(hosts), key=lambda h: (-sizes[h], h))
+    kinds: list[str | None] = [None] * hosts
+    for rank, h in enumerate(order):
+        kinds[h] = SITEMAP_PATTERN[(rank + seed) % len(SITEMAP_PATTERN)]
+    return kinds
+
+
+SITEMAP_PATTERN = ("true", None, "true", None, "lying", "true", None, "true", None, None)
+
+
+def sitemap_weight(pages: int, ignored: bool = False) -> float:
+    """Importance given to a sitemap listing ``pages`` pages of weight 1 (docs/SIGNALS.md):
+    ``signals.sitemap_weight``."""
+    return signals.sitemap_weight(float(pages), ignored, SITEMAP_WEIGHT_PER_PAGE)
+
+
+SITEMAP_WEIGHT_PER_PAGE = float(os.environ.get("FR_SITEMAP_KAPPA", "0.3"))
 
 
 ISSUE_FLOOR = {0.5: 1.06, 2.0: 1.02}
@@ -212,7 +260,127 @@ def run_frontier(world: World, url: str | None, estimator: str, pol: str,
     return drive(f, world, tick=1.0, max_n=64, retry=60.0, dates=dates)
 
 
-def score(world: World, fetches: list[np.ndarray]) -> dict:
+def run_signals(world: World, url: str | None, estimator: str, pol: str
+                ) -> tuple[list[np.ndarray], dict]:
+    """``run_frontier`` where the hosts of ``world.sitemap`` serve a sitemap: a page of the
+    frontier like the others (one fetch of the budget and of its host's delay), whose content
+    changes when any of its pages does (a lying one: at every fetch). Each sitemap fetch hands
+    its lastmods to ``Frontier.hint_many`` (source "sitemap"). Returns the fetch times per
+    page and run info with the sitemap fetch times per host (``sitemap_fetches``)."""
+    namespace = f"signals-{estimator}-{pol}-{world.per_page_day:g}-{os.getpid()}-{time.monotonic_ns() % 10**9}"
+    f = Frontier(url, namespace=namespace, estimator=estimator, policy=pol, objective="freshness",
+                 budget=world.budget, min_host_delay=world.host_delay, min_interval=MIN_INTERVAL,
+                 max_interval=MAX_INTERVAL, lease_timeout=1e12, seed=world.seed,
+                 budget_first_fetches=True, fill_budget=os.environ.get("FR_FILL", "1") == "1")
+    site = _SitemapWorld(world)
+    f.add_many([(u, 1.0, None) for u in site.urls]
+               + [(u, sitemap_weight(len(site.members[h])), None)
+                  for u, h in site.sitemaps.items()], now=0.0)
+    t, calls, hints = 0.0, 0, defaultdict(int)
+    wall = time.perf_counter()
+    while t < world.t_end:
+        got = f.next_requests(64, now=t)
+        calls += 1
+        if not got:
+            t = max(t + 1.0, next_call(f, t, retry=60.0))
+            continue
+        batch, told = site.answer(got, t)
+        f.observe_many(batch)
+        if told:
+            for k, v in f.hint_many(told, now=t).items():
+                hints[k] += v
+            site.reweigh(f, got, t)
+        t += 1.0
+    stats = f.stats(now=t)
+    info = {"wall_s": time.perf_counter() - wall, "next_requests_calls": calls, "nu": stats.get("nu"),
+            "hints": dict(hints), "signal_sources_ignored": stats["signal_sources_ignored"],
+            "sitemap_fetches": {str(h): v for h, v in site.sitemap_out.items()}}
+    delete_namespace(f)
+    f.close()
+    return [np.array(x) for x in site.out], info
+
+
+class _SitemapWorld:
+    """The pages and sitemaps of ``run_signals``: what each fetch finds and what each sitemap
+    fetch says, and the fetch times of both."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.urls = [f"https://h{world.host[i]}.example/p/{i}" for i in range(world.n)]
+        self.index = {u: i for i, u in enumerate(self.urls)}
+        self.members = {h: np.flatnonzero(world.host == h) for h in range(world.hosts)}
+        self.sitemaps = {f"https://h{h}.example/sitemap.xml": h
+                         for h, kind in enumerate(world.sitemap) if kind}
+        self.all_changes = {h: np.sort(np.concatenate([world.changes[i] for i in self.members[h]]))
+                            for h in self.sitemaps.values()}
+        self.out: list[list[float]] = [[] for _ in range(world.n)]
+        self.sitemap_out: dict[int, list[float]] = {h: [] for h in self.sitemaps.values()}
+
+    def answer(self, got: list, t: float) -> tuple[list, list]:
+        """The observations of the dispatches ``got`` at ``t`` and the claims of the sitemaps
+        among them."""
+        world, batch, told = self.world, [], []
+        for d in got:
+            h = self.sitemaps.get(d.url)
+            if h is None:
+                i = self.index[d.url]
+                self.out[i].append(t)
+                version = int(np.searchsorted(world.changes[i], t, side="right"))
+                batch.append((d, {"fingerprint": str(version), "fetched_at": t}))
+                continue
+            self.sitemap_out[h].append(t)
+            if world.sitemap[h] == "lying":
+                batch.append((d, {"fingerprint": repr(t), "fetched_at": t}))
+                told += [(self.urls[i], t, "sitemap") for i in self.members[h]]
+            else:
+                seen = int(np.searchsorted(self.all_changes[h], t, side="right"))
+                batch.append((d, {"fingerprint": str(seen), "fetched_at": t}))
+                for i in self.members[h]:
+                    k = int(np.searchsorted(world.changes[i], t, side="right"))
+                    told.append((self.urls[i], float(world.changes[i][k - 1]) if k else NO_DATE,
+                                 "sitemap"))
+        return batch, told
+
+    def reweigh(self, f: Frontier, got: list, t: float) -> None:
+        """A sitemap whose claims its host's fetches contradicted is worth little: fetched
+        rarely, to see whether it becomes right (what the adapters do)."""
+        for d in got:
+            h = self.sitemaps.get(d.url)
+            if h is not None:
+                ignored = f.signal_trust(d.host, "sitemap")["ignored"]
+                f.add_many([(d.url, sitemap_weight(len(self.members[h]), ignored))], now=t)
+
+
+def host_freshness(world: World, fetches: list[np.ndarray], hosts: list[int]) -> float | None:
+    """Freshness of the pages of ``hosts`` alone (None without such pages)."""
+    mask = np.isin(world.host, hosts)
+    if not mask.any():
+        return None
+    sub = copy.copy(world)
+    sub.changes = [c for c, m in zip(world.changes, mask, strict=True) if m]
+    sub.weights = world.weights[mask]
+    return freshness_and_catch(sub, [x for x, m in zip(fetches, mask, strict=True) if m])[0]
+
+
+def score(world: World, fetches: list[np.ndarray], extra: dict | None = None) -> dict:
+    """Freshness, spend and violations of a run; ``extra``: fetches of sitemaps per host, which
+    count in the spend and in the politeness and budget checks, not in freshness."""
+    if extra:
+        both = copy.copy(world)
+        hosts = list(extra)
+        both.host = np.concatenate([world.host, np.array([int(h) for h in hosts], dtype=np.int64)])
+        all_fetches = [*fetches, *[np.array(extra[h]) for h in hosts]]
+        fresh, catch, count = freshness_and_catch(world, fetches)
+        inside = sum(int(((np.array(v) >= world.t_start) & (np.array(v) < world.t_end)).sum())
+                     for v in extra.values())
+        return {"freshness": fresh, "caught_per_fetch": catch,
+                "budget_used": (count + inside) / (world.budget * (world.t_end - world.t_start)),
+                "spent_of_allowed": (count + inside) / world.allowed, "sitemap_fetches": inside,
+                "violations": violations(both, all_fetches, world.burst)}
+    return _score(world, fetches)
+
+
+def _score(world: World, fetches: list[np.ndarray]) -> dict:
     fresh, catch, count = freshness_and_catch(world, fetches)
     return {"freshness": fresh, "caught_per_fetch": catch,
             "budget_used": count / (world.budget * (world.t_end - world.t_start)),
@@ -224,13 +392,16 @@ def run_task(task: tuple) -> tuple[float, dict, dict]:
     """One budget and what to run there: "baselines" (all of them and the bound) or
     (estimator, policy). With a cache directory a finished task is kept there as JSON."""
     traces, per_page_day, what, url, cache = task
+    seed = None
+    if what != "baselines" and what[-1].startswith("sitemaps"):
+        seed = int(what[-1][len("sitemaps"):] or 0)
     path = None
     if cache is not None:
         label = "baselines" if what == "baselines" else "+".join(what)
         path = Path(cache) / f"{per_page_day:g}-{label}.json"
         if path.exists():
             return per_page_day, *json.loads(path.read_text())
-    world = World(traces, per_page_day)
+    world = World(traces, per_page_day, sitemap_seed=seed)
     info = {"pages": world.n, "hosts": world.hosts,
             "changes_in_windows": int(sum(len(c) for c in world.changes)),
             "budget_per_s": world.budget, "host_delay_s": world.host_delay}
@@ -244,9 +415,16 @@ def run_task(task: tuple) -> tuple[float, dict, dict]:
         results["clairvoyant"] = {"freshness": clairvoyant(world)}
     else:
         est, pol, *dated = what
-        fetches, run_info = run_frontier(world, url, est, pol, dates=bool(dated))
         name = "ours:" + "+".join(what)
-        results[name] = {**score(world, fetches), **run_info}
+        if seed is not None:
+            fetches, run_info = run_signals(world, url, est, pol)
+            results[name] = {**score(world, fetches, run_info["sitemap_fetches"]), **run_info,
+                             "sitemap": world.sitemap, "by_host": {
+                                 str(h): host_freshness(world, fetches, [h]) for h in range(world.hosts)}}
+        else:
+            fetches, run_info = run_frontier(world, url, est, pol, dates=bool(dated))
+            results[name] = {**score(world, fetches), **run_info, "by_host": {
+                str(h): host_freshness(world, fetches, [h]) for h in range(world.hosts)}}
         print(f"  B={per_page_day:<5g} {name:26} F={results[name]['freshness']:.4f} "
               f"spent {results[name]['spent_of_allowed']:.3f} ({run_info['wall_s']:.0f} s)",
               flush=True)

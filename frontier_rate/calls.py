@@ -1,5 +1,5 @@
-"""A call for Redis as the client keeps it until Redis has taken it (``Call``), and what
-both adapters make of its result (``result_meta``, ``failure_reason``)."""
+"""A call for Redis as the client keeps it until Redis has taken it (``Call``, ``hint_call``),
+and what both adapters make of its result (``result_meta``, ``failure_reason``)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,9 @@ from frontier_rate.records import Dispatch, Observation
 
 NewPage = tuple[Any, ...]
 """A page for ``add``: (url, weight, meta[, priority]), as ``Frontier.add_many`` takes it."""
+
+Hint = tuple[str, float | None, str]
+"""A claim for ``Frontier.hint_many``: (url, changed_at or None, source)."""
 
 Stat = Callable[[str, float, bool], None]
 """``stat(name, value, replace)``: add ``value`` to ``frontier_rate/<name>`` (or set it)."""
@@ -45,7 +48,8 @@ class Call:
 
     ``kind``: "add" (``pages``: ``NewPage`` tuples), "observe" (``args``
     are ``Frontier.observe`` keywords, ``fetched_at`` included), "failed"
-    (``reason``, ``status``, ``now``) or "host_delay" (``host``, ``seconds``).
+    (``reason``, ``status``, ``now``), "host_delay" (``host``, ``seconds``) or "hint"
+    (``hints``, ``discover``, ``sitemap``: ``hint_call``).
     *Settled* once applied, or held by an outage; ``waiters`` run then, on the
     adapter's thread.
     """
@@ -66,3 +70,13 @@ class Call:
             waiter(self)
         else:
             self.waiters.append(waiter)
+
+
+def hint_call(hints: list[Hint], *, discover: bool,
+              sitemap: tuple[str, float, str] | None = None) -> Call:
+    """A "hint" call (``FrontierClient.submit`` it): claims of a sitemap, feed or push
+    (``Frontier.hint_many``); ``sitemap``: the (URL, weight, source) of the document they
+    came from, re-weighted after them (``signals.IGNORED_WEIGHT`` once its source is ignored
+    for its host). Advisory: not spooled at close (the next fetch of the sitemap tells
+    again)."""
+    return Call("hint", None, {"hints": list(hints), "discover": discover, "sitemap": sitemap})

@@ -12,7 +12,8 @@ that respect each host's minimum delay and the shared fetch budget.
 - ``session.Session``: the open namespace (client, configuration, shared settings, clock
   offset to Redis, error translation); ``shards.ShardCalls``: shard script calls;
 - ``intake.Intake``: new pages, host delays; ``dispatch.Dispatcher``: leases;
-  ``results.Results``: observations, failures, releases;
+  ``results.Results``: observations, failures, releases; ``hints.Hints``: claims of
+  sitemaps, feeds and pushes (``evidence`` states their rules);
 - ``threshold.Threshold``: the re-solve of ν and the host thresholds;
 - ``inspection.Inspector``: records and counters (what the CLI reads);
 - ``validation``: every argument checked before anything is sent; ``wire``: the
@@ -61,6 +62,7 @@ from .errors import (
     UnknownNamespace,
     redact_url,
 )
+from .hints import Hints, TrustLog
 from .inspection import Inspector
 from .intake import Intake
 from .namespace import SETTINGS, refuse_half
@@ -149,7 +151,9 @@ class Frontier:
         self.inspector = Inspector(session, calls)
         self.intake = Intake(session, calls)
         self.dispatcher = Dispatcher(session, calls, self.threshold)
-        self.results = Results(session, calls, self.threshold, self.inspector.page)
+        trust_log = TrustLog()
+        self.results = Results(session, calls, self.threshold, self.inspector.page, trust_log)
+        self.hints = Hints(session, calls, self.intake, trust_log)
         # the shard plumbing under the names tests and tools use
         self._shard_of, self._shard_call, self._layouts = calls.of, calls.call, calls.layouts
         self._header = session.header.args
@@ -326,6 +330,39 @@ class Frontier:
         """
         return self.results.release_many(dispatches, self.session.now(now))
 
+    # ------------------------------------------------------------------ signals
+
+    def hint_many(self, hints: Iterable, *, now: float | None = None, discover: bool = False,
+                  weight: float = 1.0) -> dict[str, int]:
+        """Change evidence that does not come from fetching the page: a sitemap's
+        ``<lastmod>``, a feed entry's date, a push (IndexNow, WebSub, the CLI).
+
+        ``hints``: ``(url, changed_at, source)`` items; ``changed_at`` is when the source
+        says the page last changed, on the frontier's clock, or None for "changed, time
+        unknown" (taken as now); ``source`` names the source (``evidence.SOURCE_RE``:
+        ``"sitemap"``, ``"feed"``, ``"push"``...). A claim that the page changed since its
+        last fetch makes it due at once, and one that it did not moves its next fetch
+        later, but only once that source has been checked against fetches of that host
+        and found right (``evidence``: per host and source, as Last-Modified dates are;
+        a lying source is ignored for its host, one WARNING). A confirmed claim of a
+        trusted source gives the ``interval`` estimator a dated change at the page's
+        next fetch (with ``change_dates``). ``discover``: URLs the frontier does not
+        know are added (``weight``, due at once). State per page stays O(1): the latest
+        claim only (lua/signals.lua); a namespace never told anything behaves as without.
+
+        Every item is checked before anything is written; a bad one raises ValueError
+        naming it. Returns how many claims had each outcome (``evidence.OUTCOMES``) and
+        ``"added"`` (``hints.Hints``).
+        """
+        return self.hints.hint_many(hints, self.session.now(now), discover=discover,
+                                    weight=weight)
+
+    def signal_trust(self, host: str, source: str) -> dict[str, Any]:
+        """How the claims of ``source`` about ``host``'s pages fared: ``checked``, ``bad``,
+        ``trusted`` (they move schedules) and ``ignored`` (more than 1 in
+        ``evidence.TRUST_RATIO`` failed; lua/signals.lua)."""
+        return self.hints.trust(host, source)
+
     # ------------------------------------------------------------------ threshold and settings
 
     def set_settings(self, **values: float) -> None:
@@ -398,7 +435,9 @@ class Frontier:
     def stats(self, *, now: float | None = None) -> dict:
         """Counters: pages, due_now, leased, gone, quarantined, fetches, changes, nu, budget,
         budget_use, dated_changes (changes whose time was learned from a date),
-        date_hosts_ignored (hosts whose Last-Modified dates are ignored now). ``pages``
+        date_hosts_ignored (hosts whose Last-Modified dates are ignored now), claims (of
+        sitemaps, feeds and pushes, ``hint_many``), signal_sources_ignored ((host, source)
+        pairs whose claims are ignored now). ``pages``
         excludes quarantined pages; ``fetches`` and ``changes`` count every accepted
         observation, of quarantined pages too."""
         return self.inspector.stats(self.session.now(now))

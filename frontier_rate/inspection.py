@@ -209,6 +209,8 @@ class Inspector:
                 "fetches": int(totals["fetches"]), "changes": int(totals["changes"]),
                 "dated_changes": int(totals["dated_changes"]),
                 "date_hosts_ignored": int(totals["date_hosts_ignored"]),
+                "claims": int(totals["claims"]),
+                "signal_sources_ignored": int(totals["signal_sources_ignored"]),
                 "hosts_queued": int(totals["hosts_queued"]),
                 "nu": float(nu.get(b"nu", 0.0)), "budget": budget,
                 "planned_rate": planned, "budget_use": planned / budget,

@@ -18,6 +18,7 @@ from typing import Any
 
 from . import wire
 from .dates import change_time
+from .hints import TrustLog
 from .records import Dispatch, Observation
 from .session import Session
 from .shards import ShardCalls
@@ -51,11 +52,12 @@ class Results:
     """Records what fetches gave: ``observe_many``, ``fail``, ``release_many``."""
 
     def __init__(self, session: Session, calls: ShardCalls, threshold: Threshold,
-                 page: Callable[[str], dict | None]) -> None:
+                 page: Callable[[str], dict | None], trust_log: TrustLog) -> None:
         self.session = session
         self.calls = calls
         self.threshold = threshold
         self._page = page  # a page's record (the estimate a failure reports)
+        self.trust_log = trust_log  # fetches check claims: their sources' trust changes
 
     def observe_many(self, results: Iterable[tuple[Dispatch, Mapping[str, Any]]]
                      ) -> list[Observation]:
@@ -100,7 +102,8 @@ class Results:
         fp = b"" if fingerprint_ is None else digest(fingerprint_)
         packed = wire.observation(page_id(dispatch_.url), token_, now, host.encode("utf-8"),
                                   not_modified, fp, etag, lm, changed_at,
-                                  1.0 - self.session.options.rng.random())
+                                  1.0 - self.session.options.rng.random(),
+                                  claim_dates=self.session.options.change_dates)
         return self.calls.of(host), packed
 
     def fail(self, dispatch_: Dispatch, reason: str, status: int | None, now: float
@@ -200,13 +203,15 @@ class _ObserveCall:
         return self.results.calls.command("observe", shard, now,
                                            [self._packed.pop(i) for i in part])
 
-    def unpack(self, k: int, packed: Any) -> None:
+    def unpack(self, k: int, replies: Any) -> None:
         """Reply ``k`` answers ``sent[k]`` (the summary update after them is not unpacked)."""
         if k < len(self.sent):
+            packed, events = wire.observe_replies(replies)
             at = 0
             for i in self.sent[k]:
                 reply, at = wire.observe_reply(packed, at)
                 self.out[i] = observation_of(*reply, self.items[i][0])
+            self.results.trust_log.log(events)
 
     def record_failures(self) -> None:
         """Items whose status was >= 400 are failures (``Results.fail``)."""

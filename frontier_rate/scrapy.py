@@ -50,7 +50,9 @@ from scrapy.exceptions import IgnoreRequest, StopDownload
 from scrapy.utils.misc import build_from_crawler, load_object
 
 from frontier_rate import scrapy_compat as compat
+from frontier_rate.adapter_signals import SITEMAP_KEY, SignalReader
 from frontier_rate.client import Call, FrontierClient, result_meta
+from frontier_rate.dates import http_date
 from frontier_rate.fingerprint import Fingerprinter, clean_validator
 from frontier_rate.politeness import HostGate
 from frontier_rate.responses import outcome
@@ -190,6 +192,12 @@ class Scheduler:
         self.crawler.signals.connect(self.politeness.on_downloaded,
                                      signal=signals.response_downloaded)
         self._intake = PageIntake(spider, self.stats)
+        self._signals = SignalReader(
+            config, self.client, lambda url, weight: self.enqueue_request(
+                sitemap_request(url, weight)),
+            lambda name, n: self._stat(name, n, False), self.clock)
+        self._read_sitemap = sitemap_callback(self._signals)
+        self._signals.start()
         self.client.want(BUFFER_BATCHES * self.batch_size)
         if config.close_after:
             self._timers.append(compat.call_later(config.close_after, self._close_spider,
@@ -396,6 +404,8 @@ class Scheduler:
         flight = str(self._flights)
         kwargs["meta"][TOKEN_KEY] = flight
         callback = getattr(self.spider, stored.get("cb") or "parse", None) or self.spider._parse
+        if kwargs["meta"].get(SITEMAP_KEY):  # a sitemap or feed: read by the frontier
+            callback = self._read_sitemap
         errback_name = stored.get("eb")
         self._in_flight[flight], self._sent_at[flight] = dispatch, now
         return Request(
@@ -424,9 +434,11 @@ class Scheduler:
 
     # -- from the downloader back to the frontier ---------------------------------
     def _on_response(self, response: Response, request: Request, spider: Spider) -> None:
-        if self.settings.obey_crawl_delay and urlsplit(response.url).path == "/robots.txt" \
-                and self.politeness is not None:
-            self.politeness.learn(response)
+        if urlsplit(response.url).path == "/robots.txt":
+            if self.settings.obey_crawl_delay and self.politeness is not None:
+                self.politeness.learn(response)
+            if response.status == 200 and hasattr(self, "_signals"):
+                self._signals.from_robots(response.url, response.body)
         flight = request.meta.get(TOKEN_KEY)
         dispatch = self._in_flight.get(flight) if flight else None
         if dispatch is None or flight in self._answered:
@@ -465,7 +477,10 @@ class Scheduler:
         if TOKEN_KEY not in request.meta:
             return
         received = self._received.get(request, 0) + len(data)
-        if received <= self.fingerprinter.max_body:
+        limit = self.fingerprinter.max_body
+        if request.meta.get(SITEMAP_KEY):
+            limit = max(limit, self.settings.sitemap_max_bytes)
+        if received <= limit:
             self._received[request] = received
             return
         self._received.pop(request, None)
@@ -605,6 +620,23 @@ class _Refusing:
 
     def __len__(self) -> int:
         return 0
+
+
+def sitemap_request(url: str, weight: float) -> Request:
+    """A sitemap or feed as a page of the frontier (``adapter_signals``), marked so that its
+    answer is read by the frontier (``sitemap_callback``), not the spider."""
+    return Request(url, meta={SITEMAP_KEY: True, WEIGHT_KEY: weight})
+
+
+def sitemap_callback(reader: SignalReader) -> Callable[..., None]:
+    """The callback of a sitemap or feed: its entries become claims; nothing reaches the
+    spider (pages it discovers do, through the spider's ``parse``)."""
+
+    def read_sitemap(response: Response, **kwargs: Any) -> None:
+        served = http_date(response.headers.get("Date"))
+        reader.read(response.url, response.body, served)
+
+    return read_sitemap
 
 
 def _bounded_add(tokens: set[str], token: str) -> None:

@@ -1,7 +1,8 @@
 """Sends one batch of the client's calls to the ``Frontier`` and counts what Redis took.
 
 Consecutive adds go as one ``add_many``, consecutive observations as one
-``observe_many``; a failure or a host delay goes alone. Data the frontier refuses
+``observe_many``; a failure, a host delay or the claims of one sitemap (``hint_many``) go
+alone. Data the frontier refuses
 (``ValueError``) is dropped with a WARNING so that it cannot block the calls behind it;
 a ``RedisFault`` leaves the batch queued (the caller's breaker handles it).
 """
@@ -14,6 +15,8 @@ from collections.abc import Callable
 from frontier_rate.calls import Call
 from frontier_rate.engine import Frontier
 from frontier_rate.errors import RedisFault
+from frontier_rate.signals import IGNORED_WEIGHT
+from frontier_rate.validation import parse_url
 
 logger = logging.getLogger("frontier_rate.client")
 
@@ -44,6 +47,8 @@ class Sender:
                 assert call.dispatch is not None
                 frontier.failed(call.dispatch, call.args["reason"],
                                 status=call.args["status"], now=call.args["now"])
+            elif kind == "hint":
+                self._hint(frontier, call)
             else:
                 frontier.set_host_delay(call.args["host"], call.args["seconds"])
         except ValueError as exc:
@@ -72,6 +77,31 @@ class Sender:
         self.added += added
         self._emit("new_pages", added)
         return added
+
+    def _hint(self, frontier: Frontier, call: Call) -> None:
+        """Claims of one sitemap, feed or push (``calls.hint_call``), counted by outcome;
+        then the document's page re-weighted (less once its source is ignored for its
+        host)."""
+        hints, discover = call.args["hints"], call.args["discover"]
+        try:
+            counts = frontier.hint_many(hints, discover=discover)
+        except ValueError:  # one bad claim refuses the batch: the others one at a time
+            counts = {}
+            for item in hints:
+                try:
+                    for name, n in frontier.hint_many([item], discover=discover).items():
+                        counts[name] = counts.get(name, 0) + n
+                except ValueError as exc:
+                    logger.warning("frontier-rate: claim refused: %s", exc)
+        for name in ("due", "postponed", "held", "future", "added"):
+            if counts.get(name):
+                self._emit(f"signal_{name}", counts[name])
+        self._emit("signal_claims", len(hints))
+        if call.args["sitemap"] is not None:
+            url, weight, source = call.args["sitemap"]
+            if frontier.signal_trust(parse_url(url), source)["ignored"]:
+                weight = IGNORED_WEIGHT
+            frontier.add_many([(url, weight)])
 
     def _observe(self, frontier: Frontier, batch: list[Call]) -> None:
         while True:

@@ -10,10 +10,12 @@ from __future__ import annotations
 import importlib
 import json
 import math
+import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 WEIGHT_KEY = "frontier_rate_weight"
 """Request meta key for a page's importance w_i (default 1.0)."""
@@ -267,6 +269,13 @@ class AdapterSettings:
     per_host: int
     framework_reads_robots: bool
     frontera_driver: str = "auto"
+    sitemaps: list[str] = field(default_factory=list)
+    sitemaps_from_robots: bool = False
+    sitemap_discover: bool = True
+    sitemap_weight: float = 0.3
+    sitemap_max_bytes: int = 50 * 1024 * 1024
+    sitemap_max_urls: int = 50_000
+    sitemap_max_files: int = 1000
 
 
 def adapter_settings(get: Callable[[str], Any]) -> AdapterSettings:
@@ -317,4 +326,30 @@ def adapter_settings(get: Callable[[str], Any]) -> AdapterSettings:
         per_host=max(1, number(get, "CONCURRENT_REQUESTS_PER_DOMAIN", int, 8)),
         framework_reads_robots=robots_obey,
         frontera_driver=frontera_driver(get("FRONTIER_RATE_FRONTERA_DRIVER")),
+        **sitemap_settings(get),
     )
+
+
+def sitemap_settings(get: Callable[[str], Any]) -> dict[str, Any]:
+    """The ``FRONTIER_RATE_SITEMAP*`` settings (docs/SIGNALS.md), checked."""
+    from frontier_rate.signals import MAX_BYTES, MAX_URLS, SITEMAP_WEIGHT
+
+    urls = get("FRONTIER_RATE_SITEMAPS") or []
+    if isinstance(urls, str):
+        urls = [u for u in re.split(r"[\s,]+", urls) if u]
+    if not isinstance(urls, (list, tuple)) or not all(isinstance(u, str) for u in urls):
+        raise ValueError(f"FRONTIER_RATE_SITEMAPS={urls!r} must be a list of URLs")
+    for url in urls:
+        if urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).hostname:
+            raise ValueError(f"FRONTIER_RATE_SITEMAPS: {url!r} is not an http(s) URL")
+    out = {"sitemaps": list(urls),
+           "sitemaps_from_robots": flag_setting(get, "FRONTIER_RATE_SITEMAPS_FROM_ROBOTS", False),
+           "sitemap_discover": flag_setting(get, "FRONTIER_RATE_SITEMAP_DISCOVER", True),
+           "sitemap_weight": number(get, "FRONTIER_RATE_SITEMAP_WEIGHT", float, SITEMAP_WEIGHT),
+           "sitemap_max_bytes": number(get, "FRONTIER_RATE_SITEMAP_MAX_BYTES", int, MAX_BYTES),
+           "sitemap_max_urls": number(get, "FRONTIER_RATE_SITEMAP_MAX_URLS", int, MAX_URLS),
+           "sitemap_max_files": number(get, "FRONTIER_RATE_SITEMAP_MAX_FILES", int, 1000)}
+    for name in ("sitemap_weight", "sitemap_max_bytes", "sitemap_max_urls", "sitemap_max_files"):
+        if not out[name] > 0:
+            raise ValueError(f"FRONTIER_RATE_{name.upper()}={out[name]!r} must be positive")
+    return out

@@ -151,7 +151,7 @@ def entries_of(calls: list[Call]) -> list[dict[str, Any]]:
     """The spool entries of the client's outbox: its new pages first, then its held calls."""
     entries = [page_entry(*page) for call in calls if call.kind == "add" for page in call.pages]
     return entries + [call_entry(call.kind, call.dispatch, call.args)
-                      for call in calls if call.kind != "add"]
+                      for call in calls if call.kind not in ("add", "hint")]
 
 
 def calls_of(entries: list[dict[str, Any]], namespace: str) -> tuple[list[Call], int]:

@@ -18,7 +18,8 @@ key                                   type   content
 ``fr:{ns:s}:leases``                  zset   page id + host -> lease deadline (µs)
 ``fr:{ns:s}:agg``                     hash   per policy cell c: n:c, l:c (Σλ), w:c (Σw)
 ``fr:{ns:s}:cnt``                     hash   pages, gone, fetches, changes, quarantined,
-                                             dated_changes, date_hosts_ignored; bl, bs: the
+                                             dated_changes, date_hosts_ignored, claims,
+                                             signal_sources_ignored; bl, bs: the
                                              bucket layout's level and split pointer; hi: 1
                                              once the host page index is kept
 ``fr:{ns:s}:cursor``                  str    background refresh cursor (bucket number)
@@ -35,6 +36,12 @@ key                                   type   content
 ``fr:{ns:s}:lm``                      hash   host -> packed (dates checked, dates that
                                              disagreed with the content): whether its
                                              Last-Modified dates are believed
+``fr:{ns:s}:sg``                      hash   page id -> the latest claim of a sitemap, feed or
+                                             push about the page, and the window of its last
+                                             change seen by a fetch (lua/signals.lua)
+``fr:{ns:s}:st``                      hash   "<host>|<source>" -> packed (claims checked,
+                                             claims contradicted): whether the source is
+                                             believed for the host (``evidence``)
 ``fr:{ns:s}:q:<host>``                zset   page id -> due time (µs)
 ``fr:{ns:s}:s:<b>``                   hash   page id -> packed state (48/64 bytes, ``wire.STATE``)
 ``fr:{ns:s}:u:<b>``                   hash   page id -> URL
@@ -85,7 +92,9 @@ logger = logging.getLogger(__name__)
 
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 SHARD_SCRIPTS = ("add", "candidates", "lease", "observe", "fail", "refresh", "host_delay",
-                 "host_index", "stats", "quarantine", "release")
+                 "host_index", "stats", "quarantine", "release", "hint")
+SIGNAL_SCRIPTS = ("observe", "hint", "refresh", "candidates")
+"""Shard scripts that also get lua/signals.lua (claims of sitemaps, feeds, pushes)."""
 READ_ONLY_SCRIPTS = ("stats",)
 """Shard scripts that never write: they run on a read-only replica and under maxmemory."""
 HINT_SCRIPTS = ("due",)
@@ -218,6 +227,14 @@ class Keys:
     def host_sweep(self, shard: int) -> str:
         return f"{self.prefix(shard)}hs"
 
+    def signal_pages(self, shard: int) -> str:
+        """hash page id -> its latest claim (lua/signals.lua)."""
+        return f"{self.prefix(shard)}sg"
+
+    def signal_trust(self, shard: int) -> str:
+        """hash host|source -> packed tally of its claims (``wire.SIGNAL_TALLY``)."""
+        return f"{self.prefix(shard)}st"
+
     def state(self, shard: int, bucket: int) -> str:
         return f"{self.prefix(shard)}s:{bucket}"
 
@@ -254,8 +271,9 @@ class Scripts:
         self.client = client
         self.cluster = isinstance(client, RedisCluster)
         lib = _read("lib.lua")
-        self.source = {name: lib + "\n" + _start(name) + _read(f"{name}.lua")
-                       for name in SHARD_SCRIPTS}
+        signals = _read("signals.lua")
+        self.source = {name: lib + "\n" + (signals + "\n" if name in SIGNAL_SCRIPTS else "")
+                       + _start(name) + _read(f"{name}.lua") for name in SHARD_SCRIPTS}
         self.source["take_tokens"] = _read("take_tokens.lua")
         self.source["config"] = _read("config.lua")
         self.source["due"] = _read("due.lua")

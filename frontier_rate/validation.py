@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from .evidence import check_source
 from .policy import OBJECTIVES
 from .records import Dispatch
 from .store import NAMESPACE_RE, float32
@@ -223,6 +224,22 @@ def new_page(item: Any) -> NewPage:
         raise ValueError(f"weight of {url!r} must be <= 1e30, got {weight!r}")
     priority = max(-MAX_PRIORITY, min(MAX_PRIORITY, real(f"priority of {url!r}", priority)))
     return host, url, float32(weight), meta_json(url, meta), priority
+
+
+def hint(item: Any) -> tuple[str, str, float | None, str]:
+    """A claim given to ``hint_many`` as ``(url, changed_at or None, source)``, checked:
+    (url, host, changed_at, source); ValueError naming what is wrong."""
+    if isinstance(item, (str, bytes)) or not isinstance(item, Iterable):
+        raise ValueError(f"a hint is (url, changed_at or None, source), got {item!r}")
+    item = tuple(item)
+    if len(item) != 3:
+        raise ValueError(f"a hint is (url, changed_at or None, source), got {item!r}")
+    url, changed_at, source = item
+    host = parse_url(url)
+    check_source(source)
+    if changed_at is not None:
+        changed_at = real(f"changed_at of {url!r}", changed_at)
+    return url, host, changed_at, source
 
 
 def meta_json(url: str, meta: Any) -> str:

@@ -1,18 +1,21 @@
 """The wire format between Python and the Lua scripts: everything that crosses, in one place.
 
-A shard script (lua/lib.lua followed by lua/<name>.lua, ``store.Scripts``) gets the five
-shard keys in KEYS (``store.Keys.shard_keys``) and everything else in ARGV, never code:
+A shard script (lua/lib.lua, lua/signals.lua for ``store.SIGNAL_SCRIPTS``, then
+lua/<name>.lua: ``store.Scripts``) gets the five shard keys in KEYS
+(``store.Keys.shard_keys``) and everything else in ARGV, never code:
 
 - ARGV[1 .. len(HEADER)]: the *header*, the same fields for every shard script, built by
   ``Header`` from named values whose names are the ones lib.lua's ``header()`` reads;
 - then the script's own arguments, packed by the function named after it here
-  (``add_args``, ``candidates_args``, ``lease_args``, ``observation``, ``fail_args``, ...).
+  (``add_args``, ``candidates_args``, ``lease_args``, ``observation``, ``fail_args``,
+  ``hint_args``, ...).
 
 Replies come back as Lua tables of strings and numbers or, where they are many, as one
 binary string of ``struct`` records, decoded here (``candidates``, ``leases``,
-``observe_replies``). The stored values scripts and Python both read (the page state, its
-extras, quarantine records, host records and host cells) are packed and unpacked here
-with the same layouts as lib.lua's. Nothing crosses as pickles or code.
+``observe_replies``, ``hint_outcomes``, ``signal_events``). The stored values scripts and
+Python both read (the page state, its extras, quarantine records, host records and host
+cells, the trust tallies of claims' sources) are packed and unpacked here with the same
+layouts as lib.lua's and signals.lua's. Nothing crosses as pickles or code.
 """
 
 from __future__ import annotations
@@ -321,15 +324,18 @@ OBSERVATION = struct.Struct("<8sHdBd4sHHHd")
 """One packed fetch result for lua/observe.lua (host, etag, last_modified follow)."""
 NOT_MODIFIED, FINGERPRINT, ETAG, LAST_MODIFIED, CHANGED_AT = 1, 2, 4, 8, 16
 """The bits of an observation: which of its parts are given."""
+CLAIM_DATES = 32
+"""Observation bit: a claim of a trusted source (a sitemap's lastmod, lua/signals.lua) that
+this fetch confirmed may date the change (``change_dates``)."""
 
 
 def observation(pid: bytes, token: int, now: float, host: bytes, not_modified: bool,
                 fp: bytes, etag: bytes | None, lm: bytes | None, changed_at: float | None,
-                u: float) -> bytes:
+                u: float, claim_dates: bool = False) -> bytes:
     """One argument of lua/observe.lua: a fetch result packed (``OBSERVATION``)."""
     bits = (NOT_MODIFIED if not_modified else 0) | (FINGERPRINT if fp else 0) \
         | (ETAG if etag is not None else 0) | (LAST_MODIFIED if lm is not None else 0) \
-        | (CHANGED_AT if changed_at is not None else 0)
+        | (CHANGED_AT if changed_at is not None else 0) | (CLAIM_DATES if claim_dates else 0)
     return OBSERVATION.pack(pid, token, now, bits, u, fp or b"\0\0\0\0", len(host),
                             len(etag or b""), len(lm or b""),
                             math.nan if changed_at is None else changed_at) \
@@ -341,11 +347,19 @@ OBSERVE_REPLY = struct.Struct("<BBddBH")
 length of the reason (which follows)."""
 OK, REPLAY, STALE, MISSING, QUARANTINED = range(5)
 """Observation statuses of lua/observe.lua."""
-DATE_USED, DATES_IGNORED, DATES_TRUSTED = 1, 2, 4
-"""Date bits of an observe reply (lua/observe.lua)."""
+DATE_USED, DATES_IGNORED, DATES_TRUSTED, DATE_CLAIMED = 1, 2, 4, 8
+"""Date bits of an observe reply (lua/observe.lua); DATE_CLAIMED: the change time came from a
+claim (sitemap, feed, push), not from the answer's Last-Modified."""
 DATE_TRUST = 10
 """A host's change dates are ignored while more than 1 in this many disagreed with the
 content (DATE_TRUST in lua/observe.lua)."""
+
+
+def observe_replies(reply: list) -> tuple[bytes, list]:
+    """(the packed observation replies, the flat trust changes for ``signal_events``) of one
+    observe.lua call."""
+    packed, events = reply
+    return packed, events
 
 
 def observe_reply(packed: bytes, at: int) -> tuple[tuple[int, int, float, float, int, bytes], int]:
@@ -397,3 +411,49 @@ def quarantined(flat: list) -> Iterable[tuple[str, str]]:
     for i in range(0, len(flat), 2):
         yield (flat[i].decode("utf-8", "replace") or "(URL missing)",
                flat[i + 1].decode("utf-8", "replace"))
+
+
+# --------------------------------------------------------------------------- claims (hints)
+
+HINT_FIELDS = 4
+"""Arguments per claim of lua/hint.lua: page id, host, claimed last change time, source."""
+SIGNAL_TALLY = struct.Struct("<dd")
+"""A (host, source) pair's record in fr:{ns:s}:st (lua/signals.lua): claims checked, claims
+that fetches contradicted."""
+
+
+def hint_args(pid: bytes, host: str, changed_at: float | None, source: str) -> list:
+    """One claim's arguments of lua/hint.lua; ``changed_at`` on Redis's clock, None for
+    "changed, time unknown" (the script takes its own now)."""
+    return [pid, host, "" if changed_at is None else repr(changed_at), source]
+
+
+def hint_outcomes(reply: list) -> tuple[list[int], list]:
+    """(the outcome of each claim, ``evidence.OUTCOMES`` indices; the flat trust changes for
+    ``signal_events``) of one hint.lua call."""
+    packed, events = reply
+    return list(packed), events
+
+
+def signal_events(flat: list) -> Iterator[tuple[str, str, int]]:
+    """(host, source, transition: ``evidence.BECAME_IGNORED`` or ``BECAME_TRUSTED``) of each
+    trust change a script reported (lua/signals.lua SIGNAL_EVENTS: flat triples)."""
+    for i in range(0, len(flat) - 2, 3):
+        yield (flat[i].decode("utf-8", "replace"), flat[i + 1].decode("utf-8", "replace"),
+               int(flat[i + 2]))
+
+
+def signal_trust_field(host: str, source: str) -> str:
+    """The field of (host, source) in fr:{ns:s}:st."""
+    return f"{host}|{source}"
+
+
+def signal_tally(raw: bytes | None) -> tuple[float, float]:
+    """(checked, bad) of a stored ``SIGNAL_TALLY``; (0, 0) for none or a malformed one (as
+    lua/signals.lua reads it)."""
+    if raw is None or len(raw) != SIGNAL_TALLY.size:
+        return 0.0, 0.0
+    checked, bad = SIGNAL_TALLY.unpack(raw)
+    if not 0 <= bad <= checked:  # also NaN
+        return 0.0, 0.0
+    return checked, bad

@@ -856,7 +856,7 @@ def test_no_pickle_marshal_shelve_eval_exec_or_yaml_load_in_the_package():
 
 LUA_KEY_ARGS = {"READY", "HOSTS", "LEASES", "AGG", "CNT", "BAD", "HOST_PRIOR", "HOST_AGG", "HOST_NU",
                 "DATES", "HOST_PAGES", "HOST_SWEEP", "cursor_key", "KEYS[1]", "SUMMARY", "PROBE",
-                "CFG", "NU"}
+                "CFG", "NU", "SIGNAL_PAGES", "SIGNAL_TRUST"}
 LUA_KEY_FUNCS = {"skey", "ukey", "xkey", "qkey", "mkey", "bkey"}
 LUA_FORBIDDEN = re.compile(r"\b(loadstring|load|dofile|loadfile|require|setfenv|getfenv|rawset|"
                            r"_G|cmsgpack|cjson|math\.random)\b")
@@ -871,6 +871,7 @@ LUA_DEFINITIONS = [  # every key name derives from KEYS[1]: these lines must sta
     'local HOST_NU = PREFIX .. "hnu"',
     'local DATES = PREFIX .. "lm"',
     'local HOST_PAGES, HOST_SWEEP = PREFIX .. "hp", PREFIX .. "hs"',
+    'local SIGNAL_PAGES, SIGNAL_TRUST = PREFIX .. "sg", PREFIX .. "st"',  # lua/signals.lua
     'local PROBE = PREFIX .. "probe"',  # the write probe (start): SETRANGE with "", never created
     'local SHARD = string.match(PREFIX, ":(%d+)}:$") or "?"',  # the shard, for FRLOST replies
 ]

@@ -4,7 +4,8 @@
 -- early ("0": hosts whose head page is due; "1": hosts that may dispatch now
 -- but whose pages are not due yet, for tokens no due page can use; pages in a
 -- failure backoff are left to their retry time, and a page fetched less than
--- min_interval ago is never fetched early).
+-- min_interval ago, or that a trusted sitemap, feed or push says is unchanged since
+-- its last fetch (lib.signal_says_fresh, lua/signals.lua), is never fetched early).
 -- For each such host, returns the page with the highest index among its
 -- `look` earliest-due ones: host, id, index. Where the namespace's default delay
 -- is 0, a host whose delay is 0 may take several fetches at once, so each of those
@@ -51,9 +52,10 @@ for _, host in ipairs(hosts) do
   local best, best_index = nil, -1
   for _, id in ipairs(pages) do
     local s = lib.peek_queued(id, host)
-    -- a page waiting out a failure backoff, or fetched within min_interval, is never
-    -- fetched early
-    if s and not (early and (s.fails > 0 or now - s.last_fetch < C.min_interval)) then
+    -- a page waiting out a failure backoff, fetched within min_interval, or said to be
+    -- unchanged by a trusted source, is never fetched early
+    if s and not (early and (s.fails > 0 or now - s.last_fetch < C.min_interval
+        or lib.signal_says_fresh(id, host, s.last_fetch))) then
       local g = lib.index(s, now)
       if delay == 0 then
         out[#out + 1] = struct.pack("<dI2", g, #host) .. id .. host

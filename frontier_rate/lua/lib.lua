@@ -14,6 +14,8 @@
 --   <prefix>q:<host> zset id -> due time (microseconds)
 --   <prefix>bad    hash id -> quarantine record (see quarantine)
 --   <prefix>m:<b>  hash id -> change pattern of pages with dated changes (PATTERN)
+--   <prefix>sg     hash id -> latest claim of a sitemap, feed or push (lua/signals.lua)
+--   <prefix>st     hash host|source -> whether that source is believed (lua/signals.lua)
 -- ARGV[1..H] is the header (C below); a script's own arguments follow.
 -- Every script starts with lib.start() (store.py puts the call in front of its own code).
 --
@@ -35,6 +37,7 @@ local HOST_AGG = PREFIX .. "ha"
 local HOST_NU = PREFIX .. "hnu"
 local DATES = PREFIX .. "lm"
 local HOST_PAGES, HOST_SWEEP = PREFIX .. "hp", PREFIX .. "hs"
+local SIGNAL_PAGES, SIGNAL_TRUST = PREFIX .. "sg", PREFIX .. "st"  -- lua/signals.lua
 local PROBE = PREFIX .. "probe"
 local SHARD = string.match(PREFIX, ":(%d+)}:$") or "?"
 

@@ -3,20 +3,23 @@
 -- ARGV after the header: one packed string per fetch (wire.observation):
 -- "<c8I2dBdc4I2I2I2d" = id, token, fetched_at, bits (1 not_modified,
 -- 2 fingerprint given, 4 etag given, 8 last_modified given, 16 changed_at
--- given), u (uniform in (0, 1] for the exponential draw), fingerprint digest,
--- lengths of host, etag, last_modified, changed_at (the page's last change
--- time the server told: Last-Modified or a sitemap lastmod); then those three
--- strings.
+-- given, 32 a confirmed claim of a trusted source (lua/signals.lua) may date the
+-- change: wire.CLAIM_DATES), u (uniform in (0, 1] for the exponential draw),
+-- fingerprint digest, lengths of host, etag, last_modified, changed_at (the page's
+-- last change time the server told: Last-Modified or a sitemap lastmod); then those
+-- three strings.
 -- Accepted once per lease token: the page must hold an open lease with this
 -- token. A replay of the token that was applied returns the same result and
 -- changes nothing; any other token (an expired lease, re-leased or not) is
 -- "stale" and changes nothing.
 -- A page whose state is corrupt is quarantined (and the observation dropped);
 -- the other fetches of the batch go on.
--- Returns one string: per fetch a packed "<BBddBI2": status (0 ok, 1 replay, 2 stale,
+-- Returns {one string: per fetch a packed "<BBddBI2": status (0 ok, 1 replay, 2 stale,
 -- 3 missing, 4 quarantined), changed, estimate, next_due (0 when not queued), date bits
 -- (1 the change time was learned, 2 this fetch made the host's dates ignored,
--- 4 trusted again), length of the reason, then the reason (when quarantined).
+-- 4 trusted again, 8 the change time came from a claim: sitemap, feed, push),
+-- length of the reason, then the reason (when quarantined); SIGNAL_EVENTS
+-- (lua/signals.lua: trust changes of (host, source) pairs)} (wire.observe_replies).
 
 local OK, REPLAY, STALE, MISSING, QUARANTINED = 0, 1, 2, 3, 4
 
@@ -29,7 +32,7 @@ local OK, REPLAY, STALE, MISSING, QUARANTINED = 0, 1, 2, 3, 4
 -- date_hosts_ignored) until its record is clean again; a date that fails its
 -- own check is never used.
 local DATE_TRUST = 10
-local DATE_USED, DATES_IGNORED, DATES_TRUSTED = 1, 2, 4
+local DATE_USED, DATES_IGNORED, DATES_TRUSTED, DATE_CLAIMED = 1, 2, 4, 8
 
 local function host_dates(host)
   local raw = redis.call("HGET", DATES, host)
@@ -68,7 +71,7 @@ end
 local FINISHED_LEASES, finished = {}, 0
 
 local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_arg, u,
-    changed_at)
+    changed_at, claim_dates)
   local s, problem, raw = lib.load_state(id)
   if problem then
     lib.quarantine(id, host, problem, raw, false)
@@ -95,6 +98,14 @@ local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_
   local since, date_bits = nil, 0
   if changed_at and s.fetches > 0 then
     since, date_bits = check_date(host, changed_at, I, s.last_fetch, now)
+  end
+  if s.fetches > 0 then
+    -- claims of sitemaps, feeds and pushes about this page, checked by this fetch
+    local claimed = lib.signal_observe(id, host, I, s.last_fetch, now)
+    if claimed and not since and claim_dates then
+      since = claimed
+      date_bits = date_bits + DATE_USED + DATE_CLAIMED
+    end
   end
 
   local old_rate = lib.plan_rate(s)
@@ -159,9 +170,9 @@ for i = H + 1, #ARGV do
   if bits % 8 >= 4 then etag = string.sub(arg, 46 + lh, 45 + lh + le) end
   if bits % 16 >= 8 then last_modified = string.sub(arg, 46 + lh + le, 45 + lh + le + ll) end
   if bits % 4 < 2 then fp = "" end
-  if bits < 16 or changed_at ~= changed_at then changed_at = nil end
+  if bits % 32 < 16 or changed_at ~= changed_at then changed_at = nil end
   local status, changed, est, due, date_bits, reason = observe_one(id, host, token, now, fp,
-    bits % 2 == 1, etag, last_modified, u, changed_at)
+    bits % 2 == 1, etag, last_modified, u, changed_at, bits >= 32)
   if status == OK then
     fetches = fetches + 1
     changes = changes + changed
@@ -180,4 +191,4 @@ end
 if fetches > 0 then redis.call("HINCRBY", CNT, "fetches", fetches) end
 if changes > 0 then redis.call("HINCRBY", CNT, "changes", changes) end
 if dated > 0 then redis.call("HINCRBY", CNT, "dated_changes", dated) end
-return lib.finish(table.concat(out))
+return lib.finish({table.concat(out), SIGNAL_EVENTS})

@@ -7,7 +7,9 @@
 -- A queued, fetched page keeps its standardised draw E = (due - last_fetch) * p
 -- and gets due = last_fetch + E * mean(nu), p = 1 / mean(nu) (for the periodic
 -- `interval` estimator due = last_fetch + mean(nu), moved onto the page's rhythm;
--- a pending burst follow-up keeps its time). Never-fetched and retrying pages are left alone.
+-- a pending burst follow-up keeps its time; a trusted claim of a sitemap, feed or push
+-- since the last fetch still applies: lib.signal_due, lua/signals.lua). Never-fetched and
+-- retrying pages are left alone.
 -- A queued page whose state is corrupt is quarantined.
 -- Returns {pages looked at, pages moved, 1 if this call finished a sweep of the shard,
 -- NEWLY_QUARANTINED (url, reason pairs)}.
@@ -32,6 +34,7 @@ local function replan(h, from, count)
           local m = lib.pattern_get(id)
           new_due = lib.aligned_due(m, s.last_fetch + mean, s.last_fetch + C.min_interval)
           if m and m[10] ~= 0 then new_due = due end  -- a burst follow-up keeps its time
+          new_due = lib.signal_due(id, h, s, new_due, mean)  -- a sitemap's word still holds
         else
           new_due = s.last_fetch + (due - s.last_fetch) * s.p * mean
         end
