@@ -44,6 +44,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import math
 import os
 import sys
 import tempfile
@@ -63,7 +64,6 @@ from policy import (  # noqa: E402
     delete_namespace,
     drive,
     freshness_and_catch,
-    next_call,
     run_baseline,
     violations,
 )
@@ -179,7 +179,8 @@ def sitemap_weight(pages: int, ignored: bool = False) -> float:
     return signals.sitemap_weight(float(pages), ignored, SITEMAP_WEIGHT_PER_PAGE)
 
 
-SITEMAP_WEIGHT_PER_PAGE = float(os.environ.get("FR_SITEMAP_KAPPA", "0.3"))
+SITEMAP_WEIGHT_PER_PAGE = signals.SITEMAP_WEIGHT
+"""A sitemap's weight per page it lists: the adapters' default (FRONTIER_RATE_SITEMAP_WEIGHT)."""
 
 
 ISSUE_FLOOR = {0.5: 1.06, 2.0: 1.02}
@@ -249,7 +250,7 @@ def run_frontier(world: World, url: str | None, estimator: str, pol: str,
     """Fetch times per page when the real engine decides, on a virtual clock in seconds.
 
     ``policy.drive``: after a batch the clock moves one second; when nothing was
-    leased it jumps to ``next_call`` (a crawler polls again within 60 s). ``dates``:
+    leased it jumps to ``Frontier.next_call_time`` (a crawler polls again within 60 s). ``dates``:
     every answer carries a true Last-Modified (the page's last change time).
     """
     namespace = f"traces-{estimator}-{pol}-{world.per_page_day:g}-{os.getpid()}-{time.monotonic_ns() % 10**9}"
@@ -271,7 +272,7 @@ def run_signals(world: World, url: str | None, estimator: str, pol: str
     f = Frontier(url, namespace=namespace, estimator=estimator, policy=pol, objective="freshness",
                  budget=world.budget, min_host_delay=world.host_delay, min_interval=MIN_INTERVAL,
                  max_interval=MAX_INTERVAL, lease_timeout=1e12, seed=world.seed,
-                 budget_first_fetches=True, fill_budget=os.environ.get("FR_FILL", "1") == "1")
+                 budget_first_fetches=True)
     site = _SitemapWorld(world)
     f.add_many([(u, 1.0, None) for u in site.urls]
                + [(u, sitemap_weight(len(site.members[h])), None)
@@ -282,7 +283,8 @@ def run_signals(world: World, url: str | None, estimator: str, pol: str
         got = f.next_requests(64, now=t)
         calls += 1
         if not got:
-            t = max(t + 1.0, next_call(f, t, retry=60.0))
+            call_at = f.next_call_time(now=t, retry=60.0)
+            t = max(t + 1.0, math.inf if call_at is None else call_at)
             continue
         batch, told = site.answer(got, t)
         f.observe_many(batch)

@@ -1,0 +1,157 @@
+"""Sitemaps on real change histories: the default engine with and without them (issue 27).
+
+The replay of ``benchmarks/real_traces.py`` where hosts serve sitemaps
+(``real_traces.sitemap_kinds``: over the seeds 0-9 every host serves a true sitemap in 4
+and a lying one in 1, i.e. 40% / 10%; the rest none). A true sitemap's lastmod is the
+page's latest change, a lying one's the time of the sitemap fetch; a sitemap is a page of
+the frontier, so each fetch of it costs one fetch of the budget and of its host's delay,
+and its content changes when any of its pages does. Each budget runs the baselines,
+the default engine without sitemaps, and the default with sitemaps once per seed.
+
+Reported per budget: freshness of uniform, the default, the default with sitemaps (mean
+and range over the seeds) and the clairvoyant bound; the share of the gap between
+uniform and that bound the sitemaps close (target: >= 1/3 at 0.5 and 2, gains at 0.05
+and 0.2); spend against uniform's (target >= 0.98); violations (target 0); and on the
+hosts whose sitemap lies, freshness with the sitemaps against the same hosts without
+(target: not below).
+
+    python benchmarks/sitemaps.py --jobs 2 --cache /tmp/sitemaps   # writes docs/
+    python benchmarks/sitemaps.py --quick                          # 40 pages, B 0.5, 2 seeds
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import real_traces  # noqa: E402
+from real_traces import BUDGETS, DEFAULT, QUICK_PAGES, SIGNALS, SITEMAP_SEEDS  # noqa: E402
+from traces import load_traces  # noqa: E402
+
+from frontier_rate import connection  # noqa: E402
+
+PLAIN = "ours:" + "+".join(DEFAULT)
+GAP_TARGET = {0.5: 1 / 3, 2.0: 1 / 3}
+"""Share of the uniform-to-clairvoyant gap to close at these budgets (gains at the others)."""
+
+
+def with_sitemaps(seed: int) -> tuple[str, ...]:
+    return (*SIGNALS[:-1], f"{SIGNALS[-1]}{seed}")
+
+
+def summarise(run: dict, seeds: list[int]) -> dict:
+    """One budget's numbers: freshness of each, the gap closed, spend, violations, lying hosts."""
+    res = run["results"]
+    uniform, bound = res["uniform"]["freshness"], res["clairvoyant"]["freshness"]
+    plain = res[PLAIN]
+    ours = [res["ours:" + "+".join(with_sitemaps(s))] for s in seeds]
+    fresh = [r["freshness"] for r in ours]
+    mean = statistics.fmean(fresh)
+    lying = []  # per seed and lying host: freshness with sitemaps minus without
+    for r in ours:
+        for h, kind in enumerate(r["sitemap"]):
+            if kind == "lying":
+                lying.append(r["by_host"][str(h)] - plain["by_host"][str(h)])
+    spend = min(r["spent_of_allowed"] for r in ours) / res["uniform"]["spent_of_allowed"]
+    return {"per_page_day": run["per_page_day"], "uniform": uniform, "clairvoyant": bound,
+            "default": plain["freshness"], "sitemaps_mean": mean, "sitemaps_min": min(fresh),
+            "sitemaps_max": max(fresh), "gap_closed": (mean - uniform) / (bound - uniform),
+            "gap_closed_default": (plain["freshness"] - uniform) / (bound - uniform),
+            "spend_vs_uniform": spend, "violations": sum(r["violations"] for r in ours),
+            "lying_mean": statistics.fmean(lying) if lying else None,
+            "lying_worst": min(lying) if lying else None, "seeds": seeds}
+
+
+def verdict(row: dict) -> tuple[bool, str]:
+    b = row["per_page_day"]
+    goal = GAP_TARGET.get(b)
+    gap_ok = row["gap_closed"] >= goal if goal else row["sitemaps_mean"] > row["default"]
+    lying_ok = row["lying_mean"] is None or row["lying_mean"] >= 0
+    met = gap_ok and row["spend_vs_uniform"] >= 0.98 and row["violations"] == 0 and lying_ok
+    want = f"gap closed >= {goal:.2f}" if goal else "a gain over the default"
+    return met, want
+
+
+def markdown(rows: list[dict], pages: int) -> str:
+    from _report import machine, table
+
+    lines = ["## Sitemaps on real change histories (`benchmarks/sitemaps.py`)", "",
+             f"The replay of `benchmarks/real_traces.py` ({pages} pages) where 40% of hosts serve a "
+             "true sitemap and 10% a lying one (lastmod = the sitemap's fetch time), over seeds "
+             f"{rows[0]['seeds'][0]}-{rows[0]['seeds'][-1]} of the host assignment; a sitemap fetch "
+             "costs a fetch of the budget and of its host's delay. Freshness (time-averaged, "
+             "weighted); gap closed = (F - uniform) / (clairvoyant - uniform); spend: the lowest "
+             "spend over the seeds against uniform's; lying hosts: freshness of the hosts whose "
+             "sitemap lies, with sitemaps minus without (mean over seeds and hosts, and the worst).",
+             ""]
+    body = [[r["per_page_day"], r["uniform"], r["default"],
+             f"{r['sitemaps_mean']:.4f} ({r['sitemaps_min']:.4f}-{r['sitemaps_max']:.4f})",
+             r["clairvoyant"], f"{r['gap_closed_default']:.2f} -> {r['gap_closed']:.2f}",
+             r["spend_vs_uniform"], r["violations"],
+             "" if r["lying_mean"] is None else f"{r['lying_mean']:+.4f} ({r['lying_worst']:+.4f})"]
+            for r in rows]
+    lines.append(table(["B", "uniform", "default", "with sitemaps", "clairvoyant",
+                        "gap closed", "spend vs uniform", "violations", "lying hosts"], body))
+    lines += ["", "**Targets** (issue 27): at least 1/3 of the gap closed at 0.5 and 2, gains at "
+              "0.05 and 0.2, spend >= 0.98 of uniform's, 0 violations, lying hosts not below the "
+              "run without sitemaps."]
+    for r in rows:
+        met, want = verdict(r)
+        lines.append(f"- B = {r['per_page_day']:g}: **{'met' if met else 'missed'}** ({want}: "
+                     f"{r['gap_closed']:.2f}; spend {r['spend_vs_uniform']:.3f}; violations "
+                     f"{r['violations']}; lying hosts "
+                     f"{'n/a' if r['lying_mean'] is None else format(r['lying_mean'], '+.4f')})")
+    lines += ["", f"Machine: {machine()}."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true",
+                        help=f"{QUICK_PAGES} pages, budget 0.5, seeds 0 and 4; write nothing")
+    parser.add_argument("--budgets", type=float, nargs="*", help="fetches per page per day")
+    parser.add_argument("--seeds", type=int, nargs="*", help="host assignments (default 0-9)")
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes")
+    parser.add_argument("--cache", help="directory keeping each finished simulation (resume a run)")
+    parser.add_argument("--no-write", action="store_true", help="print only")
+    parser.add_argument("--url", default=os.environ.get("FRONTIER_RATE_REDIS_URL"))
+    args = parser.parse_args(argv)
+    traces = load_traces()
+    if args.quick:
+        traces = traces[::max(1, len(traces) // QUICK_PAGES)][:QUICK_PAGES]
+    budgets = args.budgets or ((0.5,) if args.quick else BUDGETS)
+    seeds = args.seeds if args.seeds is not None else ([0, 4] if args.quick else list(SITEMAP_SEEDS))
+    keeper = None
+    if args.url is None:
+        os.environ["FRONTIER_RATE_DATA_DIR"] = tempfile.mkdtemp(prefix="frontier-rate-sitemaps-")
+        keeper = connection.connect(None)
+    plan = {b: [DEFAULT, *(with_sitemaps(s) for s in seeds)] for b in budgets}
+    runs = real_traces.run_plan(traces, plan, args.url, args.jobs, args.cache)
+    if keeper is not None:
+        keeper.shutdown(nosave=True)
+    rows = [summarise(run, seeds) for run in runs]
+    for r in rows:
+        print(f"B={r['per_page_day']:<5g} uniform {r['uniform']:.4f}  default {r['default']:.4f}  "
+              f"sitemaps {r['sitemaps_mean']:.4f} ({r['sitemaps_min']:.4f}-{r['sitemaps_max']:.4f})  "
+              f"clairvoyant {r['clairvoyant']:.4f}  gap closed {r['gap_closed']:.2f}  "
+              f"spend/uniform {r['spend_vs_uniform']:.3f}  violations {r['violations']}  "
+              f"lying {r['lying_mean']}")
+    if args.quick or args.no_write:
+        return 0
+    from _report import write_json, write_section
+
+    write_json("sitemaps", {"rows": rows})
+    write_section("sitemaps", markdown(rows, len(traces)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
