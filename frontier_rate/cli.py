@@ -328,6 +328,57 @@ def import_pages(file: Any, skip_invalid: bool, redis_url: str | None, namespace
     emit(result, as_json, key_value)
 
 
+def read_push(body: bytes, fmt: str | None, name: str, now: float):
+    """The entries of a push body (``signals.parse_push``) and one message per entry dropped;
+    a body that cannot be read at all (or has nothing in it) is a ``Failure``."""
+    from . import signals
+
+    try:
+        parsed = signals.parse_push(body, name, now=now, form=fmt)
+    except signals.SignalError as exc:
+        raise Failure(f"{exc} (--format {fmt or 'guessed from the content'})") from None
+    if not parsed.entries and not parsed.dropped:
+        raise Failure(f"{name}: no URLs in the {parsed.kind} input; nothing hinted")
+    messages = list(parsed.warnings)
+    if parsed.dropped > len(messages):
+        messages.append(f"... and {parsed.dropped - len(messages)} more")
+    return parsed, messages
+
+
+@main.command()
+@click.argument("file", type=click.File("rb"), default="-")
+@click.option("--format", "fmt", type=click.Choice(["indexnow", "websub", "lines"]), default=None,
+              help="What FILE holds: an IndexNow JSON body, a WebSub (RSS/Atom) feed, or "
+                   "'URL [date]' lines. Default: guessed from the content.")
+@click.option("--discover", is_flag=True, help="Add the URLs the frontier does not know.")
+@click.option("--skip-invalid", is_flag=True, help="Hint the valid entries even if some are invalid.")
+@common
+def hint(file: Any, fmt: str | None, discover: bool, skip_invalid: bool, redis_url: str | None,
+         namespace: str, as_json: bool) -> None:
+    """Hand a push to the frontier: pages of FILE ('-' or left out: stdin) changed (source "push").
+
+    Claims move schedules only once pushes have proved right for the host (docs/SIGNALS.md).
+    Prints how many claims had each outcome.
+    """
+    from .signals import hints
+
+    name = "<stdin>" if file.name in ("-", "<stdin>") else str(file.name)
+    parsed, errors = read_push(file.read(), fmt, name, time.time())
+    for message in errors:
+        click.echo(f"frontier-rate: {message}", err=True)
+    if errors and not skip_invalid:
+        raise Failure(f"{parsed.dropped} invalid entr{'y' if parsed.dropped == 1 else 'ies'}, "
+                      "nothing hinted (--skip-invalid hints the rest)")
+    frontier = open_frontier(redis_url, namespace)
+    try:
+        counts = frontier.hint_many(hints(parsed.entries, "push"), discover=discover)
+    except ValueError as exc:
+        raise Failure(f"{exc}; nothing hinted") from None
+    result = {"format": {"lines": "lines", "indexnow": "indexnow"}.get(parsed.kind, "websub"),
+              "read": len(parsed.entries) + parsed.dropped, "invalid": parsed.dropped, **counts}
+    emit(result, as_json, key_value)
+
+
 @main.command(add_help_option=False,
               context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @click.pass_context

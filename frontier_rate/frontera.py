@@ -85,6 +85,7 @@ from frontier_rate.client import (
 )
 from frontier_rate.engine import Dispatch, Frontier, parse_url
 from frontier_rate.fingerprint import Fingerprinter, clean_validator
+from frontier_rate.frontera_signals import FronteraSitemaps, route_to_frontier
 from frontier_rate.responses import outcome
 from frontier_rate.settings import (
     DONT_REVISIT_KEY,
@@ -187,6 +188,7 @@ class RevisitBackend(Backend):
         self._finished = False
         self._started_at: float | None = None
         self._polled = False  # the first get_next_requests waits for the worker once
+        self.sitemaps: FronteraSitemaps | None = None  # FRONTIER_RATE_SITEMAPS (docs/SIGNALS.md)
 
     @classmethod
     def from_manager(cls, manager: Any) -> RevisitBackend:
@@ -229,6 +231,12 @@ class RevisitBackend(Backend):
             self.client.want(DEFAULT_BATCH)  # lease ahead from the start
         self._one_off_seen.clear()
         self._started_at = self.clock()
+        client = self.client
+        self.sitemaps = FronteraSitemaps(
+            self.settings, client,
+            lambda url, weight, request: client.add([(url, weight, page_meta(request))]),
+            lambda name, n: self._stat(name, n, False), self.clock, self.request_model)
+        self.sitemaps.start()
         logger.info("frontier-rate backend started: namespace=%r, fingerprint=%s, "
                     "redis i/o=%s", self.client.namespace, self.fingerprinter.mode, self.driver)
 
@@ -246,6 +254,7 @@ class RevisitBackend(Backend):
         self._buffer.clear()
         self._one_off.clear()
         self.client = None
+        self.sitemaps = None
         if self._own_frontier:
             self.frontier = None
 
@@ -451,6 +460,8 @@ class RevisitBackend(Backend):
 
         # Inline: settled before observe() returns. Background: on a later backend call.
         self._client.observe(dispatch, args).when_settled(settled)
+        if self.sitemaps is not None:  # a sitemap or feed: its answer becomes claims
+            self.sitemaps.crawled(response)
 
     def request_error(self, page: FrontierRequest, error: Any) -> None:
         """A fetch without a response (DNS, timeout, refused): retried with backoff."""
@@ -534,8 +545,9 @@ class KeepAlive:
     which for a revisiting crawl is whenever nothing is due. On ``spider_idle``
     this extension asks the frontier manager whether it is ``finished``; if
     not, it raises ``DontCloseSpider`` and wakes the engine when the next page
-    falls due (Scrapy would otherwise poll only every 5 s). Enable it with
-    ``EXTENSIONS = {"frontier_rate.frontera.KeepAlive": 500}``.
+    falls due (Scrapy would otherwise poll only every 5 s). It also keeps the
+    frontier's sitemaps and feeds from the spider (``frontera_signals.route_to_frontier``).
+    Enable it with ``EXTENSIONS = {"frontier_rate.frontera.KeepAlive": 500}``.
     """
 
     def __init__(self, crawler: Any) -> None:
@@ -545,6 +557,8 @@ class KeepAlive:
         self._timer: Any = None
         crawler.signals.connect(self.spider_idle, signal=signals.spider_idle)
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
+        # a sitemap or feed of the frontier gets its own callback: it never reaches the spider
+        crawler.signals.connect(route_to_frontier, signal=signals.request_reached_downloader)
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> KeepAlive:

@@ -308,8 +308,13 @@ def robots_sitemaps(robots: str | bytes, robots_url: str) -> list[str]:
 
 # ---------------------------------------------------------------------------- pushes
 
+PUSH_FORMS = ("indexnow", "websub", "lines")
+"""What ``parse_push`` reads when told (``form``); without it the body says which."""
+
+
 def parse_push(body: bytes, name: str = "push", *, content_type: str = "",
-               now: float | None = None, max_urls: int = MAX_URLS) -> Parsed:
+               now: float | None = None, max_urls: int = MAX_URLS,
+               form: str | None = None) -> Parsed:
     """Change notifications handed to the frontier from outside.
 
     - JSON (IndexNow's body): ``{"host": "example.org", "urlList": [url, ...]}`` (each URL
@@ -318,14 +323,31 @@ def parse_push(body: bytes, name: str = "push", *, content_type: str = "",
     - a feed (WebSub delivers the updated feed: RSS or Atom, by its root element);
     - text: one ``URL [date]`` per line (``#`` comments).
     Entries without a date mean "changed, time unknown" (``Entry.changed_at`` None).
+    ``form`` ("indexnow", "websub" or "lines", ``PUSH_FORMS``) reads the body as that
+    (a WebSub body must then be an RSS or Atom feed); else ``content_type`` and the body's
+    first character decide.
     """
+    if form is not None and form not in PUSH_FORMS:
+        raise ValueError(f"form must be one of {', '.join(PUSH_FORMS)}, got {form!r}")
     text = inflate(body, name)
     head = text.lstrip()[:1]
-    if "json" in content_type or head in (b"{", b"["):
+    told = form is not None
+    if form is None:
+        form = "indexnow" if "json" in content_type or head in (b"{", b"[") else \
+            "websub" if "xml" in content_type or head == b"<" else "lines"
+    if form == "indexnow":
         return _push_json(text, name, now, max_urls)
-    if "xml" in content_type or head == b"<":
-        return parse(text, name if "://" in name else "http://push.invalid/", now=now,
-                     max_urls=max_urls, same_host=False)
+    if form == "websub":
+        parsed = parse(text, name if "://" in name else "http://push.invalid/", now=now,
+                       max_urls=max_urls, same_host=False)
+        if told and parsed.kind not in ("rss", "atom"):
+            raise SignalError(f"{name}: a WebSub body is an RSS or Atom feed, not a "
+                              f"{parsed.kind}")
+        return parsed
+    return _push_lines(text, name, now, max_urls)
+
+
+def _push_lines(text: bytes, name: str, now: float | None, max_urls: int) -> Parsed:
     parsed = Parsed("lines")
     for n, line in enumerate(text.decode("utf-8", "replace").splitlines(), 1):
         line = line.split("#", 1)[0].strip() if line.lstrip().startswith("#") else line.strip()

@@ -131,3 +131,86 @@ def test_unreachable_redis_is_one_line_without_password() -> None:
     assert "hunter2secret" not in result.stderr + result.stdout
     assert "127.0.0.1" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.fixture
+def fetched(redis_url: str, namespace: str):
+    """A namespace on the real clock with two pages of one host, each fetched once a while ago."""
+    import time
+
+    frontier = Frontier(redis_url, namespace=namespace, budget=10.0, min_host_delay=0.0,
+                        min_interval=60.0, max_interval=3600.0, seed=1)
+    start = time.time() - 600
+    frontier.add_many(["http://p.example/1", "http://p.example/2"], now=start)
+    dispatches = frontier.next_requests(2, now=start) + frontier.next_requests(2, now=start + 1)
+    assert len(dispatches) == 2  # one page of a host per call
+    for dispatch in dispatches:
+        frontier.observe(dispatch, fingerprint="v1", fetched_at=start + 1)
+    yield frontier
+    frontier.close()
+
+
+def test_hint_reads_each_push_format_and_counts_the_outcomes(fetched: Frontier, redis_url: str,
+                                                            namespace: str, tmp_path) -> None:
+    where = ("--redis", redis_url, "--namespace", namespace)
+    indexnow = json.dumps({"host": "p.example", "urlList": ["http://p.example/1",
+                                                            "http://p.example/new"]})
+    result = cli("hint", "--json", *where, stdin=indexnow)  # format guessed, stdin
+    assert result.returncode == 0, result.stderr
+    counts = json.loads(result.stdout)
+    assert counts["format"] == "indexnow" and counts["read"] == 2 and counts["invalid"] == 0
+    assert counts["unknown"] == 1 and counts["added"] == 0  # no --discover: not added
+    assert fetched.page("http://p.example/new") is None
+    assert fetched.stats()["claims"] == 1
+
+    feed = tmp_path / "feed.xml"
+    feed.write_text('<feed xmlns="http://www.w3.org/2005/Atom"><title>t</title>'
+                    '<entry><link href="http://p.example/2"/>'
+                    "<updated>2020-01-01T00:00:00Z</updated></entry>"
+                    '<entry><link href="http://p.example/other"/></entry></feed>')
+    counts = run_json("hint", str(feed), "--format", "websub", "--discover", *where)
+    assert counts["format"] == "websub" and counts["read"] == 2
+    assert counts["added"] == 1 and fetched.page("http://p.example/other") is not None
+    assert counts["unchanged"] + counts["held"] + counts["postponed"] == 1, json.dumps(counts)
+
+    lines = tmp_path / "pushed.txt"
+    lines.write_text("# pushed\nhttp://p.example/1\nhttp://p.example/2 2020-01-01T00:00:00Z\n")
+    table = cli("hint", str(lines), "--format", "lines", *where)
+    assert table.returncode == 0, table.stderr
+    assert "format" in table.stdout and "lines" in table.stdout and "read" in table.stdout
+    assert fetched.signal_trust("p.example", "push")["checked"] == 0  # nothing fetched since
+    assert fetched.stats()["claims"] == 4
+
+
+def test_hint_refuses_bad_input_and_writes_nothing(fetched: Frontier, redis_url: str,
+                                                   namespace: str, tmp_path) -> None:
+    where = ("--redis", redis_url, "--namespace", namespace)
+    claims = fetched.stats()["claims"]
+
+    def refused(*args: str, stdin: str | None = None) -> str:
+        result = cli("hint", *args, *where, stdin=stdin)
+        assert result.returncode == 2, (result.stdout, result.stderr)
+        assert "Traceback" not in result.stderr and result.stdout == ""
+        assert fetched.stats()["claims"] == claims, "a refused push must change nothing"
+        return result.stderr
+
+    assert "not valid JSON" in refused("--format", "indexnow", stdin="http://p.example/1\n")
+    assert "urlList" in refused(stdin='{"host": "p.example"}')
+    assert "not well-formed XML" in refused("--format", "websub", stdin="<feed><entry>")
+    assert "not a urlset" in refused(
+        "--format", "websub",
+        stdin='<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"></urlset>')
+    assert "no URLs" in refused(stdin="# only a comment\n")
+    bad = tmp_path / "bad.txt"
+    bad.write_text("http://p.example/1\nnot-a-url\nhttp://p.example/2 someday\n")
+    stderr = refused(str(bad))
+    assert "line 2" in stderr and "line 3" in stderr and "2 invalid entries" in stderr
+    assert "not on host p.example" in refused(stdin=json.dumps(
+        {"host": "p.example", "urlList": ["http://p.example/1", "http://elsewhere.example/x"]}))
+    assert "'rss' is not one of" in refused("--format", "rss", stdin="x")
+    skipped = run_json("hint", str(bad), "--skip-invalid", *where)
+    assert skipped["read"] == 3 and skipped["invalid"] == 2
+    assert fetched.stats()["claims"] == claims + 1
+    unknown = cli("hint", "--redis", redis_url, "--namespace", "no-such-namespace-here",
+                  stdin="http://p.example/1\n")
+    assert unknown.returncode == 2 and "no-such-namespace-here" in unknown.stderr

@@ -122,3 +122,16 @@ def test_robots_sitemap_lines():
 def test_sitemap_weight_per_page_and_when_ignored():
     assert signals.sitemap_weight(10) == pytest.approx(3.0)
     assert signals.sitemap_weight(10, ignored=True) == signals.IGNORED_WEIGHT
+
+
+def test_a_push_read_as_the_format_it_is_told():
+    with pytest.raises(signals.SignalError, match="not valid JSON"):
+        signals.parse_push(b"http://a.test/1\n", form="indexnow")
+    with pytest.raises(signals.SignalError, match="RSS or Atom feed, not a urlset"):
+        signals.parse_push(b'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"/>',
+                           form="websub")
+    with pytest.raises(ValueError, match="form must be one of"):
+        signals.parse_push(b"http://a.test/1\n", form="rss")
+    lines = signals.parse_push(b"[http://a.test/1\nhttp://a.test/2 2024-01-01\n", form="lines")
+    assert lines.kind == "lines" and lines.dropped == 1
+    assert lines.entries == [signals.Entry("http://a.test/2", 1704067200.0)]
