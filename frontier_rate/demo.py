@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from . import policy
+from . import demo_signals, policy
 from .connection import redact_url
 from .testbed import DAY, Testbed, periodic_schedule, replay_policy, uniform_schedule, weighted_freshness
 from .testbed.freshness import FETCH_STATUSES
@@ -74,6 +74,9 @@ class DemoConfig:
     change_dates: bool = True
     lying_hosts: float = 0.0
     lie: str = "now"
+    signals: bool = False
+    sitemap_true: float = 0.5
+    sitemap_lying: float = 0.125
     extra_settings: list[str] = field(default_factory=list)
 
     def host_delays(self) -> list[float]:
@@ -90,8 +93,9 @@ def example_project_dir() -> Path:
     return path
 
 
-def crawl_command(cfg: DemoConfig, seeds: list[str], namespace: str, log_file: Path) -> list[str]:
-    settings = {
+def crawl_command(cfg: DemoConfig, seeds: list[str], namespace: str, log_file: Path,
+                  extra: dict[str, Any] | None = None) -> list[str]:
+    settings: dict[str, Any] = {
         "FRONTIER_RATE_NAMESPACE": namespace,
         "FRONTIER_RATE_BUDGET": cfg.budget,
         "FRONTIER_RATE_ESTIMATOR": cfg.estimator,
@@ -115,6 +119,7 @@ def crawl_command(cfg: DemoConfig, seeds: list[str], namespace: str, log_file: P
     }
     if cfg.redis_url:
         settings["FRONTIER_RATE_REDIS_URL"] = cfg.redis_url
+    settings.update(extra or {})
     command = [sys.executable, "-m", "scrapy", "crawl", "pages", "-a", "start_urls=" + ",".join(seeds)]
     for name, value in settings.items():
         command += ["-s", f"{name}={value}"]
@@ -123,7 +128,8 @@ def crawl_command(cfg: DemoConfig, seeds: list[str], namespace: str, log_file: P
     return command
 
 
-def run_crawl(cfg: DemoConfig, bed: Testbed, namespace: str, out: Path, progress: bool) -> float:
+def run_crawl(cfg: DemoConfig, bed: Testbed, namespace: str, out: Path, progress: bool,
+              extra: dict[str, Any] | None = None) -> float:
     """Run the example spider until FRONTIER_RATE_CLOSE_AFTER; returns the real seconds it ran."""
     from .engine import Frontier
 
@@ -131,7 +137,7 @@ def run_crawl(cfg: DemoConfig, bed: Testbed, namespace: str, out: Path, progress
                         min_host_delay=cfg.min_host_delay, min_interval=cfg.min_interval,
                         max_interval=cfg.max_interval, prior_rate=cfg.acceleration / DAY)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(example_project_dir()), os.environ.get("PYTHONPATH", "")]))
-    command = crawl_command(cfg, bed.seed_urls(), namespace, out / "crawl.log")
+    command = crawl_command(cfg, bed.seed_urls(), namespace, out / "crawl.log", extra)
     started = time.monotonic()
     proc = subprocess.Popen(command, cwd=example_project_dir(), env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
@@ -387,6 +393,14 @@ def parse_args(argv: list[str] | None) -> tuple[DemoConfig, bool]:
                     help="fraction of test-bed hosts whose Last-Modified lies")
     ap.add_argument("--lie", default=d.lie, choices=list(DATE_LIES),
                     help="what a lying host sends as Last-Modified (default %(default)s)")
+    ap.add_argument("--signals", action="store_true",
+                    help="crawl the same world twice, without and with the sitemaps and feed its hosts "
+                         "publish, and compare")
+    ap.add_argument("--sitemap-true", type=float, default=d.sitemap_true,
+                    help="with --signals: fraction of hosts whose sitemap has true lastmod (default %(default)s)")
+    ap.add_argument("--sitemap-lying", type=float, default=d.sitemap_lying,
+                    help="with --signals: fraction of hosts whose sitemap dates every page at the fetch "
+                         "(default %(default)s)")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of the summary")
     ap.add_argument("-s", "--set", dest="extra_settings", action="append", default=[], metavar="NAME=VALUE",
                     help="extra Scrapy setting for the crawl")
@@ -397,41 +411,86 @@ def parse_args(argv: list[str] | None) -> tuple[DemoConfig, bool]:
         value = getattr(cfg, name)
         if not (math.isfinite(value) and value > 0):
             ap.error(f"--{name.replace('_', '-')} must be a positive number, got {value!r}")
+    for name in ("sitemap_true", "sitemap_lying"):
+        if not 0.0 <= getattr(cfg, name) <= 1.0:
+            ap.error(f"--{name.replace('_', '-')} must be a fraction in [0, 1]")
+    if cfg.sitemap_true + cfg.sitemap_lying > 1.0:
+        ap.error("--sitemap-true plus --sitemap-lying must be at most 1")
     if cfg.rate_min > cfg.rate_max:
         ap.error(f"--rate-min {cfg.rate_min} is above --rate-max {cfg.rate_max}")
     return cfg, as_json
 
 
-def run(cfg: DemoConfig, *, progress: bool = True) -> dict[str, Any]:
-    """Run the demo and write its report folder; returns the full result."""
+def make_testbed(cfg: DemoConfig, out: Path) -> Testbed:
+    """The demo's world; with ``--signals`` its hosts also publish sitemaps and a feed."""
+    published = ({"sitemap_true": cfg.sitemap_true, "sitemap_lying": cfg.sitemap_lying, "feed": True}
+                 if cfg.signals else {})
+    return Testbed(n_pages=cfg.pages, n_hosts=cfg.hosts, seed=cfg.seed, acceleration=cfg.acceleration,
+                   rate_min=cfg.rate_min / DAY, rate_max=cfg.rate_max / DAY, change_model=cfg.change_model,
+                   crawl_delays=[cfg.crawl_delay if h % 2 else None for h in range(cfg.hosts)],
+                   log_path=out / "requests.jsonl", lying_hosts=cfg.lying_hosts, lie=cfg.lie, **published)
+
+
+def crawl_and_score(cfg: DemoConfig, out: Path, progress: bool, read_signals: bool = False) -> dict[str, Any]:
+    """One crawl of a fresh test-bed (``read_signals``: reading its sitemaps and feed), scored."""
     from .engine import Frontier
 
+    out.mkdir(parents=True, exist_ok=True)
+    namespace = f"demo-{int(time.time())}-{os.getpid()}" + ("-signals" if read_signals else "")
+    bed = make_testbed(cfg, out)
+    with bed:
+        if progress:
+            print(f"test-bed: {cfg.pages} pages on {', '.join(bed.hosts)}; Redis: {redact_url(cfg.redis_url)}, "
+                  f"namespace {namespace}", file=sys.stderr)
+        extra = demo_signals.signal_settings(bed) if read_signals else None
+        duration = run_crawl(cfg, bed, namespace, out, progress, extra)
+        with Frontier(cfg.redis_url, namespace=namespace, estimator=cfg.estimator, budget=cfg.budget) as frontier:
+            pages = list(frontier.iter_pages())
+            counters = frontier.stats()
+            trust = demo_signals.signal_trust(frontier, bed, pages) if read_signals else None
+        result = score(cfg, bed, pages, duration)
+        result["dates"] = {"dated_changes": counters["dated_changes"], "changes": counters["changes"],
+                           "date_hosts_ignored": counters["date_hosts_ignored"],
+                           "lying_hosts": sum(mode != "true" for mode in bed.date_modes)}
+        if cfg.signals:
+            demo_signals.add_document_spend(result, bed.requests(), cfg.acceleration)
+            result["published"] = demo_signals.published(bed)
+        if trust is not None:
+            result["signals"] = {"claims": counters.get("claims", 0), "trust": trust}
+        bed.write_truth(out / "truth.json")
+        result["namespace"] = namespace
+        if cfg.plots:
+            result["plots"] = plot(result, bed.requests(), bed, out)
+    return result
+
+
+def run_signals(cfg: DemoConfig, out: Path, progress: bool) -> dict[str, Any]:
+    """Two crawls of the same world, without and with its sitemaps and feed; writes each
+    crawl's files in its own folder and the side-by-side report; returns that report."""
+    results = {}
+    for name, read in ((demo_signals.WITHOUT, False), (demo_signals.WITH, True)):
+        if progress:
+            print(f"crawl {name}", file=sys.stderr)
+        result = crawl_and_score(cfg, out / name, progress, read_signals=read)
+        (out / name / "report.json").write_text(json.dumps(public(result), indent=2, sort_keys=True) + "\n")
+        results[name] = public(result)
+    report = {"rows": demo_signals.comparison(results[demo_signals.WITHOUT], results[demo_signals.WITH]),
+              "published": results[demo_signals.WITH]["published"], **results,
+              "config": {k: v for k, v in asdict(cfg).items() if k != "redis_url"}}
+    (out / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    return report
+
+
+def run(cfg: DemoConfig, *, progress: bool = True) -> dict[str, Any]:
+    """Run the demo and write its report folder; returns the full result."""
     out = Path(cfg.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     # The test-bed's hosts are threads of this process; hand the GIL over often so
     # that the arrival times it logs (the politeness measurement) are not delayed.
     sys.setswitchinterval(0.0005)
-    namespace = f"demo-{int(time.time())}-{os.getpid()}"
-    bed = Testbed(n_pages=cfg.pages, n_hosts=cfg.hosts, seed=cfg.seed, acceleration=cfg.acceleration,
-                  rate_min=cfg.rate_min / DAY, rate_max=cfg.rate_max / DAY, change_model=cfg.change_model,
-                  crawl_delays=[cfg.crawl_delay if h % 2 else None for h in range(cfg.hosts)],
-                  log_path=out / "requests.jsonl", lying_hosts=cfg.lying_hosts, lie=cfg.lie)
-    with bed:
-        if progress:
-            print(f"test-bed: {cfg.pages} pages on {', '.join(bed.hosts)}; Redis: {redact_url(cfg.redis_url)}, "
-                  f"namespace {namespace}", file=sys.stderr)
-        duration = run_crawl(cfg, bed, namespace, out, progress)
-        with Frontier(cfg.redis_url, namespace=namespace, estimator=cfg.estimator, budget=cfg.budget) as frontier:
-            pages = list(frontier.iter_pages())
-            counters = frontier.stats()
-        result = score(cfg, bed, pages, duration)
-        result["dates"] = {"dated_changes": counters["dated_changes"], "changes": counters["changes"],
-                           "date_hosts_ignored": counters["date_hosts_ignored"],
-                           "lying_hosts": sum(mode != "true" for mode in bed.date_modes)}
-        bed.write_truth(out / "truth.json")
-        result["namespace"] = namespace
-        if cfg.plots:
-            result["plots"] = plot(result, bed.requests(), bed, out)
+    if cfg.signals:
+        return run_signals(cfg, out, progress)
+    result = crawl_and_score(cfg, out, progress)
     (out / "report.json").write_text(json.dumps(public(result), indent=2, sort_keys=True) + "\n")
     return result
 
@@ -441,7 +500,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING)
     result = run(cfg, progress=not as_json)
     if as_json:
-        print(json.dumps(public(result), sort_keys=True))
+        print(json.dumps(result if cfg.signals else public(result), sort_keys=True))
+    elif cfg.signals:
+        print(demo_signals.summary(result, Path(cfg.out)))
     else:
         print(summary(result, Path(cfg.out)))
     return 0

@@ -77,3 +77,36 @@ def test_short_demo_run_reports_and_stays_polite(redis_url: str, tmp_path: Path)
     assert report["dates"]["lying_hosts"] == 1
     assert report["dates"]["date_hosts_ignored"] == 1
     assert report["dates"]["dated_changes"] > 0
+
+
+@pytest.mark.slow
+def test_short_signals_demo_reports_both_crawls_side_by_side(redis_url: str, tmp_path: Path) -> None:
+    """--signals: the same world crawled without and with its sitemaps and feed (1 host with a
+    true sitemap, 1 with a lying one, 1 without and the feed); both rows in the report."""
+    out = tmp_path / "report"
+    result = subprocess.run(
+        [sys.executable, "-m", "frontier_rate", "demo", "--signals", "--duration", "20", "--pages", "24",
+         "--hosts", "3", "--budget", "15", "--sitemap-true", "0.34", "--sitemap-lying", "0.34",
+         "--redis", redis_url, "--out", str(out), "--no-plots"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "crawl without sitemaps/feed" in result.stdout and "crawl with sitemaps/feed" in result.stdout
+    report = json.loads((out / "report.json").read_text())
+    rows = report["rows"]
+    assert set(rows) == {"without-signals", "with-signals", "uniform", "oracle"}
+    for row in rows.values():
+        assert 0.0 <= row["freshness"] <= 1.0 and row["page_fetches_per_s"] > 0
+    assert report["published"]["sitemap_true"] == report["published"]["sitemap_lying"] == 1
+    assert report["published"]["feed"].endswith("/feed.xml")
+    # only the second crawl reads the sitemaps and the feed; both worlds change alike
+    assert rows["without-signals"]["document_fetches_per_s"] == 0.0
+    assert rows["with-signals"]["document_fetches_per_s"] > 0.0
+    assert report["with-signals"]["signals"]["claims"] > 0
+    assert report["without-signals"]["politeness"]["violations"] == 0
+    assert report["with-signals"]["politeness"]["violations"] == 0
+    paths = {json.loads(line)["path"] for line in (out / "with-signals" / "requests.jsonl").open()}
+    assert {"/sitemap.xml", "/feed.xml"} <= paths
+    paths = {json.loads(line)["path"] for line in (out / "without-signals" / "requests.jsonl").open()}
+    assert not paths & {"/sitemap.xml", "/feed.xml"}
+    for name in ("without-signals", "with-signals"):
+        assert json.loads((out / name / "report.json").read_text())["fetches"] > 24

@@ -34,6 +34,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="fraction of hosts whose Last-Modified lies (see --lie)")
     p.add_argument("--lie", default="now", choices=DATE_LIES,
                    help="what a lying host sends as Last-Modified")
+    p.add_argument("--sitemap-true", type=float, default=0.0,
+                   help="fraction of hosts whose sitemap gives each page's true last change")
+    p.add_argument("--sitemap-lying", type=float, default=0.0,
+                   help="fraction of hosts whose sitemap dates every page at the fetch time")
+    p.add_argument("--feed", action="store_true",
+                   help="serve an Atom feed of recent changes (/feed.xml) on one host")
     p.add_argument("--port", type=int, default=0, help="0 picks a free port")
     p.add_argument("--base-address", default="127.0.0.2", help="first host address (127/8)")
     p.add_argument("--log", dest="log_path", help="append the request log here (JSONL)")
@@ -59,6 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             churn_fraction=args.churn_fraction, volatile_fraction=args.volatile_fraction,
             log_path=args.log_path, truth_path=args.truth_path,
             lying_hosts=args.lying_hosts, lie=args.lie,
+            sitemap_true=args.sitemap_true, sitemap_lying=args.sitemap_lying, feed=args.feed,
         )
     except ValueError as exc:
         print(f"error: {exc}")
@@ -70,6 +77,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     with testbed:
         for url in testbed.seed_urls():
             print(url, flush=True)
+        if testbed.feed_host is not None:
+            print(f"feed: {testbed.feed_url()}", flush=True)
         stop.wait(args.duration)
         print(f"stopped at simulated t={testbed.sim_time():.0f} s after "
               f"{len(testbed.requests())} requests", flush=True)

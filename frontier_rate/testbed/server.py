@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from . import published
 from .changes import DAY
 from .site import PRIVATE_PATH, Site
 
@@ -93,6 +94,11 @@ class Testbed:
     ``Last-Modified`` that is not the page's last change, as ``lie`` says:
     ``"now"`` (the time of the answer), ``"constant"`` (the epoch, whatever
     changes), ``"future"`` (a day ahead) or ``"none"`` (no header at all).
+    ``sitemap_true`` and ``sitemap_lying`` (fractions of the hosts, drawn from the seed)
+    serve a sitemap whose ``<lastmod>`` is the page's latest change, or the time of the
+    sitemap fetch; with either set, the other hosts serve none. ``feed`` adds an Atom feed
+    (``/feed.xml``) of the ``feed_items`` latest changed pages on one host
+    (``published``).
     """
 
     __test__ = False  # not a pytest test class, despite its name
@@ -120,6 +126,10 @@ class Testbed:
         clock: Callable[[], float] = time.monotonic,
         lying_hosts: float = 0.0,
         lie: str = "now",
+        sitemap_true: float = 0.0,
+        sitemap_lying: float = 0.0,
+        feed: bool = False,
+        feed_items: int = 10,
     ) -> None:
         if not isinstance(n_pages, int) or not 1 <= n_pages <= 100_000:
             raise ValueError(f"n_pages={n_pages!r}: must be an integer in [1, 100000]")
@@ -146,6 +156,12 @@ class Testbed:
         liars = round(lying_hosts * n_hosts)
         self.date_modes = ["true"] * (n_hosts - liars) + [lie] * liars
         """Per host: "true" (Last-Modified is the last change) or the lie it tells."""
+        self.sitemap_modes = published.sitemap_modes(n_hosts, seed, sitemap_true, sitemap_lying)
+        """Per host: "plain" (no dates), "true" or "lying" lastmod, or "none" (no sitemap)."""
+        self.feed_host = published.choose_feed_host(self.sitemap_modes, seed) if feed else None
+        if not isinstance(feed_items, int) or feed_items < 1:
+            raise ValueError(f"feed_items={feed_items!r}: must be a positive integer")
+        self.feed_items = feed_items
         self.addresses = loopback_addresses(base_address, n_hosts)
         self.site = Site(
             n_pages=n_pages, n_hosts=n_hosts, seed=seed,
@@ -267,6 +283,18 @@ class Testbed:
         page = self.site.pages[index]
         return self.hosts[page.host] + page.path
 
+    def feed_url(self) -> str:
+        """The URL of the feed (``feed=True``)."""
+        if self.feed_host is None:
+            raise RuntimeError("this test-bed serves no feed (Testbed(feed=True))")
+        return self.hosts[self.feed_host] + published.FEED_PATH
+
+    def sitemap_urls(self) -> list[str]:
+        """The sitemaps served (every host but those whose mode is "none")."""
+        return [base + published.SITEMAP_PATH
+                for base, mode in zip(self.hosts, self.sitemap_modes, strict=True)
+                if mode != "none"]
+
     def manifest(self) -> dict[str, Any]:
         """Page weights for the crawler (served as ``/manifest.json`` on every host).
 
@@ -279,6 +307,8 @@ class Testbed:
             "started_at": self.started_at_wall,
             "hosts": self.hosts,
             "date_modes": self.date_modes,
+            "sitemap_modes": self.sitemap_modes,
+            "feed": None if self.feed_host is None else self.feed_url(),
             "pages": [
                 {"url": self.page_url(p.index), "host": self.addresses[p.host], "weight": p.weight}
                 for p in self.site.pages
@@ -305,6 +335,8 @@ class Testbed:
             "seed": self.seed,
             "acceleration": self.acceleration,
             "sim_epoch": SIM_EPOCH,
+            "sitemap_modes": self.sitemap_modes,
+            "feed_host": self.feed_host,
             "pages": pages,
         }
 
@@ -400,10 +432,11 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/":
             return _Reply(body=site.render_index(host, bases))
         if path == "/robots.txt":
-            return _Reply(body=site.render_robots(bases[host], testbed.crawl_delays[host]),
+            return _Reply(body=site.render_robots(bases[host], testbed.crawl_delays[host],
+                                                  testbed.sitemap_modes[host] != "none"),
                           content_type=_TEXT)
-        if path == "/sitemap.xml":
-            return _Reply(body=site.render_sitemap(host, bases), content_type="application/xml")
+        if path in (published.SITEMAP_PATH, published.FEED_PATH):
+            return self._published(testbed, host, path)
         if path == "/manifest.json":
             return _Reply(body=json.dumps(testbed.manifest(), indent=1).encode(),
                           content_type="application/json")
@@ -426,6 +459,25 @@ class _Handler(BaseHTTPRequestHandler):
                                 SIM_EPOCH)
         return _Reply(body=body, url=bases[host] + path, page=page.index, version=version,
                       last_modified=SIM_EPOCH + (process.last_change_before(self._sim) or 0.0))
+
+    def _published(self, testbed: Testbed, host: int, path: str) -> _Reply:
+        """A sitemap or the feed, as the host's mode says (404 where it has none)."""
+        site, base, mode = testbed.site, testbed.hosts[host], testbed.sitemap_modes[host]
+        if path == published.FEED_PATH:
+            if testbed.feed_host != host:
+                return _Reply(status=404, body=b"404 Not Found\n", content_type=_TEXT)
+            body, modified = published.render_feed(site, host, base, self._sim,
+                                                   testbed.feed_items, SIM_EPOCH)
+            return _Reply(body=body, content_type="application/atom+xml",
+                          last_modified=modified)
+        if mode == "none":
+            return _Reply(status=404, body=b"404 Not Found\n", content_type=_TEXT)
+        if mode == "plain":
+            return _Reply(body=site.render_sitemap(host, testbed.hosts),
+                          content_type="application/xml")
+        body, modified = published.render_dated_sitemap(site, host, base, self._sim, mode,
+                                                        SIM_EPOCH)
+        return _Reply(body=body, content_type="application/xml", last_modified=modified)
 
 
 _TEXT = "text/plain; charset=utf-8"

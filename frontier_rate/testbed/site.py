@@ -195,12 +195,14 @@ class Site:
         ).encode()
 
     @staticmethod
-    def render_robots(base: str, crawl_delay: float | None) -> bytes:
-        """``/robots.txt``: disallow ``/private/``, optional ``Crawl-delay`` (real seconds)."""
+    def render_robots(base: str, crawl_delay: float | None, sitemap: bool = True) -> bytes:
+        """``/robots.txt``: disallow ``/private/``, optional ``Crawl-delay`` (real seconds),
+        a ``Sitemap:`` line unless ``sitemap`` is false."""
         lines = ["User-agent: *", "Disallow: /private/"]
         if crawl_delay is not None:
             lines.append(f"Crawl-delay: {crawl_delay:g}")
-        lines.append(f"Sitemap: {base}/sitemap.xml")
+        if sitemap:
+            lines.append(f"Sitemap: {base}/sitemap.xml")
         return ("\n".join(lines) + "\n").encode("utf-8")
 
     @staticmethod
