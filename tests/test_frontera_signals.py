@@ -23,20 +23,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from scrapy_support.server import ChangingSite  # noqa: E402
 from test_frontera import Counter, VirtualClock, backend_of, make_manager, respond  # noqa: E402
 from test_frontera_crawl import run_crawl, tracebacks  # noqa: E402
+from test_scrapy_signals import iso, urlset  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def urlset(site: ChangingSite, entries: list[tuple[str, str | None]]) -> str:
-    rows = "".join(f"<url><loc>{site.url(path)}</loc>"
-                   + (f"<lastmod>{date}</lastmod>" if date else "") + "</url>"
-                   for path, date in entries)
-    return ('<?xml version="1.0" encoding="UTF-8"?><urlset '
-            f'xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{rows}</urlset>')
-
-
-def iso(t: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
 def test_a_sitemap_is_a_revisited_page_whose_entries_become_claims(
