@@ -24,8 +24,16 @@ local SIGNAL_EVENTS = {}
 -- (a call may check one pair many times)
 local SIGNAL_TALLIES = {}
 
+-- Whether this shard holds any claim: one EXISTS per call, so a shard never told
+-- anything (the common case) pays no HGET per page.
+local SIGNAL_PAGES_EXIST = nil
+
 -- The page's latest claim (evidence.Record), or nil when none (or an unreadable one).
 function lib.signal_get(id)
+  if SIGNAL_PAGES_EXIST == nil then
+    SIGNAL_PAGES_EXIST = redis.call("EXISTS", SIGNAL_PAGES) == 1
+  end
+  if not SIGNAL_PAGES_EXIST then return nil end
   local raw = redis.call("HGET", SIGNAL_PAGES, id)
   if not raw or #raw <= SIGNAL_RECORD_SIZE then return nil end
   local claim, received, lo, hi, flags = sunpack(SIGNAL_RECORD, raw)
@@ -41,6 +49,7 @@ function lib.signal_save(id, r)
   if r.open then flags = flags + SIGNAL_WINDOW end
   redis.call("HSET", SIGNAL_PAGES, id,
     spack(SIGNAL_RECORD, r.claim, r.received, r.lo, r.hi, flags) .. r.source)
+  SIGNAL_PAGES_EXIST = true
 end
 
 -- The tally of (host, source) (evidence.Tally) and its field in SIGNAL_TRUST.
