@@ -185,6 +185,20 @@ end
 
 function lib.fmt(x) return sformat("%.17g", x) end
 
+-- One check of a trust tally t = {checks, failed checks} (Last-Modified dates per host in
+-- observe.lua, sources per host in signals.lua): counts it; a tally is ignored while more
+-- than 1 in `ratio` checks failed, and CNT's `counter` counts the tallies now ignored.
+-- Returns 1 when this check made it ignored, 2 when it made it trusted again, else 0.
+function lib.tally_check(t, good, ratio, counter)
+  local before = t[2] * ratio > t[1]
+  t[1] = t[1] + 1
+  if not good then t[2] = t[2] + 1 end
+  local after = t[2] * ratio > t[1]
+  if after == before then return 0 end
+  redis.call("HINCRBY", CNT, counter, after and 1 or -1)
+  return after and 1 or 2
+end
+
 -- Append value to the list map[key], made on first use.
 function lib.push(map, key, value)
   local list = map[key]

@@ -47,20 +47,12 @@ end
 local function check_date(host, changed_at, I, last_fetch, now)
   local says_changed = changed_at > last_fetch
   local good = says_changed == (I == 1) and changed_at < now
-  local checked, bad = host_dates(host)
-  local trusted_before = bad * DATE_TRUST <= checked
-  checked = checked + 1
-  if not good then bad = bad + 1 end
-  redis.call("HSET", DATES, host, struct.pack("<dd", checked, bad))
-  local trusted = bad * DATE_TRUST <= checked
+  local tally = {host_dates(host)}
+  local event = lib.tally_check(tally, good, DATE_TRUST, "date_hosts_ignored")
+  redis.call("HSET", DATES, host, struct.pack("<dd", tally[1], tally[2]))
+  local trusted = tally[2] * DATE_TRUST <= tally[1]
   local bits = 0
-  if trusted_before and not trusted then
-    bits = DATES_IGNORED
-    redis.call("HINCRBY", CNT, "date_hosts_ignored", 1)
-  elseif trusted and not trusted_before then
-    bits = DATES_TRUSTED
-    redis.call("HINCRBY", CNT, "date_hosts_ignored", -1)
-  end
+  if event == 1 then bits = DATES_IGNORED elseif event == 2 then bits = DATES_TRUSTED end
   if good and trusted and I == 1 then
     return now - changed_at, bits + DATE_USED
   end

@@ -16,7 +16,6 @@ local TRUST_RATIO, PROBATION, FUTURE_SLACK, POSTPONE_MAX = 10, 3, 60, 16
 local SIGNAL_RECORD = "<ddddB"
 local SIGNAL_RECORD_SIZE = struct.size(SIGNAL_RECORD)
 local SIGNAL_PENDING, SIGNAL_WINDOW = 1, 2
-local BECAME_IGNORED, BECAME_TRUSTED = 1, 2  -- evidence.BECAME_IGNORED, BECAME_TRUSTED
 -- host, source, transition of every trust change in this call, for the caller's log
 -- (wire.signal_events); hint.lua and observe.lua return it
 local SIGNAL_EVENTS = {}
@@ -80,19 +79,9 @@ end
 -- listed in SIGNAL_EVENTS.
 function lib.signal_check(host, source, good)
   local t, key = lib.signal_tally(host, source)
-  local before = lib.signal_ignored(t)
-  t[1] = t[1] + 1
-  if not good then t[2] = t[2] + 1 end
+  -- lib.tally_check's 1 and 2 are evidence.BECAME_IGNORED and BECAME_TRUSTED
+  local event = lib.tally_check(t, good, TRUST_RATIO, "signal_sources_ignored")
   redis.call("HSET", SIGNAL_TRUST, key, spack("<dd", t[1], t[2]))
-  local after = lib.signal_ignored(t)
-  local event = 0
-  if after and not before then
-    event = BECAME_IGNORED
-    redis.call("HINCRBY", CNT, "signal_sources_ignored", 1)
-  elseif before and not after then
-    event = BECAME_TRUSTED
-    redis.call("HINCRBY", CNT, "signal_sources_ignored", -1)
-  end
   if event > 0 then
     SIGNAL_EVENTS[#SIGNAL_EVENTS + 1] = host
     SIGNAL_EVENTS[#SIGNAL_EVENTS + 1] = source
