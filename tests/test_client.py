@@ -25,6 +25,7 @@ from frontier_rate.settings import REDIS_RETRY_FIRST, REDIS_RETRY_MAX
 
 sys.path.insert(0, str(Path(__file__).parent))
 from reliability_support.proxy import RedisProxy  # noqa: E402
+from reliability_support.pump import pump  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -305,17 +306,6 @@ def test_ask_answers_inline_and_gives_the_default_during_an_outage(redis_url, na
         assert client.ask(lambda f: f.stats()["pages"], -1) == -1  # breaker open: not tried
         client.close([], close_frontier=False)
     frontier.close()
-
-
-def pump(posted: queue.Queue, until: Callable[[], bool], what: str, timeout: float = 20) -> None:
-    """Run what the client posts to this thread until ``until()`` holds."""
-    deadline = time.monotonic() + timeout
-    while not until():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        try:
-            posted.get(timeout=0.02)()
-        except queue.Empty:
-            pass
 
 
 def test_the_worker_wakes_for_work_and_sleeps_when_there_is_none(redis_url, namespace,

@@ -31,6 +31,7 @@ from pathlib import Path
 import pytest
 import redis
 from redis_servers import RedisServer, debian_redis, redis_cluster  # noqa: I001
+from reliability_support.pump import pump
 
 from frontier_rate import Frontier
 from frontier_rate.client import FrontierClient
@@ -423,24 +424,18 @@ def test_client_closing_while_redis_refuses_writes_spools_and_the_next_crawl_rep
             except queue.Empty:
                 pass
             leases += [d for d, _ in client.take()]
-        def pump(until, what: str) -> None:
-            deadline = time.monotonic() + 20
-            while not until():
-                assert time.monotonic() < deadline, f"timed out waiting for {what}"
-                try:
-                    posted.get(timeout=0.05)()
-                except queue.Empty:
-                    pass
+        def wait(until, what: str) -> None:
+            pump(posted, until, what)
 
         # Redis full for a while, then memory freed: held, then replayed in the crawl
         admin = server.client()
         admin.config_set("maxmemory", str(admin.info("memory")["used_memory"] // 2))
         first = [client.observe(d, {"fingerprint": "v1", "fetched_at": time.time()})
                  for d in leases[:2]]
-        pump(lambda: stats.get("redis_outages") == 1, "the worker to meet the refusal")
+        wait(lambda: stats.get("redis_outages") == 1, "the worker to meet the refusal")
         assert not any(call.applied for call in first)
         admin.config_set("maxmemory", "0")
-        pump(lambda: all(call.applied for call in first) and client.outage_since is None,
+        wait(lambda: all(call.applied for call in first) and client.outage_since is None,
              "the replay")  # _up logs 'back after' before it closes the breaker
         assert any("back after" in r.getMessage() and "replayed 2 results" in r.getMessage()
                    for r in caplog.records)
@@ -450,7 +445,7 @@ def test_client_closing_while_redis_refuses_writes_spools_and_the_next_crawl_rep
         calls = [client.observe(d, {"fingerprint": "v1", "fetched_at": time.time()})
                  for d in leases[2:8]]
         client.add([("http://later.example/", 1.0, {})])
-        pump(lambda: stats.get("redis_outages") == 2, "the worker to meet the refusal")
+        wait(lambda: stats.get("redis_outages") == 2, "the worker to meet the refusal")
         client.close(leases[8:])
         assert not any(call.applied for call in calls)
         warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]

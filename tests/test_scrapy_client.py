@@ -11,7 +11,6 @@ import queue
 import sys
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -22,6 +21,7 @@ from frontier_rate.engine import Frontier
 
 sys.path.insert(0, str(Path(__file__).parent))
 from reliability_support.proxy import RedisProxy  # noqa: E402
+from reliability_support.pump import pump  # noqa: E402
 
 pytestmark = [pytest.mark.reliability, pytest.mark.timeout(60)]
 
@@ -42,17 +42,6 @@ class Recorded(Frontier):
                 return value(*args, **kwargs)
             return recorded
         return value
-
-
-def pump(posted: queue.Queue, until: Callable[[], bool], what: str) -> None:
-    """Run what the client posts to this thread until ``until()`` holds."""
-    deadline = time.monotonic() + 20
-    while not until():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        try:
-            posted.get(timeout=0.05)()
-        except queue.Empty:
-            pass
 
 
 def test_calls_go_in_order_through_an_outage_and_never_on_the_callers_thread(
