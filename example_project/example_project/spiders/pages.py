@@ -4,6 +4,11 @@ It reads each site's ``/manifest.json`` (page weights) when there is one,
 starts from the home pages, parses every page it gets and follows links.
 The scheduler (frontier-rate) decides when each page is fetched again.
 
+A page the manifest does not list (a home page, a navigation page) gets the
+smallest weight the manifest gives: it is still revisited, to find new links,
+but the budget goes to the pages the site asks to be kept fresh. Without a
+manifest every page weighs 1.
+
     scrapy crawl pages -a start_urls=http://127.0.0.2:8080/,http://127.0.0.3:8080/
 """
 
@@ -22,6 +27,7 @@ class PagesSpider(scrapy.Spider):
         self.start_urls = [u for u in start_urls.split(",") if u]
         self.use_manifest = manifest not in ("0", "false", "no")
         self.weights: dict[str, float] = {}
+        self.unlisted_weight = 1.0
 
     async def start(self):
         for url in self.start_urls:
@@ -36,7 +42,10 @@ class PagesSpider(scrapy.Spider):
         data = response.json()
         for page in data.get("pages", []):
             self.weights[page["url"]] = float(page.get("weight", 1.0))
-        yield scrapy.Request(home, callback=self.parse)
+        if self.weights:
+            self.unlisted_weight = min(self.weights.values())
+        yield scrapy.Request(home, callback=self.parse,
+                             meta={"frontier_rate_weight": self.weight(home)})
         for url, weight in self.weights.items():
             yield scrapy.Request(url, callback=self.parse, meta={"frontier_rate_weight": weight})
 
@@ -53,4 +62,8 @@ class PagesSpider(scrapy.Spider):
         for href in response.css("a::attr(href)").getall():
             url = response.urljoin(href)
             yield scrapy.Request(url, callback=self.parse,
-                                 meta={"frontier_rate_weight": self.weights.get(url, 1.0)})
+                                 meta={"frontier_rate_weight": self.weight(url)})
+
+    def weight(self, url: str) -> float:
+        """The manifest's weight of ``url``; its smallest one for a page it does not list."""
+        return self.weights.get(url, self.unlisted_weight)
