@@ -6,11 +6,13 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import numpy as np
 import pytest
 
 from frontier_rate import demo
+from frontier_rate.engine import Frontier
 from frontier_rate.testbed import Testbed
 
 
@@ -77,6 +79,16 @@ def test_short_demo_run_reports_and_stays_polite(redis_url: str, tmp_path: Path)
     assert report["dates"]["lying_hosts"] == 1
     assert report["dates"]["date_hosts_ignored"] == 1
     assert report["dates"]["dated_changes"] > 0
+    # the spider weighs each page as the test-bed's manifest does, and a page the manifest
+    # does not list (each host's home page) as its lightest page: scored pages get the budget
+    truth = json.loads((out / "truth.json").read_text())
+    listed = {p["url"]: p["weight"] for p in truth["pages"]}
+    with Frontier(redis_url, namespace=report["namespace"]) as frontier:
+        weights = {p["url"]: p["weight"] for p in frontier.iter_pages()}
+    assert {url: weights.get(url) for url in listed} == pytest.approx(listed)
+    homes = [url for url in weights if urlsplit(url).path == "/"]
+    assert len(homes) == 3, sorted(weights)
+    assert [weights[url] for url in homes] == pytest.approx([min(listed.values())] * 3)
 
 
 @pytest.mark.slow
