@@ -64,7 +64,10 @@ class DemoConfig:
     policy: str = "whittle"
     min_host_delay: float = 0.1
     crawl_delay: float = 0.2
-    min_interval: float = 1.0
+    min_interval: float = 0.1
+    """Shortest planned revisit interval (real s): the smallest host delay, 2.4 simulated hours.
+    The oracle has no such bound and fetches the heaviest, fastest pages several times a
+    simulated day; at 1 s (one simulated day) the crawl could reach about 0.95 of it at best."""
     max_interval: float = 30.0
     warmup: float = 0.3
     seed: int = 0
@@ -244,6 +247,7 @@ def score(cfg: DemoConfig, bed: Testbed, pages: list[dict], duration: float) -> 
     fetches = page_fetches(log, truth)
     ours_log = [(r["url"], r["sim_time"]) for r in fetches]
     in_window = sum(1 for _, t in ours_log if t_start <= t <= t_end)
+    others = sum(1 for r in log if t_start <= r["sim_time"] <= t_end) - in_window
     spent_sim = in_window / (t_end - t_start)
     delays = cfg.host_delays()
     caps_sim = {address: 1.0 / (delays[h] * cfg.acceleration) for h, address in enumerate(bed.addresses)}
@@ -266,6 +270,7 @@ def score(cfg: DemoConfig, bed: Testbed, pages: list[dict], duration: float) -> 
         "window_sim_s": [t_start, t_end],
         "budget_fetches_per_s": in_window / ((t_end - t_start) / cfg.acceleration),
         "spend": {"fetches_per_s": spent_sim * cfg.acceleration, "budget_per_s": cfg.budget,
+                  "other_per_s": others / ((t_end - t_start) / cfg.acceleration),
                   "allowed_per_s": allowed_sim * cfg.acceleration,
                   "spent_of_allowed": spent_sim / allowed_sim},
         "config": {k: v for k, v in asdict(cfg).items() if k != "redis_url"},
@@ -345,15 +350,15 @@ def summary(result: dict, out: Path) -> str:
         f"({result['budget_fetches_per_s']:.1f} fetches/s); scored over the last {days:.0f} simulated days",
         "",
         f"  weighted freshness   ours {f['ours']:.3f}   oracle {f['oracle']:.3f}   uniform {f['uniform']:.3f}"
-        f"   (ours / oracle = {f['ratio_to_oracle']:.3f}; target >= 0.95)",
+        f"   (ours / oracle = {f['ratio_to_oracle']:.3f})",
         f"  budget spent         {sp['fetches_per_s']:.1f} of {sp['allowed_per_s']:.1f} fetches/s allowed "
         f"({sp['spent_of_allowed']:.2f}; budget {sp['budget_per_s']:g}/s, capped by the hosts' delays); "
         "uniform and oracle spend all of it",
+        f"  other requests       {sp['other_per_s']:.1f}/s (home pages, robots.txt, manifests: not scored)",
     ]
     if e["pages"]:
         lines.append(f"  estimate error       median {e['median_abs_rel_error']:.3f}   p90 {e['p90_abs_rel_error']:.3f}"
-                     f"   over {e['pages']} pages with >= {MIN_FETCHES_FOR_ACCURACY} fetches "
-                     "(target median <= 0.15 with dates, 0.25 without)")
+                     f"   over {e['pages']} pages with >= {MIN_FETCHES_FOR_ACCURACY} fetches")
     else:
         lines.append("  estimate error       no page was fetched 10 times")
     lines.append(f"  politeness           {p['violations']} violations; at most {p['max_host_rps']} requests "

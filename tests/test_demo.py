@@ -122,3 +122,21 @@ def test_short_signals_demo_reports_both_crawls_side_by_side(redis_url: str, tmp
     assert not paths & {"/sitemap.xml", "/feed.xml"}
     for name in ("without-signals", "with-signals"):
         assert json.loads((out / name / "report.json").read_text())["fetches"] > 24
+
+
+def test_summary_reports_results_not_targets() -> None:
+    """The printed summary is for users: results and comparisons, the requests that are not
+    scored, no project targets."""
+    result = {
+        "fetches": 5900, "duration_s": 151.0, "budget_fetches_per_s": 39.0, "window_sim_s": [0.0, 86400.0 * 105],
+        "freshness": {"ours": 0.75, "oracle": 0.77, "uniform": 0.59, "ratio_to_oracle": 0.974},
+        "spend": {"fetches_per_s": 39.0, "other_per_s": 0.6, "allowed_per_s": 40.0, "budget_per_s": 40.0,
+                  "spent_of_allowed": 0.976},
+        "estimates": {"pages": 120, "median_abs_rel_error": 0.2, "p90_abs_rel_error": 0.45},
+        "politeness": {"violations": 0, "max_host_rps": 9},
+    }
+    text = demo.summary(result, Path("demo-report"))
+    assert "target" not in text.lower()
+    assert "ours / oracle = 0.974" in text
+    assert "39.0 of 40.0 fetches/s allowed (0.98" in text
+    assert "other requests       0.6/s" in text
