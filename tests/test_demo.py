@@ -122,6 +122,9 @@ def test_short_signals_demo_reports_both_crawls_side_by_side(redis_url: str, tmp
     assert not paths & {"/sitemap.xml", "/feed.xml"}
     for name in ("without-signals", "with-signals"):
         assert json.loads((out / name / "report.json").read_text())["fetches"] > 24
+        # sitemaps and feeds are planned as pages: both crawls keep one simulated day between
+        # revisits of any document, or the documents take much of the budget
+        assert report[name]["config"]["min_interval"] == demo.SIGNALS_MIN_INTERVAL
 
 
 def test_summary_reports_results_not_targets() -> None:
