@@ -134,6 +134,79 @@ def test_lua_interval_update_with_a_pooled_prior_equals_python(redis_url, namesp
     assert f.page(second)["estimate"] == pytest.approx(python.estimate, rel=1e-9)
 
 
+def _pooled_after_one_fast_page(f, url, start):
+    """Drive ``url`` through 30 changes, 5 s apart (a fast page; other pages leased meanwhile
+    are released untouched); the pooled prior of its host's other pages then."""
+    t, seen = start, 0
+    while seen < 30:
+        for d in f.next_requests(10, now=t):
+            if d.url == url:
+                f.observe(d, fingerprint=f"v{seen}", fetched_at=t)
+                seen += 1
+            else:
+                f.release(d, now=t)
+        t += 5.0
+    est = f.page(url)["estimate"]
+    assert est > 10 * f.prior_rate
+    return math.exp((math.log(est) + PRIOR_PAGES * math.log(f.prior_rate)) / (1 + PRIOR_PAGES))
+
+
+def test_a_page_fetched_once_learns_from_the_pool_as_it_stands_at_its_second_fetch(
+        redis_url, namespace):
+    """Pages added together, before any page of their host was observed, start from the
+    namespace prior; one fetched once meanwhile takes the host's pooled prior as it stands at
+    its second fetch (not as it stood when it was added): its update equals Python's
+    Interval started from that prior."""
+    f = _frontier(redis_url, namespace, fill_budget=False, min_interval=1.0, max_interval=1e4)
+    first, second = "http://pool.example/a", "http://pool.example/b"
+    f.add_many([first, second], now=0.0)
+    assert f.page(second)["estimate"] == pytest.approx(f.prior_rate, rel=1e-12)
+    for d in f.next_requests(2, now=0.0):
+        if d.url == second:
+            f.observe(d, fingerprint="w0", fetched_at=0.0)  # its first fetch: no interval yet
+        else:
+            f.release(d, now=0.0)
+    prior = _pooled_after_one_fast_page(f, first, 1.0)
+    t = 2e4  # the second page is due again (max_interval 1e4)
+    got = [d for d in f.next_requests(2, now=t) if d.url == second]
+    assert got, "the second page is due"
+    f.observe(got[0], fingerprint="w1", fetched_at=t)
+    python = make_estimator("interval", x0=prior, prior_info=INTERVAL_PRIOR_INFO,
+                            max_step=INTERVAL_MAX_STEP)
+    python.update(1, interval=t, p=1.0 / t)
+    assert f.page(second)["estimate"] == pytest.approx(python.estimate, rel=1e-9)
+
+
+def test_queued_pages_without_an_observed_interval_follow_the_pool_in_the_sweep(
+        redis_url, namespace):
+    """The background sweep (lua/refresh.lua) moves a queued page fetched at most once onto its
+    host's pooled prior as the pool moves, and re-plans it; a page of another host keeps the
+    namespace prior."""
+    f = _frontier(redis_url, namespace, fill_budget=False, min_interval=1.0, max_interval=1e4,
+                  budget=0.05)
+    first = "http://pool.example/a"
+    waiting = [f"http://pool.example/w{i}" for i in range(3)]
+    other = "http://other.example/w"
+    f.add_many([first, *waiting, other], now=0.0)
+    f.set_budget(1000.0, now=0.0)
+    for d in f.next_requests(10, now=0.0):
+        if d.url != first:
+            f.observe(d, fingerprint="x", fetched_at=0.0)
+        else:
+            f.release(d, now=0.0)
+    planned = {u: f.page(u)["p"] for u in waiting}
+    prior = _pooled_after_one_fast_page(f, first, 1.0)
+    f.set_budget(0.05, now=200.0)  # a re-solve: the sweep runs on every shard
+    for _ in range(f.shards):
+        f.next_requests(0, now=200.0)
+    for u in waiting:
+        page = f.page(u)
+        assert page["fetches"] == 1
+        assert page["estimate"] == pytest.approx(prior, rel=1e-12)
+        assert page["p"] != planned[u]  # re-planned with that rate
+    assert f.page(other)["estimate"] == pytest.approx(f.prior_rate, rel=1e-12)
+
+
 def test_a_capped_host_gets_its_own_threshold_and_frees_budget(redis_url, namespace):
     """One big host behind a long delay and small free hosts: the solve publishes τ_h for
     the big host only, its pages plan with max(ν, τ_h), and ν drops below the ν of the

@@ -25,16 +25,7 @@ for i = H + 3, #ARGV, 6 do
     if redis.call("HDEL", BAD, id) == 1 then redis.call("HINCRBY", CNT, "quarantined", -1) end
     -- a new page starts from its host's pooled prior (est0 / aux0: the namespace prior)
     local e0, a0 = est0, aux0
-    local log_prior = lib.host_log_prior(host, nil)
-    if log_prior ~= C.log_prior_rate then
-      if C.estimator == "interval" then
-        e0 = log_prior
-      elseif C.estimator == "sam" then
-        e0, a0 = math.exp(log_prior), math.exp(log_prior)
-      else
-        e0 = math.exp(log_prior)
-      end
-    end
+    if lib.host_log_prior(host, nil) ~= C.log_prior_rate then e0, a0 = lib.prior_state(host) end
     s = {weight = weight, est = e0, aux = a0, p = 0, last_fetch = 0, fetches = 0,
          changes = 0, leases = 0, fp = string.rep("\0", 4), flags = 0, fails = 0, notfound = 0,
          x1 = 0, x2 = 0}

@@ -539,6 +539,29 @@ function lib.host_log_prior(host, own)
   return (sum + PRIOR_PAGES * C.log_prior_rate) / (n + PRIOR_PAGES)
 end
 
+-- The (est, aux) a page of `host` starts from: its host's pooled prior as the pool stands
+-- now, in the estimator's terms (wire.initial_state with x0 = that prior).
+function lib.prior_state(host)
+  local log_prior = lib.host_log_prior(host, nil)
+  if INTERVAL then return log_prior, 0 end
+  if C.estimator == "sam" then return exp(log_prior), exp(log_prior) end
+  return exp(log_prior), 0
+end
+
+-- A page without an observed interval (fetches <= 1: its state is still its start)
+-- follows its host's pooled prior as the pool moves: it takes lib.prior_state now, not the
+-- pool as it stood when the page was added (pages added together, before any of their
+-- host's pages was observed, would otherwise plan with the namespace prior until their
+-- second fetch, max_interval away at a low budget). Returns true when s changed; the
+-- caller moves the aggregates and saves.
+function lib.follow_prior(s, host)
+  if s.fetches > 1 then return false end
+  local e0, a0 = lib.prior_state(host)
+  if e0 == s.est and a0 == s.aux then return false end
+  s.est, s.aux = e0, a0
+  return true
+end
+
 function lib.host_pool_move(host, old, new)
   if old == new then return end
   local pool = lib.host_pool(host)

@@ -100,6 +100,8 @@ local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_
     end
   end
 
+  local stored_rate = lib.plan_rate(s)
+  lib.follow_prior(s, host)  -- no observed interval yet: the host's pooled prior as it is now
   local old_rate = lib.plan_rate(s)
   local old_pooled = lib.pooled_log_rate(s, old_rate)
   local tau = now - s.last_fetch
@@ -111,7 +113,7 @@ local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_
   s.last_fetch = now
   s.fails, s.notfound = 0, 0
   local new_rate = lib.plan_rate(s)
-  lib.agg_move(s.weight, old_rate, s.weight, new_rate, host)
+  lib.agg_move(s.weight, stored_rate, s.weight, new_rate, host)
   lib.host_pool_move(host, old_pooled, lib.pooled_log_rate(s, new_rate))
 
   -- next due: exponential with the planned mean for lln/sa/sam (their Poisson

@@ -9,7 +9,8 @@
 -- `interval` estimator due = last_fetch + mean(nu), moved onto the page's rhythm;
 -- a pending burst follow-up keeps its time; a trusted claim of a sitemap, feed or push
 -- since the last fetch still applies: lib.signal_due, lua/signals.lua). Never-fetched and
--- retrying pages are left alone.
+-- retrying pages keep their due times. A page without an observed interval (fetched at most
+-- once) first takes its host's pooled prior as the pool stands now (lib.follow_prior).
 -- A queued page whose state is corrupt is quarantined.
 -- Returns {pages looked at, pages moved, 1 if this call finished a sweep of the shard,
 -- NEWLY_QUARANTINED (url, reason pairs)}.
@@ -26,6 +27,14 @@ local function replan(h, from, count)
   for j = 1, #queued, 2 do
     local id, due = queued[j], lib.seconds(queued[j + 1])
     local s = lib.load_queued(id, h)
+    if s then
+      -- a page without an observed interval follows its host's pooled prior (lib.follow_prior)
+      local stored_rate = lib.plan_rate(s)
+      if lib.follow_prior(s, h) then
+        lib.agg_move(s.weight, stored_rate, s.weight, lib.plan_rate(s), h)
+        lib.save(id, s)
+      end
+    end
     if s and s.fetches > 0 and s.fails == 0 and s.p > 0 then
       local mean = lib.planned_interval(s.weight, lib.plan_rate(s), nu_h)
       if math.abs(mean * s.p - 1) > 1e-6 then
