@@ -278,16 +278,17 @@ def run_frontier(sc: Scenario, url: str | None, estimator: str, pol: str) -> tup
 
 
 def drive(f: Frontier, sc, *, tick: float, max_n: int, retry: float,
-          dates: bool = False) -> tuple[list[np.ndarray], dict]:
+          dates: bool = False, salt: str = "") -> tuple[list[np.ndarray], dict]:
     """Add the pages of ``sc`` (a Scenario, or anything with n, host, weights, changes, t_end)
     to ``f`` and crawl them to ``sc.t_end``: fetch what ``next_requests`` hands out at once
     (the fingerprint is the page's version at that time), move the clock one unit after a
     batch, else to ``next_call``. ``tick``: simulated seconds per unit of ``f``'s clock.
     ``dates``: every answer tells the page's last change time (a true Last-Modified), when
-    the page changed since the start.
+    the page changed since the start. ``salt``: a path prefix in every URL; the engine orders
+    pages of equal standing by a hash of their URL, so another salt is another first-fetch order.
     Returns the fetch times per page (simulated seconds) and run info; drops the namespace.
     """
-    urls = [f"https://h{sc.host[i]}.example/p/{i}" for i in range(sc.n)]
+    urls = [f"https://h{sc.host[i]}.example/{salt}p/{i}" for i in range(sc.n)]
     index = {u: i for i, u in enumerate(urls)}
     f.add_many([(u, float(w), None) for u, w in zip(urls, sc.weights, strict=True)], now=0.0)
     out: list[list[float]] = [[] for _ in range(sc.n)]

@@ -246,19 +246,20 @@ def clairvoyant(world: World) -> float:
 
 
 def run_frontier(world: World, url: str | None, estimator: str, pol: str,
-                 dates: bool = False) -> tuple[list[np.ndarray], dict]:
+                 dates: bool = False, salt: str = "") -> tuple[list[np.ndarray], dict]:
     """Fetch times per page when the real engine decides, on a virtual clock in seconds.
 
     ``policy.drive``: after a batch the clock moves one second; when nothing was
     leased it jumps to ``Frontier.next_call_time`` (a crawler polls again within 60 s). ``dates``:
-    every answer carries a true Last-Modified (the page's last change time).
+    every answer carries a true Last-Modified (the page's last change time). ``salt``: another
+    first-fetch order (``policy.drive``).
     """
     namespace = f"traces-{estimator}-{pol}-{world.per_page_day:g}-{os.getpid()}-{time.monotonic_ns() % 10**9}"
     f = Frontier(url, namespace=namespace, estimator=estimator, policy=pol, objective="freshness",
                  budget=world.budget, min_host_delay=world.host_delay, min_interval=MIN_INTERVAL,
                  max_interval=MAX_INTERVAL, lease_timeout=1e12, seed=world.seed,
                  budget_first_fetches=True)  # equal budget: every fetch counts
-    return drive(f, world, tick=1.0, max_n=64, retry=60.0, dates=dates)
+    return drive(f, world, tick=1.0, max_n=64, retry=60.0, dates=dates, salt=salt)
 
 
 def run_signals(world: World, url: str | None, estimator: str, pol: str
