@@ -23,7 +23,6 @@ import argparse
 import math
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -33,7 +32,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from frontier_rate import Frontier, connection  # noqa: E402
+from _run import embedded_redis  # noqa: E402
+
+from frontier_rate import Frontier  # noqa: E402
 from frontier_rate.namespace import drop  # noqa: E402
 
 PAGES = 20
@@ -82,18 +83,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url", default=os.environ.get("FRONTIER_RATE_REDIS_URL"))
     args = parser.parse_args(argv)
     fetches, seeds = (60, 1) if args.quick else (args.fetches, args.seeds)
-    keeper = None
-    if args.url is None:
-        os.environ["FRONTIER_RATE_DATA_DIR"] = tempfile.mkdtemp(prefix="frontier-rate-bias-")
-        keeper = connection.connect(None)
     rows = {}
-    for est in ESTIMATORS:
-        ratios = [run(est, fetches, seed, args.url) for seed in range(seeds)]
-        rows[est] = {"mean_ratio": float(np.mean(ratios)), "runs": ratios}
-        print(f"{est:9} mean estimate / truth {np.mean(ratios):.3f}  (runs: "
-              + ", ".join(f"{r:.3f}" for r in ratios) + ")", flush=True)
-    if keeper is not None:
-        keeper.shutdown(nosave=True)
+    with embedded_redis(args.url, "bias"):
+        for est in ESTIMATORS:
+            ratios = [run(est, fetches, seed, args.url) for seed in range(seeds)]
+            rows[est] = {"mean_ratio": float(np.mean(ratios)), "runs": ratios}
+            print(f"{est:9} mean estimate / truth {np.mean(ratios):.3f}  (runs: "
+                  + ", ".join(f"{r:.3f}" for r in ratios) + ")", flush=True)
     if args.quick:
         return 0
     from _report import machine, write_json, write_section

@@ -21,7 +21,6 @@ import argparse
 import os
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,10 +28,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import real_traces  # noqa: E402
+from _run import embedded_redis, pool_map  # noqa: E402
 from real_traces import DEFAULT, QUICK_PAGES, World  # noqa: E402
 from traces import load_traces  # noqa: E402
-
-from frontier_rate import connection  # noqa: E402
 
 BUDGETS = (0.05, 0.2, 0.5)
 """Fetches per page per day: where first fetches take days of the 60-day window (at 2 they
@@ -123,21 +121,10 @@ def main(argv: list[str] | None = None) -> int:
     traces = load_traces()
     if args.quick:  # every k-th page, as real_traces.py --quick takes them
         traces = traces[::max(1, len(traces) // QUICK_PAGES)][:QUICK_PAGES]
-    keeper = None
-    if args.url is None:
-        os.environ["FRONTIER_RATE_DATA_DIR"] = tempfile.mkdtemp(prefix="frontier-rate-orders-")
-        keeper = connection.connect(None)
     tasks = [(traces, b, o, args.url) for b in budgets for o in [None, *range(orders)]]
     tasks.sort(key=lambda t: -t[1])  # the longest first
-    if args.jobs > 1:
-        import multiprocessing
-
-        with multiprocessing.get_context("fork").Pool(args.jobs) as pool:
-            done = list(pool.imap_unordered(run_task, tasks))
-    else:
-        done = [run_task(t) for t in tasks]
-    if keeper is not None:
-        keeper.shutdown(nosave=True)
+    with embedded_redis(args.url, "orders"):
+        done = pool_map(run_task, tasks, args.jobs)
     rows = summarise(done)
     for r in rows:
         print(f"B={r['per_page_day']:<5g} ours/uniform median {r['median']:.3f} "

