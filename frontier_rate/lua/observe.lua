@@ -101,8 +101,9 @@ local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_
   end
 
   local stored_rate = lib.plan_rate(s)
-  lib.follow_prior(s, host)  -- no observed interval yet: the host's pooled prior as it is now
-  local old_rate = lib.plan_rate(s)
+  local old_rate = stored_rate
+  -- no observed interval yet: the host's pooled prior as it is now
+  if lib.follow_prior(s, host) then old_rate = lib.plan_rate(s) end
   local old_pooled = lib.pooled_log_rate(s, old_rate)
   local tau = now - s.last_fetch
   if s.fetches > 0 then
