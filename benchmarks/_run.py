@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from frontier_rate import connection
+from frontier_rate.store import connection
 
 
 @contextmanager

@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from _run import embedded_redis  # noqa: E402
 
 from frontier_rate import Frontier  # noqa: E402
-from frontier_rate.namespace import drop  # noqa: E402
+from frontier_rate.store.namespace import drop  # noqa: E402
 
 PAGES = 20
 RATE = 1.0 / 3600.0

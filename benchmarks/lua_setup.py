@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import _report  # noqa: E402
 
 from frontier_rate import Frontier  # noqa: E402
-from frontier_rate.namespace import drop  # noqa: E402
+from frontier_rate.store.namespace import drop  # noqa: E402
 
 LIB = ROOT / "frontier_rate" / "lua" / "lib.lua"
 

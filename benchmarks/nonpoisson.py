@@ -16,7 +16,7 @@ page can use goes to the earliest-due page of a host that may fetch); so does
 ``uniform_fill``, the equal-spend comparison.
 
 The math (curves, the index, the threshold solve, the online beliefs) is in
-``frontier_rate.reference.survival``.
+``frontier_rate.math.reference.survival``.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from policy import capped_frequencies  # noqa: E402
 from real_traces import BUDGETS, MAX_INTERVAL, MIN_INTERVAL, World  # noqa: E402
 
-from frontier_rate.policy import index_curve  # noqa: E402
-from frontier_rate.reference import survival  # noqa: E402
+from frontier_rate.math.policy import index_curve  # noqa: E402
+from frontier_rate.math.reference import survival  # noqa: E402
 
 
 class Static:

@@ -45,9 +45,10 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from _run import embedded_redis, pool_map  # noqa: E402
 from estimators import change_times  # noqa: E402
 
-from frontier_rate import Frontier, policy  # noqa: E402
-from frontier_rate.namespace import drop  # noqa: E402
-from frontier_rate.reference import solvers  # noqa: E402
+from frontier_rate import Frontier  # noqa: E402
+from frontier_rate.math import policy  # noqa: E402
+from frontier_rate.math.reference import solvers  # noqa: E402
+from frontier_rate.store.namespace import drop  # noqa: E402
 from frontier_rate.testbed.freshness import replay_policy  # noqa: E402
 
 DAY = 86400.0

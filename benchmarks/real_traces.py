@@ -69,7 +69,8 @@ from policy import (  # noqa: E402
 )
 from traces import Trace, load_traces  # noqa: E402
 
-from frontier_rate import Frontier, signals  # noqa: E402
+from frontier_rate import Frontier  # noqa: E402
+from frontier_rate.crawl import signal_sources as signals  # noqa: E402
 
 DAY = 86400.0
 WINDOW_DAYS = 60.0

@@ -6,7 +6,7 @@
 Replays the real change histories of ``benchmarks/real_traces.py`` at one budget
 (0.5 fetches/page/day) twice with the default engine: once with the change bit
 only (the constant-rate, Poisson policy) and once with true Last-Modified dates
-(the change-pattern model of ``frontier_rate.pattern`` on top). It then draws, for
+(the change-pattern model of ``frontier_rate.math.pattern`` on top). It then draws, for
 the most rhythmic page (changes at the same time of day) and the most bursty page
 (most gaps far shorter than the mean gap), the change times, the fetch times and
 the stretches the copy was stale, over ten days of the scored window.

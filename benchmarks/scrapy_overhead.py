@@ -154,7 +154,7 @@ def time_frontier_calls() -> dict[str, list[float]]:
     """Wrap the Frontier methods in TIMED to add up [calls, seconds] of each (~1 µs per call)."""
     import functools
 
-    from frontier_rate.engine import Frontier
+    from frontier_rate.engine.frontier import Frontier
 
     calls: dict[str, list[float]] = {name: [0, 0.0] for name in TIMED}
     for name in TIMED:
@@ -461,7 +461,7 @@ def main(argv: list[str] | None = None) -> int:
     if pages < 100:
         parser.error(f"--pages must be >= 100, got {pages}")
 
-    from frontier_rate.connection import connect, redact_url
+    from frontier_rate.store.connection import connect, redact_url
 
     schedulers = ["default", "frontier_rate"]
     extra_path, scrapy_redis_how = (None, "left out (--no-scrapy-redis)")

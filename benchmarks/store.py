@@ -33,8 +33,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from frontier_rate import Frontier, policy  # noqa: E402
-from frontier_rate.namespace import drop  # noqa: E402
+from frontier_rate import Frontier  # noqa: E402
+from frontier_rate.math import policy  # noqa: E402
+from frontier_rate.store.namespace import drop  # noqa: E402
 
 PAGES_PER_HOST = 50
 

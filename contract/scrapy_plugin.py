@@ -28,7 +28,7 @@ import tempfile
 import scrapy.core.scheduler
 import scrapy.settings.default_settings as defaults
 
-from frontier_rate.scrapy import Scheduler
+from frontier_rate.scrapy.scheduler import Scheduler
 
 _namespaces = itertools.count(1)
 

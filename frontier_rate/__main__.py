@@ -1,5 +1,5 @@
 """``python -m frontier_rate`` runs the ``frontier-rate`` command."""
 
-from .cli import main
+from frontier_rate.cli import main
 
 main()

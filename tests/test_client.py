@@ -1,4 +1,4 @@
-"""frontier_rate.client.FrontierClient on a real Redis: the order calls reach Redis in, how
+"""frontier_rate.client.frontier_client.FrontierClient on a real Redis: the order calls reach Redis in, how
 they are batched, the circuit breaker, the spool, and when the worker wakes up.
 
 The inline driver (no ``post``) runs each step in the test's thread on an injected clock,
@@ -19,9 +19,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from frontier_rate.client import MIN_WAKE, WAKE_LIMIT, FrontierClient
-from frontier_rate.engine import Frontier
-from frontier_rate.settings import REDIS_RETRY_FIRST, REDIS_RETRY_MAX
+from frontier_rate.client.frontier_client import MIN_WAKE, WAKE_LIMIT, FrontierClient
+from frontier_rate.crawl.settings import REDIS_RETRY_FIRST, REDIS_RETRY_MAX
+from frontier_rate.engine.frontier import Frontier
 
 sys.path.insert(0, str(Path(__file__).parent))
 from reliability_support.proxy import RedisProxy  # noqa: E402
@@ -146,7 +146,7 @@ def test_held_calls_go_in_order_and_in_batches_of_one_kind(redis_url, namespace,
 def test_batches_stop_at_their_size(redis_url, namespace, tmp_path, monkeypatch):
     """An observe_many carries at most OBSERVE_CALL observations, an add_many at most
     ADD_BATCH pages (a backlog after an outage goes in several calls)."""
-    import frontier_rate.client as module
+    import frontier_rate.client.frontier_client as module
 
     monkeypatch.setattr(module, "OBSERVE_CALL", 3)
     monkeypatch.setattr(module, "ADD_BATCH", 4)

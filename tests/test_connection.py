@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from frontier_rate import Frontier
-from frontier_rate.connection import RedisUnavailable, connect, data_dir, redact_url
-from frontier_rate.engine import FrontierError
+from frontier_rate.engine.frontier import FrontierError
+from frontier_rate.store.connection import RedisUnavailable, connect, data_dir, redact_url
 
 
 def free_port() -> int:

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from frontier_rate import Frontier
-from frontier_rate.dates import change_time, http_date
-from frontier_rate.estimators import make_estimator
-from frontier_rate.wire import INTERVAL_MAX_STEP, INTERVAL_PRIOR_INFO
+from frontier_rate.math.dates import change_time, http_date
+from frontier_rate.math.estimators import make_estimator
+from frontier_rate.store.wire import INTERVAL_MAX_STEP, INTERVAL_PRIOR_INFO
 
 T0 = 1_700_000_000.0  # a realistic Unix time, so that HTTP dates are ordinary ones
 
@@ -173,7 +173,7 @@ def test_a_lying_host_schedules_as_if_it_sent_no_date(redis_url, namespace, lie,
     plain = _crawl(_frontier(redis_url, f"{namespace}-none"), "http://liar.example/p", changes,
                    "none")
     f = _frontier(redis_url, f"{namespace}-{lie}")
-    with caplog.at_level(logging.WARNING, logger="frontier_rate.engine"):
+    with caplog.at_level(logging.WARNING, logger="frontier_rate.engine.frontier"):
         lied = _crawl(f, "http://liar.example/p", changes, lie)
     assert [(o.estimate, o.next_due) for o in lied] == [(o.estimate, o.next_due) for o in plain]
     assert not any(o.dated for o in lied)

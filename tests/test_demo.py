@@ -11,9 +11,8 @@ from urllib.parse import urlsplit
 import numpy as np
 import pytest
 
-from frontier_rate import demo
-from frontier_rate.engine import Frontier
-from frontier_rate.testbed import Testbed
+from frontier_rate.engine.frontier import Frontier
+from frontier_rate.testbed import Testbed, demo
 
 
 def test_politeness_counts_gaps_shorter_than_the_host_delay() -> None:

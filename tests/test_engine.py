@@ -10,8 +10,8 @@ from collections import Counter, defaultdict
 import pytest
 
 from frontier_rate import Dispatch, Frontier
-from frontier_rate.results import BACKOFF_BASE
-from frontier_rate.shards import BURST_SECONDS
+from frontier_rate.engine.results import BACKOFF_BASE
+from frontier_rate.engine.shards import BURST_SECONDS
 
 
 def frontier(redis_url, namespace, **kw) -> Frontier:
@@ -310,7 +310,7 @@ def test_the_fast_url_check_agrees_with_urlsplit(url):
     """parse_url's regex path (every port up to 65535) gives urlsplit's host."""
     from urllib.parse import urlsplit
 
-    from frontier_rate.validation import _SIMPLE_URL, parse_url
+    from frontier_rate.engine.validation import _SIMPLE_URL, parse_url
 
     assert _SIMPLE_URL.fullmatch(url)
     assert parse_url(url) == urlsplit(url).hostname
@@ -474,7 +474,7 @@ def test_a_summary_left_too_late_is_corrected_by_the_periodic_full_scan(redis_ur
     """A writer that died between its shard script and its summary update leaves the summary
     too late; once FULL_SCAN_EVERY seconds have passed on the frontier's clock and in real
     time, each shard is asked anyway."""
-    from frontier_rate.dispatch import FULL_SCAN_EVERY
+    from frontier_rate.engine.leases import FULL_SCAN_EVERY
 
     crawler = frontier(redis_url, namespace, fill_budget=False)
     other = frontier(redis_url, namespace, fill_budget=False)
@@ -518,7 +518,7 @@ def test_a_host_without_delay_gets_several_pages_per_call_others_one(redis_url, 
     """A host whose delay is 0 may take several fetches at once: one call leases up to
     CANDIDATE_LOOK of its due pages; a host with a delay still gets one page per call, and
     none while its delay runs (lua/candidates.lua, lease.lua)."""
-    from frontier_rate.dispatch import CANDIDATE_LOOK
+    from frontier_rate.engine.leases import CANDIDATE_LOOK
 
     f = frontier(redis_url, namespace, budget=1000.0)
     f.add_many([f"http://free.example/{i}" for i in range(10)]
@@ -579,8 +579,8 @@ def test_a_shard_offers_at_most_its_window_of_candidates(redis_url, namespace):
     """The window counts candidates, not hosts: a shard stops looking at ready hosts once
     it has found that many, so hosts without delay (several candidates each) do not make
     a call rank far more pages than it leases."""
-    from frontier_rate.dispatch import CANDIDATE_LOOK
-    from frontier_rate.dispatch import candidates as _candidates
+    from frontier_rate.engine.leases import CANDIDATE_LOOK
+    from frontier_rate.engine.leases import candidates as _candidates
 
     f = frontier(redis_url, namespace)
     shard = f._shard_of("h0.example")
@@ -601,7 +601,7 @@ def test_observe_many_batches_per_shard_across_chunks_and_stops_at_a_bad_item(
         redis_url, namespace, monkeypatch):
     """observe_many fills each shard's script calls across chunks (OBSERVE_BATCH per call);
     a bad item still leaves every chunk before its own applied and nothing after it."""
-    import frontier_rate.results as engine
+    import frontier_rate.engine.results as engine
 
     monkeypatch.setattr(engine, "OBSERVE_CHUNK", 4)
     monkeypatch.setattr(engine, "OBSERVE_BATCH", 3)
@@ -643,7 +643,7 @@ def test_a_page_named_twice_in_one_lease_call_is_leased_once(redis_url, namespac
     """lease.lua writes its lease set and queue removals once at the end of a call; a page
     named twice in the call is leased by the first and skipped by the second (not taken
     for a queued page marked leased, which would quarantine it)."""
-    from frontier_rate.store import page_id
+    from frontier_rate.store.scripts import page_id
 
     f = frontier(redis_url, namespace, min_host_delay=0.0)
     url, host = "http://twice.example/a", "twice.example"

@@ -2,7 +2,7 @@
 
 Checks that the estimates the engine's Lua code computes are consistent
 (seed 004's estimators, fed through next_requests/observe), that they equal
-frontier_rate.estimators step by step, and that the threshold the engine
+frontier_rate.math.estimators step by step, and that the threshold the engine
 solves from its Redis aggregates matches an exact per-page solve.
 """
 
@@ -14,9 +14,11 @@ import random
 import numpy as np
 import pytest
 
-from frontier_rate import Frontier, policy, store
-from frontier_rate.estimators import make_estimator
-from frontier_rate.wire import (
+from frontier_rate import Frontier
+from frontier_rate.math import policy
+from frontier_rate.math.estimators import make_estimator
+from frontier_rate.store import scripts as store
+from frontier_rate.store.wire import (
     BETA,
     ETA,
     INTERVAL_MAX_STEP,
@@ -100,7 +102,7 @@ def test_estimates_converge_to_true_rates(redis_url, namespace, estimator):
 
 @pytest.mark.parametrize("estimator", ["lln", "sa", "sam", "interval"])
 def test_lua_estimators_equal_python(redis_url, namespace, estimator):
-    """The Lua update of every engine estimator equals frontier_rate.estimators to 1e-9."""
+    """The Lua update of every engine estimator equals frontier_rate.math.estimators to 1e-9."""
     rates = make_rates(4, seed=5)
     f = Frontier(redis_url, namespace=namespace, estimator=estimator, objective="changes",
                  budget=20.0, min_host_delay=0.0, min_interval=0.1, max_interval=0.5,

@@ -12,9 +12,10 @@ import math
 
 import pytest
 
-from frontier_rate import Frontier, policy
-from frontier_rate.estimators import make_estimator
-from frontier_rate.wire import INTERVAL_MAX_STEP, INTERVAL_PRIOR_INFO
+from frontier_rate import Frontier
+from frontier_rate.math import policy
+from frontier_rate.math.estimators import make_estimator
+from frontier_rate.store.wire import INTERVAL_MAX_STEP, INTERVAL_PRIOR_INFO
 
 PRIOR_PAGES = 2  # lua/lib.lua: pseudo-pages of the namespace prior in a host's pool
 
@@ -115,7 +116,7 @@ def test_new_page_starts_from_its_hosts_pooled_prior(redis_url, namespace):
 
 
 def test_lua_interval_update_with_a_pooled_prior_equals_python(redis_url, namespace):
-    """A second page of a host is estimated by frontier_rate.estimators' Interval with the
+    """A second page of a host is estimated by frontier_rate.math.estimators' Interval with the
     pooled prior as its prior (the page's own contribution left out)."""
     f = _frontier(redis_url, namespace, fill_budget=False, min_interval=1.0, max_interval=1e4)
     first, second = "http://pool.example/a", "http://pool.example/b"

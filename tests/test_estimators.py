@@ -1,4 +1,4 @@
-"""Tests for frontier_rate.estimators (seed 004's change-rate estimators and ours).
+"""Tests for frontier_rate.math.estimators (seed 004's change-rate estimators and ours).
 
 Randomised tests use fixed seeds. Their tolerances come from the Cramér-Rao
 bound (DESIGN.md §2): with change indicators only, Var ≥ Δ(Δ+p)²/(p·k); with
@@ -18,7 +18,7 @@ import pytest
 from scipy.integrate import quad
 from scipy.optimize import brentq
 
-from frontier_rate.estimators import (
+from frontier_rate.math.estimators import (
     ESTIMATORS,
     LLN,
     MLE,

@@ -1,4 +1,4 @@
-"""Unit tests for frontier_rate.fingerprint (change detection)."""
+"""Unit tests for frontier_rate.crawl.fingerprint (change detection)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import hashlib
 
 import pytest
 
-from frontier_rate.fingerprint import (
+from frontier_rate.crawl.fingerprint import (
     Fingerprinter,
     content_charset,
     fingerprint,

@@ -20,8 +20,9 @@ from frontera.core.models import Request, Response
 from frontera.settings import Settings
 from frontera.utils.tester import BaseDownloaderSimulator, FrontierTester
 
-from frontier_rate.engine import Frontier
-from frontier_rate.frontera import (
+from frontier_rate.engine.frontier import Frontier
+from frontier_rate.engine.results import BACKOFF_BASE
+from frontier_rate.frontera.backend import (
     DISPATCH_KEY,
     RESULT_KEY,
     RevisitBackend,
@@ -31,7 +32,6 @@ from frontier_rate.frontera import (
     page_request,
     unpack,
 )
-from frontier_rate.results import BACKOFF_BASE
 
 sys.path.insert(0, str(Path(__file__).parent))
 from frontera_support.graph import Graph  # noqa: E402
@@ -631,7 +631,7 @@ def test_redis_outage_holds_results_and_the_spool_carries_them_over(
 @pytest.mark.reliability
 def test_a_tampered_spool_entry_is_dropped_with_a_warning_and_the_rest_replayed(
         redis_url: str, namespace: str, clock: VirtualClock, tmp_path, caplog) -> None:
-    from frontier_rate.spool import Spool, call_entry, page_entry
+    from frontier_rate.client.spool import Spool, call_entry, page_entry
 
     frontier = Frontier(redis_url, namespace=namespace, estimator="interval")
     try:

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 import scrapy
 
-from frontier_rate.engine import Frontier
-from frontier_rate.results import GONE_AFTER
+from frontier_rate.engine.frontier import Frontier
+from frontier_rate.engine.results import GONE_AFTER
 
 sys.path.insert(0, str(Path(__file__).parent))
 from frontera_support.site import HeaderLoggingSite  # noqa: E402

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from frontier_rate.adapter_signals import SITEMAP_KEY
-from frontier_rate.engine import Frontier
+from frontier_rate.crawl.signal_reader import SITEMAP_KEY
+from frontier_rate.engine.frontier import Frontier
 
 sys.path.insert(0, str(Path(__file__).parent))
 from scrapy_support.server import ChangingSite  # noqa: E402

@@ -12,7 +12,8 @@ from collections import Counter
 
 import pytest
 
-from frontier_rate import Frontier, policy
+from frontier_rate import Frontier
+from frontier_rate.math import policy
 
 
 def _frontier(redis_url, namespace, **kw):

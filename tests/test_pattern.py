@@ -1,5 +1,5 @@
 """Change patterns: fetch just after a page's usual change time, follow up after a burst
-(frontier_rate/pattern.py, and its mirror in lua/lib.lua on a real Redis)."""
+(frontier_rate/math/pattern.py, and its mirror in lua/lib.lua on a real Redis)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ import math
 import numpy as np
 import pytest
 
-from frontier_rate import Frontier, pattern
-from frontier_rate.dates import change_time
-from frontier_rate.pattern import DAY, DECAY, HOUR, WEEK
-from frontier_rate.store import bucket_of, page_id
+from frontier_rate import Frontier
+from frontier_rate.math import pattern
+from frontier_rate.math.dates import change_time
+from frontier_rate.math.pattern import DAY, DECAY, HOUR, WEEK
+from frontier_rate.store.scripts import bucket_of, page_id
 
 T0 = 1_700_000_000.0 - 1_700_000_000.0 % WEEK  # a week boundary, so phases read plainly
 

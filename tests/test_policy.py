@@ -1,4 +1,4 @@
-"""Tests for frontier_rate.policy: each formula against an independent computation.
+"""Tests for frontier_rate.math.policy: each formula against an independent computation.
 
 Independent references used here: exact rational arithmetic (fractions) for
 seed 002's Whittle index, 60-digit decimal Newton for y(c), finite differences
@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from scipy.optimize import brentq, minimize
 
-from frontier_rate import policy as P
-from frontier_rate.reference import solvers as R
+from frontier_rate.math import policy as P
+from frontier_rate.math.reference import solvers as R
 
 # --------------------------------------------------------------------------- helpers
 

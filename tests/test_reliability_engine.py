@@ -25,14 +25,14 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from frontier_rate import Dispatch, Frontier
-from frontier_rate.store import (
+from frontier_rate.engine.validation import MAX_URL_LENGTH, parse_url
+from frontier_rate.store.scripts import (
     bucket_of,
     float32,
     page_id,
     shard_of,
 )
-from frontier_rate.validation import MAX_URL_LENGTH, parse_url
-from frontier_rate.wire import (
+from frontier_rate.store.wire import (
     F_CHANGED,
     F_GONE,
     F_LEASED,
@@ -186,7 +186,7 @@ def test_observe_of_a_corrupted_leased_page_logs_one_error_and_the_batch_goes_on
     got = lease_all(f, now=5000.0)
     bad = next(d for d in got if d.url == urls[3])
     write_state(f, bad.url, read_state(f, bad.url)[:40])
-    with caplog.at_level(logging.ERROR, logger="frontier_rate.engine"):
+    with caplog.at_level(logging.ERROR, logger="frontier_rate.engine.frontier"):
         results = f.observe_many([(d, {"fingerprint": "v2", "fetched_at": 5001.0}) for d in got])
     by_url = {d.url: o for d, o in zip(got, results, strict=True)}
     assert not by_url[bad.url].accepted and by_url[bad.url].next_due is None
@@ -198,7 +198,7 @@ def test_observe_of_a_corrupted_leased_page_logs_one_error_and_the_batch_goes_on
     stats = f.stats(now=5001.0)
     assert stats["quarantined"] == 1 and stats["fetches"] == 6 + 5 and stats["leased"] == 0
     # observing it again (a retry by the crawler) is still refused, with the stored reason
-    with caplog.at_level(logging.ERROR, logger="frontier_rate.engine"):
+    with caplog.at_level(logging.ERROR, logger="frontier_rate.engine.frontier"):
         again = f.observe(bad, fingerprint="v2", fetched_at=5002.0)
     assert not again.accepted and "state is 40 bytes" in caplog.records[-1].getMessage()
     assert f.stats(now=5002.0)["fetches"] == 11
@@ -208,7 +208,7 @@ def test_failed_on_a_corrupted_page_is_refused_without_error(redis_url, caplog):
     f, urls = fetched_frontier(redis_url, n=2)
     (d, other) = sorted(lease_all(f, now=5000.0), key=lambda d: d.url)
     write_state(f, d.url, with_fields(read_state(f, d.url), flags=255))
-    with caplog.at_level(logging.ERROR, logger="frontier_rate.engine"):
+    with caplog.at_level(logging.ERROR, logger="frontier_rate.engine.frontier"):
         f.failed(d, "timeout", now=5001.0)
     assert "flags 255 out of range" in caplog.text and d.url in caplog.text
     f.failed(other, "timeout", now=5001.0)
@@ -241,7 +241,7 @@ def test_missing_url_bad_meta_and_malformed_extras_are_quarantined_at_lease(redi
                         (urls[4], struct.pack("<HH", 0, 0) + b"[1, 2]")):     # not an object
         h, p = parse_url(url), page_id(url)
         f.client.hset(f.keys.extras(shard_of(h, f.shards), bucket_of(p, f.buckets)), p, extras)
-    with caplog.at_level(logging.ERROR, logger="frontier_rate.engine"):
+    with caplog.at_level(logging.ERROR, logger="frontier_rate.engine.frontier"):
         got = lease_all(f, now=5000.0)
     assert [d.url for d in got] == [urls[5]]
     reasons = {e["id"]: e["reason"] for e in f.quarantined()}
@@ -280,7 +280,7 @@ def test_readding_a_quarantined_url_gives_a_fresh_state(redis_url):
 def test_add_over_a_corrupt_state_replaces_it(redis_url, caplog):
     f, urls = fetched_frontier(redis_url, n=2)
     write_state(f, urls[1], with_fields(read_state(f, urls[1]), weight=math.nan))
-    with caplog.at_level(logging.ERROR, logger="frontier_rate.engine"):
+    with caplog.at_level(logging.ERROR, logger="frontier_rate.engine.frontier"):
         assert f.add(urls[1], 3.0, now=100.0) is True
     assert urls[1] in caplog.text and "weight is not a finite number" in caplog.text
     assert f.page(urls[1])["status"] == "new" and f.page(urls[1])["weight"] == 3.0

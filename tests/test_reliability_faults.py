@@ -34,8 +34,8 @@ from redis_servers import RedisServer, debian_redis, redis_cluster  # noqa: I001
 from reliability_support.pump import pump
 
 from frontier_rate import Frontier
-from frontier_rate.client import FrontierClient
-from frontier_rate.errors import (
+from frontier_rate.client.frontier_client import FrontierClient
+from frontier_rate.store.errors import (
     NamespaceLost,
     RedisClusterError,
     RedisFault,
@@ -576,7 +576,7 @@ def test_eviction_stops_the_frontier_and_marks_the_namespace_damaged(tmp_path, c
     shard damaged, so another process refuses the namespace too. Before: pages lost
     silently (7,344 states in no queue, 62 hosts never fetched again), then a later open
     with another estimator was accepted."""
-    import frontier_rate.session as engine
+    import frontier_rate.engine.session as engine
 
     monkeypatch.setattr(engine, "HOUSEKEEPING_EVERY", 0.0)  # look at INFO on every call
     caplog.set_level(logging.INFO, logger="frontier_rate")

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import redis
 
-from frontier_rate.engine import Frontier
+from frontier_rate.engine.frontier import Frontier
 
 sys.path.insert(0, str(Path(__file__).parent))
 from conftest import start_redis_server  # noqa: E402

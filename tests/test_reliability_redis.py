@@ -29,7 +29,7 @@ from redis_servers import RedisServer  # noqa: I001
 from reliability_support.proxy import RedisProxy
 
 from frontier_rate import Frontier
-from frontier_rate.connection import RedisPermissionDenied, RedisUnavailable
+from frontier_rate.store.connection import RedisPermissionDenied, RedisUnavailable
 
 pytestmark = pytest.mark.reliability
 

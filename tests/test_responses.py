@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from frontier_rate.engine import Dispatch
-from frontier_rate.fingerprint import Fingerprinter
-from frontier_rate.responses import content_length, outcome
+from frontier_rate.crawl.fingerprint import Fingerprinter
+from frontier_rate.crawl.responses import content_length, outcome
+from frontier_rate.engine.frontier import Dispatch
 
 LEASE = Dispatch(url="http://a.test/p", token="3", host="a.test", etag='"old"',
                  last_modified="Mon, 01 Jan 2024 00:00:00 GMT")

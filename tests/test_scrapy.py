@@ -1,7 +1,7 @@
 """The Scrapy scheduler, tested with real crawls in subprocesses.
 
 Each test starts a ``ChangingSite`` on a loopback address, runs
-``tests/scrapy_support/crawl.py`` (RecordingSpider + ``frontier_rate.scrapy.
+``tests/scrapy_support/crawl.py`` (RecordingSpider + ``frontier_rate.scrapy.scheduler.
 Scheduler``) against it with the session's real Redis, and checks what the
 site's request log and the spider's records show. Intervals are short
 (``FRONTIER_RATE_MIN_INTERVAL`` of a second) so each crawl lasts a few seconds

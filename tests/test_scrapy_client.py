@@ -1,4 +1,4 @@
-"""The background driver of frontier_rate.client, as the Scrapy scheduler runs it, on a real Redis.
+"""The background driver of frontier_rate.client.frontier_client, as the Scrapy scheduler runs it, on a real Redis.
 
 No crawl: the test thread plays the event loop's thread. It runs what the
 client posts to it, makes calls and takes leases; the client's worker thread
@@ -16,8 +16,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from frontier_rate.client import FrontierClient
-from frontier_rate.engine import Frontier
+from frontier_rate.client.frontier_client import FrontierClient
+from frontier_rate.engine.frontier import Frontier
 
 sys.path.insert(0, str(Path(__file__).parent))
 from reliability_support.proxy import RedisProxy  # noqa: E402
@@ -99,7 +99,7 @@ def test_a_large_settled_batch_resumes_its_waiters_a_slice_per_loop_turn(
     """After a Redis stall a whole batch of results settles at once; its waiters (each may
     resume a spider callback) run SETTLE_SLICE at a time, one turn of the loop each, so the
     loop's timers run between slices. Every waiter still runs once, in order."""
-    from frontier_rate.client import SETTLE_SLICE
+    from frontier_rate.client.frontier_client import SETTLE_SLICE
 
     posted: queue.Queue = queue.Queue()
     frontier = Frontier(redis_url, namespace=namespace, estimator="interval",

@@ -187,7 +187,7 @@ def test_host_delay_defaults_to_scrapys_own_and_never_conflicts_with_a_stored_on
     """Without DOWNLOAD_DELAY or FRONTIER_RATE_MIN_HOST_DELAY a crawl creates its namespace
     with Scrapy's own default politeness (no delay); a namespace that stores an explicit
     delay (set by another process or the CLI) keeps it, with no settings conflict."""
-    from frontier_rate.engine import Frontier
+    from frontier_rate.engine.frontier import Frontier
 
     site.set("/", "<p>home</p>")
     unset = {"FRONTIER_RATE_MIN_HOST_DELAY": None, "FRONTIER_RATE_CLOSE_AFTER": "idle"}

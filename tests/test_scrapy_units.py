@@ -8,11 +8,11 @@ import pytest
 import scrapy
 from scrapy.settings import Settings
 
-from frontier_rate.scrapy_request import TOKEN_KEY, request_to_page_meta
-from frontier_rate.scrapy_request import page_weight_of as _weight
-from frontier_rate.settings import close_after as _close_after
-from frontier_rate.settings import frontier_kwargs as _frontier_kwargs
-from frontier_rate.settings import strip_patterns as _pattern_list
+from frontier_rate.crawl.settings import close_after as _close_after
+from frontier_rate.crawl.settings import frontier_kwargs as _frontier_kwargs
+from frontier_rate.crawl.settings import strip_patterns as _pattern_list
+from frontier_rate.scrapy.requests import TOKEN_KEY, request_to_page_meta
+from frontier_rate.scrapy.requests import page_weight_of as _weight
 
 
 class Spider(scrapy.Spider):

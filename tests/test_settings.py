@@ -1,10 +1,10 @@
-"""Settings parsing shared by the adapters (frontier_rate.settings)."""
+"""Settings parsing shared by the adapters (frontier_rate.crawl.settings)."""
 
 from __future__ import annotations
 
 import pytest
 
-from frontier_rate.settings import flag, frontier_kwargs
+from frontier_rate.crawl.settings import flag, frontier_kwargs
 
 
 @pytest.mark.parametrize("value, expected", [(True, True), (False, False), ("0", False),
@@ -20,7 +20,7 @@ def test_fill_budget_setting_reaches_the_frontier_and_bad_values_name_it():
 
 
 def test_both_adapters_read_one_parse_spool_under_jobdir_and_bad_values_named(tmp_path):
-    from frontier_rate.settings import adapter_settings
+    from frontier_rate.crawl.settings import adapter_settings
 
     assert adapter_settings({"JOBDIR": str(tmp_path)}.get).spool_dir == f"{tmp_path}/frontier-rate"
     assert adapter_settings({"JOBDIR": str(tmp_path),

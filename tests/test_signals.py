@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from frontier_rate import signals
+from frontier_rate.crawl import signal_sources as signals
 
 SM = "http://a.test/sitemap.xml"
 

@@ -1,6 +1,6 @@
 """Frontier.hint_many on a real Redis: claims of sitemaps, feeds and pushes, checked per host
 and source against what fetches find (lua/hint.lua, lua/signals.lua), and the Python statement
-of the same rules (frontier_rate/evidence.py) agreeing with the Lua step by step."""
+of the same rules (frontier_rate/math/evidence.py) agreeing with the Lua step by step."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import random
 
 import pytest
 
-from frontier_rate import Frontier, evidence
+from frontier_rate import Frontier
+from frontier_rate.math import evidence
 
 DAY = 86400.0
 
@@ -66,7 +67,7 @@ def test_a_lying_sitemap_is_ignored_with_one_warning_and_moves_nothing(redis_url
     urls = [f"http://liar.test/{i}" for i in range(12)]
     f.add_many(urls, now=0.0)
     fetch_all(f, 0.0, dict.fromkeys(urls, "same"))
-    caplog.set_level(logging.INFO, logger="frontier_rate.engine")
+    caplog.set_level(logging.INFO, logger="frontier_rate.engine.frontier")
     t = 1000.0
     for _ in range(3):  # lastmod = the time of the sitemap fetch; the pages never change
         f.hint_many([(u, t, "sitemap") for u in urls], now=t)
@@ -229,7 +230,7 @@ def test_lua_and_python_agree_on_random_claims_and_fetches(redis_url, namespace,
 
 
 def _pid(url: str) -> bytes:
-    from frontier_rate.store import page_id
+    from frontier_rate.store.scripts import page_id
 
     return page_id(url)
 

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from frontier_rate.spool import Spool
+from frontier_rate.client.spool import Spool
 
 pytestmark = pytest.mark.reliability
 
@@ -37,7 +37,7 @@ def test_namespaces_sharing_a_prefix_do_not_see_each_other(tmp_path):
 def test_unreadable_lines_are_named_and_the_file_kept(tmp_path, caplog):
     path = Spool(tmp_path, "news").save(ENTRIES)
     path.write_text(path.read_text() + "not json\n[1, 2]\n")
-    with caplog.at_level(logging.WARNING, logger="frontier_rate.spool"):
+    with caplog.at_level(logging.WARNING, logger="frontier_rate.client.spool"):
         assert Spool(tmp_path, "news").claim() == ENTRIES
     assert "line 3" in caplog.text and "line 4" in caplog.text and path.name in caplog.text
     assert (tmp_path / (path.name + ".bad")).exists()

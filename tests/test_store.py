@@ -11,14 +11,14 @@ import pytest
 from redis.cluster import key_slot
 
 from frontier_rate import Frontier
-from frontier_rate.store import (
+from frontier_rate.store.scripts import (
     Keys,
     Layout,
     bucket_of,
     page_id,
     shard_of,
 )
-from frontier_rate.wire import STATE, STATE_INTERVAL, unpack_state
+from frontier_rate.store.wire import STATE, STATE_INTERVAL, unpack_state
 
 LUA = Path(__file__).resolve().parent.parent / "frontier_rate" / "lua"
 
@@ -182,7 +182,7 @@ def test_a_namespace_from_the_fixed_layout_keeps_working_and_grows(redis_url, na
 def test_the_script_header_has_the_same_fields_on_both_sides():
     """lua/lib.lua reads the header (ARGV[1..H]) into C under the names wire.HEADER gives
     them, in the same order; no field is sent twice."""
-    from frontier_rate.wire import HEADER
+    from frontier_rate.store.wire import HEADER
 
     lib = (LUA / "lib.lua").read_text()
     read = re.findall(r"(\w+) = (?:tonumber\()?ARGV\[(\d+)\]", lib)

@@ -1,4 +1,4 @@
-"""frontier_rate.reference.survival: curves, the index, the threshold solve and the online beliefs, each
+"""frontier_rate.math.reference.survival: curves, the index, the threshold solve and the online beliefs, each
 checked against an independent computation (quadrature, a generic optimiser, brute force)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from frontier_rate import policy
-from frontier_rate.reference import survival
+from frontier_rate.math import policy
+from frontier_rate.math.reference import survival
 
 integrate = pytest.importorskip("scipy.integrate")
 optimize = pytest.importorskip("scipy.optimize")

@@ -1,5 +1,5 @@
 """The test-bed's sitemaps and feed (docs/TESTBED.md): real HTTP on 127.0.0.x, read with the
-crawler's own parser (frontier_rate.signals), checked against the ground truth."""
+crawler's own parser (frontier_rate.crawl.signal_sources), checked against the ground truth."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from protego import Protego
 
-from frontier_rate import signals
+from frontier_rate.crawl import signal_sources as signals
 from frontier_rate.testbed import SIM_EPOCH, Testbed
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -16,9 +16,9 @@ documents), ``server`` (``Testbed``, HTTP), ``freshness`` (scoring and
 replayed schedules), ``cli`` (``python -m frontier_rate.testbed``).
 """
 
-from .changes import CHANGE_MODELS, DAY, RATE_DISTRIBUTIONS, ChangeProcess, draw_rates
-from .cli import main
-from .freshness import (
+from frontier_rate.testbed.changes import CHANGE_MODELS, DAY, RATE_DISTRIBUTIONS, ChangeProcess, draw_rates
+from frontier_rate.testbed.cli import main
+from frontier_rate.testbed.freshness import (
     freshness_by_page,
     page_freshness,
     periodic_schedule,
@@ -26,8 +26,8 @@ from .freshness import (
     uniform_schedule,
     weighted_freshness,
 )
-from .server import SIM_EPOCH, Testbed
-from .site import PRIVATE_PATH
+from frontier_rate.testbed.server import SIM_EPOCH, Testbed
+from frontier_rate.testbed.site import PRIVATE_PATH
 
 __all__ = [
     "CHANGE_MODELS",

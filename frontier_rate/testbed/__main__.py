@@ -1,3 +1,3 @@
-from .cli import main
+from frontier_rate.testbed.cli import main
 
 raise SystemExit(main())

@@ -8,8 +8,8 @@ import signal
 import threading
 from collections.abc import Sequence
 
-from .changes import CHANGE_MODELS, DAY, RATE_DISTRIBUTIONS
-from .server import DATE_LIES, Testbed
+from frontier_rate.testbed.changes import CHANGE_MODELS, DAY, RATE_DISTRIBUTIONS
+from frontier_rate.testbed.server import DATE_LIES, Testbed
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -21,7 +21,7 @@ import random
 import time
 from collections.abc import Sequence
 
-from .site import Site
+from frontier_rate.testbed.site import Site
 
 SITEMAP_MODES = ("plain", "true", "lying", "none")
 FEED_PATH = "/feed.xml"

@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from . import published
-from .changes import DAY
-from .site import PRIVATE_PATH, Site
+from frontier_rate.testbed import published
+from frontier_rate.testbed.changes import DAY
+from frontier_rate.testbed.site import PRIVATE_PATH, Site
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ import random
 from dataclasses import dataclass
 from email.utils import formatdate
 
-from .changes import CHANGE_MODELS, ChangeProcess, draw_rates
+from frontier_rate.testbed.changes import CHANGE_MODELS, ChangeProcess, draw_rates
 
 PRIVATE_PATH = "/private/secret"
 """The page every host lists but disallows in robots.txt: it must never be fetched."""

@@ -19,7 +19,7 @@ from typing import Any
 
 from scrapy import signals
 
-from frontier_rate.scrapy_compat import looping_call as create_looping_call
+from frontier_rate.crawl.scrapy_compat import looping_call as create_looping_call
 
 TICK = 0.05
 

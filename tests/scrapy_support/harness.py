@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from frontier_rate.engine import Frontier
+from frontier_rate.engine.frontier import Frontier
 
 CRAWL = Path(__file__).parent / "crawl.py"
 ROOT = Path(__file__).parent.parent.parent

