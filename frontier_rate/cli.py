@@ -20,7 +20,17 @@ from typing import Any
 import click
 from tabulate import tabulate
 
-from frontier_rate.store.connection import FrontierError, redact_url
+from frontier_rate import testbed as bed
+from frontier_rate.crawl import signal_sources as signals
+from frontier_rate.crawl.signal_sources import hints
+from frontier_rate.engine.frontier import Frontier, UnknownNamespace, parse_url
+from frontier_rate.math import policy
+from frontier_rate.store.connection import FrontierError, connect, redact_url
+from frontier_rate.store.errors import translate
+from frontier_rate.store.namespace import SETTINGS
+from frontier_rate.store.namespace import drop as drop_namespace
+from frontier_rate.store.scripts import NAMESPACE_RE
+from frontier_rate.testbed import demo as demo_module
 
 EXIT_USAGE = 2
 
@@ -47,8 +57,6 @@ def common(command: Callable) -> Callable:
 
 def open_frontier(redis_url: str | None, namespace: str, *, create: bool = False):
     """The frontier of an existing namespace (or a new one with ``create``), or a one-line failure."""
-    from frontier_rate.engine.frontier import Frontier, UnknownNamespace
-
     try:
         if create:
             return Frontier(redis_url, namespace=namespace)
@@ -178,8 +186,6 @@ def settings(redis_url: str | None, namespace: str, as_json: bool, **values: flo
             frontier.set_settings(**changes)
         except ValueError as exc:
             raise Failure(str(exc)) from None
-    from frontier_rate.store.namespace import SETTINGS
-
     emit({name: getattr(frontier, name) for name in SETTINGS}, as_json, key_value)
 
 
@@ -188,18 +194,12 @@ def settings(redis_url: str | None, namespace: str, as_json: bool, **values: flo
 @common
 def drop(yes: bool, redis_url: str | None, namespace: str, as_json: bool) -> None:
     """Delete a namespace's keys, e.g. one that lost keys and cannot be opened (SCAN, never KEYS)."""
-    from frontier_rate.store.connection import connect
-    from frontier_rate.store.namespace import drop as drop_namespace
-    from frontier_rate.store.scripts import NAMESPACE_RE
-
     if not NAMESPACE_RE.match(namespace):
         raise Failure(f"namespace must be 1-64 characters of A-Z a-z 0-9 _ . -, got {namespace!r}")
     if not yes:
         raise Failure(f"this deletes every key of namespace {namespace!r} at {redact_url(redis_url)}; "
                       "add --yes to do it")
     import redis
-
-    from frontier_rate.store.errors import translate
 
     client = connect(redis_url)
     try:
@@ -231,8 +231,6 @@ def quarantine(redis_url: str | None, namespace: str, as_json: bool) -> None:
 @common
 def clusters(redis_url: str | None, namespace: str, as_json: bool) -> None:
     """The policy cells (pages grouped by weight and rate) the threshold is solved over."""
-    from frontier_rate.math import policy
-
     frontier = open_frontier(redis_url, namespace)
     rows = []
     for cell, (n, rate_sum, weight_sum) in sorted(frontier.cells().items()):
@@ -287,8 +285,6 @@ def export_pages(fmt: str, redis_url: str | None, namespace: str, as_json: bool)
 
 def parse_import(lines: Iterable[str]) -> tuple[list[tuple[str, float]], list[str]]:
     """Pages from 'URL [weight]' lines (blank lines and # comments skipped), and one message per bad line."""
-    from frontier_rate.engine.frontier import parse_url
-
     pages, errors = [], []
     for number, line in enumerate(lines, 1):
         text = line.strip()
@@ -331,8 +327,6 @@ def import_pages(file: Any, skip_invalid: bool, redis_url: str | None, namespace
 def read_push(body: bytes, fmt: str | None, name: str, now: float):
     """The entries of a push body (``signals.parse_push``) and one message per entry dropped;
     a body that cannot be read at all (or has nothing in it) is a ``Failure``."""
-    from frontier_rate.crawl import signal_sources as signals
-
     try:
         parsed = signals.parse_push(body, name, now=now, form=fmt)
     except signals.SignalError as exc:
@@ -360,8 +354,6 @@ def hint(file: Any, fmt: str | None, discover: bool, skip_invalid: bool, redis_u
     Claims move schedules only once pushes have proved right for the host (docs/SIGNALS.md).
     Prints how many claims had each outcome.
     """
-    from frontier_rate.crawl.signal_sources import hints
-
     name = "<stdin>" if file.name in ("-", "<stdin>") else str(file.name)
     parsed, errors = read_push(file.read(), fmt, name, time.time())
     for message in errors:
@@ -384,8 +376,6 @@ def hint(file: Any, fmt: str | None, discover: bool, skip_invalid: bool, redis_u
 @click.pass_context
 def testbed(ctx: click.Context) -> None:
     """Run the living-web test-bed (options: see 'frontier-rate testbed --help')."""
-    from frontier_rate import testbed as bed
-
     sys.exit(bed.main(ctx.args))
 
 
@@ -394,8 +384,6 @@ def testbed(ctx: click.Context) -> None:
 @click.pass_context
 def demo(ctx: click.Context) -> None:
     """Crawl the test-bed with Scrapy and report freshness against the optimum."""
-    from frontier_rate.testbed import demo as demo_module
-
     sys.exit(demo_module.main(ctx.args))
 
 

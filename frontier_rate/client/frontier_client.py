@@ -36,11 +36,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from frontier_rate.client.calls import Call, NewPage, Stat, failure_reason, result_meta
+from frontier_rate.client.clock import CLOCK_SLACK
 from frontier_rate.client.handoff import SETTLE_SLICE, Handoff
 from frontier_rate.client.outage import Breaker
 from frontier_rate.client.sending import Sender
 from frontier_rate.client.spool import OutboxSpool
-from frontier_rate.crawl.settings import CLOCK_SLACK
 from frontier_rate.store.errors import RedisFault
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from frontier_rate.crawl.settings import CLOCK_SLACK, REDIS_RETRY_FIRST, REDIS_RETRY_MAX
+from frontier_rate.client.clock import CLOCK_SLACK, REDIS_RETRY_FIRST, REDIS_RETRY_MAX
 from frontier_rate.store.errors import NamespaceLost, RedisFault, RedisUnavailable, redact_url
 
 logger = logging.getLogger("frontier_rate.client.frontier_client")

@@ -13,9 +13,9 @@ import logging
 from collections.abc import Callable
 
 from frontier_rate.client.calls import Call
-from frontier_rate.crawl.signal_sources import IGNORED_WEIGHT
 from frontier_rate.engine.frontier import Frontier
 from frontier_rate.engine.validation import parse_url
+from frontier_rate.math.evidence import IGNORED_WEIGHT
 from frontier_rate.store.errors import RedisFault
 
 logger = logging.getLogger("frontier_rate.client.frontier_client")

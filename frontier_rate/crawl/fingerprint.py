@@ -38,6 +38,8 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from frontier_rate.engine.validation import MAX_VALIDATOR_LENGTH
+
 __all__ = [
     "DEFAULT_MAX_BODY",
     "Fingerprinter",
@@ -87,8 +89,6 @@ def clean_validator(value: str | None) -> str | None:
     server sent. A validator with other bytes (legal but rare) means no
     conditional request for that page; change detection still works.
     """
-    from frontier_rate.engine.validation import MAX_VALIDATOR_LENGTH
-
     if not isinstance(value, str) or not value or len(value) > MAX_VALIDATOR_LENGTH:
         return None
     return value if _PRINTABLE_ASCII.fullmatch(value) else None

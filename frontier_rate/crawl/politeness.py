@@ -16,7 +16,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from frontier_rate.crawl.settings import CLOCK_SLACK
+from frontier_rate.client.clock import CLOCK_SLACK
 
 logger = logging.getLogger(__name__)
 

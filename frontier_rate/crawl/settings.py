@@ -17,16 +17,17 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from frontier_rate.client.clock import CLOCK_SLACK, REDIS_RETRY_FIRST, REDIS_RETRY_MAX  # noqa: F401 (public names)
+from frontier_rate.crawl.fingerprint import DEFAULT_MAX_BODY, Fingerprinter
+from frontier_rate.crawl.politeness import DEFAULT_MAX_CRAWL_DELAY
+from frontier_rate.crawl.signal_sources import MAX_BYTES, MAX_URLS, SITEMAP_WEIGHT
+from frontier_rate.engine.frontier import Frontier
+from frontier_rate.store.connection import data_dir
+
 WEIGHT_KEY = "frontier_rate_weight"
 """Request meta key for a page's importance w_i (default 1.0)."""
 DONT_REVISIT_KEY = "dont_revisit"
 """Request meta key: fetch once as an ordinary request, never revisit."""
-REDIS_RETRY_FIRST = 1.0
-REDIS_RETRY_MAX = 30.0
-"""Seconds between an adapter's attempts to reach Redis while it is down: 1, 2, 4 ... at most 30."""
-CLOCK_SLACK = 0.005
-"""Timers may fire this early; a retry, poll or flush that early still counts (the client and
-the Scrapy scheduler's host gate and page batching)."""
 
 def flag(value: Any) -> bool:
     """A boolean setting: a bool, 0/1, or true/false/yes/no/on/off in any case."""
@@ -212,8 +213,6 @@ def frontera_driver(value: Any) -> str:
 def check_frontier_kwargs(kwargs: dict[str, Any], get: Callable[[str], Any]) -> None:
     """Check the ``Frontier`` keywords taken from settings now, not when Redis is opened: a
     ValueError names the setting and its value (the engine's own checks, no connection)."""
-    from frontier_rate.engine.frontier import Frontier
-
     names = {argument: name for argument, (name, _) in FRONTIER_SETTINGS.items()}
     if get("FRONTIER_RATE_MIN_HOST_DELAY") in (None, ""):
         names["min_host_delay"] = "DOWNLOAD_DELAY"
@@ -232,8 +231,6 @@ def check_frontier_kwargs(kwargs: dict[str, Any], get: Callable[[str], Any]) -> 
 
 def check_fingerprint_settings(mode: str, patterns: list[str], max_body: int) -> None:
     """Build the fingerprinter the settings describe; a ValueError names the setting."""
-    from frontier_rate.crawl.fingerprint import Fingerprinter
-
     for name, value, args in (("FRONTIER_RATE_MAX_BODY", max_body, ("raw", None, max_body)),
                               ("FRONTIER_RATE_STRIP_PATTERNS", patterns, ("raw", patterns)),
                               ("FRONTIER_RATE_FINGERPRINT", mode, (mode,))):
@@ -286,10 +283,6 @@ def adapter_settings(get: Callable[[str], Any]) -> AdapterSettings:
     else the data directory. With FRONTIER_RATE_CLOSE_AFTER = "idle", pages are
     not leased before they fall due (``fill_budget`` off unless set).
     """
-    from frontier_rate.crawl.fingerprint import DEFAULT_MAX_BODY
-    from frontier_rate.crawl.politeness import DEFAULT_MAX_CRAWL_DELAY
-    from frontier_rate.store.connection import data_dir
-
     seconds, idle = close_after(get("FRONTIER_RATE_CLOSE_AFTER"))
     kwargs = frontier_kwargs(get)
     if idle:
@@ -332,8 +325,6 @@ def adapter_settings(get: Callable[[str], Any]) -> AdapterSettings:
 
 def sitemap_settings(get: Callable[[str], Any]) -> dict[str, Any]:
     """The ``FRONTIER_RATE_SITEMAP*`` settings (docs/SIGNALS.md), checked."""
-    from frontier_rate.crawl.signal_sources import MAX_BYTES, MAX_URLS, SITEMAP_WEIGHT
-
     urls = get("FRONTIER_RATE_SITEMAPS") or []
     if isinstance(urls, str):
         urls = [u for u in re.split(r"[\s,]+", urls) if u]

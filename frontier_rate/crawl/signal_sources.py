@@ -35,6 +35,8 @@ from urllib.parse import urljoin, urlsplit
 from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import iterparse
 
+from frontier_rate.math.evidence import IGNORED_WEIGHT
+
 MAX_BYTES = 50 * 1024 * 1024
 """Largest uncompressed sitemap or feed read (the sitemap protocol's limit)."""
 MAX_URLS = 50_000
@@ -46,9 +48,6 @@ FUTURE_SLACK = 60.0
 frontier counts it against its source: ``evidence``)."""
 SITEMAP_WEIGHT = 0.3
 """Default importance of a sitemap per page it lists (``sitemap_weight``)."""
-IGNORED_WEIGHT = 0.01
-"""Importance of a sitemap whose source is ignored for its host: fetched rarely, to see
-whether it becomes right."""
 
 
 class SignalError(ValueError):

@@ -85,6 +85,7 @@ from frontier_rate.client.frontier_client import (
 )
 from frontier_rate.crawl.fingerprint import Fingerprinter, clean_validator
 from frontier_rate.crawl.responses import outcome
+from frontier_rate.crawl.scrapy_compat import call_later, engine_scheduler, wake_engine
 from frontier_rate.crawl.settings import (
     DONT_REVISIT_KEY,
     WEIGHT_KEY,
@@ -566,8 +567,6 @@ class KeepAlive:
 
     def _manager(self) -> Any:
         """scrapy-frontera's FrontierManager, or None."""
-        from frontier_rate.crawl.scrapy_compat import engine_scheduler
-
         scheduler = engine_scheduler(self.crawler)
         return getattr(getattr(scheduler, "frontier", None), "manager", None)
 
@@ -579,14 +578,10 @@ class KeepAlive:
         if not isinstance(backend, RevisitBackend) or manager.finished:
             return
         if self._timer is None:
-            from frontier_rate.crawl.scrapy_compat import call_later
-
-            self._timer = call_later(max(0.0, backend.seconds_to_wake()), self._wake)
+                self._timer = call_later(max(0.0, backend.seconds_to_wake()), self._wake)
         raise DontCloseSpider
 
     def _wake(self) -> None:
-        from frontier_rate.crawl.scrapy_compat import wake_engine
-
         self._timer = None
         wake_engine(self.crawler)
 

@@ -48,6 +48,9 @@ POSTPONE_MAX = 16.0
 after its last fetch."""
 SOURCE_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 """What a source name may be (it is stored with the host in Redis)."""
+IGNORED_WEIGHT = 0.01
+"""Importance of a sitemap whose source is ignored for its host: fetched rarely, to see
+whether it becomes right."""
 
 # hint outcomes (lua/hint.lua reply, per claim)
 UNKNOWN, IGNORED_PAGE, NEW, DUE, HELD, POSTPONED, UNCHANGED, FUTURE, PENDING = range(9)

@@ -56,6 +56,7 @@ from frontier_rate.crawl.politeness import HostGate
 from frontier_rate.crawl.responses import outcome
 from frontier_rate.crawl.settings import CLOCK_SLACK, DONT_REVISIT_KEY, WEIGHT_KEY, adapter_settings
 from frontier_rate.crawl.signal_reader import SITEMAP_KEY, SignalReader
+from frontier_rate.engine.frontier import Frontier
 from frontier_rate.engine.validation import MAX_VALIDATOR_LENGTH
 from frontier_rate.math.dates import http_date
 from frontier_rate.scrapy.politeness import ScrapyPoliteness
@@ -163,8 +164,6 @@ class Scheduler:
 
         def open_frontier() -> Frontier:
             if self.frontier is None:
-                from frontier_rate.engine.frontier import Frontier
-
                 # Scrapy's own politeness when neither DOWNLOAD_DELAY nor the frontier's
                 # host delay is set: no delay (CONCURRENT_REQUESTS_PER_DOMAIN holds)
                 self.frontier = Frontier(config.redis_url, setting_defaults=SCRAPY_DEFAULTS,

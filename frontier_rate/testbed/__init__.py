@@ -13,7 +13,9 @@ the exact ground truth::
 
 Modules: ``changes`` (rates and change models), ``site`` (layout and
 documents), ``server`` (``Testbed``, HTTP), ``freshness`` (scoring and
-replayed schedules), ``cli`` (``python -m frontier_rate.testbed``).
+replayed schedules), ``cli`` (``python -m frontier_rate.testbed``), ``demo`` (the ``frontier-rate
+demo`` command) and ``demo_signals``. An optional part: may import every layer except the CLI;
+nothing but the CLI imports it.
 """
 
 from frontier_rate.testbed.changes import CHANGE_MODELS, DAY, RATE_DISTRIBUTIONS, ChangeProcess, draw_rates

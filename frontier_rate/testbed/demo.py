@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from frontier_rate.engine.frontier import Frontier
 from frontier_rate.math import policy
 from frontier_rate.store.connection import redact_url
 from frontier_rate.testbed import (
@@ -149,8 +150,6 @@ def crawl_command(cfg: DemoConfig, seeds: list[str], namespace: str, log_file: P
 def run_crawl(cfg: DemoConfig, bed: Testbed, namespace: str, out: Path, progress: bool,
               extra: dict[str, Any] | None = None) -> float:
     """Run the example spider until FRONTIER_RATE_CLOSE_AFTER; returns the real seconds it ran."""
-    from frontier_rate.engine.frontier import Frontier
-
     frontier = Frontier(cfg.redis_url, namespace=namespace, estimator=cfg.estimator, budget=cfg.budget,
                         min_host_delay=cfg.min_host_delay, min_interval=cfg.min_interval,
                         max_interval=cfg.max_interval, prior_rate=cfg.acceleration / DAY)
@@ -453,8 +452,6 @@ def make_testbed(cfg: DemoConfig, out: Path) -> Testbed:
 
 def crawl_and_score(cfg: DemoConfig, out: Path, progress: bool, read_signals: bool = False) -> dict[str, Any]:
     """One crawl of a fresh test-bed (``read_signals``: reading its sitemaps and feed), scored."""
-    from frontier_rate.engine.frontier import Frontier
-
     out.mkdir(parents=True, exist_ok=True)
     namespace = f"demo-{int(time.time())}-{os.getpid()}" + ("-signals" if read_signals else "")
     bed = make_testbed(cfg, out)

@@ -1,0 +1,155 @@
+"""The layers of docs/ARCHITECTURE.md are checked, not described: the import-linter contracts in
+setup.cfg hold, no module imports itself back through others (function-local imports included),
+no frontier_rate import hides inside a function, and the documented public paths import."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import grimp
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "frontier_rate"
+
+
+def test_import_linter_contracts_hold():
+    lint = shutil.which("lint-imports", path=str(Path(sys.executable).parent)) or shutil.which("lint-imports")
+    assert lint, "import-linter is a test dependency (setup.cfg [test])"
+    done = subprocess.run([lint, "--config", str(ROOT / "setup.cfg")], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 broken" in done.stdout
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in edges:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(edges[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_cycle_finder_finds_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycles():
+    graph = grimp.build_graph("frontier_rate")
+    modules = set(graph.modules)
+    edges = {m: set(graph.find_modules_directly_imported_by(m)) & modules for m in modules}
+    assert _cycles(edges) == []
+
+
+def _local_imports(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text("utf-8"))
+    found = []
+    for function in ast.walk(tree):
+        if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for node in ast.walk(function):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("frontier_rate"):
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+                elif isinstance(node, ast.Import) and any(a.name.startswith("frontier_rate") for a in node.names):
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    return found
+
+
+def test_no_function_local_import_of_the_package():
+    found = [hit for path in sorted(PACKAGE.rglob("*.py")) for hit in _local_imports(path)]
+    assert found == []
+
+
+def test_local_import_finder_sees_one(tmp_path, monkeypatch):
+    module = tmp_path / "m.py"
+    module.write_text("def f():\n    from frontier_rate.math import policy\n    return policy\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    assert _local_imports(module) == ["m.py:2"]
+
+
+LAYERS = ("math", "store", "engine", "client", "crawl", "scrapy", "frontera", "testbed")
+
+
+def test_the_house_has_rooms():
+    """At least 4 sub-packages, at most 10 loose modules, each layer's __init__ says what it holds."""
+    packages = [p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()]
+    loose = [p.name for p in PACKAGE.glob("*.py")]
+    assert set(LAYERS) <= set(packages)
+    assert len(loose) <= 10, loose
+    for layer in LAYERS:
+        doc = ast.get_docstring(ast.parse((PACKAGE / layer / "__init__.py").read_text("utf-8")))
+        assert doc and "import" in doc.lower(), f"{layer}/__init__.py must say what lives there and what it may import"
+
+
+def test_no_module_over_600_lines():
+    long = {str(p.relative_to(ROOT)): n for p in PACKAGE.rglob("*.py")
+            if (n := len(p.read_text("utf-8").splitlines())) > 600}
+    assert long == {}
+
+
+PUBLIC_PATHS = [
+    ("frontier_rate", "Frontier"),
+    ("frontier_rate", "Dispatch"),
+    ("frontier_rate", "Observation"),
+    ("frontier_rate.engine", "Frontier"),
+    ("frontier_rate.scrapy", "Scheduler"),
+    ("frontier_rate.frontera", "RevisitBackend"),
+    ("frontier_rate.frontera", "KeepAlive"),
+    ("frontier_rate.client", "FrontierClient"),
+    ("frontier_rate.cli", "main"),
+]
+
+
+@pytest.mark.parametrize(("module", "name"), PUBLIC_PATHS)
+def test_documented_paths_import(module, name):
+    assert getattr(importlib.import_module(module), name) is not None
+
+
+def test_documented_paths_are_the_ones_the_docs_name():
+    """Every ``frontier_rate.x.Y`` a user copies from the README or docs/ resolves."""
+    text = "\n".join(p.read_text("utf-8") for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))])
+    named = set(re.findall(r'"(frontier_rate(?:\.[a-z_]+)+\.[A-Z]\w+)"', text))
+    assert "frontier_rate.scrapy.Scheduler" in named
+    for dotted in sorted(named):
+        module, _, attribute = dotted.rpartition(".")
+        assert hasattr(importlib.import_module(module), attribute), dotted
