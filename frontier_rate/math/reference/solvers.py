@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from frontier_rate.math.policy import (
-    _allocate,
+from frontier_rate.math.budget import _allocate
+from frontier_rate.math.index import (
     _check_objective,
     _same_length,
     _scalar,
