@@ -33,7 +33,7 @@ import pytest
 from frontera.utils.tester import BaseDownloaderSimulator, DownloaderSimulator, FrontierTester
 from tests.backends import TEST_SITES, BackendSequenceTest, GraphManager
 
-from frontier_rate.frontera.backend import DISPATCH_KEY
+from frontier_rate.frontera import DISPATCH_KEY
 
 SITES = sorted(TEST_SITES)
 

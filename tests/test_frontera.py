@@ -22,7 +22,7 @@ from frontera.utils.tester import BaseDownloaderSimulator, FrontierTester
 
 from frontier_rate.engine.frontier import Frontier
 from frontier_rate.engine.results import BACKOFF_BASE
-from frontier_rate.frontera.backend import (
+from frontier_rate.frontera import (
     DISPATCH_KEY,
     RESULT_KEY,
     RevisitBackend,

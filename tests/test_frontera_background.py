@@ -27,7 +27,7 @@ from frontera.core.manager import FrontierManager
 from frontera.core.models import Request
 
 from frontier_rate.engine.frontier import Frontier
-from frontier_rate.frontera.backend import RESULT_KEY
+from frontier_rate.frontera import RESULT_KEY
 
 sys.path.insert(0, str(Path(__file__).parent))
 from conftest import start_redis_server  # noqa: E402

@@ -1,5 +1,10 @@
 """The Frontera adapter: ``BACKEND = "frontier_rate.frontera.RevisitBackend"``. Translates Frontera's requests
 and responses; may import ``crawl`` and everything below it, never ``scrapy``."""
 
-from frontier_rate.frontera.backend import *  # noqa: F403 (the public path frontier_rate.frontera.RevisitBackend)
-from frontier_rate.frontera.backend import __all__  # noqa: F401
+from frontier_rate.crawl.settings import DONT_REVISIT_KEY, WEIGHT_KEY
+from frontier_rate.frontera.backend import RevisitBackend
+from frontier_rate.frontera.keepalive import KeepAlive
+from frontier_rate.frontera.requests import DISPATCH_KEY, RESULT_KEY, lease_of, pack, page_meta, page_request, unpack
+
+__all__ = ["DISPATCH_KEY", "DONT_REVISIT_KEY", "KeepAlive", "RESULT_KEY", "RevisitBackend",
+           "WEIGHT_KEY", "lease_of", "pack", "page_meta", "page_request", "unpack"]
