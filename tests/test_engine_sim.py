@@ -84,7 +84,7 @@ def test_estimates_converge_to_true_rates(redis_url, namespace, estimator):
     Rates are log-uniform in [2, 10]/s; the planned intervals are bounded to
     [0.15, 0.25] s (so the policy still sets them, but no page starves while
     its estimate is low), i.e. p ∈ [4, 6.7]. The indicator-only Cramér-Rao
-    bound (DESIGN §2) gives a relative standard deviation sqrt((Δ+p)²/(pΔk))
+    bound (docs/MATH.md, seed 004) gives a relative standard deviation sqrt((Δ+p)²/(pΔk))
     ≤ 7% per page at k = 1000; SA/SAM are within a small factor of it.
     Averaged over 20 pages that is ~1.5-3%, so 5% allows > 2σ of noise, while
     a biased estimator (the naive one is biased by p/(Δ+p) ≈ 0.5 here) fails

@@ -1,7 +1,7 @@
 """Tests for frontier_rate.math.estimators (seed 004's change-rate estimators and ours).
 
 Randomised tests use fixed seeds. Their tolerances come from the Cramér-Rao
-bound (DESIGN.md §2): with change indicators only, Var ≥ Δ(Δ+p)²/(p·k); with
+bound (docs/MATH.md, seed 004): with change indicators only, Var ≥ Δ(Δ+p)²/(p·k); with
 the intervals too, Var ≥ 1/(k·i) where i = E[τ²/(e^{Δτ} − 1)] is the Fisher
 information of one fetch (computed here by quadrature). An RMSE measured over
 R runs has a relative standard error of about 1/√(2R), a mean over R runs a
@@ -378,7 +378,7 @@ def test_interval_unbiased_under_periodic_fetching(delta_tau):
 
 
 def test_lln_biased_under_periodic_fetching():
-    """DESIGN §2: LLN fed p = 1/t under periodic fetching tends to (e^{Δt} − 1)/t, +72% at Δt = 1."""
+    """docs/MATH.md, seed 004: LLN fed p = 1/t under periodic fetching tends to (e^{Δt} − 1)/t, +72% at Δt = 1."""
     rng = np.random.default_rng(3)
     changed = (rng.random((50, 10_000)) < -math.expm1(-1.0)).astype(int)
     ratio = trajectory("lln", changed, p=1.0)[:, -1]

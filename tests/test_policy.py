@@ -257,7 +257,7 @@ def test_continuous_index_is_marginal_value_of_frequency(objective):
 
 
 def test_freshness_objective_is_weighted_time_average_freshness():
-    """f·(w/λ)(1 − e^{−λ/f}) equals w · (1/t)∫_0^t e^{−λs} ds (DESIGN §3), by quadrature."""
+    """f·(w/λ)(1 − e^{−λ/f}) equals w · (1/t)∫_0^t e^{−λs} ds (docs/MATH.md, seeds 001-002), by quadrature."""
     w, lam, t = 2.0, 0.4, 3.0
     s = np.linspace(0, t, 200001)
     avg = np.trapezoid(np.exp(-lam * s), s) / t  # trapezoid error ~ (Δs)² λ² / 12 ≈ 1e-12

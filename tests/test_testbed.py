@@ -543,7 +543,7 @@ def test_page_freshness_matches_brute_force_grid():
 
 
 def test_periodic_fetching_of_poisson_page_matches_closed_form():
-    """seed 001 / DESIGN.md section 3: a Poisson page of rate lam fetched every t is fresh a
+    """seed 001 / docs/MATH.md, seeds 001-002: a Poisson page of rate lam fetched every t is fresh a
     fraction (1 - exp(-lam t)) / (lam t) of the time. 20000 intervals, each a bounded
     fraction with variance < 0.1: the sd of the mean is < 0.0023, so 0.01 is > 4 sd."""
     lam, interval, horizon = 1.0, 1.0, 20000.0

@@ -11,10 +11,16 @@ from __future__ import annotations
 
 import logging
 
+from redis.backoff import ExponentialBackoff
+
 from frontier_rate.client.clock import CLOCK_SLACK, REDIS_RETRY_FIRST, REDIS_RETRY_MAX
 from frontier_rate.store.errors import NamespaceLost, RedisFault, RedisUnavailable, redact_url
 
 logger = logging.getLogger("frontier_rate.client.frontier_client")
+
+
+_BACKOFF = ExponentialBackoff(cap=REDIS_RETRY_MAX, base=REDIS_RETRY_FIRST)
+"""1, 2, 4 ... at most ``REDIS_RETRY_MAX`` seconds between attempts (redis-py's rule)."""
 
 
 class Breaker:
@@ -25,6 +31,8 @@ class Breaker:
         self.outage_since: float | None = None
         self.retry_at = 0.0
         self.backoff = REDIS_RETRY_FIRST
+        self.failures = 0
+        """Failed attempts in this outage: the backoff is redis-py's exponential one of it."""
         self.replayed = 0
         """Results Redis took on a retry since the outage began."""
         self.condition = "unreachable"
@@ -43,7 +51,8 @@ class Breaker:
             reason = reason.split(f" at {url}: ", 1)[1]
         self.condition = getattr(exc, "condition", "failed")
         if self.outage_since is None:
-            self.outage_since, self.backoff, self.replayed = now, REDIS_RETRY_FIRST, 0
+            self.outage_since, self.failures, self.replayed = now, 0, 0
+            self.backoff = _BACKOFF.compute(0)
             if isinstance(exc, RedisUnavailable) or not isinstance(exc, RedisFault):
                 logger.warning("frontier-rate: Redis at %s unreachable (%s); holding %d results, "
                                "retrying in %.0f s (%d new pages wait too)", url, reason,
@@ -53,7 +62,8 @@ class Breaker:
                            "frontier-rate: %s; holding %d results, retrying in %.0f s (%d new "
                            "pages wait too)", exc, held, self.backoff, unadded)
         else:
-            self.backoff = min(2 * self.backoff, REDIS_RETRY_MAX)
+            self.failures += 1
+            self.backoff = _BACKOFF.compute(self.failures)
             logger.info("frontier-rate: Redis at %s still %s after %.0f s (%s); "
                         "holding %d results, retrying in %.0f s", url, self.condition,
                         now - self.outage_since, reason, held, self.backoff)
@@ -65,6 +75,7 @@ class Breaker:
         logger.warning("frontier-rate: Redis at %s back after %.1f s; replayed %d results",
                        redact_url(self.redis_url), now - self.outage_since, self.replayed)
         self.outage_since, self.backoff, self.retry_at = None, REDIS_RETRY_FIRST, 0.0
+        self.failures = 0
 
     def state(self, namespace: str) -> str:
         """What Redis last answered, for a sentence 'closing while Redis at URL ...'."""

@@ -34,6 +34,7 @@ from urllib.parse import urljoin, urlsplit
 
 from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import iterparse
+from protego import Protego
 
 from frontier_rate.math.evidence import IGNORED_WEIGHT
 
@@ -292,16 +293,15 @@ def _finish(parsed: Parsed, item: dict, url: str, host: str, now: float | None, 
 
 def robots_sitemaps(robots: str | bytes, robots_url: str) -> list[str]:
     """The ``Sitemap:`` URLs of a robots.txt (any group; relative ones resolved against
-    ``robots_url``), http(s) only, in order, without repeats."""
+    ``robots_url``), http(s) only, in order, without repeats. Protego (Scrapy's robots.txt
+    parser) reads the lines; this keeps what the frontier may fetch."""
     if isinstance(robots, bytes):
         robots = robots.decode("utf-8", "replace")
     found: dict[str, None] = {}
-    for line in robots.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip().lower() == "sitemap" and value.strip():
-            link = urljoin(robots_url, value.split("#", 1)[0].strip())
-            if urlsplit(link).scheme in ("http", "https"):
-                found[link] = None
+    for value in Protego.parse(robots).sitemaps:
+        link = urljoin(robots_url, value.strip())
+        if urlsplit(link).scheme in ("http", "https"):
+            found[link] = None
     return list(found)
 
 

@@ -3,7 +3,7 @@
 One object per process; any number of processes (and machines) share a
 frontier through its Redis namespace. Per page the engine keeps a change-rate
 estimate (seed 004), plans the next fetch where the page's index reaches the
-threshold ν (seeds 001/002, DESIGN §3), and hands due pages out as leases
+threshold ν (seeds 001/002, docs/MATH.md, seeds 001-002), and hands due pages out as leases
 that respect each host's minimum delay and the shared fetch budget.
 
 ``Frontier`` is a facade: each of its jobs is one collaborator in a module of its own

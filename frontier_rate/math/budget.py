@@ -1,4 +1,4 @@
-"""Solving the threshold ν from a budget (seed 001's Lagrangian dual, with DESIGN §3's host caps):
+"""Solving the threshold ν from a budget (seed 001's Lagrangian dual, with docs/MATH.md, seeds 001-002's host caps):
 over (weight, rate) cells for the engine (``solve_threshold``, O(cells)) and per page with a
 multiplier per host for the oracle (``solve_with_host_caps``). The per-page index it inverts is
 ``frontier_rate.math.index``; ``frontier_rate.math.policy`` says the whole policy. numpy only.
@@ -383,7 +383,7 @@ def solve_threshold(cells, budget: float, min_interval: float, max_interval: flo
     returned (its rate is <= budget, within SOLVE_RTOL of it). ``guess``: the
     previous ν, from which a re-solve takes a few evaluations.
 
-    Politeness inside the solve (DESIGN §3, one multiplier per host; Kolobov
+    Politeness inside the solve (docs/MATH.md, seeds 001-002, one multiplier per host; Kolobov
     et al., SIGIR 2019): ``hosts`` -- rows (n, Σλ, Σw, host index) of each
     host's own cells (every host, or at least every host that can pass its cap:
     the others add nothing; engine.host_candidates) -- and ``caps`` (fetches/s per host
@@ -497,7 +497,7 @@ class HostCapSolution:
 
 
 def host_threshold(nu: float, weights, rates, cap: float, objective: str = "changes") -> float:
-    """ν_h = max(ν, τ_h), τ_h the threshold at which the host's pages sum to ``cap`` (DESIGN §3).
+    """ν_h = max(ν, τ_h), τ_h the threshold at which the host's pages sum to ``cap`` (docs/MATH.md, seeds 001-002).
 
     ``cap`` is fetches per unit time for the host (inf: no cap, ν_h = ν).
     """
@@ -516,7 +516,7 @@ def solve_with_host_caps(values, rates, hosts: Sequence[Hashable], host_caps: Ma
                          budget: float, objective: str = "changes") -> HostCapSolution:
     """Maximise the objective s.t. Σ f_i = budget and Σ_{i∈h} f_i <= cap_h for every host.
 
-    One multiplier per host (DESIGN §3): page i of host h runs at f_i(ν_h),
+    One multiplier per host (docs/MATH.md, seeds 001-002): page i of host h runs at f_i(ν_h),
     ν_h = max(ν, τ_h); the total is non-increasing in ν and ν is bisected until
     it meets the budget. Hosts missing from ``host_caps`` are uncapped. If the
     capped hosts cannot absorb the budget, every host runs at its cap and the

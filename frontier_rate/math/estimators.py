@@ -9,7 +9,7 @@ run. No runtime module imports it.
 After every fetch the crawler learns one bit, ``changed`` (did the page change
 since the previous fetch?), and the time ``interval`` since that previous
 fetch. From these bits each estimator here tracks the page's change rate Δ
-(changes per unit time, the Poisson rate λ of DESIGN.md).
+(changes per unit time, the Poisson rate λ of docs/MATH.md).
 
 The estimators come from seed 004 (Section 2 and 3.4):
 

@@ -155,7 +155,7 @@ def _f_series(y: np.ndarray) -> np.ndarray:
 def index_curve(y) -> np.ndarray | float:
     """F(y) = 1 − (1 + y)e^{−y}: a page's index per unit weight after y = λ·t.
 
-    The marginal value ∂T̄/∂f of seed 001 at f = λ/y (DESIGN §3). For y < 1 the
+    The marginal value ∂T̄/∂f of seed 001 at f = λ/y (docs/MATH.md, seeds 001-002). For y < 1 the
     Taylor series Σ_{k≥2} (−1)^k (k−1) y^k/k! avoids the cancellation of the
     closed form, so F(y) ≈ y²/2 keeps full relative precision for tiny y. The
     series stops at the last term that can still matter in double precision:
@@ -247,7 +247,7 @@ def _optimal_y(arr: np.ndarray) -> np.ndarray:
 
 
 def effective_weight(weight, rate, objective: str = "changes") -> np.ndarray | float:
-    """The weight the index and the solvers use for ``objective`` (DESIGN §3).
+    """The weight the index and the solvers use for ``objective`` (docs/MATH.md, seeds 001-002).
 
     ``"changes"``: w (seed 001's value of captured changes). ``"freshness"``:
     w/λ, because f·(w/λ)(1 − e^{−λ/f}) = w·(1 − e^{−λt})/(λt) is w times the
@@ -326,7 +326,7 @@ def whittle_index(x, u, a, cost=1.0) -> np.ndarray | float:
 
 
 def page_index(age, rate, weight, period=None, objective: str = "changes") -> np.ndarray | float:
-    """A page's index as a function of the time since its last fetch (DESIGN §3).
+    """A page's index as a function of the time since its last fetch (docs/MATH.md, seeds 001-002).
 
     Continuous (``period=None``): w_eff·F(λ·age) = w_eff[1 − e^{−λt}(1 + λt)].
     Discrete (seed 002 with fetch epochs every ``period`` T): the Whittle index

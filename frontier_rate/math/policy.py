@@ -7,7 +7,7 @@ it every t = 1/f captures T̄_i(f) = f·w_i·(1 − e^{−λ_i/f}) value per uni
     ∂T̄_i/∂f = w_i·F(y),   F(y) = 1 − (1 + y)·e^{−y}          (``index_curve``)
 
 and the same function is the continuous-time limit of seed 002's Whittle index
-(DESIGN §3). So one threshold ν does everything: page i is due once its index
+(docs/MATH.md, seeds 001-002). So one threshold ν does everything: page i is due once its index
 w_i·F(λ_i·age) reaches ν, i.e. after t_i = y(ν/w_i)/λ_i (``optimal_y``), and ν
 is the Lagrange multiplier that makes the fetch rates Σ 1/t_i meet the budget.
 
@@ -15,7 +15,7 @@ Two objectives share this machinery through an *effective weight*:
 
 - ``"changes"``: value of the changes captured (seed 001), weight w.
 - ``"freshness"``: time-averaged freshness Σ w·(1 − e^{−λt})/(λt); the same
-  problem with w replaced by w/λ (DESIGN §3).
+  problem with w replaced by w/λ (docs/MATH.md, seeds 001-002).
 
 Solvers the frontier runs: ``solve_threshold`` (2-D (weight, rate) cells with
 interval bounds and host caps: the engine's re-solve) and ``solve_with_host_caps``

@@ -163,7 +163,7 @@ class WCluster:
     """Seed 001's clusters of pages by weight, with Λ[k] = Σ λ per cluster, for an O(K) solve.
 
     Linear bins (seed 001): K equal bins on (0, 1], I[k] = {k/K < w <= (k+1)/K}
-    (0-based), weights clamped into [0, 1]. Log bins (``log=True``, DESIGN §3,
+    (0-based), weights clamped into [0, 1]. Log bins (``log=True``, docs/MATH.md, seeds 001-002,
     for heavy-tailed weights): K geometric bins between ``w_min`` and ``w_max``,
     weights outside clamped into the end bins. Since f_i* = λ_i·g(ν/w_i) is
     linear in λ_i for fixed w, a cluster's rate is Λ[k]/y(ν/W[k]). W[k] is the
@@ -282,7 +282,7 @@ def azar_rates(weights, rates, budget: float) -> np.ndarray:
     """Azar et al. (2018): optimal Poisson fetch rates p_i = max(0, sqrt(w_i λ_i/ν) − λ_i).
 
     Maximises Σ w_i p_i/(λ_i + p_i) (freshness under Poisson fetching), i.e.
-    minimises Σ w_i λ_i/(λ_i + p_i), s.t. Σ p_i = budget (DESIGN §3). Exact: pages
+    minimises Σ w_i λ_i/(λ_i + p_i), s.t. Σ p_i = budget (docs/MATH.md, seeds 001-002). Exact: pages
     enter in decreasing order of w_i/λ_i; for the first k pages
     sqrt(ν) = Σ sqrt(w λ)/(budget + Σ λ), and k is the largest set for which
     every member still has p_i > 0.

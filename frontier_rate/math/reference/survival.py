@@ -19,7 +19,7 @@ freshness is
 
     φ(t) = (1/t)·∫₀ᵗ S(u) du = M(t)/t.
 
-**One threshold (the Lagrangian of seed 001 / DESIGN §3, with S in place of
+**One threshold (the Lagrangian of seed 001 / docs/MATH.md, seeds 001-002, with S in place of
 e^{−λτ}).** Maximise Σ w_i φ_i(t_i) subject to Σ 1/t_i = R. With f = 1/t the
 value rate of page i is V(f) = w·f·M(1/f) and
 
@@ -168,7 +168,7 @@ def lomax_interval(c, alpha, beta, lo: float = 1e-9, hi: float = 1e15) -> np.nda
 def solve_threshold(rate_of: Callable[[np.ndarray], np.ndarray], host: np.ndarray, caps: np.ndarray,
                     budget: float, nu_lo: float = 1e-30, nu_hi: float = 1e30,
                     iters: int = 200) -> tuple[float, np.ndarray, np.ndarray]:
-    """One threshold ν for the budget and one per capped host (DESIGN §3): page i of host h runs at
+    """One threshold ν for the budget and one per capped host (docs/MATH.md, seeds 001-002): page i of host h runs at
     f_i(ν_h) = ``rate_of``(ν per page)_i, ν_h = max(ν, τ_h), τ_h the threshold at which host h's
     pages alone sum to cap_h (0 when they stay below it at every ν ≥ nu_lo).
 
