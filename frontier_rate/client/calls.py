@@ -7,9 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from frontier_rate.engine.records import Dispatch, Observation
+from frontier_rate.engine.records import Dispatch, NewPage, Observation
 
-NewPage = tuple[Any, ...]
 """A page for ``add``: (url, weight, meta[, priority]), as ``Frontier.add_many`` takes it."""
 
 Hint = tuple[str, float | None, str]

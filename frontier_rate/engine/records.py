@@ -1,9 +1,14 @@
-"""What the engine hands out: a ``Dispatch`` (a lease on a page) and an ``Observation``
-(what a fetch taught). Plain frozen dataclasses, importable without Redis."""
+"""What crosses the engine's API: a ``NewPage`` (what ``add_many`` takes), a ``Dispatch`` (a lease
+on a page) and an ``Observation`` (what a fetch taught). Plain types, importable without Redis."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+NewPage = tuple[str, float, "dict[str, Any] | None", int]
+"""A page for ``Frontier.add_many``: (url, weight, meta, priority); a bare url or a shorter tuple
+takes the defaults (weight 1, no meta, priority 0). The one shape every layer passes down."""
 
 
 @dataclass(frozen=True)

@@ -200,11 +200,11 @@ def host_name(host: Any) -> str:
     return host.lower()
 
 
-NewPage = tuple[str, str, float, str, float]
-"""A checked page for ``add_many``: (host, url, weight as float32, meta JSON or "", priority)."""
+CheckedPage = tuple[str, str, float, str, float]
+"""A ``NewPage`` after its checks: (host, url, weight as float32, meta JSON or "", priority)."""
 
 
-def new_page(item: Any) -> NewPage:
+def new_page(item: Any) -> CheckedPage:
     """A page given to ``add_many`` as ``url`` or ``(url, weight[, meta[, priority]])``,
     checked; the weight rounded to the float32 the page state stores."""
     if isinstance(item, str):
