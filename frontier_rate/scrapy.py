@@ -66,6 +66,8 @@ from frontier_rate.scrapy_request import (
     request_to_page_meta,
     stored_priority,
 )
+from frontier_rate.scrapy_send import SharedSend
+from frontier_rate.send_slot import SendSlots
 from frontier_rate.settings import CLOCK_SLACK, DONT_REVISIT_KEY, WEIGHT_KEY, adapter_settings
 from frontier_rate.validation import MAX_VALIDATOR_LENGTH
 
@@ -191,6 +193,8 @@ class Scheduler:
                                            self.client.host_delay)
         self.crawler.signals.connect(self.politeness.on_downloaded,
                                      signal=signals.response_downloaded)
+        self.shared_send = SharedSend(self.crawler, SendSlots(frontier.client,
+                                                              frontier.namespace), gate.delay)
         self._intake = PageIntake(spider, self.stats)
         self._signals = SignalReader(
             config, self.client, lambda url, weight: self.enqueue_request(
