@@ -193,8 +193,9 @@ class Scheduler:
                                            self.client.host_delay)
         self.crawler.signals.connect(self.politeness.on_downloaded,
                                      signal=signals.response_downloaded)
-        self.shared_send = SharedSend(self.crawler, SendSlots(frontier.client,
-                                                              frontier.namespace), gate.delay)
+        if self.crawler.settings.getbool("FRONTIER_RATE_SHARED_SEND", True):
+            self.shared_send = SharedSend(self.crawler, SendSlots(
+                frontier.client, frontier.namespace), gate.delay)
         self._intake = PageIntake(spider, self.stats)
         self._signals = SignalReader(
             config, self.client, lambda url, weight: self.enqueue_request(
