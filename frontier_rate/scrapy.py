@@ -56,6 +56,7 @@ from frontier_rate.dates import http_date
 from frontier_rate.fingerprint import Fingerprinter, clean_validator
 from frontier_rate.politeness import HostGate
 from frontier_rate.responses import outcome
+from frontier_rate.scrapy_namespace import claim, default_namespace, project_name
 from frontier_rate.scrapy_politeness import ScrapyPoliteness
 from frontier_rate.scrapy_request import (
     RESULT_KEY,
@@ -161,7 +162,10 @@ class Scheduler:
     def open(self, spider: Spider) -> None:
         self.spider = spider
         config = self.settings
-        kwargs = {"namespace": spider.name, **config.frontier}
+        project = project_name(self.crawler.settings, spider)
+        explicit = config.frontier.get("namespace")
+        kwargs = {**config.frontier,
+                  "namespace": explicit or default_namespace(project, spider.name)}
 
         def open_frontier() -> Frontier:
             if self.frontier is None:
@@ -207,8 +211,12 @@ class Scheduler:
         if config.close_after:
             self._timers.append(compat.call_later(config.close_after, self._close_spider,
                                                   "close_after"))
-        logger.info("frontier-rate scheduler opened: namespace=%r, fingerprint=%s",
-                    frontier.namespace, self.fingerprinter.mode)
+        how = claim(frontier.client, frontier.namespace, project, spider.name,
+                    None if explicit else spider.name)
+        logger.info("frontier-rate scheduler opened: namespace=%r (%s, %s; project %r), "
+                    "fingerprint=%s", frontier.namespace, how,
+                    "FRONTIER_RATE_NAMESPACE" if explicit else "default", project,
+                    self.fingerprinter.mode)
 
     def close(self, reason: str) -> None:
         self._closing = True
