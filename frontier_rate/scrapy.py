@@ -68,6 +68,7 @@ from frontier_rate.scrapy_request import (
     stored_priority,
 )
 from frontier_rate.scrapy_send import SharedSend
+from frontier_rate.scrapy_stored import AddedHeaders, OneOffRedirects
 from frontier_rate.send_slot import SendSlots
 from frontier_rate.settings import CLOCK_SLACK, DONT_REVISIT_KEY, WEIGHT_KEY, adapter_settings
 from frontier_rate.validation import MAX_VALIDATOR_LENGTH
@@ -128,6 +129,7 @@ class Scheduler:
         self._new_pages: list[NewPage] = []
         self._new_since = 0.0
         self._one_off: deque[Request] = deque()
+        self._one_offs = OneOffRedirects()
         self._buffer: deque[tuple[Dispatch, float]] = deque()
         self._in_flight: dict[str, Dispatch] = {}
         self._sent_at: dict[str, float] = {}
@@ -200,7 +202,8 @@ class Scheduler:
         if self.crawler.settings.getbool("FRONTIER_RATE_SHARED_SEND", True):
             self.shared_send = SharedSend(self.crawler, SendSlots(
                 frontier.client, frontier.namespace), gate.delay)
-        self._intake = PageIntake(spider, self.stats)
+        self._intake = PageIntake(spider, self.stats,
+                                  AddedHeaders(self.crawler.settings, spider).clean)
         self._signals = SignalReader(
             config, self.client, lambda url, weight: self.enqueue_request(
                 sitemap_request(url, weight)),
@@ -245,8 +248,9 @@ class Scheduler:
         if not request.dont_filter and self.dupefilter.request_seen(request):
             self.dupefilter.log(request, self.spider)
             return False
-        page = self._intake.page(request)
+        page = None if self._one_offs.redirected(request) else self._intake.page(request)
         if page is None:
+            self._one_offs.note(request)
             self._take_one_off(request)
             self.stats.inc_value("frontier_rate/one_off")
             return True
