@@ -54,6 +54,7 @@ from frontier_rate.adapter_signals import SITEMAP_KEY, SignalReader
 from frontier_rate.client import Call, FrontierClient, result_meta
 from frontier_rate.dates import http_date
 from frontier_rate.fingerprint import Fingerprinter, clean_validator
+from frontier_rate.idle_reason import log_why_nothing
 from frontier_rate.politeness import HostGate
 from frontier_rate.responses import outcome
 from frontier_rate.scrapy_namespace import claim, default_namespace, project_name
@@ -229,6 +230,8 @@ class Scheduler:
             if timer is not None and getattr(timer, "active", lambda: True)():
                 timer.cancel()
         if self.client is not None:
+            if not self.stats.get_value("scheduler/dequeued/redis"):
+                log_why_nothing(self.client.frontier, self.clock(), logger)
             self._queue_new_pages()
             self.client.close([dispatch for dispatch, _ in self._buffer])
             self._buffer.clear()
