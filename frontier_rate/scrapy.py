@@ -52,12 +52,11 @@ from scrapy.utils.misc import build_from_crawler, load_object
 from frontier_rate import scrapy_compat as compat
 from frontier_rate.adapter_signals import SITEMAP_KEY, SignalReader
 from frontier_rate.client import Call, FrontierClient, result_meta
-from frontier_rate.dates import http_date
 from frontier_rate.fingerprint import Fingerprinter, clean_validator
 from frontier_rate.idle_reason import log_why_nothing
 from frontier_rate.politeness import HostGate
 from frontier_rate.responses import outcome
-from frontier_rate.scrapy_namespace import claim, default_namespace, project_name
+from frontier_rate.scrapy_namespace import NamespaceChoice
 from frontier_rate.scrapy_politeness import ScrapyPoliteness
 from frontier_rate.scrapy_request import (
     RESULT_KEY,
@@ -69,8 +68,15 @@ from frontier_rate.scrapy_request import (
     stored_priority,
 )
 from frontier_rate.scrapy_send import SharedSend
+from frontier_rate.scrapy_setup import (
+    SCRAPY_DEFAULTS,
+    Refusing,
+    SettingError,
+    sitemap_callback,
+    sitemap_request,
+    user_settings,
+)
 from frontier_rate.scrapy_stored import AddedHeaders, OneOffRedirects
-from frontier_rate.send_slot import SendSlots
 from frontier_rate.settings import CLOCK_SLACK, DONT_REVISIT_KEY, WEIGHT_KEY, adapter_settings
 from frontier_rate.validation import MAX_VALIDATOR_LENGTH
 
@@ -84,8 +90,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DONT_REVISIT_KEY", "RESULT_KEY", "Scheduler", "TOKEN_KEY", "WEIGHT_KEY",
-           "clean_validator", "request_to_page_meta"]
+__all__ = ["DONT_REVISIT_KEY", "RESULT_KEY", "Scheduler", "SettingError", "TOKEN_KEY",
+           "WEIGHT_KEY", "clean_validator", "request_to_page_meta"]
 
 BUFFER_BATCHES = 4
 """Leased pages held locally: at most this many batches (FRONTIER_RATE_BATCH each)."""
@@ -113,7 +119,7 @@ class Scheduler:
         self.crawler = crawler
         self.stats = crawler.stats
         try:
-            config = adapter_settings(_user_settings(crawler.settings))
+            config = adapter_settings(user_settings(crawler.settings))
         except ValueError as exc:
             raise SettingError(str(exc)) from None
         self.settings = config
@@ -159,16 +165,14 @@ class Scheduler:
         try:
             return cls(crawler)
         except SettingError as exc:
-            return _Refusing(crawler, exc)  # type: ignore[return-value]
+            return Refusing(crawler, exc)  # type: ignore[return-value]
 
     # -- Scrapy scheduler interface -------------------------------------------------
     def open(self, spider: Spider) -> None:
         self.spider = spider
         config = self.settings
-        project = project_name(self.crawler.settings, spider)
-        explicit = config.frontier.get("namespace")
-        kwargs = {**config.frontier,
-                  "namespace": explicit or default_namespace(project, spider.name)}
+        chosen = NamespaceChoice.of(self.crawler.settings, spider, config.frontier.get("namespace"))
+        kwargs = {**config.frontier, "namespace": chosen.namespace}
 
         def open_frontier() -> Frontier:
             if self.frontier is None:
@@ -201,8 +205,7 @@ class Scheduler:
         self.crawler.signals.connect(self.politeness.on_downloaded,
                                      signal=signals.response_downloaded)
         if self.crawler.settings.getbool("FRONTIER_RATE_SHARED_SEND", True):
-            self.shared_send = SharedSend(self.crawler, SendSlots(
-                frontier.client, frontier.namespace), gate.delay)
+            self.shared_send = SharedSend.of(self.crawler, frontier, gate.delay)
         self._intake = PageIntake(spider, self.stats,
                                   AddedHeaders(self.crawler.settings, spider).clean)
         self._signals = SignalReader(
@@ -215,12 +218,7 @@ class Scheduler:
         if config.close_after:
             self._timers.append(compat.call_later(config.close_after, self._close_spider,
                                                   "close_after"))
-        how = claim(frontier.client, frontier.namespace, project, spider.name,
-                    None if explicit else spider.name)
-        logger.info("frontier-rate scheduler opened: namespace=%r (%s, %s; project %r), "
-                    "fingerprint=%s", frontier.namespace, how,
-                    "FRONTIER_RATE_NAMESPACE" if explicit else "default", project,
-                    self.fingerprinter.mode)
+        chosen.announce(frontier, self.fingerprinter.mode)
 
     def close(self, reason: str) -> None:
         self._closing = True
@@ -588,75 +586,6 @@ class Scheduler:
             reason = f"frontier_rate_{why}"
             logger.info("frontier-rate closing the spider: %s", reason)
             compat.close_spider(self.crawler, reason)
-
-
-SCRAPY_DEFAULTS = {"min_host_delay": 0.0}
-"""Shared settings a namespace a Scrapy crawl creates gets where the crawl set none."""
-
-
-def _user_settings(settings: Any) -> Callable[[str], Any]:
-    """``settings.get``, except that a ``DOWNLOAD_DELAY`` the user did not set reads as unset:
-    Scrapy's default (0) is this scheduler's default too, but not an explicit value that
-    would conflict with a host delay the namespace stores."""
-    from scrapy.settings import SETTINGS_PRIORITIES
-
-    def get(name: str) -> Any:
-        if name == "DOWNLOAD_DELAY" and \
-                settings.getpriority(name) <= SETTINGS_PRIORITIES["default"]:
-            return None
-        return settings.get(name)
-
-    return get
-
-
-class SettingError(ValueError):
-    """A ``FRONTIER_RATE_*`` (or Scrapy) setting the scheduler cannot use; the message names
-    the setting and its value."""
-
-
-class _Refusing:
-    """What ``Scheduler.from_crawler`` returns for bad settings: ``open`` raises the error
-    (Scrapy's engine then closes cleanly: it has a slot for the spider), every other call is
-    a no-op. Building it must not fail, or Scrapy's own clean-up masks the error."""
-
-    def __init__(self, crawler: Crawler, error: SettingError) -> None:
-        self.crawler, self.error = crawler, error
-
-    def open(self, spider: Spider) -> None:
-        logger.error("frontier-rate: %s", self.error)
-        raise self.error
-
-    def close(self, reason: str) -> None:
-        pass
-
-    def has_pending_requests(self) -> bool:
-        return False
-
-    def enqueue_request(self, request: Request) -> bool:
-        return False
-
-    def next_request(self) -> None:
-        return None
-
-    def __len__(self) -> int:
-        return 0
-
-
-def sitemap_request(url: str, weight: float) -> Request:
-    """A sitemap or feed as a page of the frontier (``adapter_signals``), marked so that its
-    answer is read by the frontier (``sitemap_callback``), not the spider."""
-    return Request(url, meta={SITEMAP_KEY: True, WEIGHT_KEY: weight})
-
-
-def sitemap_callback(reader: SignalReader) -> Callable[..., None]:
-    """The callback of a sitemap or feed: its entries become claims; nothing reaches the
-    spider (pages it discovers do, through the spider's ``parse``)."""
-
-    def read_sitemap(response: Response, **kwargs: Any) -> None:
-        served = http_date(response.headers.get("Date"))
-        reader.read(response.url, response.body, served)
-
-    return read_sitemap
 
 
 def _bounded_add(tokens: set[str], token: str) -> None:

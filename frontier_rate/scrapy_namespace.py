@@ -21,6 +21,7 @@ import os
 import re
 import sys
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from scrapy.settings import SETTINGS_PRIORITIES
@@ -91,3 +92,29 @@ def claim(client: Any, namespace: str, project: str, spider_name: str,
                        "to keep them apart.", namespace, owner, project)
         return "shared"
     return "opened"
+
+
+@dataclass(frozen=True)
+class NamespaceChoice:
+    """The namespace a crawl opens and why: ``explicit`` (FRONTIER_RATE_NAMESPACE) or the
+    default ``<project>.<spider>``."""
+
+    namespace: str
+    project: str
+    spider: str
+    explicit: bool
+
+    @classmethod
+    def of(cls, settings: Any, spider: Any, explicit: str | None) -> NamespaceChoice:
+        project = project_name(settings, spider)
+        return cls(explicit or default_namespace(project, spider.name), project, spider.name,
+                   bool(explicit))
+
+    def announce(self, frontier: Any, fingerprint: str) -> None:
+        """Record the namespace's origin and log, at INFO, which one the crawl opened."""
+        how = claim(frontier.client, frontier.namespace, self.project, self.spider,
+                    None if self.explicit else self.spider)
+        logging.getLogger("frontier_rate.scrapy").info(
+            "frontier-rate scheduler opened: namespace=%r (%s, %s; project %r), "
+            "fingerprint=%s", frontier.namespace, how,
+            "FRONTIER_RATE_NAMESPACE" if self.explicit else "default", self.project, fingerprint)

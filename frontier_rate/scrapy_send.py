@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from scrapy.utils.httpobj import urlparse_cached
 
@@ -48,6 +48,11 @@ class SharedSend:
         if not self.installed:
             logger.warning("frontier-rate: this Scrapy's downloader has no download "
                            "handlers to hook; host delays hold within each process only")
+
+    @classmethod
+    def of(cls, crawler: Crawler, frontier: Any, delay_of: Callable[[str], float]) -> SharedSend:
+        """The shared send slots of ``frontier``'s namespace, hooked into ``crawler``."""
+        return cls(crawler, SendSlots(frontier.client, frontier.namespace), delay_of)
 
     async def before_send(self, request: Request) -> None:
         """Wait (without blocking) until ``request``'s host may be sent to by this process."""
