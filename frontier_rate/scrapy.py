@@ -69,12 +69,14 @@ from frontier_rate.scrapy_request import (
 )
 from frontier_rate.scrapy_send import SharedSend
 from frontier_rate.scrapy_setup import (
-    SCRAPY_DEFAULTS,
     Refusing,
     SettingError,
+    open_scrapy_frontier,
     sitemap_callback,
     sitemap_request,
+    use_data_dir_setting,
     user_settings,
+    warn_unknown_settings,
 )
 from frontier_rate.scrapy_stored import AddedHeaders, OneOffRedirects
 from frontier_rate.settings import CLOCK_SLACK, DONT_REVISIT_KEY, WEIGHT_KEY, adapter_settings
@@ -118,6 +120,8 @@ class Scheduler:
     def __init__(self, crawler: Crawler, frontier: Frontier | None = None) -> None:
         self.crawler = crawler
         self.stats = crawler.stats
+        warn_unknown_settings(crawler.settings)
+        use_data_dir_setting(crawler.settings)
         try:
             config = adapter_settings(user_settings(crawler.settings))
         except ValueError as exc:
@@ -176,12 +180,8 @@ class Scheduler:
 
         def open_frontier() -> Frontier:
             if self.frontier is None:
-                from frontier_rate.engine import Frontier
-
-                # Scrapy's own politeness when neither DOWNLOAD_DELAY nor the frontier's
-                # host delay is set: no delay (CONCURRENT_REQUESTS_PER_DOMAIN holds)
-                self.frontier = Frontier(config.redis_url, setting_defaults=SCRAPY_DEFAULTS,
-                                         **kwargs)
+                self.frontier = open_scrapy_frontier(config.redis_url, kwargs,
+                                                     self.crawler.settings)
             return self.frontier
 
         self.client = FrontierClient(

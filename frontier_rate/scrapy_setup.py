@@ -4,7 +4,9 @@ stand-in scheduler that reports bad settings, and sitemap requests (split from
 
 from __future__ import annotations
 
+import difflib
 import logging
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +15,8 @@ from scrapy.settings import SETTINGS_PRIORITIES
 
 from frontier_rate.adapter_signals import SITEMAP_KEY, SignalReader
 from frontier_rate.dates import http_date
+from frontier_rate.engine import Frontier
+from frontier_rate.errors import SettingsMismatch
 from frontier_rate.settings import WEIGHT_KEY
 
 if TYPE_CHECKING:
@@ -88,3 +92,75 @@ def sitemap_callback(reader: SignalReader) -> Callable[..., None]:
         reader.read(response.url, response.body, served)
 
     return read_sitemap
+
+
+PREFIX = "FRONTIER_RATE_"
+KNOWN_SETTINGS = frozenset(
+    PREFIX + name for name in (
+        "BATCH BUDGET BUDGET_FIRST_FETCHES CHANGE_DATES CLOCK CLOSE_AFTER CONDITIONAL DATA_DIR "
+        "ESTIMATOR FILL_BUDGET FINGERPRINT FRONTERA_DRIVER LEASE_TIMEOUT LOG_INTERVAL MAX_BODY "
+        "MAX_CRAWL_DELAY MAX_INTERVAL MIN_HOST_DELAY MIN_INTERVAL NAMESPACE OBEY_CRAWL_DELAY "
+        "OBJECTIVE OVERRIDE_SETTINGS POLICY PRIOR_RATE REDIS_TIMEOUT REDIS_URL ROBOTS_TTL "
+        "SERVER_CLOCK_RATE SHARED_SEND SITEMAPS SITEMAPS_FROM_ROBOTS SITEMAP_DISCOVER "
+        "SITEMAP_MAX_BYTES SITEMAP_MAX_FILES SITEMAP_MAX_URLS SITEMAP_WEIGHT SPOOL_DIR "
+        "STRIP_PATTERNS").split())
+"""Every ``FRONTIER_RATE_*`` setting an adapter reads (tests/test_scrapy_setup.py checks the
+sources mention no other)."""
+
+
+def warn_unknown_settings(settings: Any) -> list[str]:
+    """A WARNING for each ``FRONTIER_RATE_*`` setting nobody reads, naming the closest known
+    one (a typo of BUDGET was silently ignored before issue 33)."""
+    unknown = sorted(name for name in settings if isinstance(name, str)
+                     and name.startswith(PREFIX) and name not in KNOWN_SETTINGS)
+    for name in unknown:
+        suffixes = sorted(known[len(PREFIX):] for known in KNOWN_SETTINGS)
+        close = difflib.get_close_matches(name[len(PREFIX):], suffixes, n=1, cutoff=0.6)
+        hint = f"; did you mean {PREFIX}{close[0]}?" if close else ""
+        logger.warning("frontier-rate: unknown setting %s is ignored%s", name, hint)
+    return unknown
+
+
+def use_data_dir_setting(settings: Any) -> None:
+    """``FRONTIER_RATE_DATA_DIR`` as a Scrapy setting: where the embedded Redis (and the
+    default spool) live, for this process. It sets the environment variable of the same
+    name, which ``connection.data_dir`` and the ``frontier-rate`` command read; an
+    environment variable the user set wins."""
+    value = settings.get("FRONTIER_RATE_DATA_DIR")
+    if value and not os.environ.get("FRONTIER_RATE_DATA_DIR"):
+        os.environ["FRONTIER_RATE_DATA_DIR"] = str(value)
+
+
+def mismatch_error(exc: Exception, settings: Any) -> SettingError:
+    """A ``SettingsMismatch`` said in Scrapy's terms: the setting the user changed between
+    runs, the stored value, and the settings that accept the change."""
+    differ, stored = getattr(exc, "differ", None), getattr(exc, "stored", None)
+    namespace = getattr(exc, "namespace", "?")
+    if not differ or stored is None:
+        return SettingError(str(exc))
+    parts, options = [], []
+    for field, asked in differ.items():
+        name = f"FRONTIER_RATE_{field.upper()}"
+        if field == "min_host_delay" and settings.get(name) in (None, ""):
+            name = "DOWNLOAD_DELAY"
+        parts.append(f"{name} = {asked!r} but the frontier stores {stored[field]!r} from an "
+                     "earlier run")
+        options.append(f"--{field.replace('_', '-')} {asked!r}")
+    return SettingError(
+        f"namespace {namespace!r}: {'; '.join(parts)}. Set FRONTIER_RATE_OVERRIDE_SETTINGS = "
+        "True to store the new value for every crawl of this frontier (or run 'frontier-rate "
+        f"settings -n {namespace} {' '.join(options)}'), or go back to the stored value.")
+
+
+def open_scrapy_frontier(redis_url: str | None, kwargs: dict[str, Any], settings: Any) -> Any:
+    """The crawl's ``Frontier``: where neither DOWNLOAD_DELAY nor the frontier's host delay is
+    set, a namespace it creates gets Scrapy's own politeness (no delay;
+    CONCURRENT_REQUESTS_PER_DOMAIN holds). ``FRONTIER_RATE_OVERRIDE_SETTINGS`` stores this
+    crawl's shared settings for every process; without it a changed one is a
+    ``SettingError`` in Scrapy's terms (``mismatch_error``)."""
+    override = settings.getbool("FRONTIER_RATE_OVERRIDE_SETTINGS", False)
+    try:
+        return Frontier(redis_url, setting_defaults=SCRAPY_DEFAULTS, override_settings=override,
+                        **kwargs)
+    except SettingsMismatch as exc:
+        raise mismatch_error(exc, settings) from None
