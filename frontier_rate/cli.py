@@ -38,7 +38,7 @@ def common(command: Callable) -> Callable:
     """The options every subcommand takes."""
     command = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(command)
     command = click.option("--namespace", "-n", envvar="FRONTIER_RATE_NAMESPACE", default="default",
-                           show_default=True, help="Frontier namespace (Scrapy: the spider name).")(command)
+                           show_default=True, help="Frontier namespace (Scrapy: <project>.<spider>).")(command)
     command = click.option("--redis", "redis_url", envvar="FRONTIER_RATE_REDIS_URL", default=None,
                            help="Redis URL (redis://, rediss://, unix://, redis+cluster://); "
                                 "default: the embedded Redis.")(command)
@@ -150,6 +150,10 @@ def stats(redis_url: str | None, namespace: str, as_json: bool) -> None:
     """Counters: pages, due now, leased, gone, quarantined, threshold ν, budget use, changes seen;
     the shared settings; what the Redis server promises (eviction policy, persistence, role)
     and whether the namespace is whole, with a warning per way Redis can lose its data."""
+    if click.get_current_context().get_parameter_source("namespace") is \
+            click.core.ParameterSource.DEFAULT:
+        show_namespaces(redis_url, as_json)  # no -n: which namespaces are there?
+        return
     frontier = open_frontier(redis_url, namespace)
     record = {**frontier.stats(), **frontier.health()}
     if as_json:
@@ -159,6 +163,29 @@ def stats(redis_url: str | None, namespace: str, as_json: bool) -> None:
     click.echo(key_value(record))
     for text in warnings:
         click.echo(f"warning: {text}")
+
+
+def show_namespaces(redis_url: str | None, as_json: bool) -> None:
+    """List the namespaces of the server (``stats`` without ``-n``)."""
+    from redis import RedisError
+
+    from .connection import connect
+    from .namespace_list import list_namespaces
+
+    try:
+        rows = list_namespaces(connect(redis_url))
+    except (FrontierError, ValueError, RedisError) as exc:
+        raise Failure(str(exc)) from None
+    if as_json:
+        emit(rows, True, key_value)
+        return
+    if not rows:
+        click.echo(f"no frontiers at {redact_url(redis_url)}")
+        return
+    click.echo(f"frontiers at {redact_url(redis_url)} (frontier-rate stats -n NAME for one):")
+    for row in rows:
+        origin = f"  (project {row['project']}, spider {row['spider']})" if row["project"] else ""
+        click.echo(f"  {row['namespace']}{origin}")
 
 
 @main.command()
