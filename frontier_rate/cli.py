@@ -120,7 +120,7 @@ def inspect(url: str, redis_url: str | None, namespace: str, as_json: bool) -> N
     now = time.time()
     if not as_json:
         record = dict(record)
-        for field in ("last_fetch", "next_due"):
+        for field in ("last_fetch", "next_due", "lease_ends"):
             if record.get(field) is not None:
                 record[field] = f"{record[field]:.3f} ({when(record[field], now)})"
     emit(record, as_json, key_value)
@@ -156,6 +156,12 @@ def stats(redis_url: str | None, namespace: str, as_json: bool) -> None:
         return
     frontier = open_frontier(redis_url, namespace)
     record = {**frontier.stats(), **frontier.health()}
+    if record["leased"]:  # when the last lease ends: pages held by a stopped crawl come back then
+        from .idle_reason import lease_end
+
+        end = lease_end(frontier)
+        record["leases_end"] = end if as_json or end is None else \
+            f"{end:.3f} ({when(end, time.time())})"
     if as_json:
         emit(record, True, key_value)
         return
