@@ -71,6 +71,7 @@ from frontier_rate.scrapy_send import SharedSend
 from frontier_rate.scrapy_setup import (
     Refusing,
     SettingError,
+    hand_back_at_exit,
     open_scrapy_frontier,
     sitemap_callback,
     sitemap_request,
@@ -215,6 +216,7 @@ class Scheduler:
         self._read_sitemap = sitemap_callback(self._signals)
         self._signals.start()
         self.client.want(BUFFER_BATCHES * self.batch_size)
+        hand_back_at_exit(self)
         if config.close_after:
             self._timers.append(compat.call_later(config.close_after, self._close_spider,
                                                   "close_after"))

@@ -4,9 +4,11 @@ stand-in scheduler that reports bad settings, and sitemap requests (split from
 
 from __future__ import annotations
 
+import atexit
 import difflib
 import logging
 import os
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -164,3 +166,31 @@ def open_scrapy_frontier(redis_url: str | None, kwargs: dict[str, Any], settings
                         **kwargs)
     except SettingsMismatch as exc:
         raise mismatch_error(exc, settings) from None
+
+
+def hand_back_at_exit(scheduler: Any) -> Callable[[], None]:
+    """Hand back a crawl's leases when its process exits without closing the scheduler
+    (a double Ctrl-C stops Scrapy's reactor at once; ``close`` never runs). Before issue
+    33 those pages stayed leased for ``FRONTIER_RATE_LEASE_TIMEOUT`` (300 s) and the next
+    run fetched nothing. Leases buffered or in flight without an answer go back at exit;
+    answers already received are sent first (``FrontierClient.close``). A process killed
+    outright (SIGKILL, power loss) still leaves its leases to expire."""
+    ref = weakref.ref(scheduler)
+
+    def at_exit() -> None:
+        s = ref()
+        if s is None or s._closing or s.client is None:
+            return
+        s._closing = True
+        unsent = [d for d, _ in s._buffer] + [d for flight, d in s._in_flight.items()
+                                              if flight not in s._answered]
+        logger.warning("frontier-rate: the crawl stopped without closing; handing back %d "
+                       "leases", len(unsent))
+        try:
+            s.client.close(unsent)
+        except Exception as exc:  # at exit: say it, never raise
+            logger.warning("frontier-rate: leases not handed back (%r); they expire after "
+                           "FRONTIER_RATE_LEASE_TIMEOUT", exc)
+
+    atexit.register(at_exit)
+    return at_exit
