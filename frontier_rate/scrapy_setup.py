@@ -51,6 +51,9 @@ class SettingError(ValueError):
     the setting and its value."""
 
 
+SettingError.__module__ = "frontier_rate.scrapy"  # where users import it from; printed so
+
+
 class Refusing:
     """What ``Scheduler.from_crawler`` returns for bad settings: ``open`` raises the error
     (Scrapy's engine then closes cleanly: it has a slot for the spider), every other call is
