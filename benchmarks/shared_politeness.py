@@ -85,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     write_json("shared_politeness", {"rounds": rounds, **result, "target": TARGET,
                                      "smallest_gap_shared": shared_min,
                                      "smallest_gap_per_process": before_min})
-    write_section("shared_politeness", f"""## Two processes, one frontier: the host delay at the site (`benchmarks/shared_politeness.py`)
+    title = "Two processes, one frontier: the host delay at the site"
+    write_section("shared_politeness", f"""## {title} (`benchmarks/shared_politeness.py`)
 
 Two Scrapy crawls of one frontier (a real redis-server), one loopback site with a
 robots.txt and 10 pages, `DOWNLOAD_DELAY = 1`, `ROBOTSTXT_OBEY = True`, 7 s each; the
