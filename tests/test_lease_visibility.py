@@ -31,4 +31,5 @@ def test_a_leased_page_and_the_stats_show_when_the_lease_ends(redis_url, namespa
     stats = json.loads(_cli("stats", "--redis", redis_url, "-n", namespace, "--json").stdout)
     assert stats["leased"] == 1 and abs(stats["leases_end"] - record["lease_ends"]) < 0.01
     shown = _cli("inspect", url, "--redis", redis_url, "-n", namespace).stdout
-    assert "lease_ends" in shown and "in 1" in shown.split("lease_ends", 1)[1].splitlines()[0]
+    line = shown.split("lease_ends", 1)[1].splitlines()[0]
+    assert f"{record['lease_ends']:.3f} (in " in line, shown
