@@ -22,6 +22,7 @@ from tabulate import tabulate
 
 from frontier_rate import testbed as bed
 from frontier_rate.crawl import signal_sources as signals
+from frontier_rate.crawl.idle_reason import lease_end
 from frontier_rate.crawl.signal_sources import hints
 from frontier_rate.engine.frontier import Frontier, UnknownNamespace, parse_url
 from frontier_rate.math import policy
@@ -29,6 +30,7 @@ from frontier_rate.store.connection import FrontierError, connect, redact_url
 from frontier_rate.store.errors import translate
 from frontier_rate.store.namespace import SETTINGS
 from frontier_rate.store.namespace import drop as drop_namespace
+from frontier_rate.store.namespace_list import list_namespaces
 from frontier_rate.store.scripts import NAMESPACE_RE
 from frontier_rate.testbed import demo as demo_module
 
@@ -48,7 +50,7 @@ def common(command: Callable) -> Callable:
     """The options every subcommand takes."""
     command = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(command)
     command = click.option("--namespace", "-n", envvar="FRONTIER_RATE_NAMESPACE", default="default",
-                           show_default=True, help="Frontier namespace (Scrapy: the spider name).")(command)
+                           show_default=True, help="Frontier namespace (Scrapy: <project>.<spider>).")(command)
     command = click.option("--redis", "redis_url", envvar="FRONTIER_RATE_REDIS_URL", default=None,
                            help="Redis URL (redis://, rediss://, unix://, redis+cluster://); "
                                 "default: the embedded Redis.")(command)
@@ -128,7 +130,7 @@ def inspect(url: str, redis_url: str | None, namespace: str, as_json: bool) -> N
     now = time.time()
     if not as_json:
         record = dict(record)
-        for field in ("last_fetch", "next_due"):
+        for field in ("last_fetch", "next_due", "lease_ends"):
             if record.get(field) is not None:
                 record[field] = f"{record[field]:.3f} ({when(record[field], now)})"
     emit(record, as_json, key_value)
@@ -158,8 +160,16 @@ def stats(redis_url: str | None, namespace: str, as_json: bool) -> None:
     """Counters: pages, due now, leased, gone, quarantined, threshold ν, budget use, changes seen;
     the shared settings; what the Redis server promises (eviction policy, persistence, role)
     and whether the namespace is whole, with a warning per way Redis can lose its data."""
+    if click.get_current_context().get_parameter_source("namespace") is \
+            click.core.ParameterSource.DEFAULT:
+        show_namespaces(redis_url, as_json)  # no -n: which namespaces are there?
+        return
     frontier = open_frontier(redis_url, namespace)
     record = {**frontier.stats(), **frontier.health()}
+    if record["leased"]:  # when the last lease ends: pages held by a stopped crawl come back then
+        end = lease_end(frontier)
+        record["leases_end"] = end if as_json or end is None else \
+            f"{end:.3f} ({when(end, time.time())})"
     if as_json:
         emit(record, True, key_value)
         return
@@ -167,6 +177,26 @@ def stats(redis_url: str | None, namespace: str, as_json: bool) -> None:
     click.echo(key_value(record))
     for text in warnings:
         click.echo(f"warning: {text}")
+
+
+def show_namespaces(redis_url: str | None, as_json: bool) -> None:
+    """List the namespaces of the server (``stats`` without ``-n``)."""
+    from redis import RedisError
+
+    try:
+        rows = list_namespaces(connect(redis_url))
+    except (FrontierError, ValueError, RedisError) as exc:
+        raise Failure(str(exc)) from None
+    if as_json:
+        emit(rows, True, key_value)
+        return
+    if not rows:
+        click.echo(f"no frontiers at {redact_url(redis_url)}")
+        return
+    click.echo(f"frontiers at {redact_url(redis_url)} (frontier-rate stats -n NAME for one):")
+    for row in rows:
+        origin = f"  (project {row['project']}, spider {row['spider']})" if row["project"] else ""
+        click.echo(f"  {row['namespace']}{origin}")
 
 
 @main.command()

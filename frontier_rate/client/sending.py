@@ -131,7 +131,10 @@ class Sender:
         if call.args.get("not_modified"):
             self._emit("not_modified", 1)
         self.observed += 1
-        self._emit("revisits", max(0, self.observed - self.added), replace=True)
+        # a page's first fetch, whichever run added it, is no revisit (issue 33: after a
+        # resume, "observed minus added in this run" counted earlier runs' pages)
+        first = call.dispatch is not None and call.dispatch.first
+        self._emit("first_fetches" if first else "revisits", 1)
 
     def _count_failed(self, frontier: Frontier, call: Call) -> None:
         self._emit("failed", 1)

@@ -12,6 +12,9 @@ listed in docs/ARCHITECTURE.md ("Private Scrapy internals"):
   (2.13-2.18): pace a host's download slot (DOWNLOAD_SLOTS can only be set
   before a crawl starts, a robots.txt Crawl-delay is learned during it).
 - ``engine._slot.scheduler`` before 2.14, where ``engine.scheduler`` is not public.
+- ``engine.downloader.handlers.download_request_async`` (2.14+) or
+  ``download_request``: take a host's shared send slot at the moment a request is
+  sent (``frontier_rate.scrapy.send``; no signal or middleware runs that late).
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import inspect
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -178,3 +183,48 @@ def restart_slot_clock(crawler: Crawler, key: Any) -> None:
     if slot is not None and hasattr(slot, "lastseen"):
         clock = getattr(module, "monotonic", None) or getattr(module, "time", time.time)
         slot.lastseen = max(slot.lastseen, clock())
+
+
+def before_download(crawler: Crawler, hook: Callable[[Request], Any]) -> bool:
+    """Have the downloader await ``hook(request)`` right before each request goes to its
+    download handler, after the download slot let it through: the moment it is sent.
+
+    Private API (``downloader.handlers``: ``download_request_async`` 2.14+, else
+    ``download_request``), guarded: False when this Scrapy does not have it.
+    """
+    handlers = getattr(getattr(crawler.engine, "downloader", None), "handlers", None)
+    if handlers is None:
+        return False
+    download_async = getattr(handlers, "download_request_async", None)
+    if callable(download_async):
+        async def sent_async(request: Request, *args: Any) -> Any:
+            await hook(request)
+            return await download_async(request, *args)
+
+        handlers.download_request_async = sent_async
+        return True
+    download = getattr(handlers, "download_request", None)
+    if not callable(download):
+        return False
+
+    async def sent(request: Request, *args: Any) -> Any:
+        await hook(request)
+        return await maybe_deferred_to_future(download(request, *args))
+
+    handlers.download_request = lambda request, *args: deferred_from_coro(sent(request, *args))
+    return True
+
+
+async def sleep(seconds: float) -> None:
+    """Wait ``seconds`` without blocking the event loop (any reactor)."""
+    from twisted.internet import reactor
+    from twisted.internet.task import deferLater
+
+    await maybe_deferred_to_future(deferLater(reactor, max(0.0, seconds)))  # type: ignore[arg-type]
+
+
+async def in_thread(func: Callable[..., Any], *args: Any) -> Any:
+    """``func(*args)`` in the reactor's thread pool, awaited without blocking the loop."""
+    from twisted.internet.threads import deferToThread
+
+    return await maybe_deferred_to_future(deferToThread(func, *args))

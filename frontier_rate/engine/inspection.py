@@ -79,6 +79,11 @@ class Inspector:
         state = pattern.unpack(kept)
         record["pattern"] = None if state is None else pattern.describe(
             state, self.session.options.server_clock_rate)
+        if record["status"] == "leased":  # when the lease ends (it is handed out again then)
+            with self.session.errors("page"):
+                end = self.session.client.zscore(self.session.keys.prefix(shard) + "leases",
+                                                 pid + host.encode("utf-8"))
+            record["lease_ends"] = None if end is None else self.session.local(end / 1e6)
         return record
 
     def _read_page(self, shard: int, host: str, pid: bytes) -> list:

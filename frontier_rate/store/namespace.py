@@ -154,7 +154,7 @@ def _agree(client: redis.Redis, scripts: Scripts, keys: Keys, cfg: dict[str, str
     mode = "set" if override else "adopt"
     conflicts = {k: v for k, v in differ.items() if f",{k}," in explicit}
     if conflicts and not override:  # before writing anything
-        raise SettingsMismatch(mismatch_message(name, settings, conflicts))
+        raise mismatch(name, settings, conflicts)
     # override, or defaults another process stored: this one's, for everyone
     version, cfg = _write_settings(scripts, keys, mode, differ)
     changed = ", ".join(f"{k} {settings[k]!r} -> {cfg_value!r}" for k in differ
@@ -166,7 +166,7 @@ def _agree(client: redis.Redis, scripts: Scripts, keys: Keys, cfg: dict[str, str
     settings = _settings(cfg)
     left = _differ(requested, settings)
     if left:
-        raise SettingsMismatch(mismatch_message(name, settings, left))
+        raise mismatch(name, settings, left)
     return settings, version
 
 
@@ -189,6 +189,15 @@ def _write_settings(scripts: Scripts, keys: Keys, mode: str, values: Mapping[str
                                                          [mode, *flat]))[0]
     cfg = {reply[i].decode(): reply[i + 1].decode() for i in range(0, len(reply), 2)}
     return (count if isinstance(count, bytes) else str(count).encode()), cfg
+
+
+def mismatch(namespace: str, stored: Mapping[str, float], differ: Mapping[str, float]
+             ) -> SettingsMismatch:
+    """The error for ``differ``; ``stored`` and ``differ`` kept on it for adapters, which
+    name their own settings."""
+    error = SettingsMismatch(mismatch_message(namespace, stored, differ))
+    error.namespace, error.stored, error.differ = namespace, dict(stored), dict(differ)  # type: ignore[attr-defined]
+    return error
 
 
 def mismatch_message(namespace: str, stored: Mapping[str, float], differ: Mapping[str, float]
@@ -313,3 +322,8 @@ def _mark_shards(client: redis.Redis, scripts: Scripts, keys: Keys, shards: int,
             return ""
         raise
     return namespace_id
+
+
+def origin_key(namespace: str) -> str:
+    """The hash that says which project and spider created ``namespace``."""
+    return f"fr:{{{namespace}}}:origin"

@@ -34,6 +34,8 @@ class Page:
     template: bool = False
     """Fill ``{n}`` (this page's hit count), ``{token}`` (random) and ``{time}`` per request."""
     hits: int = 0
+    set_cookie: str | None = None
+    """A ``Set-Cookie`` header value sent with every answer."""
 
     @property
     def etag_value(self) -> str:
@@ -179,6 +181,8 @@ class ChangingSite(LoopbackSite):
             headers.append(("Content-Type", page.content_type))
             if page.location:
                 headers.append(("Location", page.location))
+            if page.set_cookie:
+                headers.append(("Set-Cookie", page.set_cookie))
             if page.etag:
                 headers.append(("ETag", page.etag_value))
             if page.last_modified:

