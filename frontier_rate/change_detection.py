@@ -1,0 +1,438 @@
+"""Content change detection for HTML: the ``"content"`` fingerprint mode (issue 34).
+
+A raw-byte hash calls almost every revisit of a real HTML page "changed" (nonces,
+CSRF tokens, hashed asset names, cache-busting queries, injected scripts), and even
+the visible text changes without the content changing (relative times, counters,
+rotating widgets, cookie banners, bot walls). This module decides, per response,
+whether the *content* changed, in four steps:
+
+1. **Segments**: the visible text of the document, cut at block-level elements
+   (``p``, ``div``, ``li``, ``td``, headings ...). Comments, ``script``, ``style``,
+   ``template``, ``noscript``, ``svg`` and ``head`` (except ``title``) are dropped;
+   attributes (ids, classes, asset URLs, hidden form inputs' values) never count.
+2. **Volatile fragments** are removed from each segment: times and dates, relative
+   times ("5 min ago", "Vor 18 Min", "il y a 3 heures"), long random-looking tokens
+   (hex ids, UUIDs, base64-like nonces, trace ids) and, in short segments only,
+   numbers (counters such as "123 comments").
+3. **Per-host learned boilerplate**: a segment seen on two different pages of a host
+   is the host's boilerplate (navigation, footer, widgets, cookie banners); a segment
+   that went away from a page and came back later (a block that alternates between
+   fetches: rotating widget, A/B banner) is the host's volatile text. Both are kept
+   in the host's *mask* and ignored on that host from then on. A segment that is only
+   on one page and never came back is the page's own content: its first change
+   always counts (a one-word edit of a legal paragraph makes a new, unseen segment).
+4. **Sticky fingerprint**: the process remembers, per URL, the segment hashes of the
+   last copy. A new copy whose differences from it are all masked gets the previous
+   fingerprint again (no change); otherwise a new fingerprint (blake2b of the content
+   segments not masked). So a mask that grows does not make every page "change" once.
+
+Not-content answers (``not_content``): a bot wall or captcha, an empty or near-empty
+body, or a page whose text is a small fraction of the page's previous copy and reads
+like an error page, is not a copy of the page: the adapter records it as a failed
+fetch (``responses.outcome``), never stored, never a change.
+
+Non-HTML bodies: JSON is hashed canonically (keys sorted, whitespace dropped), any
+other type (XML, PDF, text, images) by its bytes.
+
+State and memory (all process-local, bounded, rebuilt from scratch after a restart):
+
+- per host (``HostMask``): up to ``host_segments`` segment hashes (8 bytes each) with
+  the 4-byte id of the first page they were seen on, plus the masked hashes; an LRU of
+  ``max_hosts`` hosts. About 16 bytes per remembered segment: 2,048 segments take
+  ~32 KiB of payload per host (Python object overhead on top).
+- per URL: the fingerprint returned last, the 8-byte hashes of its segments (an
+  ``array('Q')``) and its text length; an LRU of ``max_pages`` URLs (a page with 300
+  segments: ~2.5 KiB).
+
+The same state could live in Redis (a hash per host of segment -> first page id, a
+set of masked hashes, and a string per page with the packed segment hashes); it is
+not there yet, so after a restart the first fetch of each page is compared without
+its previous segments (a page whose mask grew since its last fingerprint then counts
+as changed once).
+
+Sources: the block/visible-text segmentation follows the "text blocks" of
+Kohlschütter, Fankhauser and Nejdl, "Boilerplate detection using shallow text
+features", WSDM 2010; treating text shared across a site's pages as boilerplate
+follows Bar-Yossef and Rajagopalan, "Template detection via data mining and its
+applications", WWW 2002. The thresholds here are this project's, measured in
+``benchmarks/change_detection.py``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import re
+import zlib
+from array import array
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["ContentDetector", "Detection", "HostMask", "segments", "is_html"]
+
+# The rest of a tag never spans a "<" or ">": each pattern is linear in the body (an
+# unclosed tag fails at the next "<"); an attribute value holding ">" (rare) leaves
+# its tail as text, which only adds a constant segment.
+_ATTRIBUTES = r"[^<>]*"
+_DROPPED = ("script", "style", "template", "noscript", "svg", "head", "select", "textarea")
+_DROP_START = re.compile(r"<!--|<(" + "|".join(_DROPPED) + r")\b" + _ATTRIBUTES + ">", re.I)
+_DROP_END = {name: re.compile(r"</" + name + r"\s*>", re.I) for name in _DROPPED}
+_TITLE = re.compile(r"<title\b" + _ATTRIBUTES + r">([^<]*)", re.I)
+_BLOCK_TAGS = (
+    "address|article|aside|blockquote|body|br|button|caption|dd|details|dialog|div|dl|dt|"
+    "fieldset|figcaption|figure|footer|form|h[1-6]|header|hr|html|iframe|img|input|label|"
+    "legend|li|main|menu|nav|ol|option|p|pre|section|summary|table|tbody|td|tfoot|th|thead|"
+    "title|tr|ul")
+# Both spellings instead of re.I: the case-insensitive alternation took twice as long.
+_BLOCK = re.compile(r"</?(?:" + _BLOCK_TAGS + "|" + _BLOCK_TAGS.upper() + r")\b"
+                    + _ATTRIBUTES + r">")
+_TAG = re.compile(r"<[A-Za-z/!?]" + _ATTRIBUTES + ">")
+_SPACE = re.compile(r"\s+")
+
+_MONTHS = (
+    r"jan(?:uary|vier|uar|\.)?|feb(?:ruary|ruar|\.)?|f[ée]v(?:rier|\.)?|m[aä]r(?:ch|s|z|\.)?|"
+    r"apr(?:il|\.)?|avr(?:il|\.)?|ma[iy]|june?|juin|juni|july?|juil(?:let|\.)?|juli|"
+    r"aug(?:ust|\.)?|ao[uû]t|sep(?:t(?:ember|embre)?|\.)?|oct(?:ober|obre|\.)?|okt(?:ober)?|"
+    r"nov(?:ember|embre|\.)?|d[eé]c(?:ember|embre|\.)?|dez(?:ember)?|"
+    r"enero|febrero|marzo|abril|mayo|junio|julio|agosto|septiembre|octubre|noviembre|diciembre|"
+    r"gennaio|febbraio|aprile|maggio|giugno|luglio|settembre|ottobre|dicembre")
+_VOLATILE = re.compile(
+    "|".join((
+        # relative times: "5 min ago", "vor 18 Min", "il y a 3 heures", "hace 2 días"
+        r"\b\d+\s*(?:s|sec|secs|seconds?|m|mins?|minutes?|h|hrs?|hours?|d|days?|w|wks?|"
+        r"weeks?|months?|y|yrs?|years?)\s+ago\b",
+        r"\b(?:vor|il\s+y\s+a|hace|fa|há)\s+\d+\s*\w{1,9}\b",
+        r"\b(?:just\s+now|gerade\s+eben|[àa]\s+l'instant)\b",
+        # clock times and ISO timestamps
+        r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b",
+        r"\b\d{1,2}:\d{2}(?::\d{2})?(?:\s*[ap]\.?m\.?)?\b",
+    )))
+_WORD = re.compile(r"[a-z0-9_\-+/=.]{10,}")
+_DIGIT = re.compile(r"\d")
+_LETTER = re.compile(r"[a-z]")
+_DATE = re.compile(
+    r"\b\d{1,2}(?:st|nd|rd|th|er|\.)?\s+(?:" + _MONTHS + r")\s*,?\s+\d{2,4}\b|"
+    r"\b(?:" + _MONTHS + r")\s+\d{1,2}(?:st|nd|rd|th)?\s*,?\s+\d{2,4}\b|"
+    r"\b\d{1,2}[./]\d{1,2}[./]\d{2,4}\b")
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+SHORT_SEGMENT = 40
+"""Segments up to this many characters lose their numbers (counters, scores, prices
+in widgets); longer ones keep them (a legal paragraph's "30 days" counts)."""
+
+_WALL = re.compile(
+    r"captcha|are you (?:a )?(?:human|robot)|verify (?:that )?you are (?:a )?human|"
+    r"just a moment|checking (?:if the site connection is secure|your browser)|"
+    r"attention required|pardon our interruption|unusual traffic|access denied|"
+    r"request (?:was )?blocked|enable (?:javascript|cookies) (?:and|to) (?:continue|proceed)|"
+    r"bot (?:detection|protection)|ddos protection", re.I)
+_ERROR = re.compile(
+    r"\b(?:404|403|500|502|503|not found|forbidden|error|unavailable|too many requests|"
+    r"introuvable|nicht gefunden|fehler|erreur)\b", re.I)
+_HTML_SNIFF = re.compile(rb"^\s*(?:<!doctype\s+html|<html|<head|<body|<!--|<meta|<div|<p\b)",
+                         re.I)
+
+
+def is_html(body: bytes, content_type: str | None) -> bool:
+    """True for an HTML body: the Content-Type says so, or (none given) it starts like one."""
+    if content_type:
+        lowered = content_type.lower()
+        return "html" in lowered
+    return bool(_HTML_SNIFF.match(body[:512]))
+
+
+def _drop_hidden(markup: str) -> str:
+    """``markup`` without comments and the elements that show no text (``_DROPPED``):
+    each is cut from its start tag to its end tag (or to the end of the document when
+    unclosed). Linear: every search starts where the previous one ended."""
+    pieces = []
+    position = 0
+    while True:
+        found = _DROP_START.search(markup, position)
+        if found is None:
+            break
+        pieces.append(markup[position:found.start()])
+        name = found.group(1)
+        if name is None:
+            stop = markup.find("-->", found.end())
+            position = len(markup) if stop < 0 else stop + 3
+        else:
+            closing = _DROP_END[name.lower()].search(markup, found.end())
+            position = len(markup) if closing is None else closing.end()
+        pieces.append("\x00")
+    pieces.append(markup[position:])
+    return "".join(pieces)
+
+
+def segments(markup: str) -> list[str]:
+    """The visible text of ``markup`` cut at block-level elements, whitespace collapsed,
+    empty segments dropped (volatile fragments still in)."""
+    title = _TITLE.search(markup)
+    text = _drop_hidden(markup.replace("\x00", " "))
+    text = _BLOCK.sub("\x00", text)
+    text = _TAG.sub(" ", text)
+    if "&" in text:
+        text = html.unescape(text)
+    found = [" ".join(part.split()) for part in text.split("\x00")]
+    if title is not None:
+        found.insert(0, " ".join(html.unescape(title.group(1)).split()))
+    return [part for part in found if part]
+
+
+def stable_segments(parts: list[str]) -> list[str]:
+    """``parts`` without their volatile fragments (see the module docstring); one pass
+    of each pattern over all segments joined (segments never hold a NUL)."""
+    text = "\x00".join(parts).lower()  # a change of letter case alone is no change
+    if _DIGIT.search(text) is not None:
+        text = _DATE.sub("<d>", text)
+        text = _WORD.sub(_token, text)
+    text = _VOLATILE.sub("<v>", text)
+    out = text.split("\x00")
+    for index, part in enumerate(out):
+        if len(part) <= SHORT_SEGMENT and _DIGIT.search(part) is not None:
+            out[index] = _NUMBER.sub("<n>", part)
+    return out
+
+
+def _token(match: re.Match[str]) -> str:
+    """A long word with digits and letters (hex id, UUID, nonce, trace id) is volatile."""
+    word = match.group(0)
+    if _DIGIT.search(word) is not None and _LETTER.search(word) is not None:
+        return "<t>"
+    return word
+
+
+def segment_hash(text: str) -> int:
+    """A stable 64-bit hash of one segment (CRC-32 and Adler-32 of its UTF-8)."""
+    data = text.encode("utf-8", "surrogatepass")
+    return (zlib.crc32(data) << 32) | zlib.adler32(data)
+
+
+@dataclass(frozen=True)
+class Detection:
+    """What one response says: ``fingerprint`` (None for a not-content answer),
+    ``reason`` (why it is not content), ``ignored`` (differences from the page's last
+    copy that were ignored as volatile/boilerplate), ``changed_segments`` (content
+    segments added or removed), ``segments`` (content segments in this copy)."""
+
+    fingerprint: str | None
+    reason: str | None = None
+    ignored: int = 0
+    changed_segments: int = 0
+    segments: int = 0
+
+
+class HostMask:
+    """One host's learned boilerplate: segment hash -> first page id (or -1 once seen on
+    two pages), and the set of masked hashes. Bounded (oldest entries dropped first)."""
+
+    __slots__ = ("first_page", "masked", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.first_page: OrderedDict[int, int] = OrderedDict()
+        self.masked: set[int] = set()
+        self.limit = limit
+
+    def see(self, hashes: set[int], page: int) -> None:
+        """Record the segments of one copy of ``page``; a segment already seen on another
+        page of this host becomes boilerplate."""
+        first = self.first_page
+        for h in hashes:
+            known = first.get(h)
+            if known is None:
+                first[h] = page
+                if len(first) > self.limit:
+                    old, _ = first.popitem(last=False)
+                    self.masked.discard(old)
+            elif known != page and known != -1:
+                first[h] = -1
+                self.masked.add(h)
+
+    def mask(self, h: int) -> None:
+        self.masked.add(h)
+        if h not in self.first_page:
+            self.first_page[h] = -1
+
+
+class _PageMemory:
+    __slots__ = ("fingerprint", "hashes", "length", "gone", "rejected")
+
+    def __init__(self, fingerprint: str, hashes: array, length: int, gone: array) -> None:
+        self.fingerprint = fingerprint
+        self.hashes = hashes
+        self.length = length
+        self.gone = gone  # hashes removed from this page recently (to spot alternation)
+        self.rejected = 0  # answers in a row taken as no copy
+
+
+def _host(url: str) -> str:
+    rest = url.split("://", 1)[-1]
+    return rest.split("/", 1)[0].split("?", 1)[0].lower()
+
+
+class ContentDetector:
+    """Stateful content fingerprinting for one crawler process (module docstring).
+
+    ``__call__`` is ``Fingerprinter``-compatible (body, url, headers -> hex); ``detect``
+    returns the full ``Detection``. Counters: ``ignored_changes`` (copies whose bytes
+    differed but whose content did not) and ``not_content`` (answers not taken as a copy).
+    """
+
+    def __init__(self, max_hosts: int = 10_000, max_pages: int = 100_000,
+                 host_segments: int = 2048, remember_gone: int = 64,
+                 cache_segments: int = 200_000) -> None:
+        for name, value in (("max_hosts", max_hosts), ("max_pages", max_pages),
+                            ("host_segments", host_segments), ("remember_gone", remember_gone),
+                            ("cache_segments", cache_segments)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        self.max_hosts = max_hosts
+        self.max_pages = max_pages
+        self.host_segments = host_segments
+        self.remember_gone = remember_gone
+        self.cache_segments = cache_segments
+        self._stable_cache: dict[int, int] = {}
+        self._hosts: OrderedDict[str, HostMask] = OrderedDict()
+        self._pages: OrderedDict[str, _PageMemory] = OrderedDict()
+        self.ignored_changes = 0
+        self.not_content = 0
+
+    def _host_mask(self, host: str) -> HostMask:
+        mask = self._hosts.get(host)
+        if mask is None:
+            mask = self._hosts[host] = HostMask(self.host_segments)
+            if len(self._hosts) > self.max_hosts:
+                self._hosts.popitem(last=False)
+        else:
+            self._hosts.move_to_end(host)
+        return mask
+
+    def detect(self, text: str | None, body: bytes, url: str, content_type: str | None,
+               suffix: bytes = b"") -> Detection:
+        """Fingerprint one 2xx answer. ``text``: the decoded body (None for a non-HTML
+        body); ``suffix``: bytes hashed in after the content (the truncation length)."""
+        if text is None:
+            return Detection(_non_html_fingerprint(body, content_type, suffix))
+        parts = segments(text)
+        length = sum(len(p) for p in parts)
+        memory = self._pages.get(url)
+        reason = _not_content(parts, length, memory.length if memory else None)
+        if reason is not None:
+            if memory is None or memory.rejected < REJECT_LIMIT:
+                if memory is not None:
+                    memory.rejected += 1
+                self.not_content += 1
+                return Detection(None, reason)
+        if memory is not None:
+            memory.rejected = 0
+        hashes = self._stable_hashes(parts)
+        host = self._host_mask(_host(url))
+        page_id = zlib.crc32(url.encode("utf-8", "surrogatepass"))
+        hash_set = set(hashes)
+        masked = host.masked
+        ignored = changed = 0
+        fingerprint: str | None = None
+        if memory is not None:
+            before = set(memory.hashes)
+            added = hash_set - before
+            removed = before - hash_set
+            gone = set(memory.gone)
+            for h in added:
+                if h in gone:  # it went away and came back: alternating block
+                    host.mask(h)
+            changed = sum(1 for h in added | removed if h not in masked)
+            ignored = len(added) + len(removed) - changed
+            if changed == 0:
+                fingerprint = memory.fingerprint
+                if ignored:
+                    self.ignored_changes += 1
+            new_gone = array("Q", [h for h in memory.gone if h not in hash_set])
+            new_gone.extend(removed)
+            memory.gone = new_gone[-self.remember_gone:]
+        host.see(hash_set, page_id)
+        if fingerprint is None:
+            digest = hashlib.blake2b(
+                array("Q", [h for h in hashes if h not in masked]).tobytes(), digest_size=8)
+            digest.update(suffix)
+            fingerprint = digest.hexdigest()
+        content = sum(1 for h in hashes if h not in masked)
+        stored = array("Q", hashes)
+        if memory is None:
+            self._pages[url] = _PageMemory(fingerprint, stored, length, array("Q"))
+            if len(self._pages) > self.max_pages:
+                self._pages.popitem(last=False)
+        else:
+            memory.fingerprint, memory.hashes, memory.length = fingerprint, stored, length
+            self._pages.move_to_end(url)
+        return Detection(fingerprint, None, ignored, changed, content)
+
+    def _stable_hashes(self, parts: list[str]) -> list[int]:
+        """``segment_hash(stable segment)`` of each part, through a bounded per-process
+        cache keyed by the raw segment (most segments repeat from fetch to fetch, and
+        the volatile patterns are the costly step)."""
+        cache = self._stable_cache
+        keys = [hash(part) for part in parts]
+        missing = [i for i, key in enumerate(keys) if key not in cache]
+        if missing:
+            if len(cache) + len(missing) > self.cache_segments:
+                cache.clear()
+            stable = stable_segments([parts[i] for i in missing])
+            for i, text in zip(missing, stable):
+                cache[keys[i]] = segment_hash(text)
+        return [cache[key] for key in keys]
+
+    def stats(self) -> dict[str, int]:
+        """Counters for the adapters' stats (``ignored_changes``, ``not_content``)."""
+        return {"ignored_changes": self.ignored_changes, "not_content": self.not_content,
+                "hosts": len(self._hosts), "pages": len(self._pages)}
+
+
+MIN_TEXT = 16
+"""A copy with fewer visible characters than this is empty (not content)."""
+WALL_SIZE = 4096
+"""Visible text up to this many characters may be a bot wall or error page."""
+SHRINK = 0.25
+"""A short error-like copy, or any copy, with less than this share (0.25, error pages)
+or a tenth (any page of at least ``WALL_SIZE`` characters before) of the page's
+previous visible text is no copy of it."""
+REJECT_LIMIT = 3
+"""After this many answers in a row taken as no copy, the next one is taken (a page
+that really became short is not refused forever)."""
+
+
+def _not_content(parts: list[str], length: int, previous: int | None) -> str | None:
+    """Why this HTML answer is not a copy of the page, or None (see module docstring).
+
+    ``previous``: the visible length of the page's last copy (None: not known)."""
+    if length < MIN_TEXT:
+        return "empty"
+    if length <= WALL_SIZE:
+        text = " ".join(parts[:60])
+        if (previous is None or length < 0.5 * previous) and _WALL.search(text):
+            return "bot wall"
+        if previous is not None and length < SHRINK * previous and _ERROR.search(text):
+            return "error page"
+    if previous is not None and previous >= WALL_SIZE and length < 0.1 * previous:
+        return "truncated"
+    return None
+
+
+def _non_html_fingerprint(body: bytes, content_type: str | None, suffix: bytes) -> str:
+    data = body
+    if content_type and "json" in content_type.lower():
+        try:
+            data = json.dumps(json.loads(body), sort_keys=True, separators=(",", ":"),
+                              ensure_ascii=False).encode("utf-8")
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            data = body
+    digest = hashlib.blake2b(data, digest_size=8)
+    digest.update(suffix)
+    return digest.hexdigest()
+
+
+def describe(detection: Detection) -> dict[str, Any]:
+    """A JSON-ready view of one detection (for logs and ``inspect``)."""
+    return {"fingerprint": detection.fingerprint, "not_content": detection.reason,
+            "ignored_segments": detection.ignored,
+            "changed_segments": detection.changed_segments, "segments": detection.segments}
