@@ -62,7 +62,7 @@ def run_mode(mode: str, pages: list[dict], corpus: Path) -> dict:
         page = pages[index]
         capture = page["captures"][position]
         body = (corpus / capture["path"]).read_bytes()
-        url = f"http://{page['host']}.test/{quote(page['page'], safe='')}"
+        url = f"http://{page['host']}.test/{quote(page['page'].split('#')[0], safe='')}"
         start = time.perf_counter()
         detection = fingerprinter.detect(body, url, HEADERS)
         times.append(time.perf_counter() - start)

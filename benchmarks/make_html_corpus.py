@@ -18,10 +18,13 @@ snapshot commit is named by a "Record new changes" / "First record" version comm
 **unchanged-content revisit** (its bytes differ from the previous fetch, so a raw-byte
 detector calls it changed, but the curated content is the same). Captures named only by
 "Apply technical or declaration upgrade" commits (the extraction rules changed, not the
-page), and captures whose version differs only in link targets (the versions are
-Markdown with link URLs; e.g. a tracking id in a link, or a link moved to another
-address with the same visible text) are labelled ``None`` (``link_only`` says which)
-and left out of the scores: visible-text detection cannot see them by design.
+page), and captures whose version differs only in links or whitespace (the versions
+are Markdown with link URLs: a tracking id in a link, a link added to or moved from
+the same words, a space added after a comma) are labelled ``None`` (``link_only`` says
+which) and left out of the scores: the visible wording did not change. So are the two
+captures of a flap, a version B whose next version returns to the text before it
+(A -> B -> A): B was no copy of the document (a "Loading" shell, an error page, a
+page without its main text), whose recording and removal are no content change.
 
 Selection (fixed, detector-independent): only single-source HTML documents (no ``#``
 in the file name), only captures after the first version commit that names a snapshot
@@ -55,12 +58,12 @@ def git(repo: Path, *args: str) -> str:
                           capture_output=True, text=True).stdout
 
 
-LINK_TARGET = re.compile(r"\]\([^)\s]*(?:\s+\"[^\"]*\")?\)")
+LINK = re.compile(r"!?\[([^\]]*)\]\([^)\s]*(?:\s+\"[^\"]*\")?\)")
 
 
 def _text_only(markdown: str) -> str:
-    """A version without its link targets, whitespace collapsed."""
-    return " ".join(LINK_TARGET.sub("]", markdown).split())
+    """The words of a version: links reduced to their text, all whitespace removed."""
+    return "".join(LINK.sub(r"\1", markdown).split())
 
 
 def version_labels(versions: Path) -> tuple[set[str], set[str], set[str], str]:
@@ -70,6 +73,8 @@ def version_labels(versions: Path) -> tuple[set[str], set[str], set[str], str]:
     changed: set[str] = set()
     links: set[str] = set()
     upgrade: set[str] = set()
+    flaps: set[str] = set()
+    history: dict[str, list[tuple[str, str, str]]] = {}
     first = "9999"
     log = git(versions, "log", "--format=%x00%H%x01%aI%x01%s%x01%b%x01", "--name-only")
     for entry in log.split("\x00")[1:]:
@@ -92,8 +97,20 @@ def version_labels(versions: Path) -> tuple[set[str], set[str], set[str], str]:
         except subprocess.CalledProcessError:
             changed.add(shas[0])
             continue
-        (changed if _text_only(before) != _text_only(after) else links).add(shas[0])
-    return changed, links, upgrade, first
+        before_text, after_text = _text_only(before), _text_only(after)
+        if before_text == after_text:
+            links.add(shas[0])
+        else:
+            changed.add(shas[0])
+            history.setdefault(files[0], []).append((shas[0], before_text, after_text))
+    for steps in history.values():
+        steps.reverse()  # oldest first
+        for (sha_a, before_a, _), (sha_b, _, after_b) in zip(steps, steps[1:]):
+            if after_b == before_a:  # A -> B -> A: B was no copy of the document
+                changed.discard(sha_a)
+                changed.discard(sha_b)
+                flaps.update((sha_a, sha_b))
+    return changed, links | flaps, upgrade, first
 
 
 def captures(snapshots: Path, since: str) -> dict[str, list[tuple[str, str]]]:

@@ -117,6 +117,7 @@ _DATE = re.compile(
     r"\b(?:" + _MONTHS + r")\s+\d{1,2}(?:st|nd|rd|th)?\s*,?\s+\d{2,4}\b|"
     r"\b\d{1,2}[./]\d{1,2}[./]\d{2,4}\b")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+MASK_DATES = False
 SHORT_SEGMENT = 40
 """Segments up to this many characters lose their numbers (counters, scores, prices
 in widgets); longer ones keep them (a legal paragraph's "30 days" counts)."""
@@ -174,7 +175,8 @@ def segments(markup: str) -> list[str]:
     text = _TAG.sub(" ", text)
     if "&" in text:
         text = html.unescape(text)
-    found = [" ".join(part.split()) for part in text.split("\x00")]
+    found = [" ".join(part.split()) for part in text.split("\x00")
+             if part and not part.isspace()]
     if title is not None:
         found.insert(0, " ".join(html.unescape(title.group(1)).split()))
     return [part for part in found if part]
@@ -185,7 +187,7 @@ def stable_segments(parts: list[str]) -> list[str]:
     of each pattern over all segments joined (segments never hold a NUL)."""
     text = "\x00".join(parts).lower()  # a change of letter case alone is no change
     if _DIGIT.search(text) is not None:
-        text = _DATE.sub("<d>", text)
+        text = _DATE.sub("<d>", text) if MASK_DATES else text
         text = _WORD.sub(_token, text)
     text = _VOLATILE.sub("<v>", text)
     out = text.split("\x00")
@@ -203,10 +205,41 @@ def _token(match: re.Match[str]) -> str:
     return word
 
 
+SHORT_BLOCK = 64
+"""Segments up to this many characters may be learned as boilerplate from their place
+(a menu item, a widget line); longer ones (paragraphs) only from other pages."""
+_SHORT_BIT = 1 << 63
+
+
 def segment_hash(text: str) -> int:
-    """A stable 64-bit hash of one segment (CRC-32 and Adler-32 of its UTF-8)."""
+    """A stable 64-bit hash of one segment: CRC-32 and Adler-32 of its UTF-8, the top
+    bit set for a short segment (at most ``SHORT_BLOCK`` characters)."""
     data = text.encode("utf-8", "surrogatepass")
-    return (zlib.crc32(data) << 32) | zlib.adler32(data)
+    value = ((zlib.crc32(data) & 0x7FFFFFFF) << 32) | zlib.adler32(data)
+    return value | _SHORT_BIT if len(text) <= SHORT_BLOCK else value
+
+
+def boilerplate_runs(order: list[int] | array, fresh: set[int], masked: set[int]) -> set[int]:
+    """The ``fresh`` segments (in a copy but not in the other) that sit in runs of short
+    fresh segments between masked ones (or the document's ends): a menu or widget whose
+    items were renamed, added or removed, inside the host's boilerplate. A segment of
+    the page's own content has content on at least one side, or is long."""
+    found: set[int] = set()
+    run: list[int] = []
+    left_masked = True
+    for h in order:
+        if h in fresh:
+            run.append(h)
+            continue
+        is_masked = h in masked
+        if run:
+            if left_masked and is_masked and all(r & _SHORT_BIT for r in run):
+                found.update(run)
+            run = []
+        left_masked = is_masked
+    if run and left_masked and all(r & _SHORT_BIT for r in run):
+        found.update(run)
+    return found
 
 
 @dataclass(frozen=True)
@@ -256,14 +289,45 @@ class HostMask:
 
 
 class _PageMemory:
-    __slots__ = ("fingerprint", "hashes", "length", "gone", "rejected")
+    __slots__ = ("fingerprint", "hashes", "length", "gone", "rejected", "whole")
 
-    def __init__(self, fingerprint: str, hashes: array, length: int, gone: array) -> None:
+    def __init__(self, fingerprint: str, hashes: array, length: int, gone: array,
+                 whole: bytes) -> None:
+        self.whole = whole  # hash of the content text, segment boundaries and spaces removed
         self.fingerprint = fingerprint
         self.hashes = hashes
         self.length = length
         self.gone = gone  # hashes removed from this page recently (to spot alternation)
         self.rejected = 0  # answers in a row taken as no copy
+
+
+MIN_OVERLAP = 0.2
+"""A copy sharing fewer than this share of the previous copy's segments is another page
+served in its place (a redirect to a home or login page) the first time; taken if it
+comes again."""
+MIN_OVERLAP_SEGMENTS = 20
+"""... checked only for pages of at least this many segments."""
+MAJORITY = 0.5
+"""When the host's mask covers more than this share of a page's visible characters, the
+shared text is the page's own content (one document under two addresses): only the
+short masked segments are ignored there."""
+
+
+def _ignored_here(parts: list[str], hashes: list[int], masked: set[int]) -> set[int]:
+    """The masked hashes that are ignored on this page (``MAJORITY``)."""
+    total = sum(len(p) for p in parts) or 1
+    covered = sum(len(p) for p, h in zip(parts, hashes) if h in masked)
+    if covered <= MAJORITY * total:
+        return masked
+    return {h for h in hashes if h in masked and h & _SHORT_BIT}
+
+
+def _whole_text_hash(parts: list[str], hashes: list[int], ignore: set[int]) -> bytes:
+    """Hash of the content text with segment boundaries and spaces removed: a change of
+    markup that only moves block boundaries (a link turned into a block) is no change."""
+    text = "".join(p for p, h in zip(parts, hashes) if h not in ignore)
+    return hashlib.blake2b("".join(text.split()).encode("utf-8", "surrogatepass"),
+                           digest_size=8).digest()
 
 
 def _host(url: str) -> str:
@@ -324,13 +388,17 @@ class ContentDetector:
                     memory.rejected += 1
                 self.not_content += 1
                 return Detection(None, reason)
-        if memory is not None:
-            memory.rejected = 0
         hashes = self._stable_hashes(parts)
+        hash_set = set(hashes)
+        if memory is not None and memory.rejected == 0 and len(memory.hashes) >= MIN_OVERLAP_SEGMENTS:
+            before = set(memory.hashes)
+            if len(hash_set & before) < MIN_OVERLAP * len(before):
+                memory.rejected += 1  # another page served in its place (a redirect target)
+                self.not_content += 1
+                return Detection(None, "replaced")
         host = self._host_mask(_host(url))
         page_id = zlib.crc32(url.encode("utf-8", "surrogatepass"))
-        hash_set = set(hashes)
-        masked = host.masked
+        ignore = _ignored_here(parts, hashes, host.masked)
         ignored = changed = 0
         fingerprint: str | None = None
         if memory is not None:
@@ -339,31 +407,40 @@ class ContentDetector:
             removed = before - hash_set
             gone = set(memory.gone)
             for h in added:
-                if h in gone:  # it went away and came back: alternating block
+                if h in gone and h & _SHORT_BIT:  # a short block went and came back
                     host.mask(h)
-            changed = sum(1 for h in added | removed if h not in masked)
+            for h in boilerplate_runs(hashes, added, ignore) | \
+                    boilerplate_runs(memory.hashes, removed, ignore):
+                host.mask(h)
+            ignore = _ignored_here(parts, hashes, host.masked)
+            whole = _whole_text_hash(parts, hashes, ignore)
+            changed = sum(1 for h in added | removed if h not in ignore)
             ignored = len(added) + len(removed) - changed
-            if changed == 0:
+            if changed == 0 or whole == memory.whole:
                 fingerprint = memory.fingerprint
-                if ignored:
+                if ignored or changed:
                     self.ignored_changes += 1
+                ignored, changed = ignored + changed, 0
             new_gone = array("Q", [h for h in memory.gone if h not in hash_set])
             new_gone.extend(removed)
             memory.gone = new_gone[-self.remember_gone:]
+        else:
+            whole = _whole_text_hash(parts, hashes, ignore)
         host.see(hash_set, page_id)
         if fingerprint is None:
             digest = hashlib.blake2b(
-                array("Q", [h for h in hashes if h not in masked]).tobytes(), digest_size=8)
+                array("Q", [h for h in hashes if h not in ignore]).tobytes(), digest_size=8)
             digest.update(suffix)
             fingerprint = digest.hexdigest()
-        content = sum(1 for h in hashes if h not in masked)
+        content = sum(1 for h in hashes if h not in ignore)
         stored = array("Q", hashes)
         if memory is None:
-            self._pages[url] = _PageMemory(fingerprint, stored, length, array("Q"))
+            self._pages[url] = _PageMemory(fingerprint, stored, length, array("Q"), whole)
             if len(self._pages) > self.max_pages:
                 self._pages.popitem(last=False)
         else:
             memory.fingerprint, memory.hashes, memory.length = fingerprint, stored, length
+            memory.whole, memory.rejected = whole, 0
             self._pages.move_to_end(url)
         return Detection(fingerprint, None, ignored, changed, content)
 
