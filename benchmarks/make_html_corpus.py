@@ -21,7 +21,8 @@ detector calls it changed, but the curated content is the same). Captures named 
 page), and captures whose version differs only in links or whitespace (the versions
 are Markdown with link URLs: a tracking id in a link, a link added to or moved from
 the same words, a space added after a comma) are labelled ``None`` (``link_only`` says
-which) and left out of the scores: the visible wording did not change. So are the two
+which) and left out of the scores: the visible wording did not change (Markdown
+formatting, a heading made bold, is no change of wording either). So are the two
 captures of a flap, a version B whose next version returns to the text before it
 (A -> B -> A): B was no copy of the document (a "Loading" shell, an error page, a
 page without its main text), whose recording and removal are no content change.
@@ -61,9 +62,13 @@ def git(repo: Path, *args: str) -> str:
 LINK = re.compile(r"!?\[([^\]]*)\]\([^)\s]*(?:\s+\"[^\"]*\")?\)")
 
 
+MARKUP = re.compile(r"[#*_>`|\\]")
+
+
 def _text_only(markdown: str) -> str:
-    """The words of a version: links reduced to their text, all whitespace removed."""
-    return "".join(LINK.sub(r"\1", markdown).split())
+    """The words of a version: links reduced to their text, Markdown emphasis, heading,
+    quote and table markers and all whitespace removed."""
+    return "".join(MARKUP.sub("", LINK.sub(r"\1", markdown)).split())
 
 
 def version_labels(versions: Path) -> tuple[set[str], set[str], set[str], str]:

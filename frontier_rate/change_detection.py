@@ -120,7 +120,11 @@ _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 MASK_DATES = False
 SHORT_SEGMENT = 40
 """Segments up to this many characters lose their numbers (counters, scores, prices
-in widgets); longer ones keep them (a legal paragraph's "30 days" counts)."""
+in widgets); longer ones keep them (a legal paragraph's "30 days" counts), and so do
+the lines that date a document (``_DATED``: "Last updated: 2 February 2026")."""
+_DATED = re.compile(
+    r"updated|effective|revised|version|modified|last change|en vigueur|mis[ea] à jour|"
+    r"mise à jour|modifi|stand:|gültig|aktualisiert|actualiza|vigente|aggiorna|in vigore")
 
 _WALL = re.compile(
     r"captcha|are you (?:a )?(?:human|robot)|verify (?:that )?you are (?:a )?human|"
@@ -192,7 +196,8 @@ def stable_segments(parts: list[str]) -> list[str]:
     text = _VOLATILE.sub("<v>", text)
     out = text.split("\x00")
     for index, part in enumerate(out):
-        if len(part) <= SHORT_SEGMENT and _DIGIT.search(part) is not None:
+        if len(part) <= SHORT_SEGMENT and _DIGIT.search(part) is not None \
+                and _DATED.search(part) is None:
             out[index] = _NUMBER.sub("<n>", part)
     return out
 
@@ -209,14 +214,99 @@ SHORT_BLOCK = 64
 """Segments up to this many characters may be learned as boilerplate from their place
 (a menu item, a widget line); longer ones (paragraphs) only from other pages."""
 _SHORT_BIT = 1 << 63
+_CONSENT_BIT = 1 << 62
+_CONSENT = re.compile(
+    r"cookie|consent|partners can use|privacy (?:choices|preference)|accept all|reject all|"
+    r"tracking technolog|personali[sz]ed (?:ads|advertising)|your choices|gdpr|rgpd|"
+    r"traceurs|datenschutz-einstellungen|einwilligung")
+"""Words of a consent (cookie) banner; a segment holding one has ``_CONSENT_BIT``."""
 
 
 def segment_hash(text: str) -> int:
-    """A stable 64-bit hash of one segment: CRC-32 and Adler-32 of its UTF-8, the top
-    bit set for a short segment (at most ``SHORT_BLOCK`` characters)."""
+    """A stable 64-bit hash of one segment: 62 bits of CRC-32 and Adler-32 of its UTF-8,
+    the top bit set for a short segment (at most ``SHORT_BLOCK`` characters), the next
+    for one with consent-banner words (``_CONSENT``)."""
     data = text.encode("utf-8", "surrogatepass")
-    value = ((zlib.crc32(data) & 0x7FFFFFFF) << 32) | zlib.adler32(data)
-    return value | _SHORT_BIT if len(text) <= SHORT_BLOCK else value
+    value = ((zlib.crc32(data) & 0x3FFFFFFF) << 32) | zlib.adler32(data)
+    if len(text) <= SHORT_BLOCK:
+        value |= _SHORT_BIT
+    if _CONSENT.search(text) is not None:
+        value |= _CONSENT_BIT
+    return value
+
+
+def _runs(order: list[int] | array, fresh: set[int]) -> list[tuple[list[int], int | None,
+                                                                     int | None]]:
+    """The runs of consecutive ``fresh`` segments in ``order``, each with the segment
+    before and after it (None at the document's ends)."""
+    found = []
+    run: list[int] = []
+    left: int | None = None
+    for h in order:
+        if h in fresh:
+            run.append(h)
+            continue
+        if run:
+            found.append((run, left, h))
+            run = []
+        left = h
+    if run:
+        found.append((run, left, None))
+    return found
+
+
+def consent_runs(order: list[int] | array, fresh: set[int]) -> set[int]:
+    """Fresh runs that are (part of) a consent banner: every long segment has consent
+    words (the rest are buttons: "Accept", "Close"), and at least two segments have
+    them, or one has and so does a short segment beside the run (a button)."""
+    found: set[int] = set()
+    button = _CONSENT_BIT | _SHORT_BIT
+    for run, left, right in _runs(order, fresh):
+        consent = sum(1 for h in run if h & _CONSENT_BIT)
+        if consent == 1 and any(n is not None and (n & button) == button for n in (left, right)):
+            consent = 2
+        if consent >= 2 and all(h & (_CONSENT_BIT | _SHORT_BIT) for h in run):
+            found.update(run)
+    return found
+
+
+INSIDE_REACH = 8
+"""How many ignored segments ``inside_content`` looks past on each side of a run."""
+
+
+def inside_content(order: list[int] | array, fresh: set[int], ignore: set[int]) -> set[int]:
+    """The ignored segments of fresh runs that sit inside the page's own text: within
+    ``INSIDE_REACH`` segments on both sides there is a content segment (not ignored, not
+    fresh, not the title). Text shared with other pages of the host there (an address, a contact
+    paragraph, a clause common to two documents) is content, so its change counts; a
+    menu or footer has no content beyond it on one side."""
+    found: set[int] = set()
+    items = list(order)
+    size = len(items)
+    index = 0
+    while index < size:
+        if items[index] not in fresh:
+            index += 1
+            continue
+        end = index
+        while end < size and items[end] in fresh:
+            end += 1
+        run = items[index:end]
+        if any(h in ignore for h in run) and \
+                _content_near(items, range(index - 1, max(0, index - 1 - INSIDE_REACH), -1),
+                              fresh, ignore) and \
+                _content_near(items, range(end, min(size, end + INSIDE_REACH)), fresh, ignore):
+            found.update(h for h in run if h in ignore)
+        index = end
+    return found
+
+
+def _content_near(items: list[int], positions: range, fresh: set[int],
+                  ignore: set[int]) -> bool:
+    """A content segment at one of ``positions``: not ignored, not fresh, no consent
+    banner text (position 0, the title, is never searched)."""
+    return any(items[i] not in ignore and items[i] not in fresh
+               and not items[i] & _CONSENT_BIT for i in positions)
 
 
 def boilerplate_runs(order: list[int] | array, fresh: set[int], masked: set[int]) -> set[int]:
@@ -410,13 +500,17 @@ class ContentDetector:
                 if h in gone and h & _SHORT_BIT:  # a short block went and came back
                     host.mask(h)
             for h in boilerplate_runs(hashes, added, ignore) | \
-                    boilerplate_runs(memory.hashes, removed, ignore):
+                    boilerplate_runs(memory.hashes, removed, ignore) | \
+                    consent_runs(hashes, added) | consent_runs(memory.hashes, removed):
                 host.mask(h)
             ignore = _ignored_here(parts, hashes, host.masked)
             whole = _whole_text_hash(parts, hashes, ignore)
-            changed = sum(1 for h in added | removed if h not in ignore)
+            counted = {h for h in added | removed if h not in ignore}
+            inside = inside_content(hashes, added, ignore) | \
+                inside_content(memory.hashes, removed, ignore)
+            changed = len(counted | inside)
             ignored = len(added) + len(removed) - changed
-            if changed == 0 or whole == memory.whole:
+            if changed == 0 or (whole == memory.whole and not inside):
                 fingerprint = memory.fingerprint
                 if ignored or changed:
                     self.ignored_changes += 1
