@@ -110,7 +110,7 @@ def version_labels(versions: Path) -> tuple[set[str], set[str], set[str], str]:
             history.setdefault(files[0], []).append((shas[0], before_text, after_text))
     for steps in history.values():
         steps.reverse()  # oldest first
-        for (sha_a, before_a, _), (sha_b, _, after_b) in zip(steps, steps[1:]):
+        for (sha_a, before_a, _), (sha_b, _, after_b) in zip(steps, steps[1:], strict=False):
             if after_b == before_a:  # A -> B -> A: B was no copy of the document
                 changed.discard(sha_a)
                 changed.discard(sha_b)

@@ -409,7 +409,7 @@ short masked segments are ignored there."""
 def _ignored_here(parts: list[str], hashes: list[int], masked: set[int]) -> set[int]:
     """The masked hashes that are ignored on this page (``MAJORITY``)."""
     total = sum(len(p) for p in parts) or 1
-    covered = sum(len(p) for p, h in zip(parts, hashes) if h in masked)
+    covered = sum(len(p) for p, h in zip(parts, hashes, strict=True) if h in masked)
     if covered <= MAJORITY * total:
         return masked
     return {h for h in hashes if h in masked and h & _SHORT_BIT}
@@ -418,7 +418,7 @@ def _ignored_here(parts: list[str], hashes: list[int], masked: set[int]) -> set[
 def _whole_text_hash(parts: list[str], hashes: list[int], ignore: set[int]) -> bytes:
     """Hash of the content text with segment boundaries and spaces removed: a change of
     markup that only moves block boundaries (a link turned into a block) is no change."""
-    text = "".join(p for p, h in zip(parts, hashes) if h not in ignore)
+    text = "".join(p for p, h in zip(parts, hashes, strict=True) if h not in ignore)
     return hashlib.blake2b("".join(text.split()).encode("utf-8", "surrogatepass"),
                            digest_size=8).digest()
 
@@ -552,7 +552,7 @@ class ContentDetector:
             if len(cache) + len(missing) > self.cache_segments:
                 cache.clear()
             stable = stable_segments([parts[i] for i in missing])
-            for i, text in zip(missing, stable):
+            for i, text in zip(missing, stable, strict=True):
                 cache[keys[i]] = segment_hash(text)
         return [cache[key] for key in keys]
 

@@ -315,6 +315,15 @@ class Fingerprinter:
                 head = byte_pattern.sub(b"", head)
         return self._detector.detect(text, head, url, content_type, suffix)
 
+    def stats(self) -> dict[str, int]:
+        """``"content"`` mode's counters for the crawler stats: ``volatile_ignored`` (copies
+        whose bytes differed from the page's last copy but whose content did not) and
+        ``not_content`` (2xx answers taken as no copy); empty in the other modes."""
+        if self._detector is None:
+            return {}
+        return {"volatile_ignored": self._detector.ignored_changes,
+                "not_content": self._detector.not_content}
+
     def __repr__(self) -> str:
         patterns = [p.pattern for p in self._text_patterns]
         return (

@@ -238,12 +238,12 @@ def test_synthetic_revisits_meet_the_targets():
                 word = rng.choice(["promptly", "in writing", "within 14 days", "reasonably"])
                 paragraphs[index] = paragraphs[index].replace(" the ", f" {word} the ", 1) \
                     if " the " in paragraphs[index] else paragraphs[index] + f" {word}."
-            body = page(paragraphs, nonce="%016x" % rng.getrandbits(64),
-                        asset="%06x" % rng.getrandbits(24),
+            body = page(paragraphs, nonce=f"{rng.getrandbits(64):016x}",
+                        asset=f"{rng.getrandbits(24):06x}",
                         clock=f"{rng.randrange(24):02d}:{rng.randrange(60):02d}:00",
                         comments=rng.randrange(500), ago=f"{rng.randrange(1, 59)} min ago",
                         widget=rng.choice(widgets),
-                        trace="%020x" % rng.getrandbits(80))
+                        trace=f"{rng.getrandbits(80):020x}")
             found = fingerprinter.detect(body, url, HTML).fingerprint
             assert found is not None
             if url in stored:

@@ -70,7 +70,7 @@ def test_raw_mode_sees_markup_churn(site, redis_url, namespace, tmp_path):
 def test_default_content_mode_ignores_tokens_and_sees_text_change(
         site, redis_url, namespace, tmp_path):
     """Default settings: tokens, a clock and a counter changing on every fetch are no
-    change, a new story is; a bot wall is a failed fetch."""
+    change (counted in the ``volatile_ignored`` stat), a new story is."""
     site.set("/churn", '<div class="c{token}"><p>Same story, told at length here.</p>'
              '<input type="hidden" name="csrf" value="{token}"><p>Generated {time}</p>'
              '<p>{n} comments</p></div>', template=True)
@@ -81,6 +81,7 @@ def test_default_content_mode_ignores_tokens_and_sees_text_change(
     assert len(churn) >= 2 and len(news) >= 2, crawl.log[-3000:]
     assert [r["meta"]["frontier_rate"]["changed"] for r in churn] == [False] * len(churn)
     assert [r["meta"]["frontier_rate"]["changed"] for r in news] == [True] * len(news)
+    assert crawl.stats["frontier_rate/volatile_ignored"] >= len(churn)
     assert crawl.returncode == 0
 
 
