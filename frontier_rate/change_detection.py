@@ -40,7 +40,8 @@ State and memory (all process-local, bounded, rebuilt from scratch after a resta
   the 4-byte id of the first page they were seen on, plus the masked hashes; an LRU of
   ``max_hosts`` hosts. About 16 bytes per remembered segment: 2,048 segments take
   ~32 KiB of payload per host (Python object overhead on top).
-- per URL: the fingerprint returned last, the 8-byte hashes of its segments (an
+- per URL: the fingerprint returned last, a CRC-32 of its bytes (the same bytes again
+  are not parsed), the 8-byte hashes of its segments (an
   ``array('Q')``) and its text length; an LRU of ``max_pages`` URLs (a page with 300
   segments: ~2.5 KiB).
 
@@ -314,24 +315,17 @@ def _content_near(items: list[int], positions: range, fresh: set[int],
 
 def boilerplate_runs(order: list[int] | array, fresh: set[int], masked: set[int]) -> set[int]:
     """The ``fresh`` segments (in a copy but not in the other) that sit in runs of short
-    fresh segments between masked ones (or the document's ends): a menu or widget whose
-    items were renamed, added or removed, inside the host's boilerplate. A segment of
-    the page's own content has content on at least one side, or is long."""
+    fresh segments between masked ones (or a masked one and the document's end): a menu
+    or widget whose items were renamed, added or removed, inside the host's boilerplate.
+    A segment of the page's own content has content on at least one side (a page whose
+    only text is the run has none), or is long."""
     found: set[int] = set()
-    run: list[int] = []
-    left_masked = True
-    for h in order:
-        if h in fresh:
-            run.append(h)
+    for run, left, right in _runs(order, fresh):
+        if left is None and right is None:
             continue
-        is_masked = h in masked
-        if run:
-            if left_masked and is_masked and all(r & _SHORT_BIT for r in run):
-                found.update(run)
-            run = []
-        left_masked = is_masked
-    if run and left_masked and all(r & _SHORT_BIT for r in run):
-        found.update(run)
+        if all(n is None or n in masked for n in (left, right)) \
+                and all(r & _SHORT_BIT for r in run):
+            found.update(run)
     return found
 
 
@@ -340,7 +334,8 @@ class Detection:
     """What one response says: ``fingerprint`` (None for a not-content answer),
     ``reason`` (why it is not content), ``ignored`` (differences from the page's last
     copy that were ignored as volatile/boilerplate), ``changed_segments`` (content
-    segments added or removed), ``segments`` (content segments in this copy)."""
+    segments added or removed), ``segments`` (content segments in this copy; -1 when the
+    bytes were those of the page's last copy and nothing was parsed)."""
 
     fingerprint: str | None
     reason: str | None = None
@@ -382,7 +377,7 @@ class HostMask:
 
 
 class _PageMemory:
-    __slots__ = ("fingerprint", "hashes", "length", "gone", "rejected", "whole")
+    __slots__ = ("fingerprint", "hashes", "length", "gone", "rejected", "whole", "raw")
 
     def __init__(self, fingerprint: str, hashes: array, length: int, gone: array,
                  whole: bytes) -> None:
@@ -392,6 +387,7 @@ class _PageMemory:
         self.length = length
         self.gone = gone  # hashes removed from this page recently (to spot alternation)
         self.rejected = 0  # answers in a row taken as no copy
+        self.raw = -1  # CRC-32 and length of the last copy's bytes
 
 
 MIN_OVERLAP = 0.2
@@ -471,9 +467,13 @@ class ContentDetector:
         body); ``suffix``: bytes hashed in after the content (the truncation length)."""
         if text is None:
             return Detection(_non_html_fingerprint(body, content_type, suffix))
+        memory = self._pages.get(url)
+        raw = zlib.crc32(suffix, zlib.crc32(body)) ^ (len(body) << 32)
+        if memory is not None and memory.raw == raw:  # the same bytes as the last copy
+            self._pages.move_to_end(url)
+            return Detection(memory.fingerprint, None, 0, 0, -1)
         parts = segments(text)
         length = sum(len(p) for p in parts)
-        memory = self._pages.get(url)
         reason = _not_content(parts, length, memory.length if memory else None)
         if reason is not None:
             if memory is None or memory.rejected < REJECT_LIMIT:
@@ -515,8 +515,7 @@ class ContentDetector:
             ignored = len(added) + len(removed) - changed
             if changed == 0 or (whole == memory.whole and not inside):
                 fingerprint = memory.fingerprint
-                if ignored or changed:
-                    self.ignored_changes += 1
+                self.ignored_changes += 1  # the bytes differed (else returned above)
                 ignored, changed = ignored + changed, 0
             new_gone = array("Q", [h for h in memory.gone if h not in hash_set])
             new_gone.extend(removed)
@@ -533,11 +532,12 @@ class ContentDetector:
         stored = array("Q", hashes)
         if memory is None:
             self._pages[url] = _PageMemory(fingerprint, stored, length, array("Q"), whole)
+            self._pages[url].raw = raw
             if len(self._pages) > self.max_pages:
                 self._pages.popitem(last=False)
         else:
             memory.fingerprint, memory.hashes, memory.length = fingerprint, stored, length
-            memory.whole, memory.rejected = whole, 0
+            memory.whole, memory.rejected, memory.raw = whole, 0, raw
             self._pages.move_to_end(url)
         return Detection(fingerprint, None, ignored, changed, content)
 

@@ -322,3 +322,11 @@ def test_the_date_line_of_a_legal_document_counts():
     assert changed(fingerprinter, "http://k.test/terms",
                    [page(["Last updated: 1 February 2026", *LEGAL]),
                     page(["Last updated: 2 February 2026", *LEGAL])]) == [True]
+
+
+def test_a_page_of_one_short_line_still_changes():
+    """A tiny page (its only text one short line) on a host with other pages."""
+    fingerprinter = Fingerprinter("content")
+    fingerprinter.detect(page(), "http://l.test/terms", HTML)
+    tiny = [b"<div><p>Story number %d</p></div>" % n for n in range(1, 6)]
+    assert changed(fingerprinter, "http://l.test/news", tiny) == [True] * 4
