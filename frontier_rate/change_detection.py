@@ -126,7 +126,7 @@ MASK_DATES = False
 a version is content (measured: masking them missed more real changes and removed no
 false ones on the corpus). ISO timestamps and clock times are always masked."""
 _COUNTER = re.compile(
-    r"\d[\d.,]*\s?[km]?\+?\s*(?:comments?|views?|likes?|shares?|followers?|reactions?|"
+    r"(?<![\d.,])\d[\d.,]*\s?[km]?\+?\s*(?:comments?|views?|likes?|shares?|followers?|reactions?|"
     r"replies|repl(?:y|ies)|votes?|points?|reviews?|ratings?|reads?|kommentare?|aufrufe|"
     r"commentaires?|vues|comentarios?|visitas|commenti|visualizzazioni)\b|"
     r"(?:^|(?<=\x00))[\s(]*\d[\d.,]*\s?[km]?\+?[\s)]*(?=\x00|$)")
