@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 from urllib.parse import quote
@@ -40,6 +42,50 @@ TERMS_PRIVACY = ("Terms", "Privacy", "Conditions", "Policy", "Imprint", "Guideli
 def load(corpus: Path, quick: bool) -> list[dict]:
     pages = json.loads((corpus / "manifest.json").read_text())["pages"]
     return pages[::4] if quick else pages
+
+
+def synthetic_corpus(folder: Path, seed: int = 34) -> None:
+    """A small synthetic corpus (no real corpus here, as in CI): 3 hosts x 3 legal pages x
+    13 fetches, tokens, clock, counter, relative time and a rotating widget changing on
+    every fetch, a real one-word edit on about one fetch in eight, a bot wall now and
+    then. Only for the script to run; the numbers of record come from the real corpus."""
+    rng = random.Random(seed)
+    pages = []
+    words = ["promptly", "in writing", "reasonably", "at any time", "without notice"]
+    for host in range(3):
+        for number in range(3):
+            text = [f"Clause {i} of document {number} of host {host}: the user agrees to the "
+                    f"terms set out here, and the company may act on them." for i in range(6)]
+            captures = []
+            for fetch in range(13):
+                edit = fetch > 0 and rng.random() < 0.125
+                if edit:
+                    i = rng.randrange(len(text))
+                    text[i] = text[i].replace(" the ", f" {rng.choice(words)} the ", 1)
+                if fetch > 0 and not edit and rng.random() < 0.05:
+                    body = (f"<html><head><title>Just a moment...</title></head><body><p>"
+                            f"Checking your browser {rng.getrandbits(32)}</p></body></html>")
+                else:
+                    body = "".join([
+                        f"<html><head><title>Doc {number}</title><script nonce="
+                        f"'{rng.getrandbits(64):x}'>var t={rng.getrandbits(40)}</script></head>",
+                        "<body><nav><a>Home</a><a>Help</a></nav><main>",
+                        *(f"<p>{t}</p>" for t in text),
+                        f"</main><aside><p>Most read: story {rng.randrange(4)}</p>"
+                        f"<p>{rng.randrange(900)} comments</p>"
+                        f"<p>updated {rng.randrange(1, 59)} min ago</p></aside>"
+                        f"<footer><p>Built {rng.randrange(24):02d}:{rng.randrange(60):02d}:00, "
+                        f"trace {rng.getrandbits(80):020x}</p></footer></body></html>"])
+                path = folder / f"h{host}" / f"d{number}" / f"{fetch:02d}.html"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(body)
+                captures.append({"path": str(path.relative_to(folder)),
+                                 "time": f"2026-01-01T{fetch:02d}:{host}{number}:00",
+                                 "changed": edit})
+            pages.append({"collection": "synthetic", "host": f"h{host}",
+                          "page": f"h{host}/Terms {number}#0", "doc": f"Terms {number}",
+                          "kind": "legal", "captures": captures})
+    (folder / "manifest.json").write_text(json.dumps({"pages": pages}))
 
 
 def group_of(page: dict) -> str:
@@ -106,7 +152,16 @@ def main() -> None:
     parser.add_argument("--modes", default=",".join(MODES))
     args = parser.parse_args()
     corpus = Path(args.corpus)
-    pages = load(corpus, args.quick)
+    scratch = None
+    if not (corpus / "manifest.json").is_file():
+        if args.write:
+            raise SystemExit(f"--corpus {corpus}: no manifest.json (build the corpus with "
+                             "benchmarks/make_html_corpus.py)")
+        scratch = tempfile.TemporaryDirectory()
+        corpus = Path(scratch.name)
+        synthetic_corpus(corpus)
+        print(f"no corpus at {args.corpus}: a synthetic one (numbers not of record)")
+    pages = load(corpus, args.quick and scratch is None)
     results = {}
     for mode in args.modes.split(","):
         results[mode] = run_mode(mode, pages, corpus)

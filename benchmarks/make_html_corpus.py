@@ -159,6 +159,8 @@ def main() -> None:
     parser.add_argument("--out", default="/work/html-corpus")
     parser.add_argument("--window", type=int, default=13)
     parser.add_argument("--changes", type=int, default=3)
+    parser.add_argument("--quick", action="store_true",
+                        help="only count the labels of the mirrors present; write nothing")
     args = parser.parse_args()
     out = Path(args.out)
     pages = []
@@ -166,7 +168,15 @@ def main() -> None:
         base = Path(args.mirrors)
         versions = base / f"OpenTermsArchive+{collection}-versions" / "repo"
         snapshots = base / f"OpenTermsArchive+{collection}-snapshots" / "repo"
+        if not versions.is_dir() or not snapshots.is_dir():
+            print(f"{collection}: no mirror at {versions} and {snapshots} (fetch "
+                  f"OpenTermsArchive/{collection}-versions and -snapshots); skipped")
+            continue
         changed, links, upgrade, first = version_labels(versions)
+        if args.quick:
+            print(f"{collection}: {len(changed)} content versions, {len(links)} link-only "
+                  f"or flapping, {len(upgrade)} upgrades (--quick: nothing written)")
+            continue
         docs = captures(snapshots, first)
         for name, caps in sorted(docs.items()):
             service, doc = name.split("/")
@@ -193,6 +203,8 @@ def main() -> None:
                               "kind": "legal", "captures": items})
         print(f"{collection}: {len(docs)} documents, {len(changed)} content versions, "
               f"{len(links)} link-only versions")
+    if args.quick or not pages:
+        return
     (out / "manifest.json").write_text(json.dumps({"pages": pages}, indent=1))
     revisits = [c for p in pages for c in p["captures"][1:]]
     print(f"{len(pages)} pages, {len({p['host'] for p in pages})} hosts, "
