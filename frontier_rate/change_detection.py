@@ -10,17 +10,22 @@ whether the *content* changed, in four steps:
    (``p``, ``div``, ``li``, ``td``, headings ...). Comments, ``script``, ``style``,
    ``template``, ``noscript``, ``svg`` and ``head`` (except ``title``) are dropped;
    attributes (ids, classes, asset URLs, hidden form inputs' values) never count.
-2. **Volatile fragments** are removed from each segment: times and dates, relative
-   times ("5 min ago", "Vor 18 Min", "il y a 3 heures"), long random-looking tokens
-   (hex ids, UUIDs, base64-like nonces, trace ids) and, in short segments only,
-   numbers (counters such as "123 comments").
+2. **Volatile fragments** are removed from each segment: ISO timestamps and clock
+   times, relative times ("5 min ago", "Vor 18 Min", "il y a 3 heures"), runs of 10+
+   digits, long random-looking tokens (hex ids, UUIDs, base64-like nonces, trace ids),
+   counters ("123 comments", a segment that is only a number) and consent banners'
+   partner counts. Other numbers and written dates stay: they are content.
 3. **Per-host learned boilerplate**: a segment seen on two different pages of a host
-   is the host's boilerplate (navigation, footer, widgets, cookie banners); a segment
-   that went away from a page and came back later (a block that alternates between
-   fetches: rotating widget, A/B banner) is the host's volatile text. Both are kept
-   in the host's *mask* and ignored on that host from then on. A segment that is only
-   on one page and never came back is the page's own content: its first change
-   always counts (a one-word edit of a legal paragraph makes a new, unseen segment).
+   is the host's boilerplate (navigation, footer, widgets, cookie banners); a short
+   segment that went away from a page and came back later (a block that alternates
+   between fetches: rotating widget, A/B banner) is the host's volatile text; so are
+   runs of new short segments beside boilerplate (a renamed menu item) and consent
+   banner runs. All are kept in the host's *mask* and ignored on that host from then
+   on. A segment that is only on one page and never came back is the page's own
+   content: its first change always counts (a one-word edit of a legal paragraph makes
+   a new, unseen segment); masked text inside the page's own text still counts
+   (``inside_content``), and a mask covering most of a page applies only to its short
+   segments (``MAJORITY``).
 4. **Sticky fingerprint**: the process remembers, per URL, the segment hashes of the
    last copy. A new copy whose differences from it are all masked gets the previous
    fingerprint again (no change); otherwise a new fingerprint (blake2b of the content
