@@ -61,10 +61,28 @@ def test_raw_mode_sees_markup_churn(site, redis_url, namespace, tmp_path):
     """The same churning page counts as changed on every fetch in raw mode."""
     site.set("/churn", '<div class="c{token}"><p>Same story</p></div>', template=True)
     crawl = run_crawl(tmp_path, redis_url, namespace, [{"url": site.url("/churn")}],
-                      {"FRONTIER_RATE_CLOSE_AFTER": 3})
+                      {"FRONTIER_RATE_CLOSE_AFTER": 3, "FRONTIER_RATE_FINGERPRINT": "raw"})
     churn = revisits(crawl, site.url("/churn"))
     assert len(churn) >= 1, crawl.log[-3000:]
     assert all(r["meta"]["frontier_rate"]["changed"] for r in churn)
+
+
+def test_default_content_mode_ignores_tokens_and_sees_text_change(
+        site, redis_url, namespace, tmp_path):
+    """Default settings: tokens, a clock and a counter changing on every fetch are no
+    change (counted in the ``volatile_ignored`` stat), a new story is."""
+    site.set("/churn", '<div class="c{token}"><p>Same story, told at length here.</p>'
+             '<input type="hidden" name="csrf" value="{token}"><p>Generated {time}</p>'
+             '<p>{n} comments</p></div>', template=True)
+    site.set("/news", "<div><p>Story number {n}</p></div>", template=True)
+    crawl = run_crawl(tmp_path, redis_url, namespace, [
+        {"url": site.url("/churn")}, {"url": site.url("/news")}], {})
+    churn, news = revisits(crawl, site.url("/churn")), revisits(crawl, site.url("/news"))
+    assert len(churn) >= 2 and len(news) >= 2, crawl.log[-3000:]
+    assert [r["meta"]["frontier_rate"]["changed"] for r in churn] == [False] * len(churn)
+    assert [r["meta"]["frontier_rate"]["changed"] for r in news] == [True] * len(news)
+    assert crawl.stats["frontier_rate/volatile_ignored"] >= len(churn)
+    assert crawl.returncode == 0
 
 
 # -- conditional requests ----------------------------------------------------------

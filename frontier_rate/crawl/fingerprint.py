@@ -13,6 +13,12 @@ Modes:
   ``<template>`` blocks and all tags are removed, character references are
   decoded and whitespace is collapsed, so markup-only churn (attributes,
   class names, wrapper elements, indentation) is no change.
+- ``"content"``: the content of the page (``frontier_rate.crawl.change_detection``):
+  for HTML the visible text in block segments without volatile fragments (times,
+  dates, relative times, tokens, counters) and without the boilerplate learned per
+  host, with a per-process memory of each page's last copy; bot walls, empty and
+  error pages are no copy (``detect`` says why). JSON is hashed canonically, other
+  bodies by their bytes.
 - a callable ``(body: bytes, url: str, headers) -> str | bytes`` (or its
   dotted path): the result is hashed.
 
@@ -38,6 +44,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from frontier_rate.crawl.change_detection import ContentDetector, Detection, is_html
 from frontier_rate.engine.validation import MAX_VALIDATOR_LENGTH
 
 __all__ = [
@@ -201,6 +208,7 @@ class Fingerprinter:
             raise ValueError(f"max_body must be a positive integer, got {max_body!r}")
         self.max_body = max_body
         self._custom: CustomFingerprint | None = None
+        self._detector: ContentDetector | None = None
         if callable(mode):
             self._custom = mode
             self.mode = getattr(mode, "__qualname__", repr(mode))
@@ -208,6 +216,9 @@ class Fingerprinter:
             raise ValueError(f"fingerprint mode must be a string or callable, got {mode!r}")
         elif mode in ("raw", "text"):
             self.mode = mode
+        elif mode == "content":
+            self.mode = mode
+            self._detector = ContentDetector()
         else:
             self._custom = _load_callable(mode)
             self.mode = mode
@@ -229,7 +240,7 @@ class Fingerprinter:
         if not isinstance(body, (bytes, bytearray, memoryview)):
             raise ValueError(f"body must be bytes, got {type(body).__name__}")
         head = bytes(memoryview(body)[: self.max_body])
-        if self.mode == "text" and self._custom is None:
+        if self.mode in ("text", "content") and self._custom is None:
             text = _decode(head, headers)
             for pattern in self._text_patterns:
                 text = pattern.sub("", text)
@@ -260,6 +271,11 @@ class Fingerprinter:
         fingerprint misses: edits after the first ``max_body`` bytes that keep
         the length (and, without a Content-Length, every edit after them).
         """
+        if self._detector is not None:
+            found = self.detect(body, url, headers, truncated=truncated,
+                                full_length=full_length).fingerprint
+            if found is not None:
+                return found
         digest = hashlib.blake2b(self.normalise(body, url, headers), digest_size=DIGEST_SIZE)
         if truncated:
             if full_length is not None and full_length >= 0:
@@ -269,6 +285,43 @@ class Fingerprinter:
         elif len(body) > self.max_body:
             digest.update(b"\x00len=%d" % len(body))
         return digest.hexdigest()
+
+    def detect(self, body: bytes, url: str = "", headers: Any = None, *,
+               truncated: bool = False, full_length: int | None = None) -> Detection:
+        """The ``Detection`` for one 2xx answer: in ``"content"`` mode its fingerprint, or
+        None with the reason when the answer is no copy of the page (bot wall, empty,
+        error page); in the other modes ``Detection(self(...))``."""
+        if self._detector is None:
+            return Detection(self(body, url, headers, truncated=truncated,
+                                  full_length=full_length))
+        if not isinstance(body, (bytes, bytearray, memoryview)):
+            raise ValueError(f"body must be bytes, got {type(body).__name__}")
+        head = bytes(memoryview(body)[: self.max_body])
+        suffix = b""
+        if truncated:
+            suffix = b"\x00len=%d" % full_length if full_length is not None and \
+                full_length >= 0 else b"\x00len=?"
+        elif len(body) > self.max_body:
+            suffix = b"\x00len=%d" % len(body)
+        content_type = header_value(headers, "Content-Type")
+        text: str | None = None
+        if is_html(head, content_type):
+            text = _decode(head, headers)
+            for pattern in self._text_patterns:
+                text = pattern.sub("", text)
+        else:
+            for byte_pattern in self._byte_patterns:
+                head = byte_pattern.sub(b"", head)
+        return self._detector.detect(text, head, url, content_type, suffix)
+
+    def stats(self) -> dict[str, int]:
+        """``"content"`` mode's counters for the crawler stats: ``volatile_ignored`` (copies
+        whose bytes differed from the page's last copy but whose content did not) and
+        ``not_content`` (2xx answers taken as no copy); empty in the other modes."""
+        if self._detector is None:
+            return {}
+        return {"volatile_ignored": self._detector.ignored_changes,
+                "not_content": self._detector.not_content}
 
     def __repr__(self) -> str:
         patterns = [p.pattern for p in self._text_patterns]

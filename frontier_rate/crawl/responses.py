@@ -3,7 +3,8 @@
 An adapter translates its framework's response into status, headers, body and URL;
 ``outcome`` turns them into either an observation (2xx: the body's fingerprint; 304:
 unchanged) with the validators that may be sent back and the answer's ``Date``, or a
-failure (any other status). One function, so the Scrapy scheduler and the Frontera
+failure (any other status, or a 2xx that ``Fingerprinter.detect`` finds is no copy of
+the page: a bot wall, an empty or an error page). One function, so the Scrapy scheduler and the Frontera
 backend cannot record the same answer differently.
 """
 
@@ -62,9 +63,13 @@ def outcome(dispatch: Dispatch, status: int, headers: Any, body: bytes, url: str
         args["etag"] = args["etag"] or clean_validator(dispatch.etag)
         args["last_modified"] = args["last_modified"] or clean_validator(dispatch.last_modified)
     else:
-        args["fingerprint"] = fingerprinter(
+        detection = fingerprinter.detect(
             body, url, headers, truncated=truncated,
             full_length=content_length(headers) if truncated else None)
+        if detection.fingerprint is None:  # a bot wall, empty or error page: no copy
+            return Outcome("failed", {"reason": f"not content: {detection.reason}",
+                                      "status": status})
+        args["fingerprint"] = detection.fingerprint
     return Outcome("observe", args, bad)
 
 

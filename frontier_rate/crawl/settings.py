@@ -293,7 +293,7 @@ def adapter_settings(get: Callable[[str], Any]) -> AdapterSettings:
     batch = number(get, "FRONTIER_RATE_BATCH", int, None)
     if batch is not None and batch < 1:
         raise ValueError(f"FRONTIER_RATE_BATCH={batch!r} must be at least 1")
-    fingerprint = get("FRONTIER_RATE_FINGERPRINT") or "raw"
+    fingerprint = get("FRONTIER_RATE_FINGERPRINT") or "content"
     patterns = strip_patterns(get("FRONTIER_RATE_STRIP_PATTERNS"))
     max_body = number(get, "FRONTIER_RATE_MAX_BODY", int, DEFAULT_MAX_BODY)
     check_fingerprint_settings(fingerprint, patterns, max_body)

@@ -431,6 +431,8 @@ class RevisitBackend(Backend):
             return
         result = outcome(dispatch, int(response.status_code), response.headers,
                          _body(response.body), response.url, self.fingerprinter, self.clock())
+        for name, count in self.fingerprinter.stats().items():
+            self._stat(name, count, True)
         for name, value in result.bad_validators:
             self._stat("bad_validator", 1, False)
             logger.debug("not keeping %s %r of %s", name, value[:100], response.url)

@@ -478,6 +478,8 @@ class Scheduler:
         result = outcome(dispatch, response.status, response.headers, response.body,
                          response.url, self.fingerprinter, self.clock(),
                          truncated="download_stopped" in response.flags)
+        for name, count in self.fingerprinter.stats().items():
+            self.stats.set_value(f"frontier_rate/{name}", count)
         for name, value in result.bad_validators:
             self.stats.inc_value("frontier_rate/bad_validator")
             logger.debug("not keeping %s %r of %s: not printable ASCII of at most %d characters",

@@ -1,0 +1,223 @@
+"""Change detection on real HTML revisits (issue 34): false and missed changes per mode.
+
+Reads the labelled corpus ``benchmarks/make_html_corpus.py`` writes (outside the
+repository; its pages' licences are unknown) and replays every capture, oldest first
+across all pages, through one ``Fingerprinter`` per mode, as one crawler process would
+see them (``Fingerprinter.detect``, the call ``responses.outcome`` makes). Per revisit:
+"changed" iff the fingerprint differs from the page's stored one; an answer the
+detector finds is no copy (bot wall, empty, error page) is a failed fetch: no change,
+nothing stored. Scores against the corpus labels:
+
+- false changes: the share of unchanged-content revisits called "changed";
+- missed changes: the share of real changes not called "changed";
+- detection time per response (``detect`` alone, the body already in memory).
+
+Run: ``python benchmarks/change_detection.py --corpus /work/html-corpus --write``
+(``--quick``: every eighth page; writes nothing unless ``--write``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks._report import table, write_json, write_section  # noqa: E402
+from frontier_rate.crawl.fingerprint import Fingerprinter  # noqa: E402
+
+MODES = ("raw", "text", "content")
+HEADERS = {"Content-Type": "text/html"}
+TERMS_PRIVACY = ("Terms", "Privacy", "Conditions", "Policy", "Imprint", "Guidelines",
+                 "Agreement", "Notice")
+
+
+def load(corpus: Path, quick: bool) -> list[dict]:
+    pages = json.loads((corpus / "manifest.json").read_text())["pages"]
+    return pages[::8] if quick else pages
+
+
+def synthetic_corpus(folder: Path, seed: int = 34) -> None:
+    """A small synthetic corpus (no real corpus here, as in CI): 3 hosts x 3 legal pages x
+    13 fetches, tokens, clock, counter, relative time and a rotating widget changing on
+    every fetch, a real one-word edit on about one fetch in eight, a bot wall now and
+    then. Only for the script to run; the numbers of record come from the real corpus."""
+    rng = random.Random(seed)
+    pages = []
+    words = ["promptly", "in writing", "reasonably", "at any time", "without notice"]
+    for host in range(3):
+        for number in range(3):
+            text = [f"Clause {i} of document {number} of host {host}: the user agrees to the "
+                    f"terms set out here, and the company may act on them." for i in range(6)]
+            captures = []
+            for fetch in range(13):
+                edit = fetch > 0 and rng.random() < 0.125
+                if edit:
+                    i = rng.randrange(len(text))
+                    text[i] = text[i].replace(" the ", f" {rng.choice(words)} the ", 1)
+                if fetch > 0 and not edit and rng.random() < 0.05:
+                    body = (f"<html><head><title>Just a moment...</title></head><body><p>"
+                            f"Checking your browser {rng.getrandbits(32)}</p></body></html>")
+                else:
+                    body = "".join([
+                        f"<html><head><title>Doc {number}</title><script nonce="
+                        f"'{rng.getrandbits(64):x}'>var t={rng.getrandbits(40)}</script></head>",
+                        "<body><nav><a>Home</a><a>Help</a></nav><main>",
+                        *(f"<p>{t}</p>" for t in text),
+                        f"</main><aside><p>Most read: story {rng.randrange(4)}</p>"
+                        f"<p>{rng.randrange(900)} comments</p>"
+                        f"<p>updated {rng.randrange(1, 59)} min ago</p></aside>"
+                        f"<footer><p>Built {rng.randrange(24):02d}:{rng.randrange(60):02d}:00, "
+                        f"trace {rng.getrandbits(80):020x}</p></footer></body></html>"])
+                path = folder / f"h{host}" / f"d{number}" / f"{fetch:02d}.html"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(body)
+                captures.append({"path": str(path.relative_to(folder)),
+                                 "time": f"2026-01-01T{fetch:02d}:{host}{number}:00",
+                                 "changed": edit})
+            pages.append({"collection": "synthetic", "host": f"h{host}",
+                          "page": f"h{host}/Terms {number}#0", "doc": f"Terms {number}",
+                          "kind": "legal", "captures": captures})
+    (folder / "manifest.json").write_text(json.dumps({"pages": pages}))
+
+
+def group_of(page: dict) -> str:
+    return "terms/privacy" if any(w.lower() in page["doc"].lower() for w in
+                                  ("terms", "privacy", "conditions", "cgu", "cgv")) else "other legal"
+
+
+def run_mode(mode: str, pages: list[dict], corpus: Path) -> dict:
+    fingerprinter = Fingerprinter(mode)
+    events = []
+    for index, page in enumerate(pages):
+        for position, capture in enumerate(page["captures"]):
+            events.append((capture["time"], index, position))
+    events.sort()
+    stored: dict[int, str | None] = {}
+    counts: dict[str, dict[str, int]] = {}
+    times: list[float] = []
+    failed_by_label = {"changed": 0, "unchanged": 0, "first": 0}
+    for _, index, position in events:
+        page = pages[index]
+        capture = page["captures"][position]
+        body = (corpus / capture["path"]).read_bytes()
+        url = f"http://{page['host']}.test/{quote(page['page'].split('#')[0], safe='')}"
+        start = time.perf_counter()
+        detection = fingerprinter.detect(body, url, HEADERS)
+        times.append(time.perf_counter() - start)
+        previous = stored.get(index)
+        if detection.fingerprint is None:
+            key = "first" if previous is None else (
+                "changed" if capture["changed"] else "unchanged")
+            failed_by_label[key] += 1
+            said = False
+        else:
+            said = previous is not None and detection.fingerprint != previous
+            stored[index] = detection.fingerprint
+        if previous is None or capture["changed"] is None or position == 0:
+            continue
+        for group in ("all", group_of(page), page["collection"]):
+            c = counts.setdefault(group, {"unchanged": 0, "false": 0, "changed": 0, "missed": 0})
+            if capture["changed"]:
+                c["changed"] += 1
+                c["missed"] += not said
+            else:
+                c["unchanged"] += 1
+                c["false"] += said
+    times.sort()
+    return {
+        "groups": {g: {**c, "false_share": c["false"] / max(1, c["unchanged"]),
+                       "missed_share": c["missed"] / max(1, c["changed"])}
+                   for g, c in counts.items()},
+        "median_ms": statistics.median(times) * 1e3,
+        "p99_ms": times[int(0.99 * (len(times) - 1))] * 1e3,
+        "responses": len(times),
+        "not_content": failed_by_label,
+        "ignored_changes": getattr(fingerprinter._detector, "ignored_changes", 0),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--corpus", default="/work/html-corpus")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--write", action="store_true")
+    parser.add_argument("--modes", default=",".join(MODES))
+    args = parser.parse_args()
+    corpus = Path(args.corpus)
+    scratch = None
+    if not (corpus / "manifest.json").is_file():
+        if args.write:
+            raise SystemExit(f"--corpus {corpus}: no manifest.json (build the corpus with "
+                             "benchmarks/make_html_corpus.py)")
+        scratch = tempfile.TemporaryDirectory()
+        corpus = Path(scratch.name)
+        synthetic_corpus(corpus)
+        print(f"no corpus at {args.corpus}: a synthetic one (numbers not of record)")
+    pages = load(corpus, args.quick and scratch is None)
+    results = {}
+    for mode in args.modes.split(","):
+        results[mode] = run_mode(mode, pages, corpus)
+        r = results[mode]
+        a = r["groups"]["all"]
+        tp = r["groups"].get("terms/privacy", a)
+        print(f"{mode:8s} false {a['false_share']:.3%} of {a['unchanged']} "
+              f"(terms/privacy {tp['false_share']:.3%}), missed {a['missed_share']:.3%} of "
+              f"{a['changed']} (terms/privacy {tp['missed_share']:.3%}), "
+              f"median {r['median_ms']:.2f} ms p99 {r['p99_ms']:.2f} ms, "
+              f"not content {r['not_content']}", flush=True)
+    hosts = len({p["host"] for p in pages})
+    sizes = sorted(len((corpus / c["path"]).read_bytes()) for p in pages for c in p["captures"][:1])
+    summary = {"pages": len(pages), "hosts": hosts, "modes": results,
+               "median_first_copy_bytes": statistics.median(sizes), "quick": args.quick}
+    if not args.write:
+        return
+    write_json("change_detection", summary)
+    rows = []
+    for mode, r in results.items():
+        for group in ("all", "terms/privacy", "other legal", "dating", "genai-eu",
+                      "sante-numerique-france"):
+            c = r["groups"].get(group)
+            if c is None:
+                continue
+            rows.append([f"`{mode}`", group, f"{c['false_share']:.1%} of {c['unchanged']}",
+                         f"{c['missed_share']:.1%} of {c['changed']}",
+                         f"{r['median_ms']:.2f}" if group == "all" else "",
+                         f"{r['p99_ms']:.2f}" if group == "all" else ""])
+    content = results.get("content")
+    note = ""
+    if content:
+        note = (f"\n`content` answers taken as no copy (bot wall, empty, error page): "
+                f"{content['not_content']['unchanged']} unchanged-content revisits, "
+                f"{content['not_content']['changed']} real changes, "
+                f"{content['not_content']['first']} first fetches; "
+                f"copies whose bytes differed but content did not (the `ignored_changes` "
+                f"stat): {content['ignored_changes']}.\n")
+    write_section("change_detection", f"""## Change detection on real HTML (`benchmarks/change_detection.py`)
+
+Corpus (`benchmarks/make_html_corpus.py`, kept outside the repository): {len(pages)} pages
+(episodes of consecutive captures) of {hosts} services' legal documents (terms, privacy,
+trackers and cookie policies, imprints, community guidelines) from three Open Terms
+Archive collections (dating apps, generative-AI services, French e-health services);
+median first copy {statistics.median(sizes) / 1024:.0f} KiB. Labels come from the
+collections' versions repositories (curated extraction, independent of this project):
+a capture whose text version changed is a real change, every other capture (its bytes
+differed from the previous fetch) is an unchanged-content revisit. All captures are
+replayed oldest first through one `Fingerprinter` per mode, as one crawler process.
+Time: `Fingerprinter.detect` per response on this 2-core machine shared with other
+jobs (load in the JSON).
+
+{table(["mode", "pages", "unchanged-content revisits called changed",
+        "real changes missed", "median ms", "p99 ms"], rows)}
+{note}""")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,175 @@
+"""The text a page's content is judged on (``change_detection``, the ``"content"`` mode): the
+visible text cut into block segments, volatile fragments (tokens, timestamps, relative times,
+counters) removed, each segment hashed. Linear-time regular expressions, no HTML parser.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import zlib
+
+# The rest of a tag never spans a "<" or ">": each pattern is linear in the body (an
+# unclosed tag fails at the next "<"); an attribute value holding ">" (rare) leaves
+# its tail as text, which only adds a constant segment.
+_ATTRIBUTES = r"[^<>]*"
+_DROPPED = ("script", "style", "template", "noscript", "svg", "head", "select", "textarea")
+_DROP_START = re.compile(r"<!--|<(" + "|".join(_DROPPED) + r")\b" + _ATTRIBUTES + ">", re.I)
+_DROP_END = {name: re.compile(r"</" + name + r"\s*>", re.I) for name in _DROPPED}
+_TITLE = re.compile(r"<title\b" + _ATTRIBUTES + r">([^<]*)", re.I)
+_BLOCK_TAGS = (
+    "address|article|aside|blockquote|body|br|button|caption|dd|details|dialog|div|dl|dt|"
+    "fieldset|figcaption|figure|footer|form|h[1-6]|header|hr|html|iframe|img|input|label|"
+    "legend|li|main|menu|nav|ol|option|p|pre|section|summary|table|tbody|td|tfoot|th|thead|"
+    "title|tr|ul")
+# Both spellings instead of re.I: the case-insensitive alternation took twice as long.
+_BLOCK = re.compile(r"</?(?:" + _BLOCK_TAGS + "|" + _BLOCK_TAGS.upper() + r")\b"
+                    + _ATTRIBUTES + r">")
+_TAG = re.compile(r"<[A-Za-z/!?]" + _ATTRIBUTES + ">")
+_SPACE = re.compile(r"\s+")
+
+_MONTHS = (
+    r"jan(?:uary|vier|uar|\.)?|feb(?:ruary|ruar|\.)?|f[ée]v(?:rier|\.)?|m[aä]r(?:ch|s|z|\.)?|"
+    r"apr(?:il|\.)?|avr(?:il|\.)?|ma[iy]|june?|juin|juni|july?|juil(?:let|\.)?|juli|"
+    r"aug(?:ust|\.)?|ao[uû]t|sep(?:t(?:ember|embre)?|\.)?|oct(?:ober|obre|\.)?|okt(?:ober)?|"
+    r"nov(?:ember|embre|\.)?|d[eé]c(?:ember|embre|\.)?|dez(?:ember)?|"
+    r"enero|febrero|marzo|abril|mayo|junio|julio|agosto|septiembre|octubre|noviembre|diciembre|"
+    r"gennaio|febbraio|aprile|maggio|giugno|luglio|settembre|ottobre|dicembre")
+_VOLATILE = re.compile(
+    "|".join((
+        # relative times: "5 min ago", "vor 18 Min", "il y a 3 heures", "hace 2 días"
+        r"\b\d+\s*(?:s|sec|secs|seconds?|m|mins?|minutes?|h|hrs?|hours?|d|days?|w|wks?|"
+        r"weeks?|months?|y|yrs?|years?)\s+ago\b",
+        r"\b(?:vor|il\s+y\s+a|hace|fa|há)\s+\d+\s*\w{1,9}\b",
+        r"\b(?:just\s+now|gerade\s+eben|[àa]\s+l'instant)\b",
+        # consent banners' partner counts ("we and our 113 partners", "67 partners can use")
+        r"\b\d+\s+(?:partners|vendors|partenaires|partner)\b",
+        # clock times and ISO timestamps
+        r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b",
+        r"\b\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:\s*[ap]\.?m\.?)?\b",
+        # epoch seconds, milli- and nanoseconds, numeric ids: 10 digits and more
+        r"\b\d{10,}\b",
+    )))
+_WORD = re.compile(r"[a-z0-9_\-+/=.]{10,}")
+_DIGIT = re.compile(r"\d")
+_LETTER = re.compile(r"[a-z]")
+_DATE = re.compile(
+    r"\b\d{1,2}(?:st|nd|rd|th|er|\.)?\s+(?:" + _MONTHS + r")\s*,?\s+\d{2,4}\b|"
+    r"\b(?:" + _MONTHS + r")\s+\d{1,2}(?:st|nd|rd|th)?\s*,?\s+\d{2,4}\b|"
+    r"\b\d{1,2}[./]\d{1,2}[./]\d{2,4}\b")
+MASK_DATES = False
+"""Written dates ("2 February 2026", "02/02/2026") are kept: on legal pages the date of
+a version is content (measured: masking them missed more real changes and removed no
+false ones on the corpus). ISO timestamps and clock times are always masked."""
+_COUNTER = re.compile(
+    r"(?<![\d.,])\d[\d.,]*\s?[km]?\+?\s*(?:comments?|views?|likes?|shares?|followers?|reactions?|"
+    r"replies|repl(?:y|ies)|votes?|points?|reviews?|ratings?|reads?|kommentare?|aufrufe|"
+    r"commentaires?|vues|comentarios?|visitas|commenti|visualizzazioni)\b|"
+    r"(?:^|(?<=\x00))[\s(]*\d[\d.,]*\s?[km]?\+?[\s)]*(?=\x00|$)")
+"""Counters: a number of comments, views, likes ... anywhere, and a segment that is only
+a number (a badge). Other numbers count: "30 days", "Story number 5", "version 2"."""
+
+_WALL = re.compile(
+    r"captcha|are you (?:a )?(?:human|robot)|verify (?:that )?you are (?:a )?human|"
+    r"just a moment|checking (?:if the site connection is secure|your browser)|"
+    r"attention required|pardon our interruption|unusual traffic|access denied|"
+    r"request (?:was )?blocked|enable (?:javascript|cookies) (?:and|to) (?:continue|proceed)|"
+    r"bot (?:detection|protection)|ddos protection", re.I)
+_ERROR = re.compile(
+    r"\b(?:404|403|500|502|503|not found|forbidden|error|unavailable|too many requests|"
+    r"introuvable|nicht gefunden|fehler|erreur)\b", re.I)
+_HTML_SNIFF = re.compile(rb"^\s*(?:<!doctype\s+html|<html|<head|<body|<!--|<meta|<div|<p\b)",
+                         re.I)
+
+
+def is_html(body: bytes, content_type: str | None) -> bool:
+    """True for an HTML body: the Content-Type says so, or (none given) it starts like one."""
+    if content_type:
+        lowered = content_type.lower()
+        return "html" in lowered
+    return bool(_HTML_SNIFF.match(body[:512]))
+
+
+def _drop_hidden(markup: str) -> str:
+    """``markup`` without comments and the elements that show no text (``_DROPPED``):
+    each is cut from its start tag to its end tag (or to the end of the document when
+    unclosed). Linear: every search starts where the previous one ended."""
+    pieces = []
+    position = 0
+    while True:
+        found = _DROP_START.search(markup, position)
+        if found is None:
+            break
+        pieces.append(markup[position:found.start()])
+        name = found.group(1)
+        if name is None:
+            stop = markup.find("-->", found.end())
+            position = len(markup) if stop < 0 else stop + 3
+        else:
+            closing = _DROP_END[name.lower()].search(markup, found.end())
+            position = len(markup) if closing is None else closing.end()
+        pieces.append("\x00")
+    pieces.append(markup[position:])
+    return "".join(pieces)
+
+
+def segments(markup: str) -> list[str]:
+    """The visible text of ``markup`` cut at block-level elements, whitespace collapsed,
+    empty segments dropped (volatile fragments still in)."""
+    title = _TITLE.search(markup)
+    text = _drop_hidden(markup.replace("\x00", " "))
+    text = _BLOCK.sub("\x00", text)
+    text = _TAG.sub(" ", text)
+    if "&" in text:
+        text = html.unescape(text)
+    found = [" ".join(part.split()) for part in text.split("\x00")
+             if part and not part.isspace()]
+    if title is not None:
+        found.insert(0, " ".join(html.unescape(title.group(1)).split()))
+    return [part for part in found if part]
+
+
+def stable_segments(parts: list[str]) -> list[str]:
+    """``parts`` without their volatile fragments (see the module docstring); one pass
+    of each pattern over all segments joined (segments never hold a NUL)."""
+    text = "\x00".join(parts).lower()  # a change of letter case alone is no change
+    if _DIGIT.search(text) is not None:
+        text = _DATE.sub("<d>", text) if MASK_DATES else text
+        text = _WORD.sub(_token, text)
+    text = _VOLATILE.sub("<v>", text)
+    if _DIGIT.search(text) is not None:
+        text = _COUNTER.sub("<n>", text)
+    return text.split("\x00")
+
+
+def _token(match: re.Match[str]) -> str:
+    """A long word with digits and letters (hex id, UUID, nonce, trace id) is volatile."""
+    word = match.group(0)
+    if _DIGIT.search(word) is not None and _LETTER.search(word) is not None:
+        return "<t>"
+    return word
+
+
+SHORT_BLOCK = 64
+"""Segments up to this many characters may be learned as boilerplate from their place
+(a menu item, a widget line); longer ones (paragraphs) only from other pages."""
+_SHORT_BIT = 1 << 63
+_CONSENT_BIT = 1 << 62
+_CONSENT = re.compile(
+    r"cookie|consent|partners can use|privacy (?:choices|preference)|accept all|reject all|"
+    r"tracking technolog|personali[sz]ed (?:ads|advertising)|your choices|gdpr|rgpd|"
+    r"traceurs|datenschutz-einstellungen|einwilligung")
+"""Words of a consent (cookie) banner; a segment holding one has ``_CONSENT_BIT``."""
+
+
+def segment_hash(text: str) -> int:
+    """A stable 64-bit hash of one segment: 62 bits of CRC-32 and Adler-32 of its UTF-8,
+    the top bit set for a short segment (at most ``SHORT_BLOCK`` characters), the next
+    for one with consent-banner words (``_CONSENT``)."""
+    data = text.encode("utf-8", "surrogatepass")
+    value = ((zlib.crc32(data) & 0x3FFFFFFF) << 32) | zlib.adler32(data)
+    if len(text) <= SHORT_BLOCK:
+        value |= _SHORT_BIT
+    if _CONSENT.search(text) is not None:
+        value |= _CONSENT_BIT
+    return value

@@ -1,0 +1,332 @@
+"""The "content" fingerprint mode (frontier_rate.crawl.change_detection): each class of volatile
+fragment is no change, a change of the content always is, not-content answers are
+failed fetches. Every page here is synthetic, written for these tests."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from frontier_rate.crawl.change_detection import ContentDetector, segments, stable_segments
+from frontier_rate.crawl.fingerprint import Fingerprinter
+from frontier_rate.crawl.responses import outcome
+from frontier_rate.engine import Dispatch
+
+HTML = {"Content-Type": "text/html; charset=utf-8"}
+
+LEGAL = [
+    "These terms govern your use of the service. By creating an account you accept them "
+    "and agree to be bound by every provision set out below.",
+    "We may suspend an account that breaches these terms. You may close your account at "
+    "any time; we delete your data within 30 days of the closure.",
+    "Any dispute arising from these terms is subject to the courts of the place where the "
+    "company has its registered office, unless the law provides otherwise.",
+    "We may change these terms. We will tell you by e-mail before a change takes effect, "
+    "and you may close your account if you do not agree with it.",
+]
+
+
+def page(paragraphs: list[str] = LEGAL, *, nonce: str = "a1b2c3d4e5f6", asset: str = "3f9a8c",
+         clock: str = "12:00:01", comments: int = 12, ago: str = "5 min ago",
+         widget: str = "Most read: the weather", trace: str = "8f3a9c2e1b7d4f60a1c2",
+         nav: tuple[str, ...] = ("Home", "Help", "Blog"), title: str = "Terms of use",
+         banner: str = "") -> bytes:
+    """A synthetic page: navigation, the paragraphs, a widget, a footer and volatile parts."""
+    items = "".join(f'<li><a href="/{n.lower()}">{n}</a></li>' for n in nav)
+    body = "".join(f"<p>{p}</p>" for p in paragraphs)
+    return f"""<!doctype html><html><head><title>{title}</title>
+<script nonce="{nonce}">window.__state = {{"token": "{nonce}"}};</script>
+<link rel="stylesheet" href="/static/app.{asset}.css?v={asset}">
+<style>.x-{asset} {{ color: red }}</style></head>
+<body><header><nav><ul>{items}</ul></nav></header>
+<form><input type="hidden" name="csrf" value="{nonce}"><input name="q"></form>
+<main><h1>{title}</h1>{body}</main>
+<aside><div>{widget}</div><div>{comments} comments</div><div>Updated {ago}</div></aside>
+<footer><p>Page generated at {clock}</p><p>Request id {trace}</p>
+<p>&copy; Example company, all rights reserved.</p></footer>
+{banner}<!-- built {nonce} --></body></html>""".encode()
+
+
+def changed(fingerprinter: Fingerprinter, url: str, bodies: list[bytes]) -> list[bool | None]:
+    """Per body after the first: True/False (changed against the stored copy) or None
+    (not content: a failed fetch, nothing stored), as responses.outcome uses it."""
+    stored = fingerprinter.detect(bodies[0], url, HTML).fingerprint
+    assert stored is not None
+    out: list[bool | None] = []
+    for body in bodies[1:]:
+        found = fingerprinter.detect(body, url, HTML).fingerprint
+        if found is None:
+            out.append(None)
+            continue
+        out.append(found != stored)
+        stored = found
+    return out
+
+
+def test_segments_drop_scripts_styles_comments_and_attributes():
+    parts = segments(page().decode())
+    text = " | ".join(parts)
+    assert "Terms of use" in parts and LEGAL[0] in parts
+    for hidden in ("window.__state", "color: red", "built", "csrf", "a1b2c3d4e5f6", "3f9a8c"):
+        assert hidden not in text
+
+
+@pytest.mark.parametrize("volatile", [
+    {"nonce": "zz99yy88xx77ww66"},                     # tokens: nonces, csrf, comment
+    {"asset": "77aa01"},                               # hashed asset names, cache busting
+    {"trace": "0c1d2e3f4a5b6c7d8e9f"},                 # visible trace id
+    {"clock": "23:59:58"},                             # timestamp
+    {"comments": 13},                                  # counter
+    {"ago": "7 min ago"},                              # relative time
+    {"ago": "vor 18 Min"},                             # relative time (German)
+    {"ago": "il y a 3 heures"},                        # relative time (French)
+])
+def test_each_volatile_fragment_is_no_change(volatile):
+    fingerprinter = Fingerprinter("content")
+    assert changed(fingerprinter, "http://a.test/terms", [page(), page(**volatile)]) == [False]
+    # the same pair is a change for raw bytes: the fixture really differs
+    assert changed(Fingerprinter("raw"), "http://a.test/terms", [page(), page(**volatile)]) \
+        == [True]
+
+
+def test_stable_segments_keep_numbers_of_long_segments():
+    long = "You may close your account; we delete your data within 30 days of the closure."
+    assert stable_segments([long]) != stable_segments([long.replace("30", "60")])
+    assert stable_segments(["12 comments"]) == stable_segments(["13 comments"])
+    assert stable_segments(["1.2k views", "42"]) == stable_segments(["1.3k views", "43"])
+    assert stable_segments(["Story number 5"]) != stable_segments(["Story number 6"])
+
+
+def test_one_word_edit_of_a_legal_paragraph_counts():
+    fingerprinter = Fingerprinter("content")
+    edited = list(LEGAL)
+    edited[2] = edited[2].replace("courts", "tribunals")
+    assert changed(fingerprinter, "http://a.test/terms",
+                   [page(), page(nonce="q1w2e3r4t5y6"), page(edited)]) == [False, True]
+
+
+def test_content_changes_count_after_the_host_learned_its_boilerplate():
+    """Two pages of one host, rotating widget and renamed menu learned; then each kind
+    of edit of the page's own text still counts."""
+    fingerprinter = Fingerprinter("content")
+    other = ["Our privacy policy explains which personal data we process and why we do it."]
+    widgets = ["Most read: the weather", "Most read: the election", "Most read: the match"]
+    for round_ in range(6):
+        widget = widgets[round_ % 3]
+        fingerprinter.detect(page(widget=widget, ago=f"{round_} min ago"),
+                             "http://a.test/terms", HTML)
+        fingerprinter.detect(page(other, widget=widget, title="Privacy"),
+                             "http://a.test/privacy", HTML)
+    edits = [
+        [LEGAL[0], LEGAL[1].replace("30 days", "60 days"), *LEGAL[2:]],   # a number
+        [*LEGAL[:3], LEGAL[3].replace("e-mail", "post")],                 # one word
+        LEGAL[:3],                                                        # a paragraph gone
+        [*LEGAL, "A new paragraph about arbitration in a chosen place."],  # one added
+    ]
+    for edit in edits:
+        assert changed(fingerprinter, "http://a.test/terms",
+                       [page(widget="Most read: the match"),
+                        page(edit, widget="Most read: the weather")]) == [True]
+
+
+def test_rotating_widget_is_learned_and_then_ignored():
+    fingerprinter = Fingerprinter("content")
+    widgets = ["Most read: the weather", "Most read: the election"]
+    bodies = [page(widget=widgets[i % 2]) for i in range(12)]
+    said = changed(fingerprinter, "http://b.test/terms", bodies)
+    assert said.count(True) <= 2          # learning costs at most the first two flips
+    assert not any(said[4:])              # then the alternation is no change
+
+
+def test_menu_renamed_inside_boilerplate_is_no_change_on_a_host_with_two_pages():
+    fingerprinter = Fingerprinter("content")
+    other = ["Our privacy policy explains which personal data we process and why we do it."]
+    fingerprinter.detect(page(), "http://c.test/terms", HTML)
+    fingerprinter.detect(page(other, title="Privacy"), "http://c.test/privacy", HTML)
+    renamed = ("Home", "Help centre", "Blog")
+    assert changed(fingerprinter, "http://c.test/terms", [page(), page(nav=renamed)]) == [False]
+    detector = fingerprinter._detector
+    assert isinstance(detector, ContentDetector) and detector.stats()["ignored_changes"] >= 1
+
+
+def test_bot_wall_is_a_failed_fetch_and_never_a_change():
+    fingerprinter = Fingerprinter("content")
+    wall = (b"<html><head><title>Just a moment...</title>"
+            b'<meta http-equiv="refresh" content="5;url=/terms?t=1717171717"></head>'
+            b"<body><p>Checking your browser before accessing the site.</p>"
+            b"<p>Please complete the captcha.</p></body></html>")
+    url = "http://d.test/terms"
+    assert changed(fingerprinter, url, [page(), wall, page()]) == [None, False]
+    detection = fingerprinter.detect(wall, url, HTML)
+    assert detection.fingerprint is None and detection.reason == "bot wall"
+    dispatch = Dispatch(url=url, token="1", host="d.test", etag=None, last_modified=None)
+    result = outcome(dispatch, 200, HTML, wall, url, fingerprinter, 1000.0)
+    assert result.kind == "failed" and result.args == {
+        "reason": "not content: bot wall", "status": 200}
+    good = outcome(dispatch, 200, HTML, page(), url, fingerprinter, 1000.0)
+    assert good.kind == "observe" and good.args["fingerprint"]
+
+
+@pytest.mark.parametrize("body,reason", [
+    (b"", "empty"),
+    (b"<html><body>   </body></html>", "empty"),
+    (b"<html><body><h1>404 Not Found</h1><p>The page does not exist.</p></body></html>",
+     "error page"),
+])
+def test_empty_and_error_answers_are_no_copy(body, reason):
+    fingerprinter = Fingerprinter("content")
+    url = "http://e.test/terms"
+    fingerprinter.detect(page(), url, HTML)
+    assert fingerprinter.detect(body, url, HTML).reason == reason
+    assert changed(fingerprinter, url, [page(), body, page()]) == [None, False]
+
+
+def test_a_page_that_really_became_short_is_taken_after_some_refusals():
+    fingerprinter = Fingerprinter("content")
+    url = "http://f.test/terms"
+    short = b"<html><body><p>This service has closed. Thank you.</p></body></html>"
+    long_page = page([p * 20 for p in LEGAL])
+    said = changed(fingerprinter, url, [long_page] + [short] * 6)
+    assert said[:3] == [None, None, None] and said[3] is True and said[4:] == [False, False]
+
+
+def test_non_html_bodies_keep_a_byte_or_canonical_hash():
+    fingerprinter = Fingerprinter("content")
+    json_type = {"Content-Type": "application/json"}
+    one = fingerprinter.detect(b'{"a": 1, "b": [1, 2]}', "http://g.test/x", json_type)
+    same = fingerprinter.detect(b'{"b":[1,2],"a":1}', "http://g.test/x", json_type)
+    other = fingerprinter.detect(b'{"b":[1,2],"a":2}', "http://g.test/x", json_type)
+    assert one.fingerprint == same.fingerprint != other.fingerprint
+    pdf = {"Content-Type": "application/pdf"}
+    first = fingerprinter.detect(b"%PDF-1.7 12:00:01", "http://g.test/p.pdf", pdf)
+    second = fingerprinter.detect(b"%PDF-1.7 12:00:02", "http://g.test/p.pdf", pdf)
+    assert first.fingerprint != second.fingerprint
+
+
+def test_raw_text_strip_patterns_and_custom_stay_available():
+    assert Fingerprinter("raw")(b"a") != Fingerprinter("raw")(b"b")
+    assert Fingerprinter("text")(b"<b>a</b>") == Fingerprinter("text")(b"<i>a</i>")
+    strip = Fingerprinter("raw", strip_patterns=[r"t=\d+"])
+    assert strip(b"x t=1") == strip(b"x t=2")
+    assert Fingerprinter(lambda body, url, headers: b"same")(b"a") == \
+        Fingerprinter(lambda body, url, headers: b"same")(b"b")
+    with pytest.raises(ValueError, match="max_hosts"):
+        ContentDetector(max_hosts=0)
+
+
+def test_synthetic_revisits_meet_the_targets():
+    """A seeded synthetic crawl: 3 hosts x 4 pages x 30 fetches with every volatile class
+    changing on each fetch (the widget shows one of five texts) and a real one-word or
+    one-number edit on 1 fetch in 10."""
+    rng = random.Random(34)
+    fingerprinter = Fingerprinter("content")
+    widgets = [f"Most read: story number {i}" for i in range(5)]
+    documents = {}
+    for host in range(3):
+        for number in range(4):
+            documents[f"http://h{host}.test/doc{number}"] = [
+                f"{p} (document {number} of host {host})" for p in LEGAL]
+    stored: dict[str, str] = {}
+    false = missed = unchanged = real = late_false = late_unchanged = 0
+    for fetch in range(30):
+        for url, paragraphs in documents.items():
+            edit = fetch > 0 and rng.random() < 0.1
+            if edit:
+                index = rng.randrange(len(paragraphs))
+                word = rng.choice(["promptly", "in writing", "within 14 days", "reasonably"])
+                paragraphs[index] = paragraphs[index].replace(" the ", f" {word} the ", 1) \
+                    if " the " in paragraphs[index] else paragraphs[index] + f" {word}."
+            body = page(paragraphs, nonce=f"{rng.getrandbits(64):016x}",
+                        asset=f"{rng.getrandbits(24):06x}",
+                        clock=f"{rng.randrange(24):02d}:{rng.randrange(60):02d}:00",
+                        comments=rng.randrange(500), ago=f"{rng.randrange(1, 59)} min ago",
+                        widget=rng.choice(widgets),
+                        trace=f"{rng.getrandbits(80):020x}")
+            found = fingerprinter.detect(body, url, HTML).fingerprint
+            assert found is not None
+            if url in stored:
+                said = found != stored[url]
+                if edit:
+                    real += 1
+                    missed += not said
+                else:
+                    unchanged += 1
+                    false += said
+                    if fetch >= 10:
+                        late_unchanged += 1
+                        late_false += said
+            stored[url] = found
+    assert real > 20 and unchanged > 200
+    assert missed == 0
+    # each widget text first seen on a host costs a false change until it is learned
+    # (it comes back, or shows on a second page); after ten rounds none is left
+    assert false / unchanged <= 0.05, (false, unchanged)
+    assert late_false / late_unchanged <= 0.01, (late_false, late_unchanged)
+
+
+def test_state_is_bounded():
+    detector_fp = Fingerprinter("content")
+    detector = detector_fp._detector
+    assert isinstance(detector, ContentDetector)
+    small = ContentDetector(max_hosts=2, max_pages=3)
+    for i in range(10):
+        small.detect(page().decode(), page(), f"http://h{i}.test/p", "text/html")
+    stats = small.stats()
+    assert stats["hosts"] == 2 and stats["pages"] == 3
+    assert json.dumps(stats)
+
+
+BANNER = ("<div class='consent'><p>We and our {n} partners use cookies and similar tracking "
+          "technologies to personalise ads and measure audiences. You can accept or reject "
+          "them, or manage your choices.</p><p>Manage your cookie settings</p>"
+          "<button>Accept all</button><button>Reject all</button></div>")
+
+
+@pytest.mark.parametrize("before,after", [("", BANNER.format(n=96)),
+                                          (BANNER.format(n=96), ""),
+                                          (BANNER.format(n=96), BANNER.format(n=99))])
+def test_consent_banner_coming_going_or_changing_is_no_change(before, after):
+    fingerprinter = Fingerprinter("content")
+    assert changed(fingerprinter, "http://i.test/terms",
+                   [page(banner=before), page(banner=after)]) == [False]
+
+
+def test_a_cookie_policy_paragraph_edit_counts():
+    fingerprinter = Fingerprinter("content")
+    policy = ["We use cookies to keep you signed in. You can accept or reject the optional "
+              "cookies in your settings at any time.", *LEGAL]
+    edited = [policy[0].replace("optional", "advertising"), *LEGAL]
+    assert changed(fingerprinter, "http://i.test/cookies",
+                   [page(policy), page(edited)]) == [True]
+
+
+def test_text_shared_with_other_pages_counts_inside_the_content():
+    """An address on every legal page of a host is boilerplate by the cross-page rule,
+    but between two paragraphs of the page's own text its change counts."""
+    fingerprinter = Fingerprinter("content")
+    address = "Example Ltd, 3 Harbour Street, Dublin"
+    moved = "Example Ltd, 12 Quay Road, Cork"
+    for url in ("http://j.test/terms", "http://j.test/privacy"):
+        fingerprinter.detect(page([LEGAL[0], address, LEGAL[1]] if url.endswith("terms") else
+                                  ["Privacy text of this host, its own words.", address,
+                                   "More privacy text."]), url, HTML)
+    assert changed(fingerprinter, "http://j.test/terms",
+                   [page([LEGAL[0], address, LEGAL[1]]),
+                    page([LEGAL[0], moved, LEGAL[1]])]) == [True]
+
+
+def test_the_date_line_of_a_legal_document_counts():
+    fingerprinter = Fingerprinter("content")
+    assert changed(fingerprinter, "http://k.test/terms",
+                   [page(["Last updated: 1 February 2026", *LEGAL]),
+                    page(["Last updated: 2 February 2026", *LEGAL])]) == [True]
+
+
+def test_a_page_of_one_short_line_still_changes():
+    """A tiny page (its only text one short line) on a host with other pages."""
+    fingerprinter = Fingerprinter("content")
+    fingerprinter.detect(page(), "http://l.test/terms", HTML)
+    tiny = [b"<div><p>Story number %d</p></div>" % n for n in range(1, 6)]
+    assert changed(fingerprinter, "http://l.test/news", tiny) == [True] * 4
