@@ -18,6 +18,7 @@ spelt out), which reads the same bytes.
 from __future__ import annotations
 
 import re
+import struct
 
 from frontier_rate import evidence, pattern
 
@@ -132,11 +133,14 @@ def _lua_value(value: object) -> str:
 
 
 def lua_prelude() -> str:
-    """The Lua text of the contract: one local per struct layout (``<NAME>_FORMAT``) and per
-    constant, put in front of lua/lib.lua by the script runner."""
+    """The Lua text of the contract: two locals per struct layout (``<NAME>_FORMAT`` and its
+    size, ``<NAME>_SIZE``) and one per constant, put in front of lua/lib.lua by the script
+    runner (sizes are computed here: a Functions library may not call struct.size while it
+    loads)."""
     lines = ["-- generated from frontier_rate/contract.py at load time: do not edit"]
     for name, fmt in STRUCTS.items():
-        lines.append(f'local {name}_FORMAT = "{lua_format(fmt)}"')
+        lines.append(f'local {name}_FORMAT, {name}_SIZE = "{lua_format(fmt)}", '
+                     f'{struct.calcsize(fmt)}')
     for name, value in CONSTANTS.items():
         lines.append(f"local {name} = {_lua_value(value)}")
     return "\n".join(lines) + "\n"

@@ -45,7 +45,6 @@ LIBRARY_PREFIX = "frontier_rate_"
 """Libraries of this package are named ``frontier_rate_<hash>``; their functions
 ``fr_<hash>_<script>``."""
 
-_BLOCK = re.compile(r"^-- per call: begin[^\n]*\n(.*?)^-- per call: end[^\n]*\n", re.M | re.S)
 _DECLARATION = re.compile(r"^local ([A-Za-z_][\w, ]*?)\s*(?:=|$)", re.M)
 
 
@@ -78,13 +77,14 @@ def eval_source(name: str) -> str:
     return library_text() + signals + start_line(name) + read(f"{name}.lua")
 
 
-def per_call(text: str, setup: str) -> str:
-    """``text`` with its per-call block turned into ``local <its names>`` and ``local function
-    <setup>(KEYS, ARGV) <the block, "local " dropped> end`` (ValueError when the block is
-    missing or declares a function)."""
-    match = _BLOCK.search(text)
+def per_call(text: str, setup: str, marker: str = "per call") -> str:
+    """``text`` with its block between ``-- <marker>: begin`` and ``-- <marker>: end`` turned
+    into ``local <its names>`` and ``local function <setup>(KEYS, ARGV) <the block, "local "
+    dropped> end`` (ValueError when the block is missing or declares a function)."""
+    match = re.search(rf"^-- {marker}: begin[^\n]*\n(.*?)^-- {marker}: end[^\n]*\n", text,
+                      re.M | re.S)
     if match is None:
-        raise ValueError(f"no '-- per call: begin' ... '-- per call: end' block for {setup}")
+        raise ValueError(f"no '-- {marker}: begin' ... '-- {marker}: end' block for {setup}")
     block = match.group(1)
     if re.search(r"^\s*local function|\bfunction\s*\(", block, re.M):
         raise ValueError(f"the per-call block of {setup} defines a function")
@@ -103,7 +103,8 @@ def _functions_body() -> str:
     for name in LIB_FILES:
         text = read(name)
         if name == "lib.lua":
-            text = per_call(text, "setup_lib")
+            text = per_call(per_call(text, "setup_lib"), "setup_globals", "on first call")
+            text += "local globals_ready = false\n"
         lib += text + "\n"
     lib += per_call(read("signals.lua"), "setup_signals") + "\n"
     parts = [lib]
@@ -111,7 +112,8 @@ def _functions_body() -> str:
         if name in STANDALONE:
             setup = ""
         else:
-            setup = "setup_lib(KEYS, ARGV)\n"
+            setup = ("if not globals_ready then setup_globals() globals_ready = true end\n"
+                     "setup_lib(KEYS, ARGV)\n")
             if name in SIGNAL_SCRIPTS:
                 setup += "setup_signals()\n"
             setup += start_line(name)

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import math
 import struct
-
-from frontier_rate import contract
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
+
+from frontier_rate import contract
 
 # --------------------------------------------------------------------------- the header
 

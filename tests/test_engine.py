@@ -8,6 +8,7 @@ import time
 from collections import Counter, defaultdict
 
 import pytest
+from redis_servers import both_servers  # noqa: F401, I001  (every test on both script paths)
 
 from frontier_rate import Dispatch, Frontier
 from frontier_rate.results import BACKOFF_BASE

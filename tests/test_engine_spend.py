@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from redis_servers import both_servers  # noqa: F401, I001  (every test on both script paths)
 
 from frontier_rate import Frontier, policy
 from frontier_rate.estimators import make_estimator

@@ -43,7 +43,7 @@
 -- H: the header's length (ARGV[1..H], C below)
 local H = 19
 
--- per call: begin -----------------------------------------------------------
+-- per call: begin (what this block may hold: above) ---------------------------
 -- Keys
 local PREFIX = string.sub(KEYS[1], 1, -6)
 local READY, HOSTS, LEASES, AGG, CNT = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -177,16 +177,20 @@ local PRIOR_PAGES = 2  -- pseudo-pages of the namespace prior in a pool (lib.hos
 local GROW_LOAD = 48   -- pages per bucket above which a shard splits a bucket (lib.grow)
 -- the change pattern (lib.pattern_get and after; DECAY, MIN_WEIGHT, MIN_R, BURST_* come
 -- from the prelude: pattern.py)
+-- (PATTERN_SIZE: the prelude)
 local PATTERN = PATTERN_FORMAT
-local PATTERN_SIZE = struct.size(PATTERN)
 local PERIODS = {3600, 86400, 604800}
-local TWO_PI = 2 * math.pi
+local TWO_PI = 6.283185307179586  -- 2 * math.pi (no math while a Functions library loads)
 
 -- The library, and the standard functions it uses most, declared last: every function
--- below captures them, and a closure finds the upvalues declared last first.
+-- below captures them, and a closure finds the upvalues declared last first. Redis 7.0
+-- lets a Functions library read no global (math, struct, string) while it loads: the
+-- runner makes the block below a function its functions call on their first call.
+-- on first call: begin -------------------------------------------------------
 local floor, min, max, exp, log, huge = math.floor, math.min, math.max, math.exp, math.log,
   math.huge
 local spack, sunpack, sformat = struct.pack, struct.unpack, string.format
+-- on first call: end ---------------------------------------------------------
 
 local lib = {}
 

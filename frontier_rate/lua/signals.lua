@@ -13,8 +13,8 @@
 
 -- TRUST_RATIO, PROBATION, FUTURE_SLACK, POSTPONE_MAX: the prelude (evidence.py)
 -- claim, received, win_lo, win_hi, flags (1 pending, 2 window open), then the source
+-- (SIGNAL_RECORD_SIZE: the prelude)
 local SIGNAL_RECORD = SIGNAL_RECORD_FORMAT
-local SIGNAL_RECORD_SIZE = struct.size(SIGNAL_RECORD)
 local SIGNAL_PENDING, SIGNAL_WINDOW = 1, 2
 -- per call: begin (lua/lib.lua says what this block may hold) ----------------
 -- host, source, transition of every trust change in this call, for the caller's log
