@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -163,7 +164,9 @@ def main(argv: list[str] | None = None) -> int:
                         choices=["embedded", "redis7"])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--json-out", help="also write the report to this path")
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # stop the servers on kill
     trees = [(t.split("=", 1)[0], Path(t.split("=", 1)[1]).resolve()) for t in args.tree] \
         or [("this", ROOT)]
     if args.quick:
@@ -226,7 +229,8 @@ def main(argv: list[str] | None = None) -> int:
                 report["servers"][s][ref]["next_requests_per_s"]["median"]
             print(f"{s:8s} {name:10s} observe x{row['observe_vs_' + ref]:.2f}, leases "
                   f"x{row['leases_vs_' + ref]:.2f} vs {ref}")
-    print(json.dumps(report["servers"], indent=1)[:4000])
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(report, indent=1))
     if not args.no_write:
         sys.path.insert(0, str(ROOT / "benchmarks"))
         import _report
