@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 from importlib import resources
 
 from frontier_rate import contract
@@ -97,14 +98,16 @@ def per_call(text: str, setup: str, marker: str = "per call") -> str:
     return text[:match.start()] + replaced + text[match.end():]
 
 
-def _functions_body() -> str:
-    """The library's code without its name line (what its hash is taken of)."""
+def _functions_body(extra: Mapping[str, str]) -> str:
+    """The library's code without its name line (what its hash is taken of); ``extra``: more
+    functions, name -> Lua body run after the set-up of a shard script (without its start
+    line), for benchmarks/lua_setup.py."""
     lib = contract.lua_prelude()
     for name in LIB_FILES:
         text = read(name)
         if name == "lib.lua":
             text = per_call(per_call(text, "setup_lib"), "setup_globals", "on first call")
-            text += "local globals_ready = false\n"
+            text += "local globals_ready = false\nLAST_HEADER = {}  -- keep the last header\n"
         lib += text + "\n"
     lib += per_call(read("signals.lua"), "setup_signals") + "\n"
     parts = [lib]
@@ -118,18 +121,28 @@ def _functions_body() -> str:
                 setup += "setup_signals()\n"
             setup += start_line(name)
         flags = "{'no-writes'}" if name in READ_ONLY_SCRIPTS else "{}"
-        parts.append(f"redis.register_function{{function_name = '%FN%{name}', flags = {flags},"
-                     f"\ncallback = function(KEYS, ARGV)\n{setup}{read(f'{name}.lua')}\nend}}\n")
+        parts.append(_register(name, flags, setup + read(f"{name}.lua")))
+    for name, body in extra.items():
+        setup = ("if not globals_ready then setup_globals() globals_ready = true end\n"
+                 "setup_lib(KEYS, ARGV)\n")
+        parts.append(_register(name, "{}", setup + body))
     return "".join(parts)
+
+
+def _register(name: str, flags: str, body: str) -> str:
+    return (f"redis.register_function{{function_name = '%FN%{name}', flags = {flags},\n"
+            f"callback = function(KEYS, ARGV)\n{body}\nend}}\n")
 
 
 class FunctionLibrary:
     """The Functions form: ``name`` (``frontier_rate_<hash>``), ``code`` (what FUNCTION LOAD
     gets) and ``function[script]`` (what FCALL names)."""
 
-    def __init__(self) -> None:
-        body = _functions_body()
+    def __init__(self, extra: Mapping[str, str] | None = None) -> None:
+        extra = dict(extra or {})
+        body = _functions_body(extra)
         version = hashlib.sha1(body.encode("utf-8")).hexdigest()[:16]
         self.name = LIBRARY_PREFIX + version
         self.code = f"#!lua name={self.name}\n" + body.replace("%FN%", f"fr_{version}_")
-        self.function = {name: f"fr_{version}_{name}" for name in SHARD_SCRIPTS + STANDALONE}
+        self.function = {name: f"fr_{version}_{name}"
+                         for name in SHARD_SCRIPTS + STANDALONE + tuple(extra)}

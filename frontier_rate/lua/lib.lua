@@ -43,6 +43,28 @@
 -- H: the header's length (ARGV[1..H], C below)
 local H = 19
 
+-- The last header read and its parsed table, kept from call to call by a Functions
+-- library (scripting.py sets LAST_HEADER to {} when the library loads; an EVAL script
+-- keeps nothing, its LAST_HEADER stays nil): a call whose header equals the last one but for
+-- `now` (the common case: a process sends the same settings every time) takes the parsed
+-- table again, with only `now` read, instead of 18 tonumber calls and a new table, and
+-- the cell layout (CELLS) parsed once for its text. Strings are interned in Lua, so the
+-- comparison is one pointer test per field. C is never written by a script.
+local LAST_HEADER, LAST_C, LAST_CELLS_TEXT, LAST_CELLS = nil, nil, nil, nil
+local function header_again(argv)
+  if not LAST_C then return nil end
+  for i = 2, H do
+    if argv[i] ~= LAST_HEADER[i] then return nil end
+  end
+  LAST_C["now"] = tonumber(argv[1])
+  return LAST_C
+end
+local function header_keep(argv, c)
+  if not LAST_HEADER then return end
+  for i = 2, H do LAST_HEADER[i] = argv[i] end
+  LAST_C = c
+end
+
 -- per call: begin (what this block may hold: above) ---------------------------
 -- Keys
 local PREFIX = string.sub(KEYS[1], 1, -6)
@@ -60,7 +82,9 @@ local SHARD = string.match(PREFIX, ":(%d+)}:$") or "?"
 -- The header: ARGV[1..H], the same fields for every shard script, named as
 -- frontier_rate/wire.py HEADER names them, in the same order (tests/test_store.py
 -- checks that the two lists agree).
-local C = {
+local C = header_again(ARGV)
+if not C then
+  C = {
   now = tonumber(ARGV[1]), nu = tonumber(ARGV[2]), objective = ARGV[3], policy = ARGV[4],
   estimator = ARGV[5], min_interval = tonumber(ARGV[6]), max_interval = tonumber(ARGV[7]),
   eta = tonumber(ARGV[8]), beta = tonumber(ARGV[9]), omega = tonumber(ARGV[10]),
@@ -68,7 +92,9 @@ local C = {
   min_host_delay = tonumber(ARGV[13]), lease_timeout = tonumber(ARGV[14]),
   buckets = tonumber(ARGV[15]), log_prior_rate = tonumber(ARGV[16]), cells = ARGV[17],
   server_clock_rate = tonumber(ARGV[18]), namespace_id = ARGV[19],
-}
+  }
+  header_keep(ARGV, C)
+end
 local FRESHNESS = C.objective == "freshness"   -- else "changes"
 local WHITTLE = C.policy == "whittle"          -- else "lagrangian"
 local INTERVAL = C.estimator == "interval"
@@ -106,8 +132,12 @@ local MIN_RATE = 1 / C.max_interval  -- the lowest rate a page plans with (lib.p
 -- The bin layout comes from the namespace's configuration (C.cells:
 -- "w_log10_min,w_per_decade,w_bins,r_log10_min,r_per_decade,r_bins"), fixed
 -- when the namespace was created so that pages leave the cell they entered.
-local CELLS = {}
-for v in string.gmatch(C.cells, "[^,]+") do CELLS[#CELLS + 1] = tonumber(v) end
+local CELLS = LAST_CELLS
+if C.cells ~= LAST_CELLS_TEXT then
+  CELLS = {}
+  for v in string.gmatch(C.cells, "[^,]+") do CELLS[#CELLS + 1] = tonumber(v) end
+  LAST_CELLS_TEXT, LAST_CELLS = C.cells, CELLS
+end
 
 -- Per-call state, written back by lib.finish()
 local AGG_DELTA, HOST_DELTA = {}, {}  -- cell -> {n, Σλ, Σw}; "<cell>:<host>" -> {.., host}
