@@ -299,6 +299,14 @@ class Scripts:
         self.functions = mode == "functions" or (mode == "auto" and self._functions_available())
         if self.functions:
             self.library = scripting.FunctionLibrary()
+            try:
+                self.load()
+                return
+            except redis.exceptions.ResponseError as exc:  # e.g. an ACL without FUNCTION
+                if mode == "functions":
+                    raise
+                logger.info("Redis refused FUNCTION LOAD (%s); the scripts run by EVALSHA", exc)
+                self.functions, self.library = False, None
         self.load()
 
     def _primaries(self) -> list[redis.Redis]:
@@ -325,11 +333,19 @@ class Scripts:
                 try:
                     node.function_load(self.library.code)
                 except redis.exceptions.ResponseError as exc:
-                    if "already exists" not in str(exc):
+                    if "already exists" not in str(exc) and not self._loaded_on(node):
                         raise
             else:
                 for text in self.source.values():
                     node.script_load(text)
+
+    def _loaded_on(self, node: redis.Redis) -> bool:
+        """Whether ``node`` holds this library already (loaded by a user allowed FUNCTION LOAD,
+        for one who may only list and call functions: docs/SECURITY.md)."""
+        try:
+            return bool(node.function_list(library=self.library.name))
+        except redis.exceptions.ResponseError:
+            return False
 
     def command(self, name: str) -> tuple[str, str]:
         """(the command, its first argument) that calls script ``name``."""

@@ -257,3 +257,37 @@ def test_a_redis7_cluster_gets_the_library_on_every_primary(tmp_path):
         assert f.stats(now=t)["fetches"] == fetched
         for node in f.client.get_primaries():
             assert list(libraries(node.redis_connection)) == [f.scripts.library.name]
+
+
+@needs_redis7
+def test_a_user_who_may_not_load_functions_gets_evalsha_or_the_loaded_library(redis7_url):
+    """docs/SECURITY.md: the namespace ACL rule keeps EVALSHA; with +fcall +info the user
+    loads and calls the library; one who may not load it calls the library an administrator
+    loaded."""
+    admin = redis.Redis.from_url(redis7_url)
+    admin.function_flush()
+    base = ["on", ">pw-1", "resetkeys", "~fr:{acl7}:*", "~fr:{acl7:*", "resetchannels",
+            "-@all", "+@read", "+@write", "+@transaction", "+@connection", "+evalsha",
+            "+script|load", "+time", "-@dangerous"]
+    port = admin.connection_pool.connection_kwargs["port"]
+    url = f"redis://acl7:pw-1@127.0.0.1:{port}/0"
+    try:
+        admin.execute_command("ACL", "SETUSER", "acl7", *base)
+        with Frontier(url, namespace="acl7", min_host_delay=0.0) as f:
+            assert not f.scripts.functions
+            assert f.add_many(["http://a.example/1"], now=0.0) == 1
+        admin.execute_command("ACL", "SETUSER", "acl7", "+fcall", "+info")
+        with Frontier(url, namespace="acl7", min_host_delay=0.0) as f:
+            assert f.scripts.functions  # +@write allows FUNCTION LOAD on Redis 7
+        admin.function_flush()
+        admin.execute_command("ACL", "SETUSER", "acl7", "+function|list", "-function|load")
+        with Frontier(url, namespace="acl7", min_host_delay=0.0) as f:
+            assert not f.scripts.functions  # may not load, nothing loaded: EVALSHA
+        Scripts(admin)  # the administrator loads the library
+        with Frontier(url, namespace="acl7", min_host_delay=0.0) as f:
+            assert f.scripts.functions
+            assert f.add_many(["http://a.example/2"], now=0.0) == 1
+            assert f.stats(now=1.0)["pages"] == 2
+    finally:
+        admin.execute_command("ACL", "DELUSER", "acl7")
+        admin.close()
