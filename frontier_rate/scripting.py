@@ -16,7 +16,10 @@ and lua/<name>.lua; ``take_tokens``, ``config`` and ``due`` stand alone (``STAND
   function calls first, its variables declared once ahead of it (upvalues of the ``lib``
   functions, as they are locals of the chunk in an EVAL script). Each script's own text
   becomes the body of its function, ``KEYS`` and ``ARGV`` its parameters, so the script
-  files are the same for both forms.
+  files are the same for both forms. Redis 7.0 lets a library read no global (``math``,
+  ``struct``, ``string``) while it loads: lib.lua's ``-- on first call`` block, which
+  captures them, becomes ``setup_globals``, run by the first call; and the library sets
+  ``LAST_HEADER`` so that lib.lua keeps the last parsed header from call to call.
 
 Redis documents the Functions model (libraries loaded once, ``redis.register_function``,
 the ``no-writes`` flag, keys only through KEYS) at https://redis.io/docs/latest/develop/
