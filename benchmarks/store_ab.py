@@ -4,7 +4,7 @@ the tree has them).
 
     python benchmarks/store_ab.py --tree new=. --tree bb819b2=/tmp/bb819b2 \\
         --tree main=/tmp/main [--pages 100000] [--rounds 5] [--servers embedded redis7]
-    python benchmarks/store_ab.py --quick        # 10^4 pages, 1 round, this tree, prints only
+    python benchmarks/store_ab.py --quick        # 3,000 pages, 1 round, this tree, prints only
 
 Each measurement is a child process that imports ``frontier_rate`` from its tree
 (``PYTHONPATH``) and runs what ``benchmarks/store.py`` times (the same namespace
@@ -35,6 +35,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import _report  # noqa: E402
+
 DEBIAN_REDIS = "/usr/bin/redis-server"
 
 CHILD = r'''
@@ -153,6 +156,30 @@ def per_step(server: dict, pages: int) -> dict:
     return {cmd: usec / pages for cmd, (calls, usec) in server.items() if usec / pages >= 0.05}
 
 
+def section(report: dict) -> str:
+    """The store_ab section of docs/BENCHMARKS.md from a report."""
+    ref = list(report["trees"])[-1]
+    rows = []
+    for s, by_tree in report["servers"].items():
+        for name, row in by_tree.items():
+            o, le = row["observe_per_s"], row["next_requests_per_s"]
+            rows.append([s, name, row["mode"], f"{o['median']:,.0f}",
+                         f"{o['min']:,.0f}-{o['max']:,.0f}", f"{row['observe_vs_' + ref]:.2f}",
+                         f"{le['median']:,.0f}", f"{le['min']:,.0f}-{le['max']:,.0f}",
+                         f"{row['leases_vs_' + ref]:.2f}",
+                         f"{row['load_average']['min']:.1f}-{row['load_average']['max']:.1f}"])
+    trees = ", ".join(f"`{name}` = {path}" for name, path in report["trees"].items())
+    return (f"## Store throughput, code trees side by side (`benchmarks/store_ab.py`)\n\n"
+            f"{report['pages']:,} pages, {report['rounds']} alternating rounds (the order of the "
+            f"trees rotates each round), each a fresh namespace on one server per kind emptied "
+            f"between runs; 5 x {report['batch']:,} leases and their observations timed per "
+            f"run, as `benchmarks/store.py` does. Median, range over the rounds, and the "
+            f"median over `{ref}`'s. Trees: {trees}. {report.get('note', '')}\n\n"
+            + _report.table(["server", "tree", "scripts", "observations/s", "range",
+                             f"x {ref}", "leases/s", "range", f"x {ref}", "load average"],
+                            rows))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tree", action="append", default=[],
@@ -165,12 +192,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--json-out", help="also write the report to this path")
+    parser.add_argument("--from-json", help="write docs/ from a report saved by --json-out "
+                        "(with --note: a sentence on the machine's state)")
+    parser.add_argument("--note", default="")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # stop the servers on kill
+    if args.from_json:
+        report = json.loads(Path(args.from_json).read_text())
+        report["note"] = args.note
+        _report.write_json("store_ab", report)
+        _report.write_section("store_ab", section(report))
+        print("wrote docs/BENCHMARKS.md and docs/benchmarks/store_ab.json")
+        return 0
     trees = [(t.split("=", 1)[0], Path(t.split("=", 1)[1]).resolve()) for t in args.tree] \
         or [("this", ROOT)]
     if args.quick:
-        args.pages, args.rounds, args.no_write = 10_000, 1, True
+        args.pages, args.rounds, args.no_write = 3_000, 1, True
     if "redis7" in args.servers and not Path(DEBIAN_REDIS).exists():
         print(f"{DEBIAN_REDIS} missing: Redis 7 skipped")
         args.servers = [s for s in args.servers if s != "redis7"]
@@ -232,12 +269,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(report, indent=1))
     if not args.no_write:
-        sys.path.insert(0, str(ROOT / "benchmarks"))
-        import _report
-
         _report.write_json("store_ab", report)
-        print("wrote docs/benchmarks/store_ab.json (the BENCHMARKS.md section is written by hand "
-              "from it)")
+        _report.write_section("store_ab", section(report))
+        print("wrote docs/BENCHMARKS.md and docs/benchmarks/store_ab.json")
     return 0
 
 
