@@ -54,7 +54,7 @@ key                                   type   content
 
 A page id is the first 8 bytes of BLAKE2b(URL). Pages live in bucketed small
 hashes so that each hash keeps Redis's compact (listpack/ziplist) encoding.
-The buckets grow online by linear hashing (``Layout``, lua/lib.lua ``grow``):
+The buckets grow online by linear hashing (``Layout``, lua/lib_pages.lua ``grow``):
 when a shard holds more than 48 pages per bucket, ``add`` splits the next
 bucket in turn, moving about half its pages to bucket ``b + buckets*2^level``
 inside the same atomic script, so lookups and memory per page stay flat from
@@ -142,7 +142,7 @@ def bucket_of(pid: bytes, buckets: int, level: int = 0, split: int = 0) -> int:
 @dataclass(frozen=True)
 class Layout:
     """A shard's bucket layout: ``buckets`` (the namespace's base count) x 2^``level``
-    buckets, the first ``split`` of which are split in two (lua/lib.lua ``grow``)."""
+    buckets, the first ``split`` of which are split in two (lua/lib_pages.lua ``grow``)."""
 
     buckets: int
     level: int = 0

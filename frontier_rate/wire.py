@@ -171,7 +171,7 @@ def initial_state(estimator: str, prior_rate: float) -> tuple[float, float]:
 
 
 def reported_rate(estimator: str, est: float) -> float:
-    """The change rate a state's ``est`` stands for (lua/lib.lua ``reported``)."""
+    """The change rate a state's ``est`` stands for (lua/lib_policy.lua ``reported``)."""
     if estimator == "interval":
         return math.exp(est)
     if estimator == "sam":
@@ -204,7 +204,7 @@ def unpack_extras(raw: bytes | None) -> tuple[str | None, str | None, str | None
 
 
 def unpack_quarantine(record: bytes) -> tuple[str, str, bytes]:
-    """(host, reason, raw corrupt value) of a quarantine record (lua/lib.lua, quarantine)."""
+    """(host, reason, raw corrupt value) of a quarantine record (lua/lib_pages.lua, quarantine)."""
     if len(record) < 4:
         raise ValueError(f"quarantine record is malformed ({len(record)} bytes)")
     lh, lr = struct.unpack_from(contract.STRUCTS["LENGTHS"], record)
@@ -224,7 +224,7 @@ def quarantine_reason(record: bytes) -> str:
 
 
 HOST_RECORD = struct.Struct(contract.STRUCTS["HOST_RECORD"])
-"""A host's record in fr:{ns:s}:hosts (lua/lib.lua host_get): next dispatch, own delay
+"""A host's record in fr:{ns:s}:hosts (lua/lib_hosts.lua host_get): next dispatch, own delay
 (negative: the namespace's ``min_host_delay``)."""
 HOST_AGG = struct.Struct(contract.STRUCTS["HOST_AGG"])
 """One cell of one host in fr:{ns:s}:ha (lua/lib.lua HOST_AGG): pages, Σλ, Σw."""

@@ -3,7 +3,7 @@
 ``fill_budget``: tokens that no due page can use go to the best pages that are
 not due yet, on hosts that may be fetched now; host delays still hold.
 Pooled prior: a page of a host starts from, and is shrunk towards, the mean
-log-rate of the host's other observed pages (lua/lib.lua ``host_log_prior``).
+log-rate of the host's other observed pages (lua/lib_hosts.lua ``host_log_prior``).
 """
 
 from __future__ import annotations
