@@ -168,8 +168,10 @@ def section(report: dict) -> str:
                          f"{le['median']:,.0f}", f"{le['min']:,.0f}-{le['max']:,.0f}",
                          f"{row['leases_vs_' + ref]:.2f}",
                          f"{row['load_average']['min']:.1f}-{row['load_average']['max']:.1f}"])
-    trees = ", ".join(f"`{name}` = {path}" for name, path in report["trees"].items())
-    return (f"## Store throughput, code trees side by side (`benchmarks/store_ab.py`)\n\n"
+    trees = ", ".join(f"`{name}` = commit {commit}"
+                      for name, commit in report.get("commits", report["trees"]).items())
+    return (f"## Store throughput at {report['pages']:,} pages, code trees side by side "
+            f"(`benchmarks/store_ab.py`)\n\n"
             f"{report['pages']:,} pages, {report['rounds']} alternating rounds (the order of the "
             f"trees rotates each round), each a fresh namespace on one server per kind emptied "
             f"between runs; 5 x {report['batch']:,} leases and their observations timed per "
@@ -178,6 +180,13 @@ def section(report: dict) -> str:
             + _report.table(["server", "tree", "scripts", "observations/s", "range",
                              f"x {ref}", "leases/s", "range", f"x {ref}", "load average"],
                             rows))
+
+
+def commit_of(path: str) -> str:
+    """The short commit a tree has checked out (its path when it is no git tree)."""
+    out = subprocess.run(["git", "-C", path, "rev-parse", "--short", "HEAD"],
+                         capture_output=True, text=True)
+    return out.stdout.strip() if out.returncode == 0 else path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -195,14 +204,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--from-json", help="write docs/ from a report saved by --json-out "
                         "(with --note: a sentence on the machine's state)")
     parser.add_argument("--note", default="")
+    parser.add_argument("--name", default="store_ab",
+                        help="name of the docs/ section and JSON (one per size)")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # stop the servers on kill
     if args.from_json:
         report = json.loads(Path(args.from_json).read_text())
         report["note"] = args.note
-        _report.write_json("store_ab", report)
-        _report.write_section("store_ab", section(report))
-        print("wrote docs/BENCHMARKS.md and docs/benchmarks/store_ab.json")
+        report.setdefault("commits", {n: commit_of(p) for n, p in report["trees"].items()})
+        _report.write_json(args.name, report)
+        _report.write_section(args.name, section(report))
+        print(f"wrote docs/BENCHMARKS.md and docs/benchmarks/{args.name}.json")
         return 0
     trees = [(t.split("=", 1)[0], Path(t.split("=", 1)[1]).resolve()) for t in args.tree] \
         or [("this", ROOT)]
@@ -241,7 +253,8 @@ def main(argv: list[str] | None = None) -> int:
             proc.wait(timeout=30)
         shutil.rmtree(tmp, ignore_errors=True)
     report = {"pages": args.pages, "rounds": args.rounds, "batch": batch,
-              "trees": {name: str(path) for name, path in trees}, "servers": {}}
+              "trees": {name: str(path) for name, path in trees},
+              "commits": {name: commit_of(str(path)) for name, path in trees}, "servers": {}}
     ref = trees[-1][0]
     for s, by_tree in results.items():
         report["servers"][s] = {}
@@ -269,9 +282,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(report, indent=1))
     if not args.no_write:
-        _report.write_json("store_ab", report)
-        _report.write_section("store_ab", section(report))
-        print("wrote docs/BENCHMARKS.md and docs/benchmarks/store_ab.json")
+        _report.write_json(args.name, report)
+        _report.write_section(args.name, section(report))
+        print(f"wrote docs/BENCHMARKS.md and docs/benchmarks/{args.name}.json")
     return 0
 
 
