@@ -1,15 +1,19 @@
-"""What a shard script call costs Redis before it does any work: lib.lua's set-up.
+"""What a shard script call costs Redis before it does any work: the library's set-up.
 
-Redis runs a script's whole text on every EVALSHA, so everything lua/lib.lua defines is
-built anew per call. This measures, on one server in one run, the server's own time per
-call (``INFO commandstats``, so no client or network time) of
+EVALSHA (the embedded Redis 6.2): Redis runs a script's whole text on every call, so
+everything the library (the contract's prelude and lua/lib*.lua) defines is built anew per
+call. Redis Functions (Redis >= 7, ``frontier_rate/store/scripting.py``): the library is loaded
+once and a call runs only its per-call set-up. This measures, on each server in one run,
+the server's own time per call (``INFO commandstats``, so no client or network time) of
 
-- a bare ``return 1``,
-- lib.lua followed by ``return 1``, with a real namespace's KEYS and header,
+- a bare call: EVALSHA of ``return 1``; FCALL of a function of its own library that
+  returns 1,
+- the library's set-up followed by ``return 1``, with a real namespace's KEYS and header,
 - the same with ``lib.start`` (the marker check and the write probe every shard script runs),
 
-and the ratio to the bare call (issue 25's target: at most 2x). Each is the median of
-``--repeats`` rounds of ``--calls`` pipelined calls.
+and the ratio to the bare call (issue 25's and 36's target: at most 2x, for Functions).
+Each is the median of ``--repeats`` interleaved rounds of ``--calls`` pipelined calls. Redis
+7 is Debian's /usr/bin/redis-server (skipped when missing).
 
     python benchmarks/lua_setup.py            # prints, writes docs/ (BENCHMARKS.md, benchmarks/lua_setup.json)
     python benchmarks/lua_setup.py --no-write
@@ -27,46 +31,63 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "tests"))
 
 import _report  # noqa: E402
+from redis_servers import DEBIAN_REDIS, RedisServer  # noqa: E402
 
 from frontier_rate import Frontier  # noqa: E402
+from frontier_rate.store import scripting  # noqa: E402
+from frontier_rate.store import scripts as store  # noqa: E402
 from frontier_rate.store.namespace import drop  # noqa: E402
 
-LIB = ROOT / "frontier_rate" / "lua" / "lib.lua"
+BARE_LIBRARY = ("#!lua name=frontier_rate_bench_bare\n"
+                "redis.register_function('frontier_rate_bench_bare', function(KEYS, ARGV) "
+                "return 1 end)\n")
 
 
-def usec_per_call(client, text: str, keys: list[str], args: list[str], calls: int) -> float:
-    """Server microseconds per EVALSHA of ``text`` over ``calls`` pipelined calls."""
-    sha = client.script_load(text)
+def usec_per_call(client, command: str, name: str, keys: list[str], args: list[str],
+                  calls: int) -> float:
+    """Server microseconds per ``command`` (EVALSHA or FCALL) of ``name`` over ``calls``
+    pipelined calls."""
     client.config_resetstat()
     pipe = client.pipeline(transaction=False)
     for i in range(calls):
-        pipe.evalsha(sha, len(keys), *keys, *args)
+        pipe.execute_command(command, name, len(keys), *keys, *args)
         if i % 1000 == 999:
             pipe.execute()
     pipe.execute()
-    return float(client.info("commandstats")["cmdstat_evalsha"]["usec_per_call"])
+    return float(client.info("commandstats")[f"cmdstat_{command.lower()}"]["usec_per_call"])
 
 
-def measure(url: str | None, calls: int, repeats: int) -> dict:
+def measure(url: str | None, calls: int, repeats: int, functions: bool = False) -> dict:
     f = Frontier(url, namespace="bench-lua-setup", budget=1.0, min_host_delay=0.0)
     try:
         keys = f.keys.shard_keys(0)
         args = [str(a) for a in f._header(0.0)]
-        lib = LIB.read_text("utf-8")
-        texts = {"bare": "return 1",
-                 "lib": lib + "\nreturn 1",
-                 "lib_start": lib + "\ndo local refused = lib.start(true) "
-                                    "if refused then return refused end end\nreturn 1"}
-        if "lib.start" not in lib and "local function start" in lib:
-            texts["lib_start"] = lib + "\nlocal refused = start(true)\nreturn 1"  # before issue 25
-        rounds: dict[str, list[float]] = {name: [] for name in texts}
+        start = scripting.start_line("bench")
+        if functions:
+            library = scripting.FunctionLibrary({"bench_lib": "return 1",
+                                                 "bench_lib_start": start + "return 1"})
+            f.client.function_load(BARE_LIBRARY, replace=True)
+            f.client.function_load(library.code, replace=True)
+            command = "FCALL"
+            names = {"bare": "frontier_rate_bench_bare",
+                     "lib": library.function["bench_lib"],
+                     "lib_start": library.function["bench_lib_start"]}
+        else:
+            lib = store._read("lib.lua")
+            command = "EVALSHA"
+            names = {name: f.client.script_load(text) for name, text in (
+                ("bare", "return 1"), ("lib", lib + "\nreturn 1"),
+                ("lib_start", lib + "\n" + start + "return 1"))}
+        rounds: dict[str, list[float]] = {name: [] for name in names}
         for _ in range(repeats):  # interleaved, so a load change hits every variant alike
-            for name, text in texts.items():
-                rounds[name].append(usec_per_call(f.client, text, keys, args, calls))
+            for name, sha in names.items():
+                rounds[name].append(usec_per_call(f.client, command, sha, keys, args, calls))
         server = f.client.info("server")
         out = {"redis_version": server["redis_version"], "calls": calls, "repeats": repeats,
+               "command": command, "load_average": os.getloadavg()[0],
                "usec_per_call": {name: {"median": statistics.median(v), "min": min(v),
                                         "max": max(v)} for name, v in rounds.items()}}
         bare = out["usec_per_call"]["bare"]["median"]
@@ -78,19 +99,25 @@ def measure(url: str | None, calls: int, repeats: int) -> dict:
         f.close()
 
 
-def section(result: dict) -> str:
-    rows = [[name, v["median"], f"{v['min']:.3g}-{v['max']:.3g}", result["ratio_to_bare"][name]]
-            for name, v in result["usec_per_call"].items()]
-    return (f"## Lua set-up per script call (`benchmarks/lua_setup.py`)\n\n"
-            f"Server time per EVALSHA (`INFO commandstats`), embedded Redis "
-            f"{result['redis_version']}, {result['calls']} pipelined calls, median of "
-            f"{result['repeats']} interleaved rounds. `lib` is lua/lib.lua followed by "
-            f"`return 1`; `lib_start` adds the marker check and write probe every shard "
-            f"script starts with. Target (issue 25): at most 2x bare.\n\n"
-            + _report.table(["script", "µs per call (median)", "range", "x bare"], rows)
-            + "\n\nRedis up to 6.2 runs a script's whole text on every EVALSHA, so every "
-            "function lib.lua defines is a new closure on every call; only a library loaded "
-            "once (Redis 7 Functions) would take that cost away.")
+def section(results: dict) -> str:
+    text = "## Lua set-up per script call (`benchmarks/lua_setup.py`)\n\n"
+    for where, result in results.items():
+        rows = [[name, v["median"], f"{v['min']:.3g}-{v['max']:.3g}",
+                 result["ratio_to_bare"][name]] for name, v in result["usec_per_call"].items()]
+        text += (f"**{where}**: server time per {result['command']} (`INFO commandstats`), "
+                 f"Redis {result['redis_version']}, {result['calls']} pipelined calls, median of "
+                 f"{result['repeats']} interleaved rounds, load average "
+                 f"{result['load_average']:.1f} (2 cores shared with other work).\n\n"
+                 + _report.table(["call", "µs per call (median)", "range", "x bare"], rows)
+                 + "\n\n")
+    return text + (
+        "`bare`: `return 1` (EVALSHA) or a function of its own library returning 1 (FCALL); "
+        "`lib`: the library's set-up and `return 1`; `lib_start`: with the marker check and "
+        "write probe every shard script starts with. Target (issues 25 and 36): at most 2x "
+        "bare. Redis up to 6.2 runs a script's whole text on every EVALSHA, so every function "
+        "of the library is a new closure on every call; a Functions library (Redis >= 7, "
+        "`frontier_rate/store/scripting.py`) makes them once when it loads, and a call pays only "
+        "the per-call block of lua/lib.lua (keys, header, layout, the per-call tables).")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,13 +132,24 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["FRONTIER_RATE_DATA_DIR"] = tempfile.mkdtemp(prefix="frontier-rate-lua-")
     if args.quick:
         args.calls, args.repeats, args.no_write = 2000, 1, True
-    result = measure(args.url, args.calls, args.repeats)
-    for name, v in result["usec_per_call"].items():
-        print(f"{name:10s} {v['median']:7.2f} us per call (min {v['min']:.2f}, max {v['max']:.2f})"
-              f"  {result['ratio_to_bare'][name]:5.1f}x bare")
+    results = {"EVALSHA": measure(args.url, args.calls, args.repeats)}
+    if Path(DEBIAN_REDIS).exists():
+        server = RedisServer(Path(tempfile.mkdtemp(prefix="frontier-rate-lua7-")),
+                             binary=DEBIAN_REDIS).start()
+        try:
+            results["Redis Functions"] = measure(server.url, args.calls, args.repeats,
+                                                 functions=True)
+        finally:
+            server.stop()
+    else:
+        print(f"{DEBIAN_REDIS} is missing: Functions not measured")
+    for where, result in results.items():
+        for name, v in result["usec_per_call"].items():
+            print(f"{where:16s} {name:10s} {v['median']:7.2f} us per call (min {v['min']:.2f}, "
+                  f"max {v['max']:.2f})  {result['ratio_to_bare'][name]:5.1f}x bare")
     if not args.no_write:
-        _report.write_json("lua_setup", result)
-        _report.write_section("lua_setup", section(result))
+        _report.write_json("lua_setup", results)
+        _report.write_section("lua_setup", section(results))
         print("wrote docs/BENCHMARKS.md and docs/benchmarks/lua_setup.json")
     return 0
 

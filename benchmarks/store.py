@@ -71,10 +71,11 @@ def fill(f: Frontier, n: int, now: float) -> tuple[float, float]:
 
 def redis_usec(f: Frontier) -> float:
     """Microseconds the server spent in the commands an idle call sends (INFO commandstats:
-    EVALSHA, which includes the commands its scripts run, HGETALL and HMGET; the HMGET of
-    take_tokens.lua is counted twice, a microsecond)."""
+    EVALSHA or FCALL (Redis 7), which include the commands their scripts run, HGETALL and
+    HMGET; the HMGET of take_tokens.lua is counted twice, a microsecond)."""
     stats = f.client.info("commandstats")
-    return sum(stats.get(f"cmdstat_{c}", {}).get("usec", 0) for c in ("evalsha", "hgetall", "hmget"))
+    return sum(stats.get(f"cmdstat_{c}", {}).get("usec", 0)
+               for c in ("evalsha", "fcall", "hgetall", "hmget"))
 
 
 def idle_call(f: Frontier, now: float, calls: int = 200) -> tuple[float, float]:

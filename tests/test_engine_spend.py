@@ -3,7 +3,7 @@
 ``fill_budget``: tokens that no due page can use go to the best pages that are
 not due yet, on hosts that may be fetched now; host delays still hold.
 Pooled prior: a page of a host starts from, and is shrunk towards, the mean
-log-rate of the host's other observed pages (lua/lib.lua ``host_log_prior``).
+log-rate of the host's other observed pages (lua/lib_hosts.lua ``host_log_prior``).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from redis_servers import both_servers  # noqa: F401, I001  (every test on both script paths)
 
 from frontier_rate import Frontier
 from frontier_rate.math import policy

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from redis.cluster import key_slot
+from redis_servers import both_servers  # noqa: F401, I001  (every test on both script paths)
 
 from frontier_rate import Frontier
 from frontier_rate.store.scripts import (

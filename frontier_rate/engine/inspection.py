@@ -204,7 +204,7 @@ class Inspector:
 
             for flat in session.scripts.run(build):
                 for i in range(0, len(flat), 2):
-                    if flat[i] != b"id":  # the namespace marker (lua/lib.lua start)
+                    if flat[i] != b"id":  # the namespace marker (lua/lib_pages.lua start)
                         totals[flat[i].decode()] += float(flat[i + 1])
             nu = session.client.hgetall(session.keys.nu)
         planned = float(nu.get(b"planned_rate", 0.0))

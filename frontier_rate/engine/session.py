@@ -264,7 +264,7 @@ class Session:
 
     def _mark_damaged(self) -> None:
         """Mark every shard damaged (its marker "x-evicted"), so that no process runs on
-        with half a namespace (lua/lib.lua start) nor opens it (namespace.check_markers)."""
+        with half a namespace (lua/lib_pages.lua start) nor opens it (namespace.check_markers)."""
         try:
             pipe = self.client.pipeline(transaction=False)
             for shard in range(self.shards):

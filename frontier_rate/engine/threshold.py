@@ -250,7 +250,7 @@ class Threshold:
         logger.info("built the host page index of %d shards", sum(map(bool, built)))
 
     def _host_cap(self, packed: bytes | None) -> float:
-        """Fetches/s a host's delay allows (lua/lib.lua host_get: (next_allowed, delay))."""
+        """Fetches/s a host's delay allows (lua/lib_hosts.lua host_get: (next_allowed, delay))."""
         delay = wire.host_delay(packed, self.session.settings["min_host_delay"])
         return 1.0 / delay if delay > 0 else math.inf
 

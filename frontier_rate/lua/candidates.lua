@@ -58,14 +58,14 @@ for _, host in ipairs(hosts) do
         or lib.signal_says_fresh(id, host, s.last_fetch))) then
       local g = lib.index(s, now)
       if delay == 0 then
-        out[#out + 1] = struct.pack("<dI2", g, #host) .. id .. host
+        out[#out + 1] = struct.pack(CANDIDATE_FORMAT, g, #host) .. id .. host
       elseif g > best_index then
         best, best_index = id, g
       end
     end
   end
   if best then
-    out[#out + 1] = struct.pack("<dI2", best_index, #host) .. best .. host
+    out[#out + 1] = struct.pack(CANDIDATE_FORMAT, best_index, #host) .. best .. host
   end
 end
 local result = lib.finish({table.concat(out), NEWLY_QUARANTINED})

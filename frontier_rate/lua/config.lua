@@ -1,4 +1,4 @@
--- config.lua: a namespace's configuration hash (frontier_rate/namespace.py); not a
+-- config.lua: a namespace's configuration hash (frontier_rate/store/namespace.py); not a
 -- shard script, no header. KEYS[1]: fr:{ns}:cfg, KEYS[2]: fr:{ns}:nu (same slot).
 -- cfg "explicit" lists the shared settings some process or the CLI asked for
 -- (",budget,lease_timeout,"); the others hold the defaults of the process that created

@@ -1,5 +1,5 @@
 -- hint.lua: claims about pages from sources other than fetching them (sitemaps,
--- feeds, pushes; frontier_rate/evidence.py states the rules, lua/signals.lua
+-- feeds, pushes; frontier_rate/math/evidence.py states the rules, lua/signals.lua
 -- holds the checks). ARGV after the header: groups of 4 (wire.hint_args): id, host,
 -- claimed last change time (seconds on Redis's clock; "" = "changed, time unknown",
 -- taken as now), source.

@@ -8,7 +8,7 @@ local cells = redis.call("HGETALL", HOST_AGG)
 for i = 1, #cells, 2 do
   local host, raw = string.match(cells[i], "^[^:]*:(.+)$"), cells[i + 1]
   if host and #raw == 24 then
-    local n = struct.unpack("<ddd", raw)
+    local n = struct.unpack(HOST_AGG_FORMAT, raw)
     if n == n then pages[host] = (pages[host] or 0) + n end
   end
 end

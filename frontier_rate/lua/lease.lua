@@ -56,7 +56,7 @@ for i = H + 2, #ARGV, 2 do
     leased_hosts[host] = {now + delay, stored_delay}
     local first = 0
     if s.fetches == 0 then first = 1 end
-    out[#out + 1] = struct.pack("<dI2BI2I2I2I2I4", due, s.leases, first, #host, #url, #etag,
+    out[#out + 1] = struct.pack(LEASE_FORMAT, due, s.leases, first, #host, #url, #etag,
       #last_modified, #meta) .. id .. host .. url .. etag .. last_modified .. meta
   end
 end

@@ -31,13 +31,13 @@ local OK, REPLAY, STALE, MISSING, QUARANTINED = 0, 1, 2, 3, 4
 -- contradicted dates exceed 1 in DATE_TRUST is ignored (counted in CNT
 -- date_hosts_ignored) until its record is clean again; a date that fails its
 -- own check is never used.
-local DATE_TRUST = 10
+-- DATE_TRUST: the prelude (contract.DATE_TRUST)
 local DATE_USED, DATES_IGNORED, DATES_TRUSTED, DATE_CLAIMED = 1, 2, 4, 8
 
 local function host_dates(host)
   local raw = redis.call("HGET", DATES, host)
   if not raw or #raw ~= 16 then return 0, 0 end
-  local checked, bad = struct.unpack("<dd", raw)
+  local checked, bad = struct.unpack(DATE_TALLY_FORMAT, raw)
   if checked ~= checked or bad ~= bad or bad < 0 or checked < bad then return 0, 0 end
   return checked, bad
 end
@@ -49,7 +49,7 @@ local function check_date(host, changed_at, I, last_fetch, now)
   local good = says_changed == (I == 1) and changed_at < now
   local tally = {host_dates(host)}
   local event = lib.tally_check(tally, good, DATE_TRUST, "date_hosts_ignored")
-  redis.call("HSET", DATES, host, struct.pack("<dd", tally[1], tally[2]))
+  redis.call("HSET", DATES, host, struct.pack(DATE_TALLY_FORMAT, tally[1], tally[2]))
   local trusted = tally[2] * DATE_TRUST <= tally[1]
   local bits = 0
   if event == 1 then bits = DATES_IGNORED elseif event == 2 then bits = DATES_TRUSTED end
@@ -159,7 +159,7 @@ local fetches, changes, dated = 0, 0, 0
 for i = H + 1, #ARGV do
   local arg = ARGV[i]
   local id, token, now, bits, u, fp, lh, le, ll, changed_at =
-    struct.unpack("<c8I2dBdc4I2I2I2d", arg)
+    struct.unpack(OBSERVATION_FORMAT, arg)
   local host = string.sub(arg, 46, 45 + lh)
   local etag, last_modified = nil, nil
   if bits % 8 >= 4 then etag = string.sub(arg, 46 + lh, 45 + lh + le) end
@@ -175,9 +175,9 @@ for i = H + 1, #ARGV do
   end
   n_out = n_out + 1
   if reason then
-    out[n_out] = struct.pack("<BBddBI2", status, changed, est, due, date_bits, #reason) .. reason
+    out[n_out] = struct.pack(OBSERVE_REPLY_FORMAT, status, changed, est, due, date_bits, #reason) .. reason
   else
-    out[n_out] = struct.pack("<BBddBI2", status, changed, est, due, date_bits, 0)
+    out[n_out] = struct.pack(OBSERVE_REPLY_FORMAT, status, changed, est, due, date_bits, 0)
   end
 end
 for i = 1, finished, 1000 do

@@ -1,7 +1,7 @@
 -- signals.lua: change evidence that does not come from fetching the page
 -- (sitemaps, feeds, pushes), prepended after lib.lua to the scripts of
 -- store.SIGNAL_SCRIPTS (hint, observe, refresh, candidates); its functions are
--- fields of lib like lib.lua's. frontier_rate/evidence.py states the same rules in
+-- fields of lib like lib.lua's. frontier_rate/math/evidence.py states the same rules in
 -- Python (tests check the two agree); the constants are evidence.py's, the stored
 -- layouts wire.py's (SIGNAL_TALLY).
 --   SIGNAL_PAGES  <prefix>sg  hash  page id -> the page's latest claim (SIGNAL_RECORD),
@@ -11,21 +11,22 @@
 -- A namespace that was never told anything has neither hash: every function below
 -- then finds no record and changes nothing.
 
-local TRUST_RATIO, PROBATION, FUTURE_SLACK, POSTPONE_MAX = 10, 3, 60, 16
+-- TRUST_RATIO, PROBATION, FUTURE_SLACK, POSTPONE_MAX: the prelude (evidence.py)
 -- claim, received, win_lo, win_hi, flags (1 pending, 2 window open), then the source
-local SIGNAL_RECORD = "<ddddB"
-local SIGNAL_RECORD_SIZE = struct.size(SIGNAL_RECORD)
+-- (SIGNAL_RECORD_SIZE: the prelude)
+local SIGNAL_RECORD = SIGNAL_RECORD_FORMAT
 local SIGNAL_PENDING, SIGNAL_WINDOW = 1, 2
+-- per call: begin (lua/lib.lua says what this block may hold) ----------------
 -- host, source, transition of every trust change in this call, for the caller's log
 -- (wire.signal_events); hint.lua and observe.lua return it
 local SIGNAL_EVENTS = {}
 -- host|source -> {checks, failed checks}: tallies read once per call, written at once
 -- (a call may check one pair many times)
 local SIGNAL_TALLIES = {}
-
 -- Whether this shard holds any claim: one EXISTS per call, so a shard never told
 -- anything (the common case) pays no HGET per page.
 local SIGNAL_PAGES_EXIST = nil
+-- per call: end -------------------------------------------------------------
 
 -- The page's latest claim (evidence.Record), or nil when none (or an unreadable one).
 function lib.signal_get(id)
@@ -58,7 +59,7 @@ function lib.signal_tally(host, source)
   if not t then
     local raw = redis.call("HGET", SIGNAL_TRUST, key)
     local checked, bad = 0, 0
-    if raw and #raw == 16 then checked, bad = sunpack("<dd", raw) end
+    if raw and #raw == 16 then checked, bad = sunpack(SIGNAL_TALLY_FORMAT, raw) end
     if checked ~= checked or bad ~= bad or bad < 0 or checked < bad then checked, bad = 0, 0 end
     t = {checked, bad}
     SIGNAL_TALLIES[key] = t
@@ -81,7 +82,7 @@ function lib.signal_check(host, source, good)
   local t, key = lib.signal_tally(host, source)
   -- lib.tally_check's 1 and 2 are evidence.BECAME_IGNORED and BECAME_TRUSTED
   local event = lib.tally_check(t, good, TRUST_RATIO, "signal_sources_ignored")
-  redis.call("HSET", SIGNAL_TRUST, key, spack("<dd", t[1], t[2]))
+  redis.call("HSET", SIGNAL_TRUST, key, spack(SIGNAL_TALLY_FORMAT, t[1], t[2]))
   if event > 0 then
     SIGNAL_EVENTS[#SIGNAL_EVENTS + 1] = host
     SIGNAL_EVENTS[#SIGNAL_EVENTS + 1] = source

@@ -1,6 +1,6 @@
 """Change-rate estimators: how often does a page change? The Python statement of lua/lib.lua.
 
-The engine runs its estimators in Redis (lua/lib.lua ``update_estimate``); this module is
+The engine runs its estimators in Redis (lua/lib_policy.lua ``update_estimate``); this module is
 their statement in Python, step for step: what the tests check the Lua code against
 (tests/test_engine_sim.py, to the last bit), what the benchmarks compare, and the
 offline estimators (``naive``, ``mle``, ``mm``) the engine does not

@@ -6,7 +6,7 @@
   ``objective``, ``cells`` (the policy cell layout) and ``id``, the namespace's
   *marker*: a random id also written into every shard's ``cnt`` hash. Each shard
   script compares its shard's marker with the id the process opened
-  (lua/lib.lua ``start``), so a namespace that was emptied (FLUSHDB, a restart
+  (lua/lib_pages.lua ``start``), so a namespace that was emptied (FLUSHDB, a restart
   without persistence), lost keys, or was created anew by another process is
   noticed by the next call of every process, before anything is written;
 - the shared settings (``SETTINGS``): stored once. ``explicit`` lists those a

@@ -54,7 +54,7 @@ key                                   type   content
 
 A page id is the first 8 bytes of BLAKE2b(URL). Pages live in bucketed small
 hashes so that each hash keeps Redis's compact (listpack/ziplist) encoding.
-The buckets grow online by linear hashing (``Layout``, lua/lib.lua ``grow``):
+The buckets grow online by linear hashing (``Layout``, lua/lib_pages.lua ``grow``):
 when a shard holds more than 48 pages per bucket, ``add`` splits the next
 bucket in turn, moving about half its pages to bucket ``b + buckets*2^level``
 inside the same atomic script, so lookups and memory per page stay flat from
@@ -82,20 +82,20 @@ import re
 import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
 import redis
 from redis.cluster import RedisCluster
 
+from frontier_rate.store import scripting
+
 logger = logging.getLogger(__name__)
 
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-SHARD_SCRIPTS = ("add", "candidates", "lease", "observe", "fail", "refresh", "host_delay",
-                 "host_index", "stats", "quarantine", "release", "hint")
-SIGNAL_SCRIPTS = ("observe", "hint", "refresh", "candidates")
+SHARD_SCRIPTS = scripting.SHARD_SCRIPTS
+SIGNAL_SCRIPTS = scripting.SIGNAL_SCRIPTS
 """Shard scripts that also get lua/signals.lua (claims of sitemaps, feeds, pushes)."""
-READ_ONLY_SCRIPTS = ("stats",)
+READ_ONLY_SCRIPTS = scripting.READ_ONLY_SCRIPTS
 """Shard scripts that never write: they run on a read-only replica and under maxmemory."""
 HINT_SCRIPTS = ("due",)
 """Scripts whose failure leaves the call applied: the due summary only tells which shards to
@@ -142,7 +142,7 @@ def bucket_of(pid: bytes, buckets: int, level: int = 0, split: int = 0) -> int:
 @dataclass(frozen=True)
 class Layout:
     """A shard's bucket layout: ``buckets`` (the namespace's base count) x 2^``level``
-    buckets, the first ``split`` of which are split in two (lua/lib.lua ``grow``)."""
+    buckets, the first ``split`` of which are split in two (lua/lib_pages.lua ``grow``)."""
 
     buckets: int
     level: int = 0
@@ -215,6 +215,18 @@ class Keys:
         """hash of the shard's counters, bucket layout (bl, bs), marker (id), index flag (hi)."""
         return f"{self.prefix(shard)}cnt"
 
+    def host_prior(self, shard: int) -> str:
+        """hash host -> packed pooled prior (``contract.STRUCTS`` HOST_POOL; lua/lib_hosts.lua)."""
+        return f"{self.prefix(shard)}hr"
+
+    def dates(self, shard: int) -> str:
+        """hash host -> packed Last-Modified checks (``contract.STRUCTS`` DATE_TALLY)."""
+        return f"{self.prefix(shard)}lm"
+
+    def probe(self, shard: int) -> str:
+        """The write probe of lua/lib_pages.lua ``lib.start``: SETRANGE of "", never created."""
+        return f"{self.prefix(shard)}probe"
+
     def host_agg(self, shard: int) -> str:
         return f"{self.prefix(shard)}ha"
 
@@ -258,43 +270,95 @@ class Keys:
 
 
 class Scripts:
-    """The Lua scripts, loaded on one client and called by SHA (EVALSHA).
+    """The Lua scripts, loaded on one client and called by name: FCALL of one Redis Functions
+    library on Redis >= 7, EVALSHA elsewhere (``frontier_rate/store/scripting.py`` builds both).
 
-    Each shard script is ``lua/lib.lua`` followed by ``lua/<name>.lua``; the
-    token bucket and due summary scripts stand alone. Scripts are loaded once; when the
-    server has lost them (restart, SCRIPT FLUSH) ``run`` loads them again and
-    rebuilds the call. Plain EVALSHA in a pipeline avoids the SCRIPT EXISTS
-    round trip redis-py's ``Script`` adds to every pipeline.
+    ``mode`` "auto" (the default) takes Functions when every primary runs Redis >= 7 and
+    accepts FUNCTION LOAD, else EVALSHA; "functions" or "eval" forces one (ValueError for
+    another word). The library is loaded once per primary (on a Cluster, on each) under a
+    name holding the hash of its text, so a library already there is kept. When the server
+    has lost the scripts or the library (restart without persistence, failover to a
+    replica that never got them, SCRIPT FLUSH, FUNCTION FLUSH), ``run`` and ``stream``
+    load them again and rebuild the call. Plain EVALSHA / FCALL in a pipeline avoids the
+    SCRIPT EXISTS round trip redis-py's ``Script`` adds to every pipeline.
     """
 
-    def __init__(self, client: redis.Redis) -> None:
+    MODES = ("auto", "functions", "eval")
+
+    def __init__(self, client: redis.Redis, mode: str = "auto") -> None:
+        if mode not in self.MODES:
+            raise ValueError(f"script mode {mode!r} is not one of {self.MODES}")
         self.client = client
         self.cluster = isinstance(client, RedisCluster)
-        lib = _read("lib.lua")
-        signals = _read("signals.lua")
-        self.source = {name: lib + "\n" + (signals + "\n" if name in SIGNAL_SCRIPTS else "")
-                       + _start(name) + _read(f"{name}.lua") for name in SHARD_SCRIPTS}
-        self.source["take_tokens"] = _read("take_tokens.lua")
-        self.source["config"] = _read("config.lua")
-        self.source["due"] = _read("due.lua")
+        self.source = {name: scripting.eval_source(name)
+                       for name in SHARD_SCRIPTS + scripting.STANDALONE}
         self.sha = {name: hashlib.sha1(text.encode("utf-8")).hexdigest()
                     for name, text in self.source.items()}
+        self.library: scripting.FunctionLibrary | None = None
         self._queued: list[tuple[int, str]] | None = None
+        self.functions = mode == "functions" or (mode == "auto" and self._functions_available())
+        if self.functions:
+            self.library = scripting.FunctionLibrary()
+            try:
+                self.load()
+                return
+            except redis.exceptions.ResponseError as exc:  # e.g. an ACL without FUNCTION
+                if mode == "functions":
+                    raise
+                logger.info("Redis refused FUNCTION LOAD (%s); the scripts run by EVALSHA", exc)
+                self.functions, self.library = False, None
         self.load()
 
+    def _primaries(self) -> list[redis.Redis]:
+        if self.cluster:
+            return [node.redis_connection for node in self.client.get_primaries()]
+        return [self.client]
+
+    def _functions_available(self) -> bool:
+        """Whether every primary runs Redis >= 7 (Functions); an ACL that forbids INFO or
+        FUNCTION reads as no."""
+        try:
+            for node in self._primaries():
+                version = str(node.info("server").get("redis_version", "0"))
+                if int(version.split(".", 1)[0]) < 7:
+                    return False
+        except (redis.exceptions.ResponseError, ValueError):
+            return False
+        return True
+
     def load(self) -> None:
-        nodes = self.client.get_primaries() if self.cluster else []
-        for text in self.source.values():
-            if self.cluster:
-                for node in nodes:
-                    node.redis_connection.script_load(text)
+        """Load the scripts (or the library) on every primary."""
+        for node in self._primaries():
+            if self.library is not None:
+                try:
+                    node.function_load(self.library.code)
+                except redis.exceptions.ResponseError as exc:
+                    if "already exists" not in str(exc) and not self._loaded_on(node):
+                        raise
             else:
-                self.client.script_load(text)
+                for text in self.source.values():
+                    node.script_load(text)
+
+    def _loaded_on(self, node: redis.Redis) -> bool:
+        """Whether ``node`` holds this library already (loaded by a user allowed FUNCTION LOAD,
+        for one who may only list and call functions: docs/SECURITY.md)."""
+        try:
+            return bool(node.function_list(library=self.library.name))
+        except redis.exceptions.ResponseError:
+            return False
+
+    def command(self, name: str) -> tuple[str, str]:
+        """(the command, its first argument) that calls script ``name``."""
+        if self.library is not None:
+            return "FCALL", self.library.function[name]
+        return "EVALSHA", self.sha[name]
 
     def call(self, target: Any, name: str, keys: list[str], args: list) -> Any:
         """Queue (on a pipeline) or run (on a client) one script."""
         if self._queued is not None and target is not self.client:
             self._queued.append((len(target), name))  # its place in the pipeline (``run``)
+        if self.library is not None:
+            return target.fcall(self.library.function[name], len(keys), *keys, *args)
         return target.evalsha(self.sha[name], len(keys), *keys, *args)
 
     def stream(self, commands: Iterable[tuple[str, list[str], list]],
@@ -334,7 +398,7 @@ class Scripts:
             count = 0
             try:
                 for name, keys, args in commands:
-                    conn.send_command("EVALSHA", self.sha[name], len(keys), *keys, *args)
+                    conn.send_command(*self.command(name), len(keys), *keys, *args)
                     names.append(name)
                     count += 1
                     if count - len(replies) > STREAM_WINDOW:
@@ -347,7 +411,7 @@ class Scripts:
             raise
         finally:
             pool.release(conn)
-        lost = [r for r in replies if isinstance(r, redis.exceptions.NoScriptError)]
+        lost = [r for r in replies if _lost_script(r)]
         if lost:
             logger.info("Redis lost the frontier scripts; loading them again")
             self.load()
@@ -383,7 +447,7 @@ class Scripts:
             names: list[str | None] = [None] * len(replies)
             for at, name in queued:
                 names[at] = name
-            lost = [r for r in replies if isinstance(r, redis.exceptions.NoScriptError)]
+            lost = [r for r in replies if _lost_script(r)]
             if lost:
                 logger.info("Redis lost the frontier scripts; loading them again")
                 self.load()
@@ -415,12 +479,12 @@ class Scripts:
 
     def _execute(self, calls: list[tuple[str, tuple, dict]]) -> list:
         """Redis Cluster: send recorded commands and return every reply, errors included,
-        in order. redis-py refuses EVALSHA in cluster pipelines, so the commands are
+        in order. redis-py refuses EVALSHA and FCALL in cluster pipelines, so the commands are
         grouped by the node owning their key and sent as one plain pipeline per node."""
         pipes: dict[str, Any] = {}
         placed = []
         for name, args, kwargs in calls:
-            key = args[2] if name == "evalsha" else args[0]
+            key = args[2] if name in ("evalsha", "fcall") else args[0]
             node = self.client.get_node_from_key(key)
             if node.name not in pipes:
                 pipes[node.name] = node.redis_connection.pipeline(transaction=False)
@@ -456,13 +520,19 @@ class ScriptsReloaded(Exception):
     """The server had lost the scripts and they were loaded again: nothing ran; resend."""
 
 
-def _start(name: str) -> str:
-    """The line every shard script starts with (lua/lib.lua ``lib.start``): the namespace marker
-    check, and for a script that writes, the write probe, so that a script Redis refuses
-    (out of memory, read-only, MISCONF) is refused before it changed anything."""
-    writes = "false" if name in READ_ONLY_SCRIPTS else "true"
-    return f"do local refused = lib.start({writes}) if refused then return refused end end\n"
+def _lost_script(reply: Any) -> bool:
+    """Whether a reply says the server lost the scripts (NOSCRIPT) or the library of their
+    functions ("Function not found": FUNCTION FLUSH, a restart, a failover)."""
+    if isinstance(reply, redis.exceptions.NoScriptError):
+        return True
+    return (isinstance(reply, redis.exceptions.ResponseError)
+            and "function not found" in str(reply).lower())
 
 
 def _read(name: str) -> str:
-    return resources.files("frontier_rate").joinpath("lua", name).read_text("utf-8")
+    """The text of lua/<name>; for "lib.lua" the whole library as an EVAL script runs it
+    (the contract's prelude and ``scripting.LIB_FILES``), so that Lua put after it finds
+    every ``lib`` function, H and C."""
+    if name == "lib.lua":
+        return scripting.library_text()
+    return scripting.read(name)

@@ -25,12 +25,11 @@ import struct
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from frontier_rate.store import contract
+
 # --------------------------------------------------------------------------- the header
 
-HEADER = ("now", "nu", "objective", "policy", "estimator", "min_interval", "max_interval",
-          "eta", "beta", "omega", "interval_prior_info", "interval_max_step", "min_host_delay",
-          "lease_timeout", "buckets", "log_prior_rate", "cells", "server_clock_rate",
-          "namespace_id")
+HEADER = contract.HEADER
 """The header's fields, in the order lua/lib.lua reads them from ARGV into its table ``C``
 (same names on both sides; tests/test_store.py checks the two lists agree)."""
 
@@ -85,11 +84,12 @@ def us(t: float) -> str:
 
 # --------------------------------------------------------------------------- page state
 
-STATE = struct.Struct("<fddfdIIH4sBB")
+STATE = struct.Struct(contract.STRUCTS["STATE"])
 """Packed page state (48 bytes); the same layout as ``STATE`` in lua/lib.lua."""
-STATE_INTERVAL = struct.Struct(STATE.format + "dd")
+STATE_INTERVAL = struct.Struct(contract.STRUCTS["STATE_INTERVAL"])
 """The state of ``interval`` namespaces: two more doubles (64 bytes)."""
-F_LEASED, F_GONE, F_CHANGED, F_APPLIED = 1, 2, 4, 8
+F_LEASED, F_GONE, F_CHANGED, F_APPLIED = (contract.FLAGS[name] for name in
+                                          ("F_LEASED", "F_GONE", "F_CHANGED", "F_APPLIED"))
 """State flags (lua/lib.lua)."""
 
 
@@ -171,7 +171,7 @@ def initial_state(estimator: str, prior_rate: float) -> tuple[float, float]:
 
 
 def reported_rate(estimator: str, est: float) -> float:
-    """The change rate a state's ``est`` stands for (lua/lib.lua ``reported``)."""
+    """The change rate a state's ``est`` stands for (lua/lib_policy.lua ``reported``)."""
     if estimator == "interval":
         return math.exp(est)
     if estimator == "sam":
@@ -191,7 +191,7 @@ def unpack_extras(raw: bytes | None) -> tuple[str | None, str | None, str | None
         return None, None, None
     if len(raw) < 4:
         raise ValueError(f"extras are malformed ({len(raw)} bytes)")
-    le, ll = struct.unpack_from("<HH", raw)
+    le, ll = struct.unpack_from(contract.STRUCTS["LENGTHS"], raw)
     if 4 + le + ll > len(raw):
         raise ValueError("extras are malformed (lengths past the end)")
     etag = raw[4:4 + le].decode("utf-8", "replace") or None
@@ -204,10 +204,10 @@ def unpack_extras(raw: bytes | None) -> tuple[str | None, str | None, str | None
 
 
 def unpack_quarantine(record: bytes) -> tuple[str, str, bytes]:
-    """(host, reason, raw corrupt value) of a quarantine record (lua/lib.lua, quarantine)."""
+    """(host, reason, raw corrupt value) of a quarantine record (lua/lib_pages.lua, quarantine)."""
     if len(record) < 4:
         raise ValueError(f"quarantine record is malformed ({len(record)} bytes)")
-    lh, lr = struct.unpack_from("<HH", record)
+    lh, lr = struct.unpack_from(contract.STRUCTS["LENGTHS"], record)
     if 4 + lh + lr > len(record):
         raise ValueError("quarantine record is malformed (lengths past the end)")
     host = record[4:4 + lh].decode("utf-8", "replace")
@@ -223,10 +223,10 @@ def quarantine_reason(record: bytes) -> str:
         return str(exc)
 
 
-HOST_RECORD = struct.Struct("<dd")
-"""A host's record in fr:{ns:s}:hosts (lua/lib.lua host_get): next dispatch, own delay
+HOST_RECORD = struct.Struct(contract.STRUCTS["HOST_RECORD"])
+"""A host's record in fr:{ns:s}:hosts (lua/lib_hosts.lua host_get): next dispatch, own delay
 (negative: the namespace's ``min_host_delay``)."""
-HOST_AGG = struct.Struct("<ddd")
+HOST_AGG = struct.Struct(contract.STRUCTS["HOST_AGG"])
 """One cell of one host in fr:{ns:s}:ha (lua/lib.lua HOST_AGG): pages, Σλ, Σw."""
 
 
@@ -320,7 +320,7 @@ def has_work(summary: bytes | None, now_us: int) -> bool:
 
 # --------------------------------------------------------------------------- observations
 
-OBSERVATION = struct.Struct("<8sHdBd4sHHHd")
+OBSERVATION = struct.Struct(contract.STRUCTS["OBSERVATION"])
 """One packed fetch result for lua/observe.lua (host, etag, last_modified follow)."""
 NOT_MODIFIED, FINGERPRINT, ETAG, LAST_MODIFIED, CHANGED_AT = 1, 2, 4, 8, 16
 """The bits of an observation: which of its parts are given."""
@@ -342,7 +342,7 @@ def observation(pid: bytes, token: int, now: float, host: bytes, not_modified: b
         + host + (etag or b"") + (lm or b"")
 
 
-OBSERVE_REPLY = struct.Struct("<BBddBH")
+OBSERVE_REPLY = struct.Struct(contract.STRUCTS["OBSERVE_REPLY"])
 """One observation's reply of lua/observe.lua: status, changed, estimate, next due, date bits,
 length of the reason (which follows)."""
 OK, REPLAY, STALE, MISSING, QUARANTINED = range(5)
@@ -350,7 +350,7 @@ OK, REPLAY, STALE, MISSING, QUARANTINED = range(5)
 DATE_USED, DATES_IGNORED, DATES_TRUSTED, DATE_CLAIMED = 1, 2, 4, 8
 """Date bits of an observe reply (lua/observe.lua); DATE_CLAIMED: the change time came from a
 claim (sitemap, feed, push), not from the answer's Last-Modified."""
-DATE_TRUST = 10
+DATE_TRUST = contract.DATE_TRUST
 """A host's change dates are ignored while more than 1 in this many disagreed with the
 content (DATE_TRUST in lua/observe.lua)."""
 
@@ -372,9 +372,9 @@ def observe_reply(packed: bytes, at: int) -> tuple[tuple[int, int, float, float,
 
 # --------------------------------------------------------------------------- candidates and leases
 
-CANDIDATE = struct.Struct("<dH")
+CANDIDATE = struct.Struct(contract.STRUCTS["CANDIDATE"])
 """A packed candidate of lua/candidates.lua: index, length of the host (id and host follow)."""
-LEASE = struct.Struct("<dHBHHHHI")
+LEASE = struct.Struct(contract.STRUCTS["LEASE"])
 """A packed lease of lua/lease.lua: due, token, first fetch (0/1), lengths of host, url,
 etag, last_modified, meta (the 8-byte id and those strings follow)."""
 
@@ -417,7 +417,7 @@ def quarantined(flat: list) -> Iterable[tuple[str, str]]:
 
 HINT_FIELDS = 4
 """Arguments per claim of lua/hint.lua: page id, host, claimed last change time, source."""
-SIGNAL_TALLY = struct.Struct("<dd")
+SIGNAL_TALLY = struct.Struct(contract.STRUCTS["SIGNAL_TALLY"])
 """A (host, source) pair's record in fr:{ns:s}:st (lua/signals.lua): claims checked, claims
 that fetches contradicted."""
 
