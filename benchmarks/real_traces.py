@@ -268,7 +268,7 @@ def run_signals(world: World, url: str | None, estimator: str, pol: str
     """``run_frontier`` where the hosts of ``world.sitemap`` serve a sitemap: a page of the
     frontier like the others (one fetch of the budget and of its host's delay), whose content
     changes when any of its pages does (a lying one: at every fetch). Each sitemap fetch hands
-    its lastmods to ``Frontier.hint_many`` (source "sitemap"). Returns the fetch times per
+    its lastmods to ``Frontier.signal_many`` (source "sitemap"). Returns the fetch times per
     page and run info with the sitemap fetch times per host (``sitemap_fetches``)."""
     namespace = f"signals-{estimator}-{pol}-{world.per_page_day:g}-{os.getpid()}-{time.monotonic_ns() % 10**9}"
     f = Frontier(url, namespace=namespace, estimator=estimator, policy=pol, objective="freshness",
@@ -291,7 +291,7 @@ def run_signals(world: World, url: str | None, estimator: str, pol: str
         batch, told = site.answer(got, t)
         f.observe_many(batch)
         if told:
-            for k, v in f.hint_many(told, now=t).items():
+            for k, v in f.signal_many(told, now=t).items():
                 hints[k] += v
             site.reweigh(f, got, t)
         t += 1.0

@@ -7,6 +7,6 @@ Lagrangian policy, and keeps the frontier in Redis.
 
 __version__ = "0.1.0"
 
-from frontier_rate.engine.frontier import Dispatch, Frontier, Observation  # noqa: E402
+from frontier_rate.engine.frontier import Dispatch, Frontier, Lease, Observation  # noqa: E402
 
-__all__ = ["Dispatch", "Frontier", "Observation", "__version__"]
+__all__ = ["Dispatch", "Frontier", "Lease", "Observation", "__version__"]

@@ -393,7 +393,7 @@ def hint(file: Any, fmt: str | None, discover: bool, skip_invalid: bool, redis_u
                       "nothing hinted (--skip-invalid hints the rest)")
     frontier = open_frontier(redis_url, namespace)
     try:
-        counts = frontier.hint_many(hints(parsed.entries, "push"), discover=discover)
+        counts = frontier.signal_many(hints(parsed.entries, "push"), discover=discover)
     except ValueError as exc:
         raise Failure(f"{exc}; nothing hinted") from None
     result = {"format": {"lines": "lines", "indexnow": "indexnow"}.get(parsed.kind, "websub"),

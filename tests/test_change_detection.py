@@ -12,7 +12,7 @@ import pytest
 from frontier_rate.crawl.change_detection import ContentDetector, segments, stable_segments
 from frontier_rate.crawl.fingerprint import Fingerprinter
 from frontier_rate.crawl.responses import outcome
-from frontier_rate.engine import Dispatch
+from frontier_rate.engine import Lease
 
 HTML = {"Content-Type": "text/html; charset=utf-8"}
 
@@ -161,7 +161,7 @@ def test_bot_wall_is_a_failed_fetch_and_never_a_change():
     assert changed(fingerprinter, url, [page(), wall, page()]) == [None, False]
     detection = fingerprinter.detect(wall, url, HTML)
     assert detection.fingerprint is None and detection.reason == "bot wall"
-    dispatch = Dispatch(url=url, token="1", host="d.test", etag=None, last_modified=None)
+    dispatch = Lease(url=url, token="1", host="d.test", etag=None, last_modified=None)
     result = outcome(dispatch, 200, HTML, wall, url, fingerprinter, 1000.0)
     assert result.kind == "failed" and result.args == {
         "reason": "not content: bot wall", "status": 200}

@@ -10,7 +10,7 @@ from collections import Counter, defaultdict
 import pytest
 from redis_servers import both_servers  # noqa: F401, I001  (every test on both script paths)
 
-from frontier_rate import Dispatch, Frontier
+from frontier_rate import Frontier, Lease
 from frontier_rate.engine.results import BACKOFF_BASE
 from frontier_rate.engine.shards import BURST_SECONDS
 
@@ -352,7 +352,7 @@ def test_bad_call_arguments_are_rejected(redis_url, namespace):
     with pytest.raises(ValueError, match="seconds"):
         f.set_host_delay("a.example", -5.0)
     with pytest.raises(ValueError, match="token"):
-        f.observe(Dispatch(url="http://a.example/", token="abc", host="a.example"),
+        f.observe(Lease(url="http://a.example/", token="abc", host="a.example"),
                   fingerprint="x")
 
 

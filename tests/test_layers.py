@@ -130,6 +130,7 @@ def test_no_module_over_600_lines():
 PUBLIC_PATHS = [
     ("frontier_rate", "Frontier"),
     ("frontier_rate", "Dispatch"),
+    ("frontier_rate", "Lease"),
     ("frontier_rate", "Observation"),
     ("frontier_rate.engine", "Frontier"),
     ("frontier_rate.scrapy", "Scheduler"),
@@ -153,3 +154,12 @@ def test_documented_paths_are_the_ones_the_docs_name():
     for dotted in sorted(named):
         module, _, attribute = dotted.rpartition(".")
         assert hasattr(importlib.import_module(module), attribute), dotted
+
+
+def test_old_names_stay_aliases_of_the_new_ones():
+    """One name per concept (issue 32), the old public names kept for code that used them."""
+    import frontier_rate
+    from frontier_rate.engine import Frontier
+
+    assert frontier_rate.Dispatch is frontier_rate.Lease
+    assert Frontier.hint_many is Frontier.signal_many

@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from frontier_rate import Dispatch, Frontier
+from frontier_rate import Frontier, Lease
 from frontier_rate.engine.validation import MAX_URL_LENGTH, parse_url
 from frontier_rate.store.scripts import (
     bucket_of,
@@ -83,9 +83,9 @@ def with_fields(raw: bytes, estimator: str = "sa", **fields) -> bytes:
     return pack_state(state, interval=estimator == "interval")
 
 
-def lease_all(f: Frontier, now: float) -> list[Dispatch]:
+def lease_all(f: Frontier, now: float) -> list[Lease]:
     """Every page due at ``now`` (next_requests offers one page per host per call)."""
-    got: list[Dispatch] = []
+    got: list[Lease] = []
     empty = 0
     while empty < 3:  # a call can come back empty when all its candidates were quarantined
         batch = f.next_requests(100, now=now)
@@ -383,7 +383,7 @@ def test_validators_that_could_break_a_request_header_are_not_stored(redis_url, 
 
 
 def test_unsafe_validators_written_into_redis_are_not_handed_out(redis_url):
-    """Defence in depth: a validator edited into Redis never reaches a Dispatch."""
+    """Defence in depth: a validator edited into Redis never reaches a Lease."""
     f = frontier(redis_url)
     url = "http://a.example/"
     f.add(url, meta={"k": 1}, now=0.0)
@@ -570,7 +570,7 @@ def test_lua_decoder_agrees_with_python(redis_url, estimator, data):
     problem = _python_reason(raw, estimator)
     event("quarantined" if problem else "valid")
     token = 1 if problem else (unpack_state(raw, estimator)["leases"] + 1) % 65536
-    obs = f.observe(Dispatch(url=url, token=str(token), host="agree.example"),
+    obs = f.observe(Lease(url=url, token=str(token), host="agree.example"),
                     fingerprint="x", fetched_at=1.0)
     assert not obs.accepted
     page = f.page(url)
@@ -650,12 +650,12 @@ class LeaseModel:
             if deadline <= _us(now):
                 del self.open[url]
 
-    def leased(self, d: Dispatch, now: float) -> None:
+    def leased(self, d: Lease, now: float) -> None:
         assert d.url not in self.open, "a page was handed out twice"
         self.open[d.url] = (d.token, _us(now + LEASE_TIMEOUT))
         self.newest[d.url] = d.token
 
-    def outcome(self, d: Dispatch, observe: bool) -> str:
+    def outcome(self, d: Lease, observe: bool) -> str:
         """'new', 'replay' or 'rejected' for an observe (or a failed) of ``d`` now."""
         key = (d.url, d.token)
         if key in self.done:
@@ -683,8 +683,8 @@ def test_observe_path_keeps_its_invariants(redis_url, estimator, operations):
     f = frontier(redis_url, estimator=estimator, lease_timeout=LEASE_TIMEOUT,
                  min_interval=MIN_INTERVAL, max_interval=MAX_INTERVAL, clock=lambda: model.now)
     f.add_many(SM_URLS, now=0.0)
-    dispatches: list[Dispatch] = []
-    calls: list[tuple[Dispatch, dict]] = []
+    dispatches: list[Lease] = []
+    calls: list[tuple[Lease, dict]] = []
     for op in operations:
         if op[0] == "next":
             _, dt, n = op

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from frontier_rate.crawl.fingerprint import Fingerprinter
 from frontier_rate.crawl.responses import content_length, outcome
-from frontier_rate.engine.frontier import Dispatch
+from frontier_rate.engine.frontier import Lease
 
-LEASE = Dispatch(url="http://a.test/p", token="3", host="a.test", etag='"old"',
+LEASE = Lease(url="http://a.test/p", token="3", host="a.test", etag='"old"',
                  last_modified="Mon, 01 Jan 2024 00:00:00 GMT")
 RAW = Fingerprinter("raw")
 

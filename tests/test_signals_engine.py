@@ -1,4 +1,4 @@
-"""Frontier.hint_many on a real Redis: claims of sitemaps, feeds and pushes, checked per host
+"""Frontier.signal_many on a real Redis: claims of sitemaps, feeds and pushes, checked per host
 and source against what fetches find (lua/hint.lua, lua/signals.lua), and the Python statement
 of the same rules (frontier_rate/math/evidence.py) agreeing with the Lua step by step."""
 
@@ -44,18 +44,18 @@ def test_a_trusted_changed_claim_makes_the_page_due_at_once(redis_url, namespace
     fetch_all(f, 0.0, dict.fromkeys(urls, "v0"))
     # three claims that fetches confirm: the pair (s.test, sitemap) passes probation
     for k, url in enumerate(urls[:3]):
-        assert f.hint_many([(url, 100.0 + k, "sitemap")], now=200.0)["held"] == 1
+        assert f.signal_many([(url, 100.0 + k, "sitemap")], now=200.0)["held"] == 1
     fetch_all(f, 4 * DAY, {u: "v1" if u in urls[:3] else "v0" for u in urls})
     trust = f.signal_trust("s.test", "sitemap")
     assert trust == {"checked": 3, "bad": 0, "trusted": True, "ignored": False}
     t = 4 * DAY + 500.0
     assert due_of(f, urls[4]) > t + 3600
-    counts = f.hint_many([(urls[4], t - 100.0, "sitemap")], now=t)
+    counts = f.signal_many([(urls[4], t - 100.0, "sitemap")], now=t)
     assert counts["due"] == 1
     assert due_of(f, urls[4]) == pytest.approx(t - 100.0)
     # a claim about a date before the last fetch moves the next fetch later
     before = due_of(f, urls[5])
-    assert f.hint_many([(urls[5], 50.0, "sitemap")], now=t)["postponed"] == 1
+    assert f.signal_many([(urls[5], 50.0, "sitemap")], now=t)["postponed"] == 1
     assert due_of(f, urls[5]) > before
     # confirmed by the fetch: the estimator learns a dated change
     obs = fetch_all(f, t, {u: "v2" for u in urls})
@@ -71,7 +71,7 @@ def test_a_lying_sitemap_is_ignored_with_one_warning_and_moves_nothing(redis_url
     caplog.set_level(logging.INFO, logger="frontier_rate.engine.frontier")
     t = 1000.0
     for _ in range(3):  # lastmod = the time of the sitemap fetch; the pages never change
-        f.hint_many([(u, t, "sitemap") for u in urls], now=t)
+        f.signal_many([(u, t, "sitemap") for u in urls], now=t)
         t += 2 * DAY
         fetch_all(f, t, dict.fromkeys(urls, "same"))
     trust = f.signal_trust("liar.test", "sitemap")
@@ -80,7 +80,7 @@ def test_a_lying_sitemap_is_ignored_with_one_warning_and_moves_nothing(redis_url
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING and "liar.test" in r.message]
     assert len(warnings) == 1 and "sitemap" in warnings[0].message
     dues = {u: due_of(f, u) for u in urls}
-    counts = f.hint_many([(u, t + 10.0, "sitemap") for u in urls], now=t + 20.0)
+    counts = f.signal_many([(u, t + 10.0, "sitemap") for u in urls], now=t + 20.0)
     assert counts["held"] == len(urls)
     assert {u: due_of(f, u) for u in urls} == dues  # an ignored source moves no schedule
 
@@ -89,22 +89,22 @@ def test_future_dates_fail_at_once_and_constant_dates_fail_after_a_change(redis_
     f = frontier(redis_url, namespace)
     f.add_many(["http://fut.test/a", "http://const.test/a"], now=0.0)
     fetch_all(f, 0.0, {"http://fut.test/a": "x", "http://const.test/a": "x"})
-    assert f.hint_many([("http://fut.test/a", 1e6, "feed")], now=100.0)["future"] == 1
+    assert f.signal_many([("http://fut.test/a", 1e6, "feed")], now=100.0)["future"] == 1
     assert f.signal_trust("fut.test", "feed")["ignored"]
     # a constant lastmod (before any fetch) while the page changes: the claim after the fetch
     # that found the change contradicts it
-    f.hint_many([("http://const.test/a", -5.0, "sitemap")], now=100.0)
+    f.signal_many([("http://const.test/a", -5.0, "sitemap")], now=100.0)
     fetch_all(f, 3 * DAY, {"http://const.test/a": "y", "http://fut.test/a": "x"})
-    f.hint_many([("http://const.test/a", -5.0, "sitemap")], now=3 * DAY + 10)
+    f.signal_many([("http://const.test/a", -5.0, "sitemap")], now=3 * DAY + 10)
     assert f.signal_trust("const.test", "sitemap") == {"checked": 1, "bad": 1, "trusted": False,
                                                          "ignored": True}
 
 
 def test_unknown_urls_are_added_only_with_discover(redis_url, namespace):
     f = frontier(redis_url, namespace)
-    assert f.hint_many([("http://new.test/a", None, "push")], now=0.0)["unknown"] == 1
+    assert f.signal_many([("http://new.test/a", None, "push")], now=0.0)["unknown"] == 1
     assert f.page("http://new.test/a") is None
-    counts = f.hint_many([("http://new.test/a", None, "push"), ("http://new.test/a", 5.0, "push")],
+    counts = f.signal_many([("http://new.test/a", None, "push"), ("http://new.test/a", 5.0, "push")],
                          now=0.0, discover=True)
     assert counts["unknown"] == 2 and counts["added"] == 1
     assert f.page("http://new.test/a")["status"] == "new"
@@ -121,7 +121,7 @@ def test_a_bad_hint_is_refused_by_name_and_nothing_is_written(redis_url, namespa
     f = frontier(redis_url, namespace)
     f.add("http://x.test/ok", now=0.0)
     with pytest.raises(ValueError, match=words.replace("(", r"\(").replace(")", r"\)")):
-        f.hint_many([("http://x.test/ok", None, "push"), item], now=1.0)
+        f.signal_many([("http://x.test/ok", None, "push"), item], now=1.0)
     assert f.stats(now=1.0)["claims"] == 0
 
 
@@ -204,7 +204,7 @@ def test_lua_and_python_agree_on_random_claims_and_fetches(redis_url, namespace,
     for step in script:
         if step[0] == "hint":
             _, url, claim, source, t = step
-            counts = f.hint_many([(url, claim, source)], now=t)
+            counts = f.signal_many([(url, claim, source)], now=t)
             lua.append(("hint", url, next(k for k, v in counts.items() if v)))
         elif step[0] == "change":
             version[step[1]] += 1

@@ -7,12 +7,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from frontier_rate.engine.records import Dispatch, NewPage, Observation
+from frontier_rate.engine.records import Lease, NewPage, Observation
 
 """A page for ``add``: (url, weight, meta[, priority]), as ``Frontier.add_many`` takes it."""
 
 Hint = tuple[str, float | None, str]
-"""A claim for ``Frontier.hint_many``: (url, changed_at or None, source)."""
+"""A claim for ``Frontier.signal_many``: (url, changed_at or None, source)."""
 
 Stat = Callable[[str, float, bool], None]
 """``stat(name, value, replace)``: add ``value`` to ``frontier_rate/<name>`` (or set it)."""
@@ -54,7 +54,7 @@ class Call:
     """
 
     kind: str
-    dispatch: Dispatch | None = None
+    dispatch: Lease | None = None
     args: dict[str, Any] = field(default_factory=dict)
     pages: list[NewPage] = field(default_factory=list)
     observation: Observation | None = None
@@ -74,7 +74,7 @@ class Call:
 def hint_call(hints: list[Hint], *, discover: bool,
               sitemap: tuple[str, float, str] | None = None) -> Call:
     """A "hint" call (``FrontierClient.submit`` it): claims of a sitemap, feed or push
-    (``Frontier.hint_many``); ``sitemap``: the (URL, weight, source) of the document they
+    (``Frontier.signal_many``); ``sitemap``: the (URL, weight, source) of the document they
     came from, re-weighted after them (``signals.IGNORED_WEIGHT`` once its source is ignored
     for its host). Advisory: not spooled at close (the next fetch of the sitemap tells
     again)."""

@@ -44,7 +44,7 @@ from frontier_rate.client.spool import OutboxSpool
 from frontier_rate.store.errors import RedisFault
 
 if TYPE_CHECKING:
-    from frontier_rate.engine.frontier import Dispatch, Frontier
+    from frontier_rate.engine.frontier import Frontier, Lease
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ class FrontierClient:
         self.namespace = ""
         self._lock = threading.Condition()
         self._outbox: deque[Call] = deque()
-        self._leases: deque[tuple[Dispatch, float]] = deque()
+        self._leases: deque[tuple[Lease, float]] = deque()
         self._want = 0
         self._next_poll = 0.0
         self.next_due: float | None = None
@@ -131,7 +131,7 @@ class FrontierClient:
                                             daemon=True)
             self._thread.start()
 
-    def close(self, unsent: list[Dispatch], *, close_frontier: bool = True) -> None:
+    def close(self, unsent: list[Lease], *, close_frontier: bool = True) -> None:
         """Last attempt to send, hand back ``unsent`` leases, spool what Redis did not take."""
         if self._thread is not None:
             with self._lock:
@@ -185,10 +185,10 @@ class FrontierClient:
     def add(self, pages: list[NewPage]) -> Call:
         return self.submit(Call("add", pages=list(pages)))
 
-    def observe(self, dispatch: Dispatch, args: dict[str, Any]) -> Call:
+    def observe(self, dispatch: Lease, args: dict[str, Any]) -> Call:
         return self.submit(Call("observe", dispatch, dict(args)))
 
-    def failed(self, dispatch: Dispatch, reason: str, status: int | None, now: float) -> Call:
+    def failed(self, dispatch: Lease, reason: str, status: int | None, now: float) -> Call:
         return self.submit(Call("failed", dispatch, {"reason": reason, "status": status,
                                                      "now": now}))
 
@@ -236,7 +236,7 @@ class FrontierClient:
                 self._lock.notify_all()
                 self._lock.wait(min(left, 0.05))
 
-    def take(self) -> list[tuple[Dispatch, float]]:
+    def take(self) -> list[tuple[Lease, float]]:
         """The leases fetched so far, with the time each was leased."""
         with self._lock:
             leases = list(self._leases)
@@ -416,7 +416,7 @@ class FrontierClient:
         self.handoff.send(self._ready)
 
     # -- release, summary ---------------------------------------------------------------
-    def _release(self, dispatches: list[Dispatch]) -> None:
+    def _release(self, dispatches: list[Lease]) -> None:
         """Hand unsent leases back so other crawlers need not wait for them to expire."""
         if not dispatches:
             return

@@ -1,7 +1,7 @@
 """Sends one batch of the client's calls to the ``Frontier`` and counts what Redis took.
 
 Consecutive adds go as one ``add_many``, consecutive observations as one
-``observe_many``; a failure, a host delay or the claims of one sitemap (``hint_many``) go
+``observe_many``; a failure, a host delay or the claims of one sitemap (``signal_many``) go
 alone. Data the frontier refuses
 (``ValueError``) is dropped with a WARNING so that it cannot block the calls behind it;
 a ``RedisFault`` leaves the batch queued (the caller's breaker handles it).
@@ -84,12 +84,12 @@ class Sender:
         host)."""
         hints, discover = call.args["hints"], call.args["discover"]
         try:
-            counts = frontier.hint_many(hints, discover=discover)
+            counts = frontier.signal_many(hints, discover=discover)
         except ValueError:  # one bad claim refuses the batch: the others one at a time
             counts = {}
             for item in hints:
                 try:
-                    for name, n in frontier.hint_many([item], discover=discover).items():
+                    for name, n in frontier.signal_many([item], discover=discover).items():
                         counts[name] = counts.get(name, 0) + n
                 except ValueError as exc:
                     logger.warning("frontier-rate: claim refused: %s", exc)

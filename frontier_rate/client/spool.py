@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from frontier_rate.client.calls import Call, NewPage, Stat
-from frontier_rate.engine.records import Dispatch
+from frontier_rate.engine.records import Lease
 from frontier_rate.engine.validation import parse_url
 from frontier_rate.store.errors import redact_url
 
@@ -108,7 +108,7 @@ def page_entry(url: str, weight: float, meta: dict[str, Any] | None,
     return entry
 
 
-def call_entry(kind: str, dispatch: Dispatch | None, args: dict[str, Any]) -> dict[str, Any]:
+def call_entry(kind: str, dispatch: Lease | None, args: dict[str, Any]) -> dict[str, Any]:
     """A spool entry for a held ``observe`` / ``failed`` / ``host_delay`` call.
 
     A bytes fingerprint (from a custom fingerprint function) is kept as hex.
@@ -141,7 +141,7 @@ def read_entry(entry: dict[str, Any]) -> tuple[str, Any, dict[str, Any]]:
             args["fingerprint"] = bytes.fromhex(args.pop("fingerprint_hex"))
         if kind != "host_delay" and "dispatch" not in entry:
             raise ValueError(f"a {kind} entry needs its dispatch")
-        dispatch = Dispatch(**entry["dispatch"]) if "dispatch" in entry else None
+        dispatch = Lease(**entry["dispatch"]) if "dispatch" in entry else None
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"unreadable spool entry ({type(exc).__name__}: {exc}): {entry!r:.200}") from None
     return kind, dispatch, args

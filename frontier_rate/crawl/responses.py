@@ -17,7 +17,7 @@ from frontier_rate.client.frontier_client import failure_reason
 from frontier_rate.crawl.fingerprint import Fingerprinter, clean_validator, header_value
 
 if TYPE_CHECKING:
-    from frontier_rate.engine.frontier import Dispatch
+    from frontier_rate.engine.frontier import Lease
 
 VALIDATORS = ("ETag", "Last-Modified")
 
@@ -38,7 +38,7 @@ class Outcome:
         return bool(self.args.get("not_modified"))
 
 
-def outcome(dispatch: Dispatch, status: int, headers: Any, body: bytes, url: str,
+def outcome(dispatch: Lease, status: int, headers: Any, body: bytes, url: str,
             fingerprinter: Fingerprinter, now: float, *, truncated: bool = False) -> Outcome:
     """The evidence one answer to ``dispatch`` gives (see the module docstring).
 

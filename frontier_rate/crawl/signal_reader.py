@@ -6,7 +6,7 @@ marked with ``SITEMAP_KEY`` in its stored meta: revisited at its own learned rat
 conditional requests, within the budget and its host's politeness. Each answer is parsed by
 ``signals.parse`` (safe XML, gzip and size limits) and becomes:
 
-- claims for ``Frontier.hint_many`` (source "sitemap" or "feed"; a "hint" call of the
+- claims for ``Frontier.signal_many`` (source "sitemap" or "feed"; a "hint" call of the
   client, ``calls.hint_call``): each entry's lastmod /
   updated date, placed on the frontier's clock (``server_clock_rate``, as Last-Modified);
   entries without a date are only discovered;

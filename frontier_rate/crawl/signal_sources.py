@@ -1,7 +1,7 @@
 """Sitemaps, feeds and pushes: what sites publish about their changes, parsed safely.
 
 No Redis and no Scrapy: bytes in, ``Entry`` lists out, for the adapters to hand to
-``Frontier.hint_many`` (which decides whether to believe them: ``evidence``).
+``Frontier.signal_many`` (which decides whether to believe them: ``evidence``).
 
 - Sitemaps (sitemaps.org protocol 0.9): ``<urlset>`` (``<loc>``, ``<lastmod>``) and
   ``<sitemapindex>`` (child sitemaps), plain or gzip; at most ``MAX_BYTES`` uncompressed
@@ -418,7 +418,7 @@ def _push_entry(parsed: Parsed, name: str, link: str, date, now: float | None, m
 
 def hints(entries: Iterable[Entry], source: str, *, offset: float = 0.0,
           dated_only: bool = False) -> list[tuple[str, float | None, str]]:
-    """``Frontier.hint_many`` items for ``entries``: their dates moved by ``offset`` (onto
+    """``Frontier.signal_many`` items for ``entries``: their dates moved by ``offset`` (onto
     the frontier's clock); ``dated_only`` leaves out entries without a date (a sitemap URL
     without lastmod tells nothing about a change)."""
     return [(e.url, None if e.changed_at is None else e.changed_at + offset, source)

@@ -12,7 +12,7 @@ that respect each host's minimum delay and the shared fetch budget.
 - ``session.Session``: the open namespace (client, configuration, shared settings, clock
   offset to Redis, error translation); ``shards.ShardCalls``: shard script calls;
 - ``intake.Intake``: new pages, host delays; ``dispatch.Dispatcher``: leases;
-  ``results.Results``: observations, failures, releases; ``hints.Hints``: claims of
+  ``results.Results``: observations, failures, releases; ``hints.Signals``: claims of
   sitemaps, feeds and pushes (``evidence`` states their rules);
 - ``threshold.Threshold``: the re-solve of ν and the host thresholds;
 - ``inspection.Inspector``: records and counters (what the CLI reads);
@@ -52,11 +52,11 @@ from frontier_rate.engine import validation
 from frontier_rate.engine.inspection import Inspector
 from frontier_rate.engine.intake import Intake
 from frontier_rate.engine.leases import Dispatcher
-from frontier_rate.engine.records import Dispatch, Observation
+from frontier_rate.engine.records import Dispatch, Lease, Observation
 from frontier_rate.engine.results import Results
 from frontier_rate.engine.session import DEFAULT_SHARDS, RedisErrors, Session, namespace_defaults
 from frontier_rate.engine.shards import ShardCalls
-from frontier_rate.engine.signals import Hints, TrustLog
+from frontier_rate.engine.signals import Signals, TrustLog
 from frontier_rate.engine.threshold import Threshold
 from frontier_rate.engine.validation import check_options, namespace_name, parse_url, real
 from frontier_rate.store.connection import SOCKET_TIMEOUT, connect
@@ -74,7 +74,7 @@ from frontier_rate.store.errors import (
 from frontier_rate.store.namespace import SETTINGS, refuse_half
 from frontier_rate.store.scripts import Keys
 
-__all__ = ["Dispatch", "Frontier", "FrontierError", "NamespaceLost", "Observation", "RedisFault",
+__all__ = ["Dispatch", "Lease", "Frontier", "FrontierError", "NamespaceLost", "Observation", "RedisFault",
            "RedisPermissionDenied", "RedisRefused", "RedisUnavailable", "SettingsMismatch",
            "UnknownNamespace", "parse_url"]
 
@@ -153,7 +153,7 @@ class Frontier:
         self.dispatcher = Dispatcher(session, calls, self.threshold)
         trust_log = TrustLog()
         self.results = Results(session, calls, self.threshold, self.inspector.page, trust_log)
-        self.hints = Hints(session, calls, self.intake, trust_log)
+        self.hints = Signals(session, calls, self.intake, trust_log)
         # the shard plumbing under the names tests and tools use
         self._shard_of, self._shard_call, self._layouts = calls.of, calls.call, calls.layouts
         self._header = session.header.args
@@ -228,7 +228,7 @@ class Frontier:
 
     # ------------------------------------------------------------------ dispatch
 
-    def next_requests(self, max_n: int, now: float | None = None) -> list[Dispatch]:
+    def next_requests(self, max_n: int, now: float | None = None) -> list[Lease]:
         """Lease up to ``max_n`` due pages, highest index first, within budget and host delays.
 
         Round trips: (1) the published ν, tokens from the shared bucket and the
@@ -264,7 +264,7 @@ class Frontier:
 
     # ------------------------------------------------------------------ results
 
-    def observe(self, dispatch: Dispatch, *, fingerprint: str | bytes | None = None,
+    def observe(self, dispatch: Lease, *, fingerprint: str | bytes | None = None,
                 not_modified: bool = False, status: int = 200, fetched_at: float | None = None,
                 etag: str | None = None, last_modified: str | None = None,
                 served_at: str | None = None, changed_at: float | None = None) -> Observation:
@@ -290,7 +290,7 @@ class Frontier:
                                               "served_at": served_at,
                                               "changed_at": changed_at})])[0]
 
-    def observe_many(self, results: Iterable[tuple[Dispatch, Mapping[str, Any]]]
+    def observe_many(self, results: Iterable[tuple[Lease, Mapping[str, Any]]]
                      ) -> list[Observation]:
         """``observe`` for many (dispatch, keyword dict) pairs, streamed in per-shard batches.
 
@@ -302,7 +302,7 @@ class Frontier:
         """
         return self.results.observe_many(results)
 
-    def failed(self, dispatch: Dispatch, reason: str, *, status: int | None = None,
+    def failed(self, dispatch: Lease, reason: str, *, status: int | None = None,
                now: float | None = None) -> None:
         """A fetch that gave no observation: retry with exponential backoff.
 
@@ -310,17 +310,17 @@ class Frontier:
         never revisited); anything else (5xx, timeouts, DNS errors) backs off
         60 s x 2^(n-1), capped by max_interval.
         """
-        validation.dispatch(dispatch)
+        validation.lease(dispatch)
         if status is not None and (isinstance(status, bool) or not isinstance(status, int)):
             raise ValueError(f"status must be an int or None, got {status!r}")
         with self.session.errors("failed"):
             self.results.fail(dispatch, reason, status, self.session.now(now))
 
-    def release(self, dispatch: Dispatch, *, now: float | None = None) -> bool:
+    def release(self, dispatch: Lease, *, now: float | None = None) -> bool:
         """Hand back a dispatch that was never sent; True if its lease was still open."""
         return self.release_many([dispatch], now=now) == 1
 
-    def release_many(self, dispatches: Iterable[Dispatch], *, now: float | None = None) -> int:
+    def release_many(self, dispatches: Iterable[Lease], *, now: float | None = None) -> int:
         """Hand back dispatches that were never sent (a crawler closing with a buffer).
 
         Each page goes back to its host queue at its old due time instead of
@@ -332,7 +332,7 @@ class Frontier:
 
     # ------------------------------------------------------------------ signals
 
-    def hint_many(self, hints: Iterable, *, now: float | None = None, discover: bool = False,
+    def signal_many(self, hints: Iterable, *, now: float | None = None, discover: bool = False,
                   weight: float = 1.0) -> dict[str, int]:
         """Change evidence that does not come from fetching the page: a sitemap's
         ``<lastmod>``, a feed entry's date, a push (IndexNow, WebSub, the CLI).
@@ -352,10 +352,13 @@ class Frontier:
 
         Every item is checked before anything is written; a bad one raises ValueError
         naming it. Returns how many claims had each outcome (``evidence.OUTCOMES``) and
-        ``"added"`` (``hints.Hints``).
+        ``"added"`` (``hints.Signals``).
         """
-        return self.hints.hint_many(hints, self.session.now(now), discover=discover,
+        return self.hints.signal_many(hints, self.session.now(now), discover=discover,
                                     weight=weight)
+
+    hint_many = signal_many
+    """The name ``signal_many`` had before issue 32; kept for code that calls it."""
 
     def signal_trust(self, host: str, source: str) -> dict[str, Any]:
         """How the claims of ``source`` about ``host``'s pages fared: ``checked``, ``bad``,
@@ -436,7 +439,7 @@ class Frontier:
         """Counters: pages, due_now, leased, gone, quarantined, fetches, changes, nu, budget,
         budget_use, dated_changes (changes whose time was learned from a date),
         date_hosts_ignored (hosts whose Last-Modified dates are ignored now), claims (of
-        sitemaps, feeds and pushes, ``hint_many``), signal_sources_ignored ((host, source)
+        sitemaps, feeds and pushes, ``signal_many``), signal_sources_ignored ((host, source)
         pairs whose claims are ignored now). ``pages``
         excludes quarantined pages; ``fetches`` and ``changes`` count every accepted
         observation, of quarantined pages too."""

@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from frontier_rate.engine.records import Dispatch
+from frontier_rate.engine.records import Lease
 from frontier_rate.engine.session import Session
 from frontier_rate.engine.shards import BURST_SECONDS, ShardCalls, log_quarantined
 from frontier_rate.engine.threshold import NU_FIELDS, Threshold
@@ -85,7 +85,7 @@ class Dispatcher:
         self._full_scan_wall = -math.inf
         self._due_sets: dict[int, tuple[bytes, bytes]] = {}
 
-    def next_requests(self, max_n: int, now: float | None = None) -> list[Dispatch]:
+    def next_requests(self, max_n: int, now: float | None = None) -> list[Lease]:
         """Lease up to ``max_n`` due pages, highest index first, within budget and host delays
         (``Frontier.next_requests``)."""
         count("max_n", max_n, minimum=0)
@@ -207,7 +207,7 @@ class Dispatcher:
         return early
 
     def _lease(self, call: _Round, chosen_pages: list[Candidate], early_shards: set[int],
-               wanted: int) -> list[Dispatch]:
+               wanted: int) -> list[Lease]:
         """Round trip (3): lease the chosen pages, give back the tokens not needed."""
         chosen: dict[int, list] = defaultdict(list)
         for _, shard, host, pid in chosen_pages:
@@ -221,7 +221,7 @@ class Dispatcher:
                 self.calls.call(pipe, "lease", shard, call.now,
                                  wire.lease_args(shard in early_shards, args))
 
-        dispatches: list[Dispatch] = []
+        dispatches: list[Lease] = []
         unreadable: list[tuple[bytes, str, str, str, str]] = []
         if give_back > 0 or chosen:
             leased = self.session.scripts.run(lease)
@@ -231,7 +231,7 @@ class Dispatcher:
                 log_quarantined(quarantined)
                 for pid, fields in wire.leases(packed):
                     try:
-                        dispatches.append(dispatch_of(fields))
+                        dispatches.append(lease_of_reply(fields))
                     except ValueError as exc:
                         unreadable.append((pid, fields[0].decode("utf-8", "replace"),
                                            fields[2], str(exc),
@@ -332,12 +332,12 @@ def candidates(found: list, shards: Iterable[int], earliest: dict[int, bytes]
     return out
 
 
-def dispatch_of(fields: tuple) -> Dispatch:
-    """A Dispatch from a lease reply; ValueError (the reason to quarantine) for an
+def lease_of_reply(fields: tuple) -> Lease:
+    """A Lease from a lease reply; ValueError (the reason to quarantine) for an
     unreadable URL or meta."""
     host, url, token, etag, lm, meta, due, first = fields
     url, _ = stored_url(url)
     meta = stored_meta(meta)
-    return Dispatch(url=url, token=token, host=host.decode("utf-8"), meta=meta,
+    return Lease(url=url, token=token, host=host.decode("utf-8"), meta=meta,
                     etag=stored_validator("etag", etag),
                     last_modified=stored_validator("last_modified", lm), due=due, first=first)

@@ -1,4 +1,4 @@
-"""What crosses the engine's API: a ``NewPage`` (what ``add_many`` takes), a ``Dispatch`` (a lease
+"""What crosses the engine's API: a ``NewPage`` (what ``add_many`` takes), a ``Lease`` (a lease
 on a page) and an ``Observation`` (what a fetch taught). Plain types, importable without Redis."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ takes the defaults (weight 1, no meta, priority 0). The one shape every layer pa
 
 
 @dataclass(frozen=True)
-class Dispatch:
+class Lease:
     """A page handed to a crawler: a lease until ``observe`` or ``failed``.
 
     ``etag`` / ``last_modified`` are the validators stored from the previous
@@ -29,6 +29,10 @@ class Dispatch:
     due: float | None = None
     first: bool = False
     """The page was never fetched before (its first successful fetch is still to come)."""
+
+
+Dispatch = Lease
+"""The name ``Lease`` had before issue 32; kept for code that imports it."""
 
 
 @dataclass(frozen=True)

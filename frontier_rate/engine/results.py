@@ -16,14 +16,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
-from frontier_rate.engine.records import Dispatch, Observation
+from frontier_rate.engine.records import Lease, Observation
 from frontier_rate.engine.session import Session
 from frontier_rate.engine.shards import ShardCalls
 from frontier_rate.engine.signals import TrustLog
 from frontier_rate.engine.threshold import Threshold
 from frontier_rate.engine.validation import (
-    dispatch,
     fingerprint,
+    lease,
     observe_status,
     parse_url,
     real,
@@ -59,7 +59,7 @@ class Results:
         self._page = page  # a page's record (the estimate a failure reports)
         self.trust_log = trust_log  # fetches check claims: their sources' trust changes
 
-    def observe_many(self, results: Iterable[tuple[Dispatch, Mapping[str, Any]]]
+    def observe_many(self, results: Iterable[tuple[Lease, Mapping[str, Any]]]
                      ) -> list[Observation]:
         """``Frontier.observe_many``: each observation one atomic step, streamed in per-shard
         script calls of ``OBSERVE_BATCH``."""
@@ -87,7 +87,7 @@ class Results:
                    for o in out]
         return out  # type: ignore[return-value]
 
-    def check(self, dispatch_: Dispatch, *, fingerprint: str | bytes | None = None,
+    def check(self, dispatch_: Lease, *, fingerprint: str | bytes | None = None,
               not_modified: bool = False, status: int = 200,
               fetched_at: float | None = None, etag: str | None = None,
               last_modified: str | None = None, served_at: str | None = None,
@@ -106,7 +106,7 @@ class Results:
                                   claim_dates=self.session.options.change_dates)
         return self.calls.of(host), packed
 
-    def fail(self, dispatch_: Dispatch, reason: str, status: int | None, now: float
+    def fail(self, dispatch_: Lease, reason: str, status: int | None, now: float
              ) -> Observation:
         """Record a fetch that gave no observation (``Frontier.failed``); its Observation
         (next due time on Redis's clock: observe_many converts)."""
@@ -128,11 +128,11 @@ class Results:
                            float(reply[1]) if outcome == "retry" else None,
                            accepted=outcome in ("retry", "gone"))
 
-    def release_many(self, dispatches: Iterable[Dispatch], now: float) -> int:
+    def release_many(self, dispatches: Iterable[Lease], now: float) -> int:
         """``Frontier.release_many``: leases never sent go back to their host queues."""
         groups: dict[int, list] = defaultdict(list)
         for item in dispatches:
-            dispatch(item)
+            lease(item)
             host = parse_url(item.url)
             due = now if item.due is None else \
                 real("dispatch.due", item.due) + self.session.offset
@@ -156,7 +156,7 @@ class _ObserveCall:
     per-shard script calls of ``OBSERVE_BATCH`` while the server works, and unpacked as the
     replies come back."""
 
-    def __init__(self, results: Results, items: list[tuple[Dispatch, Mapping[str, Any]]]
+    def __init__(self, results: Results, items: list[tuple[Lease, Mapping[str, Any]]]
                  ) -> None:
         self.results = results
         self.items = items
@@ -220,13 +220,13 @@ class _ObserveCall:
                 self.out[i] = self.results.fail(call[1], call[3], call[4], call[2])
 
 
-def _check_observe(session: Session, dispatch_: Dispatch, fingerprint_: Any, not_modified: Any,
+def _check_observe(session: Session, dispatch_: Lease, fingerprint_: Any, not_modified: Any,
                    status: Any, fetched_at: Any, etag: Any, last_modified: Any, served_at: Any,
                    changed_at: Any) -> tuple:
     """Validate one observe call: ("observe", dispatch, now, host, token, fingerprint,
     not_modified, etag, last_modified, changed_at) or ("fail", dispatch, now, reason,
     status) for a status >= 400."""
-    dispatch(dispatch_)
+    lease(dispatch_)
     observe_status(status)
     now = session.now(fetched_at)
     host = parse_url(dispatch_.url)
@@ -247,7 +247,7 @@ def _check_observe(session: Session, dispatch_: Dispatch, fingerprint_: Any, not
 
 
 def observation_of(status: int, changed: int, estimate: float, due: float, date_bits: int,
-                   reason: bytes, dispatch_: Dispatch) -> Observation:
+                   reason: bytes, dispatch_: Lease) -> Observation:
     """The Observation of one observe.lua reply (logging what the caller should hear of)."""
     url = dispatch_.url
     if date_bits & wire.DATES_IGNORED:

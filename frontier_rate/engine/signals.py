@@ -1,7 +1,7 @@
 """Change evidence that does not come from fetching the page: claims of sitemaps, feeds and
 pushes (lua/hint.lua, with lua/signals.lua's checks; the rules in Python: ``evidence``).
 
-``Hints.hint_many`` hands claims to their shards and counts the outcomes; ``Hints.trust``
+``Signals.signal_many`` hands claims to their shards and counts the outcomes; ``Signals.trust``
 reads how a (host, source) pair's claims fared. ``TrustLog`` says when a pair becomes
 ignored or believed again: both hint.lua and observe.lua (whose fetches check pending
 claims) report those changes, so ``Results`` logs through the same ``TrustLog``.
@@ -53,8 +53,8 @@ class TrustLog:
                 logger.info("believing the %s claims of host %s again", source, host)
 
 
-class Hints:
-    """Claims about pages (``Frontier.hint_many``) and their sources' standing
+class Signals:
+    """Claims about pages (``Frontier.signal_many``) and their sources' standing
     (``Frontier.signal_trust``)."""
 
     def __init__(self, session: Session, calls: ShardCalls, intake: Intake,
@@ -64,9 +64,9 @@ class Hints:
         self.intake = intake  # unknown pages, added with ``discover``
         self.trust_log = trust_log
 
-    def hint_many(self, hints: Iterable, now: float, *, discover: bool, weight: float
+    def signal_many(self, hints: Iterable, now: float, *, discover: bool, weight: float
                   ) -> dict[str, int]:
-        """``Frontier.hint_many`` at ``now`` (Redis's clock): every claim checked before any
+        """``Frontier.signal_many`` at ``now`` (Redis's clock): every claim checked before any
         is sent, then pipelined per-shard calls; the count of each outcome and ``added``."""
         groups, urls = self._arguments(hints)
         counts = dict.fromkeys(evidence.OUTCOMES, 0)
@@ -81,7 +81,7 @@ class Hints:
                 self.calls.call(pipe, "hint", shard, now, groups[shard][i:i + step])
 
         unknown: list[str] = []
-        with self.session.errors("hint_many"):
+        with self.session.errors("signal_many"):
             replies = self.calls.run_writes(build, dict.fromkeys(groups, now), len(chunks))
             for (shard, i), reply in zip(chunks, replies, strict=True):
                 outcomes, events = wire.hint_outcomes(reply)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from frontier_rate.engine.records import Dispatch
+from frontier_rate.engine.records import Lease
 from frontier_rate.math.evidence import check_source
 from frontier_rate.math.policy import OBJECTIVES
 from frontier_rate.store.scripts import NAMESPACE_RE, float32
@@ -177,14 +177,14 @@ def count(field: str, value: Any, *, minimum: int) -> int:
     return value
 
 
-def dispatch(value: Any) -> Dispatch:
-    """``value`` if it is a ``Dispatch``; ValueError otherwise."""
-    if not isinstance(value, Dispatch):
-        raise ValueError(f"dispatch must be a Dispatch, got {type(value).__name__}")
+def lease(value: Any) -> Lease:
+    """``value`` if it is a ``Lease``; ValueError otherwise."""
+    if not isinstance(value, Lease):
+        raise ValueError(f"dispatch must be a Lease, got {type(value).__name__}")
     return value
 
 
-def token(value: Dispatch) -> str:
+def token(value: Lease) -> str:
     """A dispatch's lease token (the lease number next_requests gave); ValueError otherwise."""
     token = value.token
     if not isinstance(token, str) or not token.isdigit() or len(token) > 10:
@@ -227,7 +227,7 @@ def new_page(item: Any) -> CheckedPage:
 
 
 def hint(item: Any) -> tuple[str, str, float | None, str]:
-    """A claim given to ``hint_many`` as ``(url, changed_at or None, source)``, checked:
+    """A claim given to ``signal_many`` as ``(url, changed_at or None, source)``, checked:
     (url, host, changed_at, source); ValueError naming what is wrong."""
     if isinstance(item, (str, bytes)) or not isinstance(item, Iterable):
         raise ValueError(f"a hint is (url, changed_at or None, source), got {item!r}")

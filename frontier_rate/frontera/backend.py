@@ -24,7 +24,7 @@ by, them. How a page travels:
    request fingerprint as Scrapy's dupefilter would (scrapy-frontera's
    ``frontier_fingerprint``, which ``dont_filter`` makes unique, else method,
    canonical URL and body), so a cyclic link graph of POSTs ends.
-2. ``get_next_requests``: due pages come back as leased ``Dispatch`` objects
+2. ``get_next_requests``: due pages come back as leased ``Lease`` objects
    and leave as frontera Requests whose ``meta[b"scrapy_meta"]`` (the Scrapy
    request meta that scrapy-frontera rebuilds) and ``meta[b"frontier_rate_dispatch"]``
    carry the lease (``DISPATCH_KEY``), with ``If-None-Match`` /
@@ -83,7 +83,7 @@ from frontier_rate.crawl.settings import (
     DONT_REVISIT_KEY,
     adapter_settings,
 )
-from frontier_rate.engine.frontier import Dispatch, Frontier, parse_url
+from frontier_rate.engine.frontier import Frontier, Lease, parse_url
 from frontier_rate.frontera.requests import (
     DISPATCH_KEY,
     RESULT_KEY,
@@ -173,7 +173,7 @@ class RevisitBackend(Backend):
         self._one_off: deque[FrontierRequest] = deque()
         self._one_off_seen: set[bytes] = set()  # fingerprints of this crawl's one-offs
         self._exit_hook: Callable[[], None] | None = None
-        self._buffer: list[tuple[Dispatch, float]] = []
+        self._buffer: list[tuple[Lease, float]] = []
         self._finished_at = float("-inf")
         self._finished = False
         self._started_at: float | None = None
@@ -381,7 +381,7 @@ class RevisitBackend(Backend):
     def _release_buffer(self, room: int, key_type: str, overused: set[str],
                         now: float) -> list[FrontierRequest]:
         out: list[FrontierRequest] = []
-        keep: list[tuple[Dispatch, float]] = []
+        keep: list[tuple[Lease, float]] = []
         max_age = HOLD_FRACTION * self._client.frontier.lease_timeout  # type: ignore[union-attr]
         for dispatch, held_at in self._buffer:
             if now - held_at > max_age:
@@ -393,7 +393,7 @@ class RevisitBackend(Backend):
         self._buffer = keep
         return out
 
-    def _to_request(self, dispatch: Dispatch) -> FrontierRequest:
+    def _to_request(self, dispatch: Lease) -> FrontierRequest:
         """The request of a leased page: as the spider gave it, plus the lease and validators."""
         lease = {"url": dispatch.url, "token": dispatch.token, "host": dispatch.host,
                  "etag": dispatch.etag, "last_modified": dispatch.last_modified,

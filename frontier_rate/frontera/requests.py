@@ -20,7 +20,7 @@ from frontier_rate.crawl.settings import (
     WEIGHT_KEY,
     page_weight,
 )
-from frontier_rate.engine.frontier import Dispatch, parse_url
+from frontier_rate.engine.frontier import Lease, parse_url
 
 logger = logging.getLogger(__name__)
 
@@ -250,7 +250,7 @@ def one_off_fingerprint(request: FrontierRequest) -> bytes:
     return b"f" + digest.digest()
 
 
-def lease_of(request: Any) -> Dispatch | None:
+def lease_of(request: Any) -> Lease | None:
     """The lease a request carries, or None if the frontier did not dispatch it.
 
     Looks in ``meta[b"frontier_rate_dispatch"]`` and in the Scrapy meta (which
@@ -270,7 +270,7 @@ def lease_of(request: Any) -> Dispatch | None:
     if lease["url"] != request.url and lease["url"] not in (scrapy_meta.get("redirect_urls") or ()):
         return None
     due = lease.get("due")
-    return Dispatch(url=lease["url"], token=lease["token"],
+    return Lease(url=lease["url"], token=lease["token"],
                     host=lease.get("host") or parse_url(lease["url"]),
                     etag=lease.get("etag"), last_modified=lease.get("last_modified"),
                     due=float(due) if isinstance(due, (int, float)) else None)

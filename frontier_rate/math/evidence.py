@@ -1,7 +1,7 @@
 """Change evidence that does not come from fetching the page, and whether to believe it.
 
 Sitemaps (``<lastmod>``), feeds (entry dates) and pushes (IndexNow, WebSub, a CLI line)
-tell the frontier that a page changed, and often when. ``Frontier.hint_many`` hands each
+tell the frontier that a page changed, and often when. ``Frontier.signal_many`` hands each
 such *claim* to lua/hint.lua; this module is the Python statement of the rules the Lua
 applies (lua/signals.lua), so that tests can check the two agree, and of the constants
 both use. No Redis, no I/O.
@@ -56,7 +56,7 @@ whether it becomes right."""
 UNKNOWN, IGNORED_PAGE, NEW, DUE, HELD, POSTPONED, UNCHANGED, FUTURE, PENDING = range(9)
 OUTCOMES = ("unknown", "not_revisited", "new", "due", "held", "postponed", "unchanged",
             "future", "pending")
-"""Names of the outcomes, as ``Frontier.hint_many`` counts them: the page is unknown; gone
+"""Names of the outcomes, as ``Frontier.signal_many`` counts them: the page is unknown; gone
 or quarantined; never fetched yet (due anyway); made due at once; a "changed" claim kept
 for checking but not acted on (source not trusted); next fetch postponed; an "unchanged"
 claim not acted on; a future date (a failed check); a "changed" claim on a page being

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from scrapy.http import Response
     from scrapy.spiders import Spider
 
-    from frontier_rate.engine.frontier import Dispatch
+    from frontier_rate.engine.frontier import Lease
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ class ScrapyPoliteness:
         self._paced: dict[str, float] = {}
         self.closing = False
 
-    def fetch_robots(self, dispatch: Dispatch) -> None:
+    def fetch_robots(self, dispatch: Lease) -> None:
         """Fetch the robots.txt of ``dispatch``'s host before its first page (the answer is
         read by ``learn``, as every robots.txt answer is)."""
         self.pace(dispatch.host)

@@ -89,7 +89,7 @@ if TYPE_CHECKING:
     from scrapy.spiders import Spider
     from twisted.python.failure import Failure
 
-    from frontier_rate.engine.frontier import Dispatch, Frontier
+    from frontier_rate.engine.frontier import Frontier, Lease
 
 logger = logging.getLogger(__name__)
 
@@ -142,8 +142,8 @@ class Scheduler:
         self._new_since = 0.0
         self._one_off: deque[Request] = deque()
         self._one_offs = OneOffRedirects()
-        self._buffer: deque[tuple[Dispatch, float]] = deque()
-        self._in_flight: dict[str, Dispatch] = {}
+        self._buffer: deque[tuple[Lease, float]] = deque()
+        self._in_flight: dict[str, Lease] = {}
         self._sent_at: dict[str, float] = {}
         self._next_sweep = 0.0
         self._answered: set[str] = set()
@@ -385,7 +385,7 @@ class Scheduler:
         return (token is not None and token in self._in_flight
                 and getattr(request.errback, "frontier_rate_token", None) == token)
 
-    def _take_ready(self, now: float) -> Dispatch | None:
+    def _take_ready(self, now: float) -> Lease | None:
         """The first buffered lease whose host the gate lets through (others wait their turn;
         a lease held past half the lease timeout is dropped and expires in Redis)."""
         gate, lease_limit = self._politeness.gate, 0.5 * self.lease_timeout
@@ -406,7 +406,7 @@ class Scheduler:
                 self._wake_at(ready)
         return None
 
-    def _to_request(self, dispatch: Dispatch, now: float) -> Request:
+    def _to_request(self, dispatch: Lease, now: float) -> Request:
         """The request a lease goes out as: what the spider gave, plus this fetch's lease
         token and the conditional headers of the last fetch."""
         assert self.spider is not None
@@ -472,7 +472,7 @@ class Scheduler:
                 logger.debug("%s redirected to %s", dispatch.url, response.url)
             self._finish(flight)
 
-    def _record_response(self, response: Response, dispatch: Dispatch, flight: str) -> None:
+    def _record_response(self, response: Response, dispatch: Lease, flight: str) -> None:
         """Observe a 2xx or 304, report anything else as failed (held if Redis is down)."""
         client = self._client
         result = outcome(dispatch, response.status, response.headers, response.body,
