@@ -28,10 +28,10 @@ from frontier_rate.engine.frontier import Frontier, UnknownNamespace, parse_url
 from frontier_rate.math import policy
 from frontier_rate.store.connection import FrontierError, connect, redact_url
 from frontier_rate.store.errors import translate
+from frontier_rate.store.keys import NAMESPACE_RE
 from frontier_rate.store.namespace import SETTINGS
 from frontier_rate.store.namespace import drop as drop_namespace
 from frontier_rate.store.namespace_list import list_namespaces
-from frontier_rate.store.scripts import NAMESPACE_RE
 from frontier_rate.testbed import demo as demo_module
 
 EXIT_USAGE = 2

@@ -644,7 +644,7 @@ def test_a_page_named_twice_in_one_lease_call_is_leased_once(redis_url, namespac
     """lease.lua writes its lease set and queue removals once at the end of a call; a page
     named twice in the call is leased by the first and skipped by the second (not taken
     for a queued page marked leased, which would quarantine it)."""
-    from frontier_rate.store.scripts import page_id
+    from frontier_rate.store.keys import page_id
 
     f = frontier(redis_url, namespace, min_host_delay=0.0)
     url, host = "http://twice.example/a", "twice.example"

@@ -14,7 +14,7 @@ from frontier_rate import Frontier
 from frontier_rate.math import pattern
 from frontier_rate.math.dates import change_time
 from frontier_rate.math.pattern import DAY, DECAY, HOUR, WEEK
-from frontier_rate.store.scripts import bucket_of, page_id
+from frontier_rate.store.keys import bucket_of, page_id
 
 T0 = 1_700_000_000.0 - 1_700_000_000.0 % WEEK  # a week boundary, so phases read plainly
 

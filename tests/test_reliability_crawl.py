@@ -20,7 +20,7 @@ from redis_servers import RedisServer, redis_cluster  # noqa: I001
 from scrapy_support.harness import Crawl, finish_crawl, open_frontier, run_crawl, start_crawl
 from scrapy_support.server import ChangingSite
 
-from frontier_rate.store.scripts import Keys
+from frontier_rate.store.keys import Keys
 
 pytestmark = pytest.mark.reliability
 
@@ -129,7 +129,7 @@ def test_killed_crawler_leases_come_back_and_each_observation_counts_once(
     counts more observations of a page than the site answered, and the
     difference over all pages is at most what A had in flight when it died.
     """
-    from frontier_rate.store.scripts import page_id
+    from frontier_rate.store.keys import page_id
 
     hosts = sites(8)
     pages = [(site, f"/k{j}") for site in hosts for j in range(4)]

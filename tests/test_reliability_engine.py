@@ -26,12 +26,7 @@ from hypothesis import strategies as st
 
 from frontier_rate import Frontier, Lease
 from frontier_rate.engine.validation import MAX_URL_LENGTH, parse_url
-from frontier_rate.store.scripts import (
-    bucket_of,
-    float32,
-    page_id,
-    shard_of,
-)
+from frontier_rate.store.keys import bucket_of, float32, page_id, shard_of
 from frontier_rate.store.wire import (
     F_CHANGED,
     F_GONE,

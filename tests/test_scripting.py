@@ -16,9 +16,10 @@ from redis_servers import debian_redis, redis_cluster  # noqa: I001
 from frontier_rate import Frontier
 from frontier_rate.store import contract, scripting, wire
 from frontier_rate.store import scripts as store
-from frontier_rate.store.scripts import Keys, Scripts
+from frontier_rate.store.keys import Keys
+from frontier_rate.store.scripts import Scripts
 
-LUA = Path(scripting.__file__).with_name("lua")
+LUA = Path(scripting.__file__).parents[1] / "lua"
 PARTIAL_READS = {">I4", "<fd", "<dI4", "BB"}
 """Literal struct formats Lua may still write: the page id's hash (bucket_of) and the
 partial reads of a state in lib.peek_queued (offsets into STATE_FORMAT)."""

@@ -231,7 +231,7 @@ def test_lua_and_python_agree_on_random_claims_and_fetches(redis_url, namespace,
 
 
 def _pid(url: str) -> bytes:
-    from frontier_rate.store.scripts import page_id
+    from frontier_rate.store.keys import page_id
 
     return page_id(url)
 

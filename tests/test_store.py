@@ -12,13 +12,7 @@ from redis.cluster import key_slot
 from redis_servers import both_servers  # noqa: F401, I001  (every test on both script paths)
 
 from frontier_rate import Frontier
-from frontier_rate.store.scripts import (
-    Keys,
-    Layout,
-    bucket_of,
-    page_id,
-    shard_of,
-)
+from frontier_rate.store.keys import Keys, Layout, bucket_of, page_id, shard_of
 from frontier_rate.store.wire import STATE, STATE_INTERVAL, unpack_state
 
 LUA = Path(__file__).resolve().parent.parent / "frontier_rate" / "lua"

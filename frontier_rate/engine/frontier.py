@@ -71,8 +71,8 @@ from frontier_rate.store.errors import (
     UnknownNamespace,
     redact_url,
 )
+from frontier_rate.store.keys import Keys
 from frontier_rate.store.namespace import SETTINGS, refuse_half
-from frontier_rate.store.scripts import Keys
 
 __all__ = ["Dispatch", "Lease", "Frontier", "FrontierError", "NamespaceLost", "Observation", "RedisFault",
            "RedisPermissionDenied", "RedisRefused", "RedisUnavailable", "SettingsMismatch",

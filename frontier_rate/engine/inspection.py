@@ -18,8 +18,8 @@ from frontier_rate.engine.validation import count, parse_url, stored_url
 from frontier_rate.math import pattern
 from frontier_rate.store import health, wire
 from frontier_rate.store.errors import NamespaceLost
+from frontier_rate.store.keys import Layout, page_id
 from frontier_rate.store.namespace import SETTINGS, check_markers
-from frontier_rate.store.scripts import Layout, page_id
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from frontier_rate.engine.session import Session
 from frontier_rate.engine.shards import ShardCalls, log_quarantined
 from frontier_rate.engine.validation import host_name, new_page, real
 from frontier_rate.store import wire
-from frontier_rate.store.scripts import page_id
+from frontier_rate.store.keys import page_id
 
 PRIORITY_STEP = 1e-3
 """Seconds a new page's first due time moves earlier per unit of priority (``add_many``):

@@ -32,7 +32,8 @@ from frontier_rate.engine.validation import (
 )
 from frontier_rate.math.dates import change_time
 from frontier_rate.store import wire
-from frontier_rate.store.scripts import ScriptsReloaded, digest, page_id
+from frontier_rate.store.keys import digest, page_id
+from frontier_rate.store.scripts import ScriptsReloaded
 
 logger = logging.getLogger(__name__)
 

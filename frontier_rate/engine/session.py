@@ -32,8 +32,9 @@ from frontier_rate.store.errors import (
     redact_url,
     translate,
 )
+from frontier_rate.store.keys import Keys
 from frontier_rate.store.namespace import SETTINGS, Config, change_settings, open_namespace, read_settings
-from frontier_rate.store.scripts import Keys, PartlyApplied, Scripts
+from frontier_rate.store.scripts import PartlyApplied, Scripts
 from frontier_rate.store.wire import BETA, ETA, INTERVAL_MAX_STEP, INTERVAL_PRIOR_INFO, OMEGA, Header
 
 logger = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ from typing import Any
 
 from frontier_rate.engine.session import Session
 from frontier_rate.store import wire
-from frontier_rate.store.scripts import Layout, shard_of
+from frontier_rate.store.keys import Layout, shard_of
 
 logger = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from frontier_rate.engine.shards import ShardCalls
 from frontier_rate.engine.validation import hint, host_name
 from frontier_rate.math import evidence
 from frontier_rate.store import wire
-from frontier_rate.store.scripts import page_id
+from frontier_rate.store.keys import page_id
 
 logger = logging.getLogger(__name__)
 

@@ -26,8 +26,8 @@ from typing import Any
 
 from scrapy.settings import SETTINGS_PRIORITIES
 
+from frontier_rate.store.keys import Keys
 from frontier_rate.store.namespace import origin_key
-from frontier_rate.store.scripts import Keys
 
 logger = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from urllib.parse import urldefrag
 
 from frontier_rate.crawl.settings import DONT_REVISIT_KEY, WEIGHT_KEY, json_value, page_weight
 from frontier_rate.engine.frontier import parse_url
-from frontier_rate.store.scripts import page_id
+from frontier_rate.store.keys import page_id
 
 if TYPE_CHECKING:
     from scrapy import Request

@@ -35,7 +35,8 @@ from dataclasses import dataclass
 import redis
 
 from frontier_rate.store.errors import NamespaceLost, RedisRefused, SettingsMismatch, lost_message, translate
-from frontier_rate.store.scripts import Keys, Scripts
+from frontier_rate.store.keys import Keys
+from frontier_rate.store.scripts import Scripts
 
 logger = logging.getLogger(__name__)
 
