@@ -163,3 +163,31 @@ def test_old_names_stay_aliases_of_the_new_ones():
 
     assert frontier_rate.Dispatch is frontier_rate.Lease
     assert Frontier.hint_many is Frontier.signal_many
+
+
+CITED = re.compile(r"(?<![\w./-])((?:frontier_rate|docs|lua)/[\w./-]+\.(?:py|md|lua))")
+LINKED = re.compile(r"\]\(([\w./-]+\.md)(?:#[\w-]+)?\)")
+
+
+def _unresolved(texts: dict[Path, str]) -> list[str]:
+    missing = []
+    for path, text in texts.items():
+        for match in CITED.finditer(text):
+            cited = match.group(1)
+            if not ((ROOT / cited).exists() or (PACKAGE / cited).exists()):
+                missing.append(f"{path.name}: {cited}")
+        if path.suffix == ".md":
+            missing += [f"{path.name}: {m.group(1)}" for m in LINKED.finditer(text)
+                        if not (path.parent / m.group(1)).exists()]
+    return missing
+
+
+def test_every_citation_of_the_project_resolves():
+    """A docstring, Lua comment or doc that names a file of this repository names one that exists."""
+    files = [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *PACKAGE.rglob("*.py"), *PACKAGE.rglob("*.lua")]
+    assert _unresolved({p: p.read_text("utf-8") for p in files}) == []
+
+
+def test_citation_check_sees_a_dangling_one():
+    assert _unresolved({ROOT / "x.md": "see `frontier_rate/nowhere.py` and [A](NOWHERE.md)"}) == [
+        "x.md: frontier_rate/nowhere.py", "x.md: NOWHERE.md"]

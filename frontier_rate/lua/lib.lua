@@ -12,7 +12,7 @@
 --   KEYS[5] <prefix>cnt     hash  pages, gone, fetches, changes, quarantined
 -- and derives the per-bucket and per-host keys below from the same prefix
 -- (they carry the shard's hash tag, so every key lies in one cluster slot;
--- contract.DERIVED_KEYS, BUCKET_KINDS, QUEUE_KIND; tests/test_contract.py):
+-- contract.DERIVED_KEYS, BUCKET_KINDS, QUEUE_KIND; tests/test_scripting.py):
 --   <prefix>s:<b>  hash id -> packed page state (STATE below)
 --   <prefix>u:<b>  hash id -> url
 --   <prefix>x:<b>  hash id -> etag, last_modified and JSON meta (see xget)

@@ -4,7 +4,7 @@ Python reads this module; the Lua scripts get it as a generated prelude
 (``lua_prelude``) that the script runner (``frontier_rate/store/scripting.py``) puts in front
 of ``lua/lib.lua``, so a layout or constant changed here changes on both sides at once.
 Two parts of the contract stay written in Lua and are checked against this module by
-tests that fail on any drift (tests/test_contract.py): the header that lib.lua reads
+tests that fail on any drift (tests/test_scripting.py): the header that lib.lua reads
 into ``C`` (``HEADER``, also checked by tests/test_store.py) and the key names lib.lua
 derives from ``KEYS[1]`` (``SHARD_KEYS``, ``DERIVED_KEYS``, ``BUCKET_KINDS``,
 ``QUEUE_KIND``), which a security test (tests/test_reliability_engine.py) wants as
