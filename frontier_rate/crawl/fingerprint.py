@@ -39,10 +39,11 @@ from __future__ import annotations
 
 import hashlib
 import html
-import importlib
 import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
+
+from scrapy.utils.misc import load_object
 
 from frontier_rate.crawl.change_detection import ContentDetector, Detection, is_html
 from frontier_rate.engine.validation import MAX_VALIDATOR_LENGTH
@@ -182,8 +183,8 @@ def _load_callable(path: str) -> CustomFingerprint:
             "to a callable (body, url, headers) -> str | bytes"
         )
     try:
-        target = getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as exc:
+        target = load_object(path)
+    except (ImportError, NameError, ValueError) as exc:
         raise ValueError(f"FRONTIER_RATE_FINGERPRINT={path!r} cannot be imported: {exc}") from exc
     if not callable(target):
         raise ValueError(f"FRONTIER_RATE_FINGERPRINT={path!r} is not callable")

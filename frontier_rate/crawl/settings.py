@@ -7,7 +7,6 @@ them, so the two adapters cannot drift apart.
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
 import re
@@ -16,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
+
+from scrapy.utils.misc import load_object
 
 from frontier_rate.client.clock import CLOCK_SLACK, REDIS_RETRY_FIRST, REDIS_RETRY_MAX  # noqa: F401 (public names)
 from frontier_rate.crawl.fingerprint import DEFAULT_MAX_BODY, Fingerprinter
@@ -178,10 +179,9 @@ def clock_setting(value: Any) -> Callable[[], float]:
     if value is None or value == "":
         return time.time
     if isinstance(value, str):
-        module, _, name = value.rpartition(".")
         try:
-            value = getattr(importlib.import_module(module), name)
-        except (ImportError, AttributeError, ValueError) as exc:
+            value = load_object(value)
+        except (ImportError, NameError, ValueError) as exc:
             raise ValueError(f"FRONTIER_RATE_CLOCK={value!r} cannot be imported: {exc}") from None
     if not callable(value):
         raise ValueError(f"FRONTIER_RATE_CLOCK={value!r} is not callable")
