@@ -176,10 +176,9 @@ def visible_text(markup: str) -> str:
 
 
 def _load_callable(path: str) -> CustomFingerprint:
-    module_name, _, attribute = path.rpartition(".")
-    if not module_name:
+    if "." not in path.strip("."):
         raise ValueError(
-            f"FRONTIER_RATE_FINGERPRINT={path!r}: expected 'raw', 'text' or a dotted path "
+            f"FRONTIER_RATE_FINGERPRINT={path!r}: expected 'content', 'raw', 'text' or a dotted path "
             "to a callable (body, url, headers) -> str | bytes"
         )
     try:
