@@ -69,12 +69,15 @@ DOCUMENT_SOURCES = ("OpenTermsArchive/contrib-versions", "OpenTermsArchive/franc
 """The collections used (the data file has more; these two have 509 hosts, most with 1-3 pages)."""
 BUSY_EVERY = 2
 """Every BUSY_EVERY-th page of the busy histories is mixed in."""
-QUICK_EVERY = 8
+FULL_EVERY = 4
+"""The full run replays every FULL_EVERY-th page (a simulation at 1 fetch/page/day of every
+page takes hours on the 2 shared cores this was written on); ``--every 1`` for all."""
+QUICK_EVERY = 16
 QUICK_BUDGETS = (0.03, 0.3)
 MIN_CHANGES = 5
-TICK = 1800.0
+TICK = 3600.0
 """Simulated seconds per unit of the engine's clock (``run_ours``): the engine's clock runs
-in half hours so that one lease call hands out several fetches at the higher budgets (at one
+in hours so that one lease call hands out several fetches at the higher budgets (at one
 second per unit a call leases one page, and a run at 1 fetch/page/day takes hours here). The
 scoring uses the true fetch times; a fetch waits at most one unit for its call."""
 """Pages with at least this many changes in the window have their estimates checked."""
@@ -187,15 +190,18 @@ def run_ours(world: World, url: str | None, seed: int, tick: float = 1.0
             t = max(t + 1.0, math.inf if call_at is None else call_at)
     stats = f.stats(now=t)
     span = WINDOW_DAYS * DAY
-    ratios = []
+    ratios, checked = [], []
     for i in range(world.n):
         if len(world.changes[i]) >= MIN_CHANGES:
             record = f.page(urls[i])
             if record and record["estimate"] is not None:
                 ratios.append(record["estimate"] / tick / (len(world.changes[i]) / span))
+                checked.append((len(world.changes[i]), record["estimate"] / tick * DAY,
+                                record["fetches"], record["changes"]))
     info = {"wall_s": time.perf_counter() - wall, "next_requests_calls": calls,
             "nu": stats.get("nu"), "estimate_ratio_median": statistics.median(ratios) if ratios else None,
             "estimate_ratio_pages": len(ratios),
+            "estimated_pages": checked,  # (changes in the window, estimate/day, fetches, changes seen)
             "stats": {k: v for k, v in stats.items() if isinstance(v, (int, float, str)) or v is None}}
     delete_namespace(f)
     f.close()
@@ -319,9 +325,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budgets", type=float, nargs="*")
     parser.add_argument("--seeds", type=int, nargs="*")
     parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--every", type=int, help=f"every n-th page (default {FULL_EVERY}, --quick {QUICK_EVERY})")
     parser.add_argument("--url", default=os.environ.get("FRONTIER_RATE_REDIS_URL"))
     args = parser.parse_args(argv)
-    pages = population(QUICK_EVERY if args.quick else 1)
+    pages = population(args.every or (QUICK_EVERY if args.quick else FULL_EVERY))
     budgets = args.budgets or (QUICK_BUDGETS if args.quick else BUDGETS)
     seeds = args.seeds if args.seeds is not None else ((0,) if args.quick else SEEDS)
     pop = describe(pages)
