@@ -13,7 +13,7 @@ from frontier_rate import Frontier
 from frontier_rate.engine.threshold import FLOOR_SHARE, effective_max_interval
 
 PAGES = 2  # lua/lib.lua: pseudo-pages of the level above in a pool (PRIOR_PAGES, POPULATION_PAGES)
-POPULATION_MIN = 16  # lua/lib.lua: observed pages before the population pool is trusted
+POPULATION_MIN = 4  # lua/lib.lua: observed pages of a shard before its population pool is trusted
 
 
 def _frontier(redis_url, namespace, **kw):
@@ -34,7 +34,7 @@ def test_new_page_of_a_new_host_starts_from_its_shards_population(redis_url, nam
     """320 hosts of one page each (16 shards: about 20 a shard), each observed once unchanged
     after 500 s: a page of a new host starts from the mean log-rate of the observed pages of
     its shard shrunk towards prior_rate by 2 pseudo-pages, not from prior_rate; a shard with
-    fewer than 16 observed pages gives prior_rate."""
+    fewer than 4 observed pages gives prior_rate."""
     f = _frontier(redis_url, namespace, budget=1000.0)
     hosts = 320
     urls = [f"http://h{i}.example/a" for i in range(hosts)]

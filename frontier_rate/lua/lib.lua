@@ -550,9 +550,9 @@ end
 -- real crawl never change), not from prior_rate; an empty namespace starts there.
 -- Hosts are spread over shards by hash, so each shard's pool samples the population.
 -- Hierarchical empirical Bayes on log rates (docs/MATH.md, "The population prior").
--- A population of fewer than POPULATION_MIN observed pages is not trusted (the namespace
--- is still nearly empty): its pages start from prior_rate as before.
-local POPULATION, POPULATION_PAGES, POPULATION_MIN = "", 2, 16
+-- A shard's population of fewer than POPULATION_MIN observed pages is not trusted (the
+-- namespace is still nearly empty): its pages start from prior_rate as before.
+local POPULATION, POPULATION_PAGES, POPULATION_MIN = "", 2, 4
 
 function lib.population_log_prior(own)
   local pool = lib.host_pool(POPULATION)
