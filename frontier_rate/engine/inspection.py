@@ -221,7 +221,12 @@ class Inspector:
                 "nu": float(nu.get(b"nu", 0.0)), "budget": budget,
                 "planned_rate": planned, "budget_use": planned / budget,
                 "solved_at": session.local(float(nu[b"solved_at"])) if b"solved_at" in nu
-                else None}
+                else None,
+                # issue 35: the max_interval floor stretched where the budget cannot pay it
+                "max_interval_effective": float(nu.get(b"max_interval_effective",
+                                                       session.settings["max_interval"])),
+                "max_interval_unaffordable": float(nu.get(b"max_interval_effective", 0.0))
+                > session.settings["max_interval"]}
 
     def health(self) -> dict[str, Any]:
         """What the Redis server promises the namespace (``Frontier.health``)."""

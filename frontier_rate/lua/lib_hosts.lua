@@ -32,13 +32,34 @@ function lib.pooled_log_rate(s, rate)
   return log(rate)
 end
 
--- Prior log-rate of a page of `host` whose own contribution is `own` (or nil).
+-- The population level of the pooled prior (issue 35). The shard's pages with an observed
+-- interval pool their log planned rates under the field POPULATION of HOST_PRIOR (no host is
+-- named "": a URL has a host), kept with every host's pool (lib.host_pool_move). A host's
+-- pool shrinks towards this one, and this one towards the namespace's prior_rate by
+-- POPULATION_PAGES pseudo-pages: a host with few pages starts from what the crawl has seen
+-- elsewhere (most pages of a real crawl never change), not from prior_rate; an empty
+-- namespace starts there. Hosts are spread over shards by hash, so each shard's pool samples
+-- the population. Hierarchical empirical Bayes on log rates (docs/MATH.md, "The population
+-- prior"). A shard with fewer than POPULATION_MIN observed pages is not trusted yet.
+local POPULATION, POPULATION_PAGES, POPULATION_MIN = "", 2, 4
+
+function lib.population_log_prior(own)
+  local pool = lib.host_pool(POPULATION)
+  local n, sum = pool[1], pool[2]
+  if own then n, sum = n - 1, sum - own end
+  if n < POPULATION_MIN - 0.5 then return C.log_prior_rate end
+  return (sum + POPULATION_PAGES * C.log_prior_rate) / (n + POPULATION_PAGES)
+end
+
+-- Prior log-rate of a page of `host` whose own contribution is `own` (or nil): its
+-- host's pool shrunk towards the shard's pool (lib.population_log_prior).
 function lib.host_log_prior(host, own)
   local pool = lib.host_pool(host)
   local n, sum = pool[1], pool[2]
   if own then n, sum = n - 1, sum - own end
-  if n < 0.5 then return C.log_prior_rate end
-  return (sum + PRIOR_PAGES * C.log_prior_rate) / (n + PRIOR_PAGES)
+  local base = lib.population_log_prior(own)
+  if n < 0.5 then return base end
+  return (sum + PRIOR_PAGES * base) / (n + PRIOR_PAGES)
 end
 
 -- The (est, aux) a page of `host` starts from: its host's pooled prior as the pool stands
@@ -70,6 +91,7 @@ function lib.host_pool_move(host, old, new)
   if old then pool[1], pool[2] = pool[1] - 1, pool[2] - old end
   if new then pool[1], pool[2] = pool[1] + 1, pool[2] + new end
   pool[3] = true
+  if host ~= POPULATION then lib.host_pool_move(POPULATION, old, new) end
 end
 
 -- Hosts ---------------------------------------------------------------------
