@@ -75,7 +75,7 @@ def first_parent_changes(git_dir: Path) -> tuple[str, dict[str, list[int]]]:
 
 
 def delta_encode(times: list[int]) -> list[int]:
-    return [times[0]] + [b - a for a, b in zip(times, times[1:], strict=False)]
+    return [times[0]] + [b - a for a, b in zip(times, times[1:], strict=False)] if times else []
 
 
 def build(mirrors: Path, sources: list[tuple[str, str, str, int]] = SOURCES) -> dict:

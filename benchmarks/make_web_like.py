@@ -36,6 +36,9 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from make_real_traces import delta_encode, write  # noqa: E402 (one data-file format for both)
+
 DEFAULT_OUT = Path(__file__).resolve().parent / "data" / "web_like.json.gz"
 DAY = 86400
 WINDOW_DAYS = 180
@@ -77,10 +80,6 @@ def histories(git_dir: Path) -> tuple[str, int, dict[str, int], dict[str, list[i
     return head, head_time, first, {p: sorted(t) for p, t in changes.items()}, present
 
 
-def delta_encode(times: list[int]) -> list[int]:
-    return [times[0]] + [b - a for a, b in zip(times, times[1:], strict=False)] if times else []
-
-
 def build(mirrors: Path, sources: list[str] = SOURCES) -> dict:
     """The data file's object from the git directories under ``mirrors``."""
     pages, used = [], []
@@ -98,13 +97,6 @@ def build(mirrors: Path, sources: list[str] = SOURCES) -> dict:
                           "kind": "document", "first": first[path], "changes": delta_encode(times)})
     return {"format": 1, "generated_by": "benchmarks/make_web_like.py", "window_days": WINDOW_DAYS,
             "sources": used, "pages": pages}
-
-
-def write(data: dict, out: Path) -> None:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(data, separators=(",", ":"), sort_keys=True).encode()
-    with open(out, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as gz:
-        gz.write(text)
 
 
 def main(argv: list[str] | None = None) -> int:
