@@ -21,6 +21,8 @@ from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
+from frontier_rate.store.health import clock_offset
+
 logger = logging.getLogger(__name__)
 
 OUTAGE_PAUSE = 5.0
@@ -46,6 +48,9 @@ class SendSlots:
             resources.files("frontier_rate").joinpath("lua", "send_slot.lua").read_text("utf-8"))
         self.paused_until = 0.0
         self.failures = 0
+        self.offset: float | None = None
+        """Redis's TIME minus this process's ``time.time()`` (``health.clock_offset``),
+        measured at the first reservation and again after a failure."""
 
     def reserve(self, host: str, delay: float) -> float:
         """Take ``host``'s next send slot: the local ``clock`` time at which to send (now or
@@ -55,8 +60,12 @@ class SendSlots:
         if delay <= 0 or start < self.paused_until:
             return start
         try:
-            wait = float(self.script(keys=[self.key], args=[host, repr(float(delay))]))
+            if self.offset is None:
+                self.offset, _ = clock_offset(self.client, time.time)
+            now = time.time() + self.offset
+            wait = float(self.script(keys=[self.key], args=[host, repr(float(delay)), repr(now)]))
         except Exception as exc:  # Redis down or slow: never stop a download for it
+            self.offset = None
             self.paused_until = self.clock() + OUTAGE_PAUSE
             self.failures += 1
             if self.failures == 1:
@@ -67,5 +76,4 @@ class SendSlots:
             logger.warning("frontier-rate: shared send slots taken again after %d failures",
                            self.failures)
             self.failures = 0
-        # Redis read its clock between start and now: the midpoint is the best local guess
-        return (start + self.clock()) / 2 + wait
+        return start + wait
