@@ -541,6 +541,29 @@ def test_a_redis_restarted_empty_is_noticed(tmp_path, caplog):
         f.close()
 
 
+def test_a_process_that_saw_no_configuration_joins_the_namespace_another_just_created(
+        redis_url, namespace):
+    """Two processes opening a new namespace at once: both read no configuration, one
+    creates it and marks its shards, the other then finds shard data. That is a
+    creation it lost the race to, not a loss: it joins (same id), and only shard data
+    without any configuration is refused. Before: the second crawler stopped with
+    'its configuration is gone but its shards hold data' (seen on a Redis Cluster)."""
+    from frontier_rate.store import namespace as store_namespace
+
+    first = Frontier(redis_url, namespace=namespace, **OPTIONS)
+    stored = {k.decode(): v.decode() for k, v in first.client.hgetall(first.keys.cfg).items()}
+    fixed = {field: stored[field] for field in ("estimator", "objective", "shards", "buckets",
+                                                "cells")}
+    # the second process's create step, as if its first read came before the first's create
+    joined = store_namespace._create(first.client, first.scripts, first.keys, redis_url, fixed,
+                                     {}, {s: float(stored[s]) for s in store_namespace.SETTINGS})
+    assert joined["id"] == stored["id"]
+    first.client.delete(first.keys.cfg)
+    with pytest.raises(NamespaceLost, match="shards hold data"):
+        store_namespace.refuse_half(first.client, first.keys, redis_url, int(stored["shards"]))
+    first.close()
+
+
 @pytest.mark.parametrize("lost", ["a shard", "the configuration"])
 def test_a_namespace_that_lost_a_key_is_refused_not_recreated(redis_url, namespace, lost):
     """A shard's counters (with its marker) or the configuration deleted: the running

@@ -278,11 +278,16 @@ def _read(client: redis.Redis, keys: Keys) -> dict[str, str]:
 
 def refuse_half(client: redis.Redis, keys: Keys, url: str | None, shards: int) -> None:
     """NamespaceLost when shards of a namespace without configuration hold data: its
-    cfg was evicted or deleted, and creating it anew would mix two namespaces."""
+    cfg was evicted or deleted, and creating it anew would mix two namespaces.
+
+    The configuration is read again after the shards: a creator writes it before it
+    marks any shard, so shard data beside a configuration means another process
+    created the namespace since this one looked (two crawlers starting at once), not
+    a loss; the create script then returns what that process stored."""
     pipe = client.pipeline(transaction=False)
     for shard in range(shards):
         pipe.exists(keys.cnt(shard))
-    if any(pipe.execute()):
+    if any(pipe.execute()) and not client.exists(keys.cfg):
         raise NamespaceLost(lost_message(url, keys.namespace,
                                          "its configuration (fr:{ns}:cfg) is gone but its shards "
                                          "hold data"))
