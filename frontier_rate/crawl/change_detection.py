@@ -431,7 +431,7 @@ def _not_content(parts: list[str], length: int, previous: int | None) -> str | N
     if length < MIN_TEXT:
         return "empty"
     if length <= WALL_SIZE:
-        text = " ".join(parts[:60])
+        text = " ".join(parts[:60]).lower()  # _WALL and _ERROR are lower case
         if (previous is None or length < 0.5 * previous) and _WALL.search(text):
             return "bot wall"
         if previous is not None and length < SHRINK * previous and _ERROR.search(text):
