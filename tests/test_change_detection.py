@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import random
+import re
 
 import pytest
 
+from frontier_rate.crawl import segments as segments_module
 from frontier_rate.crawl.change_detection import ContentDetector, segments, stable_segments
 from frontier_rate.crawl.fingerprint import Fingerprinter
 from frontier_rate.crawl.responses import outcome
@@ -330,3 +332,49 @@ def test_a_page_of_one_short_line_still_changes():
     fingerprinter.detect(page(), "http://l.test/terms", HTML)
     tiny = [b"<div><p>Story number %d</p></div>" % n for n in range(1, 6)]
     assert changed(fingerprinter, "http://l.test/news", tiny) == [True] * 4
+
+
+# The volatile and counter patterns as plain alternations, each "\b" where it stands: the
+# way to read them. crawl/segments writes them so that sre can skip positions (a first
+# character set, lookbehinds); both must mask exactly the same text.
+PLAIN_VOLATILE = re.compile("|".join((
+    r"\b\d+\s*(?:s|sec|secs|seconds?|m|mins?|minutes?|h|hrs?|hours?|d|days?|w|wks?|"
+    r"weeks?|months?|y|yrs?|years?)\s+ago\b",
+    r"\b(?:vor|il\s+y\s+a|hace|fa|há)\s+\d+\s*\w{1,9}\b",
+    r"\b(?:just\s+now|gerade\s+eben|[àa]\s+l'instant)\b",
+    r"\b\d+\s+(?:partners|vendors|partenaires|partner)\b",
+    r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b",
+    r"\b\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:\s*[ap]\.?m\.?)?\b",
+    r"\b\d{10,}\b")))
+PLAIN_COUNTER = re.compile(
+    r"(?<![\d.,])\d[\d.,]*\s?[km]?\+?\s*(?:comments?|views?|likes?|shares?|followers?|reactions?|"
+    r"replies|repl(?:y|ies)|votes?|points?|reviews?|ratings?|reads?|kommentare?|aufrufe|"
+    r"commentaires?|vues|comentarios?|visitas|commenti|visualizzazioni)\b|"
+    r"(?:^|(?<=\x00))[\s(]*\d[\d.,]*\s?[km]?\+?[\s)]*(?=\x00|$)")
+
+
+def plain_stable_segments(parts: list[str]) -> list[str]:
+    """stable_segments with the plain patterns (dates are not masked: MASK_DATES)."""
+    text = "\x00".join(parts).lower()
+    text = segments_module._WORD.sub(segments_module._token, text)
+    text = PLAIN_VOLATILE.sub("<v>", text)
+    return PLAIN_COUNTER.sub("<n>", text).split("\x00")
+
+
+def test_fast_volatile_patterns_mask_what_the_plain_alternations_mask():
+    """Seeded strings built from every fragment class glued in every way (no space, a
+    space, a NUL between segments, word characters before and after): the same text."""
+    assert not segments_module.MASK_DATES
+    atoms = ["vor", "il y a", "hace", "fa", "há", "just now", "gerade eben", "à l'instant",
+             "a l'instant", "5", "12", "2026-01-02", "2026-01-02t10:20:30z", "10:30",
+             "10:30 a.m.", "1234567890", "12345678901", "min", "ago", "days", "partners",
+             "comments", "1.2k", "(3)", "x", "ab", "\x00", "-", ":", ".", ",", "tagen", "_",
+             "é", "٣", "views", "+"]
+    rng = random.Random(35)
+    compared = 0
+    for _ in range(20000):
+        text = "".join(rng.choice(atoms) + rng.choice(["", " "]) for _ in range(rng.randint(1, 10)))
+        parts = text.split("\x00")
+        assert stable_segments(parts) == plain_stable_segments(parts), parts
+        compared += 1
+    assert compared == 20000
