@@ -97,8 +97,9 @@ class Page:
     """Change times in seconds from the window's start, within [0, WINDOW_DAYS)."""
 
 
-def population(every: int = 1) -> list[Page]:
-    """The documents and the busy histories, each cut to its window and shifted to start at 0."""
+def population(every: int = 1, offset: int = 0) -> list[Page]:
+    """The documents and the busy histories, each cut to its window and shifted to start at 0;
+    every ``every``-th page from the ``offset``-th."""
     span = WINDOW_DAYS * DAY
     with gzip.open(DATA, "rt") as fh:
         data = json.load(fh)
@@ -117,7 +118,7 @@ def population(every: int = 1) -> list[Page]:
         for t in mine:
             c = np.asarray(t.changes, dtype=float) - start
             pages.append(Page(t.page, t.host, t.kind, np.unique(c[(c >= 0) & (c < span)])))
-    return pages[::every]
+    return pages[offset::every]
 
 
 @dataclass
@@ -352,9 +353,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, nargs="*")
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--every", type=int, help=f"every n-th page (default {FULL_EVERY}, --quick {QUICK_EVERY})")
+    parser.add_argument("--offset", type=int, default=0,
+                        help="start the every-n-th sample at this page: the pages the numbers of "
+                             "record (offset 0) never saw; prints only, unless --write")
     parser.add_argument("--url", default=os.environ.get("FRONTIER_RATE_REDIS_URL"))
     args = parser.parse_args(argv)
-    pages = population(args.every or (QUICK_EVERY if args.quick else FULL_EVERY))
+    pages = population(args.every or (QUICK_EVERY if args.quick else FULL_EVERY), args.offset)
     budgets = args.budgets or (QUICK_BUDGETS if args.quick else BUDGETS)
     seeds = args.seeds if args.seeds is not None else ((0,) if args.quick else SEEDS)
     pop = describe(pages)
@@ -366,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = summarise(done)
     text = markdown(rows, pop)
     print(text)
-    if args.quick and not args.write:
+    if (args.quick or args.offset) and not args.write:
         return 0
     from _report import write_json, write_section
 

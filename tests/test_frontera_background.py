@@ -149,14 +149,16 @@ def test_frontera_calls_do_not_wait_on_a_paused_redis(
                  and frontier.page(c) is not None, "the results to reach Redis")
         wait_for(lambda: backend.seconds_to_wake() >= 0
                  and response.meta[RESULT_KEY]["held"] is False, "the result meta")
-        assert response.meta[RESULT_KEY]["changed"] is False  # a first fetch
+        assert response.meta[RESULT_KEY]["new"] is True  # a first fetch (the lease says so)
         handed = handed or list(lease(manager, 1).values())  # inline: leased at once
         assert [request.url for request in handed] == [c]
     finally:
         manager.stop()
     try:
         assert (frontier.page(a)["fetches"], frontier.page(b)["fails"]) == (1, 1)
-        assert stats.values["frontier_rate/unchanged"] == 1
+        assert stats.values["frontier_rate/first_fetches"] == 1  # a's: neither changed nor unchanged
+        assert "frontier_rate/unchanged" not in stats.values
+        assert "frontier_rate/changed" not in stats.values
         assert stats.values["frontier_rate/failed"] == 1
         assert stats.values["frontier_rate/new_pages"] == 3
         assert "frontier_rate/redis_outages" not in stats.values

@@ -204,9 +204,10 @@ def test_two_namespaces_on_one_redis_stay_apart(redis_url, namespace, sites, tmp
         assert crawl.returncode == 0, crawl.log[-3000:]
         fetched = {path_of(r["request_url"]) for r in crawl.responses()}
         assert fetched == set(own[name]), f"crawl {name} fetched {sorted(fetched)}"
-        observed = crawl.stats.get("frontier_rate/changed", 0) \
+        revisited = crawl.stats.get("frontier_rate/changed", 0) \
             + crawl.stats.get("frontier_rate/unchanged", 0)
-        assert observed == len(crawl.responses())
+        assert revisited == crawl.stats.get("frontier_rate/revisits", 0)
+        assert revisited + crawl.stats["frontier_rate/first_fetches"] == len(crawl.responses())
         assert crawl.stats["frontier_rate/new_pages"] == len(own[name])
         summaries = [line for line in crawl.log.splitlines()
                      if f"frontier-rate [{namespace}-{name}]:" in line]

@@ -171,8 +171,9 @@ def test_missing_gone_and_server_errors_are_failures(site, redis_url, namespace,
     for path in ("/missing", "/removed"):
         assert len(site.hits_for(path)) == 3, path
     assert len(site.hits_for("/broken")) >= 3  # 5xx keep being retried (backoff capped)
+    assert stats["frontier_rate/first_fetches"] == 1  # /ok is the only page observed
     assert stats.get("frontier_rate/changed", 0) + stats.get("frontier_rate/unchanged", 0) == len(
-        crawl.responses(site.url("/ok")))
+        crawl.responses(site.url("/ok"))) - 1
     frontier = open_frontier(redis_url, namespace)
     try:
         gone = [p for p in ("/missing", "/removed", "/broken")
@@ -240,6 +241,29 @@ def test_robots_disallow_and_crawl_delay(site, redis_url, namespace, tmp_path):
     assert len(pages) >= 4, crawl.log[-3000:]
     gaps = [b.time - a.time for a, b in zip(pages, pages[1:], strict=False)]
     assert min(gaps) >= 0.9, gaps
+
+
+def test_a_page_robots_txt_forbids_waits_max_interval_not_a_backoff(site, redis_url, namespace,
+                                                                     tmp_path):
+    """Scrapy's robots.txt refusal of a leased page is parked: its next try is max_interval
+    (1 h here) after the refusal, not the 60 s of a failure's first backoff (issue 33: such
+    pages were retried with backoff forever); the page is kept and the refusal counted."""
+    site.set("/robots.txt", "User-agent: *\nDisallow: /private\n", content_type="text/plain")
+    for name in ("a", "private"):
+        site.set(f"/{name}", f"<p>{name}</p>")
+    crawl = run_crawl(tmp_path, redis_url, namespace,
+                      [{"url": site.url(f"/{n}")} for n in ("a", "private")],
+                      {"ROBOTSTXT_OBEY": True, "FRONTIER_RATE_CLOSE_AFTER": 3,
+                       "FRONTIER_RATE_MAX_INTERVAL": 3600.0})
+    assert site.hits_for("/private") == []
+    assert crawl.stats["frontier_rate/robots_forbidden"] == 1, crawl.log[-3000:]
+    frontier = open_frontier(redis_url, namespace)
+    try:
+        page = frontier.page(site.url("/private"))
+        assert page["status"] == "retrying" and page["fails"] == 1
+        assert page["next_due"] - crawl.closed["time"] > 3000.0, page
+    finally:
+        frontier.close()
 
 
 def test_a_slow_host_does_not_fill_the_downloader(redis_url, namespace, tmp_path):

@@ -188,9 +188,11 @@ class FrontierClient:
     def observe(self, dispatch: Lease, args: dict[str, Any]) -> Call:
         return self.submit(Call("observe", dispatch, dict(args)))
 
-    def failed(self, dispatch: Lease, reason: str, status: int | None, now: float) -> Call:
+    def failed(self, dispatch: Lease, reason: str, status: int | None, now: float,
+               park: bool = False) -> Call:
+        """``Frontier.failed`` (``park``: robots.txt forbids the page)."""
         return self.submit(Call("failed", dispatch, {"reason": reason, "status": status,
-                                                     "now": now}))
+                                                     "now": now, "park": park}))
 
     def host_delay(self, host: str, seconds: float) -> Call:
         return self.submit(Call("host_delay", None, {"host": host, "seconds": seconds}))

@@ -46,7 +46,8 @@ class Sender:
             if kind == "failed":
                 assert call.dispatch is not None
                 frontier.failed(call.dispatch, call.args["reason"],
-                                status=call.args["status"], now=call.args["now"])
+                                status=call.args["status"], park=call.args.get("park", False),
+                                now=call.args["now"])
             elif kind == "hint":
                 self._hint(frontier, call)
             else:
@@ -127,14 +128,18 @@ class Sender:
         if not observation.accepted:
             self._emit("stale_lease", 1)  # expired while in flight or held
             return
-        self._emit("changed" if observation.changed else "unchanged", 1)
         if call.args.get("not_modified"):
             self._emit("not_modified", 1)
         self.observed += 1
         # a page's first fetch, whichever run added it, is no revisit (issue 33: after a
-        # resume, "observed minus added in this run" counted earlier runs' pages)
+        # resume, "observed minus added in this run" counted earlier runs' pages), and
+        # neither changed nor unchanged: there was no copy to compare with
         first = call.dispatch is not None and call.dispatch.first
-        self._emit("first_fetches" if first else "revisits", 1)
+        if first:
+            self._emit("first_fetches", 1)
+            return
+        self._emit("revisits", 1)
+        self._emit("changed" if observation.changed else "unchanged", 1)
 
     def _count_failed(self, frontier: Frontier, call: Call) -> None:
         self._emit("failed", 1)

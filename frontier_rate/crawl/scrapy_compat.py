@@ -228,3 +228,13 @@ async def in_thread(func: Callable[..., Any], *args: Any) -> Any:
     from twisted.internet.threads import deferToThread
 
     return await maybe_deferred_to_future(deferToThread(func, *args))
+
+
+ROBOTS_REFUSAL = "Forbidden by robots.txt"
+"""The message of the ``IgnoreRequest`` Scrapy's ``RobotsTxtMiddleware`` raises (it has no
+exception class of its own; the same text in Scrapy 2.13 to 2.19)."""
+
+
+def forbidden_by_robots(exc: BaseException) -> bool:
+    """Whether ``exc`` is Scrapy's robots.txt refusal of a request."""
+    return type(exc).__name__ == "IgnoreRequest" and str(exc) == ROBOTS_REFUSAL

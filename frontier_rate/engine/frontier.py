@@ -303,18 +303,20 @@ class Frontier:
         return self.results.observe_many(results)
 
     def failed(self, dispatch: Lease, reason: str, *, status: int | None = None,
-               now: float | None = None) -> None:
+               park: bool = False, now: float | None = None) -> None:
         """A fetch that gave no observation: retry with exponential backoff.
 
         ``status`` 404/410 three times in a row marks the page gone (kept,
         never revisited); anything else (5xx, timeouts, DNS errors) backs off
-        60 s x 2^(n-1), capped by max_interval.
+        60 s x 2^(n-1), capped by max_interval. ``park``: a refusal that no retry
+        soon can pass (robots.txt forbids the page): the next try is max_interval
+        away at once (robots.txt may change; the page is kept).
         """
         validation.lease(dispatch)
         if status is not None and (isinstance(status, bool) or not isinstance(status, int)):
             raise ValueError(f"status must be an int or None, got {status!r}")
         with self.session.errors("failed"):
-            self.results.fail(dispatch, reason, status, self.session.now(now))
+            self.results.fail(dispatch, reason, status, self.session.now(now), park=bool(park))
 
     def release(self, dispatch: Lease, *, now: float | None = None) -> bool:
         """Hand back a dispatch that was never sent; True if its lease was still open."""

@@ -107,15 +107,17 @@ class Results:
                                   claim_dates=self.session.options.change_dates)
         return self.calls.of(host), packed
 
-    def fail(self, dispatch_: Lease, reason: str, status: int | None, now: float
-             ) -> Observation:
+    def fail(self, dispatch_: Lease, reason: str, status: int | None, now: float,
+             park: bool = False) -> Observation:
         """Record a fetch that gave no observation (``Frontier.failed``); its Observation
-        (next due time on Redis's clock: observe_many converts)."""
+        (next due time on Redis's clock: observe_many converts). ``park``: the backoff
+        starts at max_interval (lua/fail.lua caps it there)."""
         host = parse_url(dispatch_.url)
         pid = page_id(dispatch_.url)
+        base = self.session.settings["max_interval"] if park else BACKOFF_BASE
         reply = self.calls.run_one(
             "fail", self.calls.of(host), now,
-            wire.fail_args(pid, host, token(dispatch_), status in (404, 410), BACKOFF_BASE,
+            wire.fail_args(pid, host, token(dispatch_), status in (404, 410), base,
                            GONE_AFTER), lower=now)
         outcome = reply[0].decode()
         if outcome == "quarantined":

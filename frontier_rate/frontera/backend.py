@@ -397,7 +397,7 @@ class RevisitBackend(Backend):
         """The request of a leased page: as the spider gave it, plus the lease and validators."""
         lease = {"url": dispatch.url, "token": dispatch.token, "host": dispatch.host,
                  "etag": dispatch.etag, "last_modified": dispatch.last_modified,
-                 "due": dispatch.due}
+                 "due": dispatch.due, "first": dispatch.first}
         try:
             request = page_request(dispatch.url, dispatch.meta, self.request_model)
         except ValueError as exc:  # tampered or corrupt meta in Redis: fetch the URL bare

@@ -273,7 +273,8 @@ def lease_of(request: Any) -> Lease | None:
     return Lease(url=lease["url"], token=lease["token"],
                     host=lease.get("host") or parse_url(lease["url"]),
                     etag=lease.get("etag"), last_modified=lease.get("last_modified"),
-                    due=float(due) if isinstance(due, (int, float)) else None)
+                    due=float(due) if isinstance(due, (int, float)) else None,
+                    first=lease.get("first") is True)
 
 
 def _method(request: FrontierRequest) -> str:

@@ -554,9 +554,13 @@ class Scheduler:
             dispatch = self._in_flight.get(token) if token else None
             if dispatch is not None and token not in self._answered:
                 reason = type(failure.value).__name__
+                park = False
                 if isinstance(failure.value, IgnoreRequest):
                     reason = f"ignored: {failure.value}"
-                self._client.failed(dispatch, reason, None, self.clock())
+                    park = compat.forbidden_by_robots(failure.value)  # next try: max_interval
+                    if park:
+                        self.stats.inc_value("frontier_rate/robots_forbidden")
+                self._client.failed(dispatch, reason, None, self.clock(), park=park)
                 self._finish(token)
             self._results.pop(token, None)
             if errback is None:
