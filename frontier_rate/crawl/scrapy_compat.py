@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 
 if TYPE_CHECKING:
@@ -235,6 +236,9 @@ ROBOTS_REFUSAL = "Forbidden by robots.txt"
 exception class of its own; the same text in Scrapy 2.13 to 2.19)."""
 
 
-def forbidden_by_robots(exc: BaseException) -> bool:
-    """Whether ``exc`` is Scrapy's robots.txt refusal of a request."""
-    return type(exc).__name__ == "IgnoreRequest" and str(exc) == ROBOTS_REFUSAL
+def failure_reason(exc: BaseException) -> tuple[str, bool]:
+    """The reason a request failed with ``exc``, and whether it is Scrapy's robots.txt
+    refusal (``ROBOTS_REFUSAL``: then no retry soon can pass)."""
+    if isinstance(exc, IgnoreRequest):
+        return f"ignored: {exc}", str(exc) == ROBOTS_REFUSAL
+    return type(exc).__name__, False

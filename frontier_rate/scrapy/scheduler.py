@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from scrapy import Request, signals
-from scrapy.exceptions import IgnoreRequest, StopDownload
+from scrapy.exceptions import StopDownload
 from scrapy.utils.misc import build_from_crawler, load_object
 
 from frontier_rate.client import Call, FrontierClient, result_meta
@@ -553,13 +553,9 @@ class Scheduler:
                 return None  # a 304, observed as unchanged: not an error for the spider
             dispatch = self._in_flight.get(token) if token else None
             if dispatch is not None and token not in self._answered:
-                reason = type(failure.value).__name__
-                park = False
-                if isinstance(failure.value, IgnoreRequest):
-                    reason = f"ignored: {failure.value}"
-                    park = compat.forbidden_by_robots(failure.value)  # next try: max_interval
-                    if park:
-                        self.stats.inc_value("frontier_rate/robots_forbidden")
+                reason, park = compat.failure_reason(failure.value)
+                if park:  # robots.txt forbids the page: its next try is max_interval away
+                    self.stats.inc_value("frontier_rate/robots_forbidden")
                 self._client.failed(dispatch, reason, None, self.clock(), park=park)
                 self._finish(token)
             self._results.pop(token, None)
