@@ -18,8 +18,8 @@ How a request travels (DESIGN.md section 5 has the Scrapy facts this rests on):
    ``frontier_rate.client.frontier_client.FrontierClient`` fills from a background thread,
    and leave (past ``politeness.HostGate``) as Requests rebuilt from what was
    stored, plus ``If-None-Match`` / ``If-Modified-Since`` from the last fetch.
-   When nothing is buffered but pages are due, ``next_request`` waits briefly
-   for the worker (``STARVED_WAIT``) rather than let the engine go idle.
+   When nothing is buffered but pages are due, ``next_request`` has the worker
+   lease now and returns None; the leases wake the engine.
 3. Outcomes reach the scheduler without any middleware: the
    ``response_received`` signal carries every response that reaches the
    engine, and download errors reach the errback this scheduler wraps around
@@ -107,11 +107,8 @@ per page sent ~25 pages per call at 16, and a call's fixed cost (~30 us of Lua s
 shard script) dominated Redis's work per new page: 97 us per page in 4-page calls, 35 in
 100-page ones, 22 in 1000-page ones (4 hosts, embedded Redis 6.2)."""
 STARVED_WAIT = 0.25
-"""Longest wait (s) of ``next_request`` for the background worker when nothing is buffered
-but pages are due now: Scrapy's engine stops asking once ``next_request`` returns None, so a
-crawl's first requests (and Scrapy's own scheduler tests, which dequeue in a loop) would
-otherwise wait for a wake-up. A lease round takes milliseconds; a wait that brings nothing
-(due pages held back by a host's delay in Redis) backs off: 1, 2, 4 ... 30 s until the next."""
+"""Longest wait (s) of ``next_request`` for the worker when nothing is buffered but pages
+are due and no engine can be woken (Scrapy's own scheduler tests dequeue in a loop)."""
 MAX_TRACKED = 10_000
 """Bound on per-flight bookkeeping a middleware could leave behind (results, 304 tokens)."""
 
@@ -347,6 +344,7 @@ class Scheduler:
         """Move the leases the worker fetched into the buffer, the highest priority first."""
         leases = self._client.take()
         if leases:
+            self._starved_backoff, self._starved_until = 0.0, 0.0
             leases.sort(key=lambda lease: -stored_priority(lease[0].meta))
             self._buffer.extend(leases)
 
@@ -361,13 +359,17 @@ class Scheduler:
         self.stats.inc_value(f"scheduler/{what}/{where}")
 
     def _wait_for_worker(self, now: float) -> None:
-        """Wait (at most ``STARVED_WAIT``) for the worker's next lease round, then take what
-        it leased; when it brought nothing, do not wait again for 1, 2, 4 ... 30 s."""
-        self._client.wait_for_lease_round(STARVED_WAIT)
-        self._take_leases()
-        self._starved_backoff = 0.0 if self._buffer else min(30.0, 2 * self._starved_backoff
-                                                              or 1.0)
-        self._starved_until = now + self._starved_backoff
+        """Have the worker lease now; its leases wake a running engine (the event loop never
+        waits for Redis). Without an engine, wait at most ``STARVED_WAIT`` for them. Until
+        leases come, do not ask again for 1, 2, 4 ... 30 s."""
+        if compat.engine_wakes(self.crawler):
+            self._client.poll()
+        else:
+            self._client.wait_for_lease_round(STARVED_WAIT)
+            self._take_leases()
+        if not self._buffer:
+            self._starved_backoff = min(30.0, 2 * self._starved_backoff or 1.0)
+            self._starved_until = now + self._starved_backoff
 
     def _starved(self, now: float) -> bool:
         """Would the engine have nothing to send although pages are due now? (Then
