@@ -262,6 +262,53 @@ def test_slow_redis_never_stalls_the_event_loop(namespace, tmp_path):
         proc_redis.wait(timeout=10)
 
 
+SHORT_PAUSE = 6.0
+STARVED_WAIT = 0.25  # scrapy/scheduler.STARVED_WAIT: what the loop waited before
+
+
+def test_pages_due_during_a_redis_pause_never_hold_the_event_loop(namespace, tmp_path):
+    """Pages fall due while Redis is paused (shorter than the Redis timeout, so no outage):
+    nothing is buffered, and ``next_request`` has the worker lease and returns at once; the
+    leases wake the engine when Redis answers. Before, it waited up to STARVED_WAIT on the
+    event loop (then again 1, 2, 4 ... s later): a 0.253 s gap in the loop's ticks during
+    the pause, 2 runs of 2. The pause outlasts the backoff of the waits before it (at most
+    4 s here), so a wait would fall inside it. The meter ticks every 50 ms; a gap reaching
+    STARVED_WAIT while Redis is paused fails the test.
+    """
+    proc_redis, port = start_redis_server(str(tmp_path))
+    url = f"redis://127.0.0.1:{port}/0"
+    admin = redis.Redis(host="127.0.0.1", port=port)
+    try:
+        with ChangingSite("127.0.0.1") as site:
+            paths = [f"/p{i}" for i in range(6)]
+            for path in paths:
+                site.set(path, f"<p>{path} {{n}}</p>", template=True)
+            meter, stall_file = _meter(tmp_path, "pause")
+            proc, output, log = start_crawl(
+                tmp_path, "pause", url, namespace, [{"url": site.url(p)} for p in paths],
+                {"FRONTIER_RATE_REDIS_TIMEOUT": 10, "FRONTIER_RATE_CLOSE_AFTER": 12,
+                 "LOG_LEVEL": "INFO", **meter},
+            )
+            deadline = time.time() + 20
+            while len(site.hits_for("/p0")) < 2 and time.time() < deadline and proc.poll() is None:
+                time.sleep(0.01)
+            assert len(site.hits_for("/p0")) >= 2, "the crawl never revisited /p0"
+            paused_at = time.time()
+            admin.execute_command("CLIENT", "PAUSE", int(SHORT_PAUSE * 1000), "ALL")
+            crawl = finish_crawl(proc, output, log, timeout=60)
+            _crawl_ok(crawl)
+            assert "frontier_rate/redis_outages" not in crawl.stats  # a pause, not an outage
+            assert any(hit.time > paused_at + SHORT_PAUSE + 0.5 for hit in site.hits)
+            stall = json.loads(stall_file.read_text())
+            during = [gap for at, gap in stall["long_gaps"]
+                      if paused_at < at < paused_at + SHORT_PAUSE + 0.5]
+            assert all(gap < STARVED_WAIT for gap in during), stall
+    finally:
+        admin.close()
+        proc_redis.terminate()
+        proc_redis.wait(timeout=10)
+
+
 # -- bad URLs from the spider ------------------------------------------------------------------
 
 
