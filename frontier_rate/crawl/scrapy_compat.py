@@ -135,8 +135,9 @@ def wake_engine(crawler: Crawler) -> None:
 
 def engine_wakes(crawler: Crawler) -> bool:
     """Can ``wake_engine`` reach a running engine? (Not in a test that calls a scheduler
-    without one, as Scrapy's own scheduler tests do.)"""
-    return _engine_nextcall(crawler) is not None
+    without one, as Scrapy's own scheduler tests do with a ``Mock`` engine.)"""
+    running = getattr(getattr(crawler, "engine", None), "running", None) is True
+    return running and _engine_nextcall(crawler) is not None
 
 
 def engine_scheduler(crawler: Crawler) -> Any:

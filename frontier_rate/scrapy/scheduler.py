@@ -19,7 +19,7 @@ How a request travels (DESIGN.md section 5 has the Scrapy facts this rests on):
    and leave (past ``politeness.HostGate``) as Requests rebuilt from what was
    stored, plus ``If-None-Match`` / ``If-Modified-Since`` from the last fetch.
    When nothing is buffered but pages are due, ``next_request`` has the worker
-   lease now and returns None; the leases wake the engine.
+   lease now and returns None; the leases wake the engine (``_wait_for_worker``).
 3. Outcomes reach the scheduler without any middleware: the
    ``response_received`` signal carries every response that reaches the
    engine, and download errors reach the errback this scheduler wraps around
@@ -107,8 +107,9 @@ per page sent ~25 pages per call at 16, and a call's fixed cost (~30 us of Lua s
 shard script) dominated Redis's work per new page: 97 us per page in 4-page calls, 35 in
 100-page ones, 22 in 1000-page ones (4 hosts, embedded Redis 6.2)."""
 STARVED_WAIT = 0.25
-"""Longest wait (s) of ``next_request`` for the worker when nothing is buffered but pages
-are due and no engine can be woken (Scrapy's own scheduler tests dequeue in a loop)."""
+"""Longest wait (s) for leases when None would read "scheduler empty" (_wait_for_worker)."""
+ENGINE_WAIT = 0.1
+"""The same under a running engine, which the leases wake anyway (a round takes ms)."""
 MAX_TRACKED = 10_000
 """Bound on per-flight bookkeeping a middleware could leave behind (results, 304 tokens)."""
 
@@ -353,19 +354,18 @@ class Scheduler:
         self._count("enqueued", "memory")
 
     def _count(self, what: str, where: str) -> None:
-        """Scrapy's own scheduler stats: ``scheduler/enqueued`` and ``scheduler/dequeued``,
-        split by where the request waits (``memory``: one-offs; ``redis``: pages)."""
+        """Scrapy's scheduler stats, split by where a request waits (one-offs: ``memory``)."""
         self.stats.inc_value(f"scheduler/{what}")
         self.stats.inc_value(f"scheduler/{what}/{where}")
 
     def _wait_for_worker(self, now: float) -> None:
-        """Have the worker lease now; its leases wake a running engine (the event loop never
-        waits for Redis). Without an engine, wait at most ``STARVED_WAIT`` for them. Until
-        leases come, do not ask again for 1, 2, 4 ... 30 s."""
-        if compat.engine_wakes(self.crawler):
+        """Have the worker lease now; wait only without an engine, or with none in flight and
+        new pages on their way (None fires ``scheduler_empty``). Backs off 1, 2 ... 30 s."""
+        wakes = compat.engine_wakes(self.crawler)
+        if wakes and (self._in_flight or not self._client.unadded()):
             self._client.poll()
         else:
-            self._client.wait_for_lease_round(STARVED_WAIT)
+            self._client.wait_for_lease_round(ENGINE_WAIT if wakes else STARVED_WAIT)
             self._take_leases()
         if not self._buffer:
             self._starved_backoff = min(30.0, 2 * self._starved_backoff or 1.0)
