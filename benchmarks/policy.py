@@ -279,6 +279,18 @@ def run_frontier(sc: Scenario, url: str | None, estimator: str, pol: str) -> tup
     return drive(f, sc, tick=tick, max_n=256, retry=1.0)
 
 
+def page_urls(hosts, salt: str = "") -> list[str]:
+    """The URL of page ``i`` of host ``hosts[i]``, under a draw's ``salt`` ("" or e.g. "o3/").
+
+    The engine takes hosts of equal standing in the order of their names (a sorted set's
+    ties) and a host's pages of equal standing in the order of their ids (a hash of the
+    URL); the salt goes into both the host name and the path, so another salt is another
+    first-fetch order across hosts and within them. ``salt=""`` keeps the plain URLs.
+    """
+    tag = salt.strip("/")
+    return [f"https://h{h}{tag}.example/{salt}p/{i}" for i, h in enumerate(hosts)]
+
+
 def drive(f: Frontier, sc, *, tick: float, max_n: int, retry: float,
           dates: bool = False, salt: str = "") -> tuple[list[np.ndarray], dict]:
     """Add the pages of ``sc`` (a Scenario, or anything with n, host, weights, changes, t_end)
@@ -286,11 +298,10 @@ def drive(f: Frontier, sc, *, tick: float, max_n: int, retry: float,
     (the fingerprint is the page's version at that time), move the clock one unit after a
     batch, else to ``next_call``. ``tick``: simulated seconds per unit of ``f``'s clock.
     ``dates``: every answer tells the page's last change time (a true Last-Modified), when
-    the page changed since the start. ``salt``: a path prefix in every URL; the engine orders
-    pages of equal standing by a hash of their URL, so another salt is another first-fetch order.
+    the page changed since the start. ``salt``: another first-fetch order (``page_urls``).
     Returns the fetch times per page (simulated seconds) and run info; drops the namespace.
     """
-    urls = [f"https://h{sc.host[i]}.example/{salt}p/{i}" for i in range(sc.n)]
+    urls = page_urls(sc.host, salt)
     index = {u: i for i, u in enumerate(urls)}
     f.add_many([(u, float(w), None) for u, w in zip(urls, sc.weights, strict=True)], now=0.0)
     out: list[list[float]] = [[] for _ in range(sc.n)]
