@@ -1,17 +1,18 @@
 """The default engine against uniform on the real histories over several draws (issues 26, 35).
 
 ``benchmarks/real_traces.py`` runs the engine once per budget, on one set of URLs. Pages
-added together are first fetched in the order of their page ids (a hash of the URL), and
-at a low budget a large host capped by its politeness limit takes weeks to fetch each of
+added together are first fetched host by host (hosts of equal standing in the order of
+their names) and within a host in the order of their page ids (a hash of the URL), and at
+a low budget a large host capped by its politeness limit takes weeks to fetch each of
 its pages once (endoflife-date: 167 pages, 46 days at 0.05 fetches/page/day), so which
 pages go first moves the score by several pages' worth of freshness. Uniform revisiting
 has the same kind of luck: its phases are a random draw, and at 0.05 fetches/page/day
 (three fetches a page in the replay) its own freshness moves by ~7% from one draw to the
 next. One draw is no measure of a target such as issue 35's ">= 1.02x uniform at every
 budget, every fetch counted", so this script repeats the comparison over draws: draw
-``d`` is uniform's phases of ``World(seed=d)`` and our first-fetch order (a path prefix in
-every URL's host name and path, so hosts and the pages within them) and random stream
-(``Frontier(seed=d)``); draw 0 is real_traces.py's own run,
+``d`` is uniform's phases of ``World(seed=d)`` and our first-fetch order of hosts and of
+the pages within them (a salt in every URL's host name and path: ``policy.page_urls``) and
+random stream (``Frontier(seed=d)``); draw 0 is real_traces.py's own run,
 so its figures are the ones in that table. Same budgets, host caps, dispatcher rules and
 scoring as real_traces.py; every fetch counts against the budget, first fetches included.
 
