@@ -11,7 +11,10 @@ the server's own time per call (``INFO commandstats``, so no client or network t
 - the library's set-up followed by ``return 1``, with a real namespace's KEYS and header,
 - the same with ``lib.start`` (the marker check and the write probe every shard script runs),
 
-and the ratio to the bare call (issue 25's and 36's target: at most 2x, for Functions).
+and the ratio to the bare call (issue 25's and 36's target: at most 2x, for Functions). For
+Functions it also times, inside one call, ``LOOP`` runs of lib.lua's per-call block
+(``setup_lib``) and of its one Redis command (the layout's HMGET): the set-up's own cost,
+without the call's and with less noise than the difference of two calls.
 Each is the median of ``--repeats`` interleaved rounds of ``--calls`` pipelined calls. Redis
 7 is Debian's /usr/bin/redis-server (skipped when missing).
 
@@ -60,6 +63,10 @@ def usec_per_call(client, command: str, name: str, keys: list[str], args: list[s
     return float(client.info("commandstats")[f"cmdstat_{command.lower()}"]["usec_per_call"])
 
 
+LOOP = 200
+"""Set-ups timed inside one call (Functions): the per-call block without a call's own cost."""
+
+
 def measure(url: str | None, calls: int, repeats: int, functions: bool = False) -> dict:
     f = Frontier(url, namespace="bench-lua-setup", budget=1.0, min_host_delay=0.0)
     try:
@@ -67,8 +74,12 @@ def measure(url: str | None, calls: int, repeats: int, functions: bool = False) 
         args = [str(a) for a in f._header(0.0)]
         start = scripting.start_line("bench")
         if functions:
-            library = scripting.FunctionLibrary({"bench_lib": "return 1",
-                                                 "bench_lib_start": start + "return 1"})
+            library = scripting.FunctionLibrary({
+                "bench_lib": "return 1", "bench_lib_start": start + "return 1",
+                # the set-up alone, and its one Redis command, each LOOP times in one call
+                "bench_setup_loop": f"for i = 1, {LOOP} do setup_lib(KEYS, ARGV) end return 1",
+                "bench_layout_loop": f"for i = 1, {LOOP} do "
+                                     f"redis.call('HMGET', CNT, 'bl', 'bs', 'hi', 'id') end return 1"})
             f.client.function_load(BARE_LIBRARY, replace=True)
             f.client.function_load(library.code, replace=True)
             command = "FCALL"
@@ -81,10 +92,15 @@ def measure(url: str | None, calls: int, repeats: int, functions: bool = False) 
             names = {name: f.client.script_load(text) for name, text in (
                 ("bare", "return 1"), ("lib", lib + "\nreturn 1"),
                 ("lib_start", lib + "\n" + start + "return 1"))}
-        rounds: dict[str, list[float]] = {name: [] for name in names}
+        loops = {"setup_lib": library.function["bench_setup_loop"],
+                 "layout_read": library.function["bench_layout_loop"]} if functions else {}
+        rounds: dict[str, list[float]] = {name: [] for name in [*names, *loops]}
         for _ in range(repeats):  # interleaved, so a load change hits every variant alike
             for name, sha in names.items():
                 rounds[name].append(usec_per_call(f.client, command, sha, keys, args, calls))
+            for name, function in loops.items():
+                rounds[name].append(usec_per_call(f.client, command, function, keys, args,
+                                                  max(calls // LOOP, 10)) / LOOP)
         server = f.client.info("server")
         out = {"redis_version": server["redis_version"], "calls": calls, "repeats": repeats,
                "command": command, "load_average": os.getloadavg()[0],
@@ -92,7 +108,9 @@ def measure(url: str | None, calls: int, repeats: int, functions: bool = False) 
                                         "max": max(v)} for name, v in rounds.items()}}
         bare = out["usec_per_call"]["bare"]["median"]
         out["ratio_to_bare"] = {name: v["median"] / bare
-                                for name, v in out["usec_per_call"].items()}
+                                for name, v in out["usec_per_call"].items()
+                                if name not in loops}
+        out["inside_one_call"] = {name: out["usec_per_call"].pop(name) for name in loops}
         return out
     finally:
         drop(f.client, f.namespace)
@@ -110,6 +128,17 @@ def section(results: dict) -> str:
                  f"{result['load_average']:.1f} (2 cores shared with other work).\n\n"
                  + _report.table(["call", "µs per call (median)", "range", "x bare"], rows)
                  + "\n\n")
+        inside = result.get("inside_one_call")
+        if inside:
+            text += ("Inside one call (the set-up's own cost, without a call's: "
+                     f"{LOOP} in a loop, µs each, median [range]): lib.lua's per-call block "
+                     f"(`setup_lib`) {inside['setup_lib']['median']:.3g} "
+                     f"[{inside['setup_lib']['min']:.3g}-{inside['setup_lib']['max']:.3g}], of "
+                     "which its one Redis command (the HMGET of the bucket layout and the "
+                     "namespace marker) "
+                     f"{inside['layout_read']['median']:.3g} "
+                     f"[{inside['layout_read']['min']:.3g}-{inside['layout_read']['max']:.3g}]."
+                     "\n\n")
     return text + (
         "`bare`: `return 1` (EVALSHA) or a function of its own library returning 1 (FCALL); "
         "`lib`: the library's set-up and `return 1`; `lib_start`: with the marker check and "
@@ -147,6 +176,9 @@ def main(argv: list[str] | None = None) -> int:
         for name, v in result["usec_per_call"].items():
             print(f"{where:16s} {name:10s} {v['median']:7.2f} us per call (min {v['min']:.2f}, "
                   f"max {v['max']:.2f})  {result['ratio_to_bare'][name]:5.1f}x bare")
+        for name, v in result.get("inside_one_call", {}).items():
+            print(f"{where:16s} {name:10s} {v['median']:7.2f} us each, inside one call "
+                  f"(min {v['min']:.2f}, max {v['max']:.2f})")
     if not args.no_write:
         _report.write_json("lua_setup", results)
         _report.write_section("lua_setup", section(results))

@@ -856,19 +856,23 @@ LUA_KEY_FUNCS = {"skey", "ukey", "xkey", "qkey", "mkey", "bkey"}
 LUA_FORBIDDEN = re.compile(r"\b(loadstring|load|dofile|loadfile|require|setfenv|getfenv|rawset|"
                            r"_G|cmsgpack|cjson|math\.random)\b")
 LUA_DEFINITIONS = [  # every key name derives from KEYS[1]: these lines must stay as they are
-    'local PREFIX = string.sub(KEYS[1], 1, -6)',
+    # (lib.lua's per-call block works the prefix's keys out again only when KEYS[1] changed)
+    'local PREFIX, BAD, HOST_PRIOR, HOST_AGG, HOST_NU',  # declared; assigned below
+    'if KEYS[1] ~= LAST_KEY then',
+    'PREFIX = string.sub(KEYS[1], 1, -6)',
     'local READY, HOSTS, LEASES, AGG, CNT = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]',
-    'local BAD = PREFIX .. "bad"',
+    'BAD = PREFIX .. "bad"',
     'local function qkey(host) return PREFIX .. "q:" .. host end',
     'key = PREFIX .. kind .. b',  # in bkey; kind: "s:", "u:", "x:", "m:" (skey ... mkey, BUCKET_KINDS)
-    'local HOST_PRIOR = PREFIX .. "hr"',
-    'local HOST_AGG = PREFIX .. "ha"',
-    'local HOST_NU = PREFIX .. "hnu"',
-    'local DATES = PREFIX .. "lm"',
-    'local HOST_PAGES, HOST_SWEEP = PREFIX .. "hp", PREFIX .. "hs"',
-    'local SIGNAL_PAGES, SIGNAL_TRUST = PREFIX .. "sg", PREFIX .. "st"',  # lua/signals.lua
-    'local PROBE = PREFIX .. "probe"',  # the write probe (start): SETRANGE with "", never created
-    'local SHARD = string.match(PREFIX, ":(%d+)}:$") or "?"',  # the shard, for FRLOST replies
+    'HOST_PRIOR = PREFIX .. "hr"',
+    'HOST_AGG = PREFIX .. "ha"',
+    'HOST_NU = PREFIX .. "hnu"',
+    'DATES = PREFIX .. "lm"',
+    'HOST_PAGES, HOST_SWEEP = PREFIX .. "hp", PREFIX .. "hs"',
+    'SIGNAL_PAGES, SIGNAL_TRUST = PREFIX .. "sg", PREFIX .. "st"',  # lua/signals.lua
+    'PROBE = PREFIX .. "probe"',  # the write probe (start): SETRANGE with "", never created
+    'SHARD = string.match(PREFIX, ":(%d+)}:$") or "?"',  # the shard, for FRLOST replies
+    'LAST_KEY = KEYS[1]',
 ]
 
 

@@ -74,11 +74,12 @@ def test_keys_declares_every_key_lua_builds():
 
 
 def test_lua_derives_exactly_the_declared_keys():
-    """Every ``NAME = PREFIX .. "<suffix>"`` in the Lua files is a DERIVED_KEYS entry under its
-    declared Lua name, and every entry is derived somewhere; the bucket and queue kinds too."""
+    """Every ``NAME = PREFIX .. "<suffix>"`` in the Lua files (declared, or assigned in lib.lua's
+    per-call block) is a DERIVED_KEYS entry under its Lua name, and every entry is derived
+    somewhere; the bucket and queue kinds too."""
     text = "".join(lua_text(p.name) for p in sorted(LUA.glob("*.lua")))
     found = {}
-    for names, values in re.findall(r"^\s*local ([\w, ]+?) = ([^\n]*PREFIX \.\. \"[^\n]*)$",
+    for names, values in re.findall(r"^\s*(?:local )?([\w, ]+?) = ([^\n]*PREFIX \.\. \"[^\n]*)$",
                                      text, re.M):
         for lua_name, value in zip(names.split(","), values.split(", "), strict=True):
             suffix = re.fullmatch(r'PREFIX \.\. "([^"]+)"', value.strip())
@@ -100,6 +101,13 @@ def test_lua_reads_the_declared_header():
     assert [name for name, _ in read] == list(contract.HEADER) == list(wire.HEADER)
     assert re.search(r"^local H = (\d+)$", lua_text("lib.lua"), re.M).group(1) == \
         str(len(contract.HEADER))
+    # header_again (a Functions library takes the last parsed header again when fields
+    # 2..H are unchanged) compares each of those fields once, with itself
+    body = re.search(r"local function header_again\(argv\)\n(.*?)\nend\n", lua_text("lib.lua"),
+                     re.S).group(1)
+    compared = re.findall(r"argv\[(\d+)\] ~= L\[(\d+)\]", body)
+    assert all(a == b for a, b in compared)
+    assert sorted(int(a) for a, _ in compared) == list(range(2, len(contract.HEADER) + 1))
 
 
 def test_lua_writes_no_struct_layout_of_its_own():
@@ -152,9 +160,9 @@ def test_the_per_call_block_holds_no_function():
     with pytest.raises(ValueError, match="no '-- per call: begin'"):
         scripting.per_call("local x = 1\n", "s")
     out = scripting.per_call("x\n-- per call: begin\nlocal A, B = 1, 2\nlocal C = {\n}\n"
-                             "-- per call: end\ny\n", "setup")
-    assert out == "x\nlocal A, B, C\nlocal function setup(KEYS, ARGV)\nA, B = 1, 2\nC = {\n}\n" \
-                  "end\ny\n"
+                             "local D, E\nif A then D = 1 end\n-- per call: end\ny\n", "setup")
+    assert out == "x\nlocal A, B, C, D, E\nlocal function setup(KEYS, ARGV)\nA, B = 1, 2\n" \
+                  "C = {\n}\nif A then D = 1 end\nend\ny\n"
 
 
 # --------------------------------------------------------------------------- both paths

@@ -31,9 +31,12 @@
 -- * Redis Functions (Redis >= 7): the library is loaded once (FUNCTION LOAD) and its
 --   functions stay; only the block between "per call: begin" and "per call: end" below
 --   runs at each call. The runner declares that block's locals ahead of it and makes
---   the block the body of a function setup(KEYS, ARGV) (its "local " words dropped), so
---   the block may hold only assignments of values derived from KEYS, ARGV and Redis,
---   and the per-call tables; no function definitions.
+--   the block the body of a function setup(KEYS, ARGV) (its "local " words dropped, a
+--   declaration without a value dropped whole), so the block may hold only assignments
+--   (under conditions too) of values derived from KEYS, ARGV and Redis; no function
+--   definitions. Its variables then keep their values from call to call: the block
+--   works out again only what changed (the keys when KEYS[1] did, the settings when the
+--   header did) and reads the bucket layout from Redis every time.
 -- The functions are fields of one table, `lib`, so that a script names what it takes
 -- from here (lib.finish, ...); the locals they capture are declared in the order that
 -- keeps closing over them cheap (the library and the standard functions last). Each
@@ -51,10 +54,35 @@ local H = 19
 -- the cell layout (CELLS) parsed once for its text. Strings are interned in Lua, so the
 -- comparison is one pointer test per field. C is never written by a script.
 local LAST_HEADER, LAST_C, LAST_CELLS_TEXT, LAST_CELLS = nil, nil, nil, nil
+local LAST_KEY, LAST_SETTINGS = nil, nil  -- KEYS[1] and C of the last call (below)
+local CELL_NAMES = {}   -- cell -> its decimal name, formatted once (lib.add_to_cell)
+-- The per-call tables: made when the
+-- library loads (or an EVAL script starts), and in a Functions library made again only
+-- after a call that used them (the per-call block, and lib.finish through emptied).
+local AGG_DELTA, HOST_DELTA = {}, {}  -- cell -> {n, Σλ, Σw}; "<cell>:<host>" -> {.., host}
+local HOST_NU_READ = {}  -- host -> its nu_h, read once per script call
+local HOST_POOLS = {}   -- host -> {n, sum, changed}: its pooled prior
+local DIRTY_HOSTS = {}  -- hosts whose queue head changed: re-scored once in READY
+local QUEUE_HEADS = {}  -- host -> {id, score} of its queue head as this call saw it
+-- NEWLY_QUARANTINED collects url, reason of every page quarantined by this call, for
+-- the caller to log (every script that may quarantine returns it: wire.quarantined).
+local NEWLY_QUARANTINED = {}
+-- t itself when it is empty, else a new empty table (no allocation for an unused one).
+local function emptied(t)
+  if next(t) == nil then return t end
+  return {}
+end
+-- header_again compares fields 2..H one by one, written out (no loop: this runs at every
+-- call; tests/test_scripting.py checks that it names each field of the header once).
 local function header_again(argv)
   if not LAST_C then return nil end
-  for i = 2, H do
-    if argv[i] ~= LAST_HEADER[i] then return nil end
+  local L = LAST_HEADER
+  if argv[2] ~= L[2] or argv[3] ~= L[3] or argv[4] ~= L[4] or argv[5] ~= L[5] or
+      argv[6] ~= L[6] or argv[7] ~= L[7] or argv[8] ~= L[8] or argv[9] ~= L[9] or
+      argv[10] ~= L[10] or argv[11] ~= L[11] or argv[12] ~= L[12] or argv[13] ~= L[13] or
+      argv[14] ~= L[14] or argv[15] ~= L[15] or argv[16] ~= L[16] or argv[17] ~= L[17] or
+      argv[18] ~= L[18] or argv[19] ~= L[19] then
+    return nil
   end
   LAST_C["now"] = tonumber(argv[1])
   return LAST_C
@@ -66,18 +94,32 @@ local function header_keep(argv, c)
 end
 
 -- per call: begin (what this block may hold: above) ---------------------------
--- Keys
-local PREFIX = string.sub(KEYS[1], 1, -6)
+-- What derives from KEYS[1] and from the header is worked out again only when they
+-- differ from the last call's (LAST_KEY, and the header table header_again returns):
+-- a Functions library keeps these variables from call to call, so a process that sends
+-- the same keys and settings every time pays one string test and the header test here.
+-- An EVAL script keeps nothing (LAST_KEY and LAST_C stay nil): it works all out each call.
 local READY, HOSTS, LEASES, AGG, CNT = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local BAD = PREFIX .. "bad"
-local HOST_PRIOR = PREFIX .. "hr"
-local HOST_AGG = PREFIX .. "ha"
-local HOST_NU = PREFIX .. "hnu"
-local DATES = PREFIX .. "lm"
-local HOST_PAGES, HOST_SWEEP = PREFIX .. "hp", PREFIX .. "hs"
-local SIGNAL_PAGES, SIGNAL_TRUST = PREFIX .. "sg", PREFIX .. "st"
-local PROBE = PREFIX .. "probe"
-local SHARD = string.match(PREFIX, ":(%d+)}:$") or "?"
+local PREFIX, BAD, HOST_PRIOR, HOST_AGG, HOST_NU
+local DATES, HOST_PAGES, HOST_SWEEP, SIGNAL_PAGES, SIGNAL_TRUST, PROBE, SHARD
+-- BUCKET_KEYS: the hash key of bucket b of a kind ("s:", "u:", "x:", "m:"), built once
+-- for its prefix (no number formatting and string building per HGET/HSET; bkey).
+local BUCKET_KEYS
+if KEYS[1] ~= LAST_KEY then
+  -- Keys
+  PREFIX = string.sub(KEYS[1], 1, -6)
+  BAD = PREFIX .. "bad"
+  HOST_PRIOR = PREFIX .. "hr"
+  HOST_AGG = PREFIX .. "ha"
+  HOST_NU = PREFIX .. "hnu"
+  DATES = PREFIX .. "lm"
+  HOST_PAGES, HOST_SWEEP = PREFIX .. "hp", PREFIX .. "hs"
+  SIGNAL_PAGES, SIGNAL_TRUST = PREFIX .. "sg", PREFIX .. "st"
+  PROBE = PREFIX .. "probe"
+  SHARD = string.match(PREFIX, ":(%d+)}:$") or "?"
+  BUCKET_KEYS = {}  -- kind -> bucket -> key
+  LAST_KEY = KEYS[1]
+end
 
 -- The header: ARGV[1..H], the same fields for every shard script, named as
 -- frontier_rate/store/wire.py HEADER names them, in the same order (tests/test_store.py
@@ -95,25 +137,8 @@ if not C then
   }
   header_keep(ARGV, C)
 end
-local FRESHNESS = C.objective == "freshness"   -- else "changes"
-local WHITTLE = C.policy == "whittle"          -- else "lagrangian"
-local INTERVAL = C.estimator == "interval"
 
--- Bucket layout: linear hashing, so the bucket hashes grow online and stay
--- compact (store.bucket_of mirrors it). CNT holds the shard's level "bl" and
--- split pointer "bs": with NB = buckets * 2^level, a page goes to h mod NB, or
--- to h mod 2NB when that is below the split pointer (its bucket was split).
--- A namespace from before the layout grew has neither field: level 0, split 0,
--- exactly its old fixed layout, so old data needs no migration.
-local LAYOUT = redis.call("HMGET", CNT, "bl", "bs", "hi", "id")
-local LEVEL, SPLIT = math.floor(tonumber(LAYOUT[1]) or 0), math.floor(tonumber(LAYOUT[2]) or 0)
-if LEVEL < 0 or LEVEL > 24 then LEVEL, SPLIT = 0, 0 end
-local NB = C.buckets * 2 ^ LEVEL
-if SPLIT < 0 or SPLIT >= NB then LEVEL, SPLIT, NB = 0, 0, C.buckets end
--- The hash key of bucket b of a kind ("s:", "u:", "x:", "m:"), built once per call
--- (no number formatting and string building per HGET/HSET; bkey).
-local BUCKET_KEYS = {}  -- kind -> bucket -> key
-
+-- What the settings decide, for the header table C (again only when C is a new table).
 -- Page state (contract.STRUCTS STATE, wire.STATE): 48 bytes; 64 for `interval`, still
 -- within the default 64-byte limit of the compact hash encoding: weight (float32), est,
 -- aux, p (float32, the crawl rate of the pending draw), last_fetch, fetches, changes,
@@ -121,36 +146,55 @@ local BUCKET_KEYS = {}  -- kind -> bucket -> key
 -- fails = consecutive failures (low 4 bits) + 16 * consecutive 404/410.
 -- est/aux: LLN x_k / S_k, SA y_k / unused, SAM z_k / z_{k-1},
 -- interval log-rate / T0 plus x1, x2 = changed score B / curvature H.
-local STATE = STATE_FORMAT
-if INTERVAL then STATE = STATE_INTERVAL_FORMAT end
-local STATE_SIZE = struct.size(STATE)
-local RATE_EST = C.estimator == "lln" or C.estimator == "sa"  -- est is a rate (>= 0)
-local SUM_AUX = C.estimator == "lln" or INTERVAL               -- aux is a sum (>= 0)
-local MIN_RATE = 1 / C.max_interval  -- the lowest rate a page plans with (lib.plan_rate)
-
--- Policy cell of a page (policy.cell_of): log-spaced bins of weight and rate.
+-- Policy cell of a page (policy.cell_of): log-spaced bins of weight and rate (CELLS).
 -- The bin layout comes from the namespace's configuration (C.cells:
 -- "w_log10_min,w_per_decade,w_bins,r_log10_min,r_per_decade,r_bins"), fixed
 -- when the namespace was created so that pages leave the cell they entered.
-local CELLS = LAST_CELLS
-if C.cells ~= LAST_CELLS_TEXT then
-  CELLS = {}
-  for v in string.gmatch(C.cells, "[^,]+") do CELLS[#CELLS + 1] = tonumber(v) end
-  LAST_CELLS_TEXT, LAST_CELLS = C.cells, CELLS
+local FRESHNESS, WHITTLE, INTERVAL, STATE, STATE_SIZE, RATE_EST, SUM_AUX, MIN_RATE, CELLS
+if C ~= LAST_SETTINGS then
+  FRESHNESS = C.objective == "freshness"   -- else "changes"
+  WHITTLE = C.policy == "whittle"          -- else "lagrangian"
+  INTERVAL = C.estimator == "interval"
+  STATE = STATE_FORMAT
+  if INTERVAL then STATE = STATE_INTERVAL_FORMAT end
+  STATE_SIZE = struct.size(STATE)
+  RATE_EST = C.estimator == "lln" or C.estimator == "sa"  -- est is a rate (>= 0)
+  SUM_AUX = C.estimator == "lln" or INTERVAL               -- aux is a sum (>= 0)
+  MIN_RATE = 1 / C.max_interval  -- the lowest rate a page plans with (lib.plan_rate)
+  CELLS = LAST_CELLS
+  if C.cells ~= LAST_CELLS_TEXT then
+    CELLS = {}
+    for v in string.gmatch(C.cells, "[^,]+") do CELLS[#CELLS + 1] = tonumber(v) end
+    LAST_CELLS_TEXT, LAST_CELLS = C.cells, CELLS
+  end
+  LAST_SETTINGS = C
 end
 
--- Per-call state, written back by lib.finish()
-local AGG_DELTA, HOST_DELTA = {}, {}  -- cell -> {n, Σλ, Σw}; "<cell>:<host>" -> {.., host}
-local CELL_NAMES = {}   -- cell -> its decimal name, formatted once per call
-local HOST_NU_READ = {}  -- host -> its nu_h, read once per script call
+-- Bucket layout: linear hashing, so the bucket hashes grow online and stay
+-- compact (store.bucket_of mirrors it). CNT holds the shard's level "bl" and
+-- split pointer "bs": with NB = buckets * 2^level, a page goes to h mod NB, or
+-- to h mod 2NB when that is below the split pointer (its bucket was split).
+-- A namespace from before the layout grew has neither field: level 0, split 0,
+-- exactly its old fixed layout, so old data needs no migration. Read at every call:
+-- another call may have split a bucket.
+local LAYOUT = redis.call("HMGET", CNT, "bl", "bs", "hi", "id")
+local LEVEL, SPLIT = math.floor(tonumber(LAYOUT[1]) or 0), math.floor(tonumber(LAYOUT[2]) or 0)
+if LEVEL < 0 or LEVEL > 24 then LEVEL, SPLIT = 0, 0 end
+local NB = C.buckets * 2 ^ LEVEL
+if SPLIT < 0 or SPLIT >= NB then LEVEL, SPLIT, NB = 0, 0, C.buckets end
+
+-- Per-call state, written back by lib.finish(): the tables declared above the block,
+-- new ones where the last call left entries (a call that failed half-way, or a table
+-- lib.finish does not empty)
+if next(AGG_DELTA) then AGG_DELTA = {} end
+if next(HOST_DELTA) then HOST_DELTA = {} end
+if next(HOST_NU_READ) then HOST_NU_READ = {} end
+if next(HOST_POOLS) then HOST_POOLS = {} end
+if next(DIRTY_HOSTS) then DIRTY_HOSTS = {} end
+if next(QUEUE_HEADS) then QUEUE_HEADS = {} end
+if next(NEWLY_QUARANTINED) then NEWLY_QUARANTINED = {} end
 local HOST_NU_ANY = nil  -- whether any host has its own threshold (HLEN, once per call)
-local HOST_POOLS = {}   -- host -> {n, sum, changed}: its pooled prior
-local DIRTY_HOSTS = {}  -- hosts whose queue head changed: re-scored once in READY
-local QUEUE_HEADS = {}  -- host -> {id, score} of its queue head as this call saw it
 local HOST_INDEX = LAYOUT[3] == "1"  -- the host page index is kept (HOST_PAGES, HOST_SWEEP)
--- NEWLY_QUARANTINED collects url, reason of every page quarantined by this call, for
--- the caller to log (every script that may quarantine returns it: wire.quarantined).
-local NEWLY_QUARANTINED = {}
 -- per call: end -------------------------------------------------------------
 
 -- Keys of buckets and host queues ---------------------------------------------

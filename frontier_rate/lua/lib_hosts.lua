@@ -182,7 +182,7 @@ function lib.finish(result)
     if d[2] ~= 0 then redis.call("HINCRBYFLOAT", AGG, "l:" .. id, lib.fmt(d[2])) end
     if d[3] ~= 0 then redis.call("HINCRBYFLOAT", AGG, "w:" .. id, lib.fmt(d[3])) end
   end
-  AGG_DELTA = {}
+  AGG_DELTA = emptied(AGG_DELTA)
   -- a host's cells are read with one HMGET and written with one HSET (and one HDEL)
   local by_host = {}
   for field, d in pairs(HOST_DELTA) do lib.push(by_host, d[4], field) end
@@ -206,7 +206,7 @@ function lib.finish(result)
     if #drops > 0 then redis.call("HDEL", HOST_AGG, unpack(drops)) end
     if HOST_INDEX and pages ~= 0 then lib.index_pages(host, pages) end
   end
-  HOST_DELTA = {}
+  HOST_DELTA = emptied(HOST_DELTA)
   for host, pool in pairs(HOST_POOLS) do
     if pool[3] then
       if pool[1] < 0.5 then
@@ -216,10 +216,10 @@ function lib.finish(result)
       end
     end
   end
-  HOST_POOLS = {}
+  HOST_POOLS = emptied(HOST_POOLS)
   for host in pairs(DIRTY_HOSTS) do lib.host_refresh(host) end
-  DIRTY_HOSTS = {}
-  QUEUE_HEADS = {}
+  DIRTY_HOSTS = emptied(DIRTY_HOSTS)
+  QUEUE_HEADS = emptied(QUEUE_HEADS)
   return result
 end
 

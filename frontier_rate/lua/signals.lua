@@ -16,13 +16,15 @@
 -- (SIGNAL_RECORD_SIZE: the prelude)
 local SIGNAL_RECORD = SIGNAL_RECORD_FORMAT
 local SIGNAL_PENDING, SIGNAL_WINDOW = 1, 2
--- per call: begin (lua/lib.lua says what this block may hold) ----------------
 -- host, source, transition of every trust change in this call, for the caller's log
 -- (wire.signal_events); hint.lua and observe.lua return it
 local SIGNAL_EVENTS = {}
 -- host|source -> {checks, failed checks}: tallies read once per call, written at once
 -- (a call may check one pair many times)
 local SIGNAL_TALLIES = {}
+-- per call: begin (lua/lib.lua says what this block may hold) ----------------
+-- the two tables above, emptied (lib.lua's emptied: no allocation while they stay unused)
+SIGNAL_EVENTS, SIGNAL_TALLIES = emptied(SIGNAL_EVENTS), emptied(SIGNAL_TALLIES)
 -- Whether this shard holds any claim: one EXISTS per call, so a shard never told
 -- anything (the common case) pays no HGET per page.
 local SIGNAL_PAGES_EXIST = nil

@@ -84,7 +84,9 @@ def eval_source(name: str) -> str:
 def per_call(text: str, setup: str, marker: str = "per call") -> str:
     """``text`` with its block between ``-- <marker>: begin`` and ``-- <marker>: end`` turned
     into ``local <its names>`` and ``local function <setup>(KEYS, ARGV) <the block, "local "
-    dropped> end`` (ValueError when the block is missing or declares a function)."""
+    dropped> end``, a declaration without a value (``local A, B``) dropped whole, so that the
+    block may assign those names under a condition (ValueError when the block is missing or
+    declares a function)."""
     match = re.search(rf"^-- {marker}: begin[^\n]*\n(.*?)^-- {marker}: end[^\n]*\n", text,
                       re.M | re.S)
     if match is None:
@@ -95,7 +97,8 @@ def per_call(text: str, setup: str, marker: str = "per call") -> str:
     names: list[str] = []
     for declared in _DECLARATION.findall(block):
         names += [n.strip() for n in declared.split(",")]
-    body = re.sub(r"^local ", "", block, flags=re.M)
+    body = re.sub(r"^local [\w, ]+\n", "", block, flags=re.M)  # a bare declaration: dropped
+    body = re.sub(r"^local ", "", body, flags=re.M)
     replaced = (f"local {', '.join(names)}\n"
                 f"local function {setup}(KEYS, ARGV)\n{body}end\n")
     return text[:match.start()] + replaced + text[match.end():]
