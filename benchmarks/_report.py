@@ -39,6 +39,11 @@ def write_json(name: str, data: dict) -> Path:
     return path
 
 
+def read_json(name: str) -> dict:
+    """What :func:`write_json` wrote for ``name`` (for a script's ``--from-json``)."""
+    return json.loads((DOCS / "benchmarks" / f"{name}.json").read_text())
+
+
 def write_section(name: str, markdown: str) -> Path:
     """Replace (or append) the section of ``name`` in docs/BENCHMARKS.md."""
     begin, end = f"<!-- BEGIN {name} -->", f"<!-- END {name} -->"

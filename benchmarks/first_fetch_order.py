@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import real_traces  # noqa: E402
 from _run import embedded_redis, pool_map  # noqa: E402
+from policy import draw_salt  # noqa: E402
 from real_traces import DEFAULT, QUICK_PAGES, World  # noqa: E402
 from traces import load_traces  # noqa: E402
 
@@ -48,18 +49,12 @@ TARGET = 1.02
 """Issues 26 and 35: the default engine >= 1.02x uniform at every budget, every fetch counted."""
 
 
-def salt_of(order: int) -> str:
-    """The URL salt of ``order`` (``policy.page_urls``: in the host name and the path, so a
-    draw reorders hosts and the pages within them); order 0 keeps real_traces.py's URLs."""
-    return "" if order == 0 else f"o{order}/"
-
-
 def run_task(task: tuple) -> tuple[float, int, dict, dict]:
     """Uniform and the default engine under one draw (uniform's phases, our order and seed)."""
     traces, per_page_day, order, url = task
     world = World(traces, per_page_day, seed=order)
     uniform = real_traces.score(world, real_traces.run_baseline(world, "uniform"))
-    fetches, info = real_traces.run_frontier(world, url, *DEFAULT, salt=salt_of(order))
+    fetches, info = real_traces.run_frontier(world, url, *DEFAULT, salt=draw_salt(order))
     result = real_traces.score(world, fetches)
     print(f"  B={per_page_day:<5g} draw {order}: uniform {uniform['freshness']:.4f} ours "
           f"{result['freshness']:.4f} (x{result['freshness'] / uniform['freshness']:.3f}) spent "

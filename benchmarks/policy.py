@@ -279,6 +279,11 @@ def run_frontier(sc: Scenario, url: str | None, estimator: str, pol: str) -> tup
     return drive(f, sc, tick=tick, max_n=256, retry=1.0)
 
 
+def draw_salt(draw: int) -> str:
+    """The URL salt of draw ``draw`` for :func:`page_urls`; draw 0 keeps the plain URLs."""
+    return "" if draw == 0 else f"o{draw}/"
+
+
 def page_urls(hosts, salt: str = "") -> list[str]:
     """The URL of page ``i`` of host ``hosts[i]``, under a draw's ``salt`` ("" or e.g. "o3/").
 

@@ -598,11 +598,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     traces = load_traces()
     if args.from_json:
-        from _report import write_section
+        from _report import read_json, write_section
         from traces import summary as trace_summary
 
-        saved = json.loads((Path(__file__).resolve().parent.parent / "docs" / "benchmarks"
-                            / "real_traces.json").read_text())
+        saved = read_json("real_traces")
         write_section("real_traces", markdown(saved["runs"], trace_summary(traces),
                                               written_on=saved["machine"] + " (re-rendered from the JSON)"))
         return 0

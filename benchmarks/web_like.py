@@ -49,7 +49,14 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _run import embedded_redis, pool_map  # noqa: E402
-from policy import delete_namespace, freshness_and_catch, page_urls, run_baseline, violations  # noqa: E402
+from policy import (  # noqa: E402
+    delete_namespace,
+    draw_salt,
+    freshness_and_catch,
+    page_urls,
+    run_baseline,
+    violations,
+)
 from real_traces import clairvoyant, densest_window_end, every_page_changes  # noqa: E402
 from traces import load_traces  # noqa: E402
 
@@ -178,7 +185,7 @@ def run_ours(world: World, url: str | None, seed: int, tick: float = 1.0
                  min_host_delay=world.host_delay / tick, min_interval=MIN_INTERVAL / tick,
                  max_interval=MAX_INTERVAL / tick, lease_timeout=1e12, prior_rate=tick / DAY,
                  seed=seed, budget_first_fetches=True)
-    urls = page_urls(world.host, "" if seed == 0 else f"o{seed}/")
+    urls = page_urls(world.host, draw_salt(seed))
     index = {u: i for i, u in enumerate(urls)}
     f.add_many([(u, 1.0, None) for u in urls], now=0.0)
     out: list[list[float]] = [[] for _ in range(world.n)]
@@ -378,10 +385,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url", default=os.environ.get("FRONTIER_RATE_REDIS_URL"))
     args = parser.parse_args(argv)
     if args.from_json:
-        from _report import write_section
+        from _report import read_json, write_section
 
-        saved = json.loads((Path(__file__).resolve().parent.parent / "docs" / "benchmarks"
-                            / "web_like.json").read_text())
+        saved = read_json("web_like")
         write_section("web_like", markdown(saved["rows"], saved["population"],
                                            written_on=saved["machine"] + " (re-rendered from the JSON)"))
         return 0
