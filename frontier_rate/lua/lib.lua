@@ -56,9 +56,9 @@ local H = 19
 local LAST_HEADER, LAST_C, LAST_CELLS_TEXT, LAST_CELLS = nil, nil, nil, nil
 local LAST_KEY, LAST_SETTINGS = nil, nil  -- KEYS[1] and C of the last call (below)
 local CELL_NAMES = {}   -- cell -> its decimal name, formatted once (lib.add_to_cell)
--- The per-call tables: made when the
--- library loads (or an EVAL script starts), and in a Functions library made again only
--- after a call that used them (the per-call block, and lib.finish through emptied).
+-- The per-call tables: made when the library loads (or an EVAL script starts), and in a
+-- Functions library made again only after a call that used them (the per-call block, and
+-- lib.finish through emptied).
 local AGG_DELTA, HOST_DELTA = {}, {}  -- cell -> {n, Σλ, Σw}; "<cell>:<host>" -> {.., host}
 local HOST_NU_READ = {}  -- host -> its nu_h, read once per script call
 local HOST_POOLS = {}   -- host -> {n, sum, changed}: its pooled prior
