@@ -44,17 +44,19 @@
 -- of every format.
 
 -- H: the header's length (ARGV[1..H], C below)
-local H = 19
+local H = 20
 
 -- The last header read and its parsed table, kept from call to call by a Functions
 -- library (scripting.py sets LAST_HEADER to {} when the library loads; an EVAL script
 -- keeps nothing, its LAST_HEADER stays nil): a call whose header equals the last one but for
 -- `now` (the common case: a process sends the same settings every time) takes the parsed
 -- table again, with only `now` read, instead of 18 tonumber calls and a new table, and
--- the cell layout (CELLS) parsed once for its text. Strings are interned in Lua, so the
--- comparison is one pointer test per field. C is never written by a script.
+-- the cell layout (CELLS) parsed once for its text. The header's last field is a digest of
+-- the others, so the test is one comparison of interned strings (a pointer test). C is
+-- never written by a script.
 local LAST_HEADER, LAST_C, LAST_CELLS_TEXT, LAST_CELLS = nil, nil, nil, nil
 local LAST_KEY, LAST_SETTINGS = nil, nil  -- KEYS[1] and C of the last call (below)
+local LAST_LAYOUT = {}  -- the last call's bucket layout fields "bl", "bs" and its C (below)
 local CELL_NAMES = {}   -- cell -> its decimal name, formatted once (lib.add_to_cell)
 -- The per-call tables: made when the library loads (or an EVAL script starts), and in a
 -- Functions library made again only after a call that used them (the per-call block, and
@@ -72,18 +74,10 @@ local function emptied(t)
   if next(t) == nil then return t end
   return {}
 end
--- header_again compares fields 2..H one by one, written out (no loop: this runs at every
--- call; tests/test_scripting.py checks that it names each field of the header once).
+-- header_again: the last parsed header when this call's digest (ARGV[H], wire.header_digest:
+-- a hash of fields 2..H-1 made by the Python side) is the last call's, with `now` read.
 local function header_again(argv)
-  if not LAST_C then return nil end
-  local L = LAST_HEADER
-  if argv[2] ~= L[2] or argv[3] ~= L[3] or argv[4] ~= L[4] or argv[5] ~= L[5] or
-      argv[6] ~= L[6] or argv[7] ~= L[7] or argv[8] ~= L[8] or argv[9] ~= L[9] or
-      argv[10] ~= L[10] or argv[11] ~= L[11] or argv[12] ~= L[12] or argv[13] ~= L[13] or
-      argv[14] ~= L[14] or argv[15] ~= L[15] or argv[16] ~= L[16] or argv[17] ~= L[17] or
-      argv[18] ~= L[18] or argv[19] ~= L[19] then
-    return nil
-  end
+  if not LAST_C or argv[H] ~= LAST_HEADER[H] then return nil end
   LAST_C["now"] = tonumber(argv[1])
   return LAST_C
 end
@@ -133,7 +127,7 @@ if not C then
   interval_prior_info = tonumber(ARGV[11]), interval_max_step = tonumber(ARGV[12]),
   min_host_delay = tonumber(ARGV[13]), lease_timeout = tonumber(ARGV[14]),
   buckets = tonumber(ARGV[15]), log_prior_rate = tonumber(ARGV[16]), cells = ARGV[17],
-  server_clock_rate = tonumber(ARGV[18]), namespace_id = ARGV[19],
+  server_clock_rate = tonumber(ARGV[18]), namespace_id = ARGV[19], digest = ARGV[20],
   }
   header_keep(ARGV, C)
 end
@@ -176,12 +170,17 @@ end
 -- to h mod 2NB when that is below the split pointer (its bucket was split).
 -- A namespace from before the layout grew has neither field: level 0, split 0,
 -- exactly its old fixed layout, so old data needs no migration. Read at every call:
--- another call may have split a bucket.
+-- another call may have split a bucket; worked out again when its two fields or the
+-- settings differ from the last call's (LAST_LAYOUT).
 local LAYOUT = redis.call("HMGET", CNT, "bl", "bs", "hi", "id")
-local LEVEL, SPLIT = math.floor(tonumber(LAYOUT[1]) or 0), math.floor(tonumber(LAYOUT[2]) or 0)
-if LEVEL < 0 or LEVEL > 24 then LEVEL, SPLIT = 0, 0 end
-local NB = C.buckets * 2 ^ LEVEL
-if SPLIT < 0 or SPLIT >= NB then LEVEL, SPLIT, NB = 0, 0, C.buckets end
+local LEVEL, SPLIT, NB
+if LAYOUT[1] ~= LAST_LAYOUT[1] or LAYOUT[2] ~= LAST_LAYOUT[2] or C ~= LAST_LAYOUT[3] then
+  LEVEL, SPLIT = math.floor(tonumber(LAYOUT[1]) or 0), math.floor(tonumber(LAYOUT[2]) or 0)
+  if LEVEL < 0 or LEVEL > 24 then LEVEL, SPLIT = 0, 0 end
+  NB = C.buckets * 2 ^ LEVEL
+  if SPLIT < 0 or SPLIT >= NB then LEVEL, SPLIT, NB = 0, 0, C.buckets end
+  LAST_LAYOUT = {LAYOUT[1], LAYOUT[2], C}
+end
 
 -- Per-call state, written back by lib.finish(): the tables declared above the block,
 -- new ones where the last call left entries (a call that failed half-way, or a table

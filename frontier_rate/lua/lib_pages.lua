@@ -149,6 +149,7 @@ function lib.grow(limit)
         redis.call("HDEL", bkey(kind, from), unpack(ids))
       end
     end
+    LAST_LAYOUT = {}  -- the next call works the layout out again from CNT (lib.lua)
     SPLIT = SPLIT + 1
     if SPLIT == NB then LEVEL, SPLIT, NB = LEVEL + 1, 0, NB * 2 end
     splits = splits + 1

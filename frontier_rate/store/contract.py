@@ -47,9 +47,11 @@ QUEUE_KIND = "q:"
 HEADER = ("now", "nu", "objective", "policy", "estimator", "min_interval", "max_interval",
           "eta", "beta", "omega", "interval_prior_info", "interval_max_step", "min_host_delay",
           "lease_timeout", "buckets", "log_prior_rate", "cells", "server_clock_rate",
-          "namespace_id")
+          "namespace_id", "digest")
 """ARGV[1 .. len(HEADER)] of every shard script, in the order lua/lib.lua reads them into its
-table ``C`` (same names on both sides)."""
+table ``C`` (same names on both sides). ``digest``, the last, names the values of the fields
+between ``now`` and it (``wire.Header``): a Functions library that saw the same digest on its
+last call takes its parsed header again after one comparison (lua/lib.lua ``header_again``)."""
 
 # --------------------------------------------------------------------------- struct layouts
 

@@ -20,6 +20,7 @@ layouts as lib.lua's and signals.lua's. Nothing crosses as pickles or code.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import struct
 from collections.abc import Iterable, Iterator, Mapping
@@ -49,8 +50,9 @@ def _text(value: Any) -> str:
 class Header:
     """The header of this process's shard script calls, rebuilt only when a field changes.
 
-    ``update(**fields)`` sets fields by name (every field of ``HEADER`` but ``now`` must be
-    set before the first ``args``); ``args(now)`` is ARGV[1 .. len(HEADER)] of one call.
+    ``update(**fields)`` sets fields by name (every field of ``HEADER`` but ``now`` and
+    ``digest`` must be set before the first ``args``); ``args(now)`` is ARGV[1 .. len(HEADER)]
+    of one call, its ``digest`` computed from the others (``header_digest``).
     """
 
     def __init__(self) -> None:
@@ -59,7 +61,7 @@ class Header:
 
     def update(self, **fields: Any) -> None:
         """Set header fields by their names (ValueError for a name lib.lua does not read)."""
-        unknown = set(fields) - set(HEADER[1:])
+        unknown = set(fields) - set(HEADER[1:-1])
         if unknown:
             raise ValueError(f"not header fields: {sorted(unknown)}")
         self._fields.update((name, _text(value)) for name, value in fields.items())
@@ -68,11 +70,20 @@ class Header:
     def args(self, now: float) -> list[str]:
         """The header of one script call at ``now`` (Redis's clock)."""
         if self._rest is None:
-            missing = [name for name in HEADER[1:] if name not in self._fields]
+            missing = [name for name in HEADER[1:-1] if name not in self._fields]
             if missing:
                 raise ValueError(f"header fields not set: {missing}")
-            self._rest = [self._fields[name] for name in HEADER[1:]]
+            rest = [self._fields[name] for name in HEADER[1:-1]]
+            self._rest = [*rest, header_digest(rest)]
         return [repr(float(now)), *self._rest]
+
+
+def header_digest(rest: list[str]) -> str:
+    """The header's last field: a digest of the values of fields 2 .. H-1, each with its
+    length, so that two different headers never share a digest (short of a SHA-1
+    collision). lua/lib.lua compares only this field to reuse the last parsed header."""
+    text = "".join(f"{len(value)}:{value}" for value in rest)
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()
 
 
 # --------------------------------------------------------------------------- times
