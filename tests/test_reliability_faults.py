@@ -56,6 +56,15 @@ BINARIES = [pytest.param(None, id="redis-6.2"),
                 "(apt-get install redis-server; .ci/run does)"))]
 
 
+@pytest.fixture
+def warnings_unsaid(monkeypatch):
+    """Forget which start-up warnings this process has logged: they are said once per
+    process and URL, and a server started by an earlier test may have had this port."""
+    from frontier_rate.store import health
+
+    monkeypatch.setattr(health, "_WARNED", set())
+
+
 def cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "frontier_rate", *args], capture_output=True,
                           text=True, timeout=60)
@@ -524,7 +533,7 @@ def test_an_emptied_redis_is_noticed_said_once_and_a_new_namespace_never_mixed_i
     f.close()
 
 
-def test_a_redis_restarted_empty_is_noticed(tmp_path, caplog):
+def test_a_redis_restarted_empty_is_noticed(tmp_path, caplog, warnings_unsaid):
     """kill -9 of a Redis without persistence and a restart: the same Frontier object
     reloads its scripts and then raises NamespaceLost instead of running on empty."""
     caplog.set_level(logging.INFO, logger="frontier_rate")
@@ -593,7 +602,8 @@ def test_a_namespace_that_lost_a_key_is_refused_not_recreated(redis_url, namespa
 
 
 def test_eviction_stops_the_frontier_and_marks_the_namespace_damaged(tmp_path, caplog,
-                                                                     monkeypatch):
+                                                                     monkeypatch,
+                                                                     warnings_unsaid):
     """maxmemory-policy allkeys-lru: a WARNING at start-up; when Redis evicts keys while
     the frontier runs, it stops (NamespaceLost naming the eviction) and marks every
     shard damaged, so another process refuses the namespace too. Before: pages lost
