@@ -9,7 +9,9 @@ the server's own time per call (``INFO commandstats``, so no client or network t
 - a bare call: EVALSHA of ``return 1``; FCALL of a function of its own library that
   returns 1,
 - the library's set-up followed by ``return 1``, with a real namespace's KEYS and header,
-- the same with ``lib.start`` (the marker check and the write probe every shard script runs),
+- the same with ``lib.start`` as every shard script starts with it (the namespace marker check,
+  and for EVAL the write probe: a function without ``no-writes`` is refused by Redis >= 7
+  before it runs when a write would be, see ``scripting.start_line``),
 
 and the ratio to the bare call (issue 25's and 36's target: at most 2x, for Functions). For
 Functions it also times, inside one call, ``LOOP`` runs of lib.lua's per-call block
@@ -72,7 +74,7 @@ def measure(url: str | None, calls: int, repeats: int, functions: bool = False) 
     try:
         keys = f.keys.shard_keys(0)
         args = [str(a) for a in f._header(0.0)]
-        start = scripting.start_line("bench")
+        start = scripting.start_line("bench", probe=not functions)  # as the shard scripts'
         if functions:
             library = scripting.FunctionLibrary({
                 "bench_lib": "return 1", "bench_lib_start": start + "return 1",
@@ -141,8 +143,10 @@ def section(results: dict) -> str:
                      "\n\n")
     return text + (
         "`bare`: `return 1` (EVALSHA) or a function of its own library returning 1 (FCALL); "
-        "`lib`: the library's set-up and `return 1`; `lib_start`: with the marker check and "
-        "write probe every shard script starts with. Target (issues 25 and 36): at most 2x "
+        "`lib`: the library's set-up and `return 1`; `lib_start`: with `lib.start` as every "
+        "shard script starts with it (the namespace marker check; for EVALSHA also the write "
+        "probe, which Functions do without: Redis >= 7 refuses a function without `no-writes` "
+        "before it runs when it would refuse a write). Target (issues 25 and 36): at most 2x "
         "bare. Redis up to 6.2 runs a script's whole text on every EVALSHA, so every function "
         "of the library is a new closure on every call; a Functions library (Redis >= 7, "
         "`frontier_rate/store/scripting.py`) makes them once when it loads, and a call pays only "

@@ -203,13 +203,14 @@ def wait_in_sync(primary: RedisServer, replica: RedisServer) -> None:
         follower.close()
 
 
-def test_read_only_replica_serves_inspection_and_refuses_writes_in_one_line(tmp_path):
+@pytest.mark.parametrize("binary", BINARIES)
+def test_read_only_replica_serves_inspection_and_refuses_writes_in_one_line(tmp_path, binary):
     """On a replica: attach, stats and page work (opening writes nothing) and the CLI's
     stats exits 0; every write is RedisRefused 'read-only replica' naming the URL without
     its password; the CLI's solve exits 2 with one line. Before: a raw ReadOnlyError from
     HSETNX fr:{ns}:cfg even for attach and stats (a traceback, exit 1)."""
-    with RedisServer(tmp_path / "primary", password=PASSWORD) as primary:
-        replica = RedisServer(tmp_path / "replica", password=PASSWORD,
+    with RedisServer(tmp_path / "primary", password=PASSWORD, binary=binary) as primary:
+        replica = RedisServer(tmp_path / "replica", password=PASSWORD, binary=binary,
                               args=["--replicaof", "127.0.0.1", str(primary.port),
                                     "--masterauth", PASSWORD])
         with replica:
@@ -247,16 +248,17 @@ def test_read_only_replica_serves_inspection_and_refuses_writes_in_one_line(tmp_
             f.close()
 
 
+@pytest.mark.parametrize("binary", BINARIES)
 def test_a_failover_demoting_the_primary_holds_the_crawl_until_it_points_at_the_new_one(
-        tmp_path, caplog):
+        tmp_path, caplog, binary):
     """A crawl's client on the primary; the replica is promoted and the old primary
     demoted under it (a failover). The client holds its results with one WARNING
     'refused writes: read-only replica ... point the frontier at the current primary',
     retries without a traceback, and at close spools them; a crawl on the new primary
     replays them, each counted once."""
     caplog.set_level(logging.INFO, logger="frontier_rate")
-    with RedisServer(tmp_path / "a") as first:
-        second = RedisServer(tmp_path / "b", args=["--replicaof", "127.0.0.1", str(first.port)])
+    with RedisServer(tmp_path / "a", binary=binary) as first:
+        second = RedisServer(tmp_path / "b", binary=binary, args=["--replicaof", "127.0.0.1", str(first.port)])
         with second:
             stats: dict[str, float] = {}
 
@@ -302,12 +304,14 @@ def test_a_failover_demoting_the_primary_holds_the_crawl_until_it_points_at_the_
 
 # ---------------------------------------------------------------- MISCONF
 
-def test_failing_persistence_refuses_writes_with_misconf_named(tmp_path):
+@pytest.mark.parametrize("binary", BINARIES)
+def test_failing_persistence_refuses_writes_with_misconf_named(tmp_path, binary):
     """Redis that cannot save its RDB snapshot (stop-writes-on-bgsave-error) refuses
     writes: RedisRefused 'persistence failing (MISCONF)', nothing applied, and a new
     frontier cannot open; once a snapshot saves again the calls go through. (Redis 7
-    protects 'dir' from CONFIG SET, so this runs on 6.2.)"""
-    with RedisServer(tmp_path / "misconf") as server:
+    protects 'dir' from CONFIG SET unless started with enable-protected-configs.)"""
+    args = [] if binary is None else ["--enable-protected-configs", "yes"]
+    with RedisServer(tmp_path / "misconf", binary=binary, args=args) as server:
         f = Frontier(server.url, namespace="misconf", **OPTIONS)
         f.add_many([f"http://h{i}.example/" for i in range(4)], now=0.0)
         got = lease_all(f, 0.0)

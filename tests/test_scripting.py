@@ -106,7 +106,8 @@ def test_lua_reads_the_declared_header():
     assert contract.HEADER[-1] == "digest"
     body = re.search(r"local function header_again\(argv\)\n(.*?)\nend\n", lua_text("lib.lua"),
                      re.S).group(1)
-    assert re.findall(r"argv\[(\w+)\] ~= LAST_HEADER\[(\w+)\]", body) == [("H", "H")]
+    assert re.findall(r"argv\[(\w+)\] ~= LAST_C\.(\w+)", body) == [("H", "digest")]
+    assert "argv[" not in body.replace("argv[H]", "").replace("argv[1]", "")  # and reads `now`
 
 
 def test_the_header_digest_changes_with_every_field():
@@ -180,6 +181,20 @@ def test_the_per_call_block_holds_no_function():
                              "local D, E\nif A then D = 1 end\n-- per call: end\ny\n", "setup")
     assert out == "x\nlocal A, B, C, D, E\nlocal function setup(KEYS, ARGV)\nA, B = 1, 2\n" \
                   "C = {\n}\nif A then D = 1 end\nend\ny\n"
+
+
+def test_only_eval_scripts_probe_for_a_refused_write():
+    """An EVAL script without flags is refused by Redis only at its first refused write, so a
+    writing script starts with the write probe; a function without ``no-writes`` is refused
+    before it runs (tests/test_reliability_faults.py checks OOM, read-only replica and MISCONF
+    on both paths), so no function of the library probes."""
+    probe, no_probe = "lib.start(true)", "lib.start(false)"
+    writing = [n for n in scripting.SHARD_SCRIPTS if n not in scripting.READ_ONLY_SCRIPTS]
+    assert writing and all(probe in scripting.eval_source(n) for n in writing)
+    assert all(no_probe in scripting.eval_source(n) for n in scripting.READ_ONLY_SCRIPTS)
+    code = scripting.FunctionLibrary().code
+    assert probe not in code
+    assert code.count(no_probe) == len(scripting.SHARD_SCRIPTS)
 
 
 # --------------------------------------------------------------------------- both paths

@@ -46,15 +46,14 @@
 -- H: the header's length (ARGV[1..H], C below)
 local H = 20
 
--- The last header read and its parsed table, kept from call to call by a Functions
--- library (scripting.py sets LAST_HEADER to {} when the library loads; an EVAL script
--- keeps nothing, its LAST_HEADER stays nil): a call whose header equals the last one but for
--- `now` (the common case: a process sends the same settings every time) takes the parsed
--- table again, with only `now` read, instead of 18 tonumber calls and a new table, and
--- the cell layout (CELLS) parsed once for its text. The header's last field is a digest of
--- the others, so the test is one comparison of interned strings (a pointer test). C is
--- never written by a script.
-local LAST_HEADER, LAST_C, LAST_CELLS_TEXT, LAST_CELLS = nil, nil, nil, nil
+-- The last parsed header, kept from call to call by a Functions library (an EVAL script
+-- keeps nothing: its LAST_C is nil at every call): a call whose header equals the last one
+-- but for `now` (the common case: a process sends the same settings every time) takes the
+-- parsed table again, with only `now` read, instead of 18 tonumber calls and a new table,
+-- and the cell layout (CELLS) parsed once for its text. The header's last field is a
+-- digest of the others, so the test is one comparison of interned strings (a pointer
+-- test). C is never written by a script.
+local LAST_C, LAST_CELLS_TEXT, LAST_CELLS = nil, nil, nil
 local LAST_KEY, LAST_SETTINGS = nil, nil  -- KEYS[1] and C of the last call (below)
 local LAST_LAYOUT = {}  -- the last call's bucket layout fields "bl", "bs" and its C (below)
 local CELL_NAMES = {}   -- cell -> its decimal name, formatted once (lib.add_to_cell)
@@ -77,14 +76,9 @@ end
 -- header_again: the last parsed header when this call's digest (ARGV[H], wire.header_digest:
 -- a hash of fields 2..H-1 made by the Python side) is the last call's, with `now` read.
 local function header_again(argv)
-  if not LAST_C or argv[H] ~= LAST_HEADER[H] then return nil end
+  if not LAST_C or argv[H] ~= LAST_C.digest then return nil end
   LAST_C["now"] = tonumber(argv[1])
   return LAST_C
-end
-local function header_keep(argv, c)
-  if not LAST_HEADER then return end
-  for i = 2, H do LAST_HEADER[i] = argv[i] end
-  LAST_C = c
 end
 
 -- per call: begin (what this block may hold: above) ---------------------------
@@ -129,7 +123,7 @@ if not C then
   buckets = tonumber(ARGV[15]), log_prior_rate = tonumber(ARGV[16]), cells = ARGV[17],
   server_clock_rate = tonumber(ARGV[18]), namespace_id = ARGV[19], digest = ARGV[20],
   }
-  header_keep(ARGV, C)
+  LAST_C = C
 end
 
 -- What the settings decide, for the header table C (again only when C is a new table).

