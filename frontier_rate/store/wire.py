@@ -33,6 +33,9 @@ from frontier_rate.store import contract
 HEADER = contract.HEADER
 """The header's fields, in the order lua/lib.lua reads them from ARGV into its table ``C``
 (same names on both sides; tests/test_store.py checks the two lists agree)."""
+SET_FIELDS = HEADER[1:-1]
+"""The fields a process sets (``Header.update``): all but ``now`` (given per call) and
+``digest`` (made from these by ``header_digest``)."""
 
 ETA, BETA, OMEGA = 0.75, 0.6, 1.0
 """The SA / SAM step exponents and momentum weight (seed 004 eq. 2, 3, 10; estimators)."""
@@ -61,7 +64,7 @@ class Header:
 
     def update(self, **fields: Any) -> None:
         """Set header fields by their names (ValueError for a name lib.lua does not read)."""
-        unknown = set(fields) - set(HEADER[1:-1])
+        unknown = set(fields) - set(SET_FIELDS)
         if unknown:
             raise ValueError(f"not header fields: {sorted(unknown)}")
         self._fields.update((name, _text(value)) for name, value in fields.items())
@@ -70,10 +73,10 @@ class Header:
     def args(self, now: float) -> list[str]:
         """The header of one script call at ``now`` (Redis's clock)."""
         if self._rest is None:
-            missing = [name for name in HEADER[1:-1] if name not in self._fields]
+            missing = [name for name in SET_FIELDS if name not in self._fields]
             if missing:
                 raise ValueError(f"header fields not set: {missing}")
-            rest = [self._fields[name] for name in HEADER[1:-1]]
+            rest = [self._fields[name] for name in SET_FIELDS]
             self._rest = [*rest, header_digest(rest)]
         return [repr(float(now)), *self._rest]
 
