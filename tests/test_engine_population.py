@@ -10,6 +10,7 @@ import math
 import pytest
 
 from frontier_rate import Frontier
+from frontier_rate.engine.session import starting_rate
 from frontier_rate.engine.threshold import FLOOR_SHARE, effective_max_interval
 
 PAGES = 2  # lua/lib.lua: pseudo-pages of the level above in a pool (PRIOR_PAGES, POPULATION_PAGES)
@@ -83,3 +84,28 @@ def test_budget_that_cannot_pay_max_interval_stretches_it_and_says_so(redis_url,
     assert g.stats(now=0.0)["max_interval_unaffordable"] is False
     assert g.stats(now=0.0)["max_interval_effective"] == 1000.0
     g.close()
+
+
+def test_starting_rate_by_hand():
+    assert starting_rate(0, 1.0, 0.01) == 0.01  # an empty namespace starts from prior_rate
+    assert starting_rate(1000, 1.0, 0.01) == 0.001  # the budget pays 0.001 fetches/s a page
+    assert starting_rate(10, 1.0, 0.01) == 0.01  # the budget pays more than prior_rate: prior_rate
+
+
+def test_new_pages_start_from_the_budgets_rate_per_page_once_it_is_below_prior_rate(
+        redis_url, namespace, caplog):
+    """50 pages at a budget of 0.1 fetches/s: 0.002 fetches/s a page, below prior_rate 0.01.
+    Before the first re-solve a new page starts from prior_rate; after it, a page of a new host
+    (no pool yet) starts from 0.002, stats() says so, and an INFO line names both rates."""
+    f = _frontier(redis_url, namespace, budget=0.1)
+    f.add_many([f"http://h{i % 7}.example/{i}" for i in range(49)], now=0.0)
+    f.add("http://early.example/a", now=0.0)
+    assert f.page("http://early.example/a")["estimate"] == pytest.approx(0.01, rel=1e-9)
+    with caplog.at_level(logging.INFO, logger="frontier_rate.engine.session"):
+        f.resolve(now=0.0)
+    assert f.stats(now=0.0)["starting_rate"] == pytest.approx(0.1 / 50)
+    f.add("http://late.example/a", now=1.0)
+    assert f.page("http://late.example/a")["estimate"] == pytest.approx(0.1 / 50, rel=1e-9)
+    said = [r.getMessage() for r in caplog.records if "new pages start from" in r.getMessage()]
+    assert said and "173 changes/day" in said[0] and "below prior_rate 864/day" in said[0]
+    f.close()

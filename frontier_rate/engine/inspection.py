@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
 
-from frontier_rate.engine.session import Session
+from frontier_rate.engine.session import Session, starting_rate
 from frontier_rate.engine.shards import ShardCalls
 from frontier_rate.engine.validation import count, parse_url, stored_url
 from frontier_rate.math import pattern
@@ -226,7 +226,10 @@ class Inspector:
                 "max_interval_effective": float(nu.get(b"max_interval_effective",
                                                        session.settings["max_interval"])),
                 "max_interval_unaffordable": float(nu.get(b"max_interval_effective", 0.0))
-                > session.settings["max_interval"]}
+                > session.settings["max_interval"],
+                # issue 35: the rate a page starts from, at most the budget's rate per page
+                "starting_rate": starting_rate(totals["pages"], budget,
+                                               session.settings["prior_rate"])}
 
     def health(self) -> dict[str, Any]:
         """What the Redis server promises the namespace (``Frontier.health``)."""

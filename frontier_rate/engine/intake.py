@@ -40,7 +40,7 @@ class Intake:
         if not groups:
             return 0
         est0, aux0 = wire.initial_state(self.session.options.estimator,
-                                        self.session.settings["prior_rate"])
+                                        self.session.starting_rate)
         step = ADD_CALL_PAGES * wire.ADD_FIELDS
         calls = sum(-(-len(args) // step) for args in groups.values())
 

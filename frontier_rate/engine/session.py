@@ -67,6 +67,24 @@ def namespace_defaults(setting_defaults: Mapping[str, Any] | None) -> dict[str, 
             **checked_settings(dict(setting_defaults or {}))}  # type: ignore[dict-item]
 
 
+def starting_rate(pages: float, budget: float, prior_rate: float) -> float:
+    """The change rate (1/s) a page starts from before its pools know anything: ``prior_rate``,
+    or the budget's rate per page, ``budget / pages``, when that is lower.
+
+    A page whose own evidence cannot correct its prior (a page fetched a few times, or
+    whose every fetch saw a change) plans with it, so a prior above what the budget pays
+    asks for fetches no page can get: at a fetch per page per month the default of one
+    change a day made such pages 7-15x "faster" than they were and drew the budget from
+    pages that had shown their rate (issue 35, benchmarks/real_traces.py at 0.05
+    fetches/page/day: 0.94 of uniform with the default prior, 0.98 with this start). At
+    the budget's rate, a page the engine knows nothing about is worth what uniform
+    revisiting would give it. An empty namespace (no pages) starts from ``prior_rate``.
+    """
+    if pages <= 0 or budget <= 0:
+        return prior_rate
+    return min(prior_rate, budget / pages)
+
+
 class Session:
     """The namespace ``options.namespace`` at ``redis_url`` as this process opened it.
 
@@ -85,6 +103,8 @@ class Session:
         self.namespace = options.namespace
         self.clock = options.clock
         self.settings: dict[str, float] = {}
+        self.pages = 0.0  # pages of the namespace at the last re-solve (threshold.resolve)
+        self.starting_rate = math.inf  # 1/s; _use_starting_rate
         self._defaults = defaults
         self.offset = 0.0
         self._lost_logged = False
@@ -158,8 +178,27 @@ class Session:
             self.settings[name] = value
         s = self.settings
         self.header.update(min_interval=s["min_interval"], max_interval=s["max_interval"],
-                           min_host_delay=s["min_host_delay"], lease_timeout=s["lease_timeout"],
-                           log_prior_rate=math.log(s["prior_rate"]))
+                           min_host_delay=s["min_host_delay"], lease_timeout=s["lease_timeout"])
+        self._use_starting_rate()
+
+    def count_pages(self, pages: float) -> None:
+        """The namespace's page count as the last re-solve read it (the starting rate's
+        budget per page)."""
+        self.pages = pages
+        self._use_starting_rate()
+
+    def _use_starting_rate(self) -> None:
+        """Start new pages, and shrink the pools, towards ``starting_rate`` (the header's
+        ``log_prior_rate``); logged when it moves below ``prior_rate`` or back."""
+        s = self.settings
+        rate = starting_rate(self.pages, s["budget"], s["prior_rate"])
+        below = rate < s["prior_rate"]
+        if below != (self.starting_rate < s["prior_rate"]):
+            logger.info("namespace %r: new pages start from %.3g changes/day (%s)", self.namespace,
+                        rate * 86400, f"the budget's rate per page, below prior_rate "
+                        f"{s['prior_rate'] * 86400:.3g}/day" if below else "prior_rate")
+        self.starting_rate = rate
+        self.header.update(log_prior_rate=math.log(rate))
 
     def change_settings(self, values: Mapping[str, Any]) -> None:
         """Change shared settings for every process of the namespace (``Frontier.set_settings``)."""

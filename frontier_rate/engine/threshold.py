@@ -58,6 +58,7 @@ def effective_max_interval(pages: float, budget: float, max_interval: float) -> 
         return max_interval
     return max(max_interval, pages / (FLOOR_SHARE * budget))
 
+
 HostTable = tuple[list[tuple[int, str]], np.ndarray, np.ndarray]
 """(shard, host) of each host; rows (pages, Σλ, Σw, host index) of their cells; their caps."""
 
@@ -129,9 +130,10 @@ class Threshold:
         with self.session.errors("resolve"):
             cells = self.cells()
             capped: dict[int, dict[str, str]] = defaultdict(dict)
-            longest = effective_max_interval(sum(c[0] for c in cells.values()), settings["budget"],
-                                             settings["max_interval"])
+            pages = sum(c[0] for c in cells.values())
+            longest = effective_max_interval(pages, settings["budget"], settings["max_interval"])
             self._use_max_interval(longest, log=True)
+            self.session.count_pages(pages)
             if cells:
                 names, hosts, caps = self.host_candidates(cells)
                 sol = policy.solve_threshold(cells, settings["budget"], settings["min_interval"],
