@@ -108,4 +108,9 @@ def test_new_pages_start_from_the_budgets_rate_per_page_once_it_is_below_prior_r
     assert f.page("http://late.example/a")["estimate"] == pytest.approx(0.1 / 50, rel=1e-9)
     said = [r.getMessage() for r in caplog.records if "new pages start from" in r.getMessage()]
     assert said and "173 changes/day" in said[0] and "below prior_rate 864/day" in said[0]
+    g = _frontier(redis_url, namespace, budget=0.1)  # another process of the namespace
+    g.next_requests(1, now=2.0)  # takes up the published solve: its 50 pages
+    g.add("http://other.example/a", now=2.0)
+    assert g.page("http://other.example/a")["estimate"] == pytest.approx(0.1 / 50, rel=1e-9)
+    g.close()
     f.close()

@@ -33,10 +33,11 @@ RESOLVE_FETCHES = 10.0
 observations come in, so a small budget re-solves less often (10 / budget seconds)."""
 NU_CACHE = 1.0
 """Seconds of clock time a process reuses ν before reading it again."""
-NU_FIELDS = ("nu", "solved_at", "budget", "status", "settings", "max_interval_effective")
+NU_FIELDS = ("nu", "solved_at", "budget", "status", "settings", "max_interval_effective", "pages")
 """What every lease call reads of fr:{ns}:nu: the threshold, when it was solved, the budget
 (namespaces from before shared settings), the solve's status, the count of settings changes,
-the longest interval pages plan with now (``effective_max_interval``)."""
+the longest interval pages plan with now (``effective_max_interval``), the pages the solve
+counted (``session.starting_rate``)."""
 FLOOR_SHARE = 1.0
 """The most of the budget the ``max_interval`` floor (every page at least once per
 max_interval, so that its estimate keeps learning) may take; past it the floor is
@@ -91,6 +92,8 @@ class Threshold:
             self.session.reload_settings(raw[4])
         if len(raw) > 5:  # the stretched max_interval floor, as the last solve decided it
             self._use_max_interval(None if raw[5] is None else float(raw[5]))
+        if len(raw) > 6 and raw[6] is not None:  # where new pages start, as the last solve counted
+            self.session.count_pages(float(raw[6]))
         # stale after resolve_every() (RESOLVE_SOON while the last solve found the pages short
         # of the budget: a crawl that is still discovering them); a clock far behind the solve
         # (another clock) re-solves too
@@ -146,7 +149,7 @@ class Threshold:
                         capped[shard][host] = repr(min(float(nu_h), 1e300))
             else:
                 nu, rate, status = 0.0, 0.0, "empty"
-            self._publish(nu, rate, status, capped, now, longest)
+            self._publish(nu, rate, status, capped, now, longest, pages)
         self._set_nu(nu, now)
         self.solved_at = now
         logger.debug("re-solved nu=%g (planned %g fetches/s, %s)", nu, rate, status)
@@ -172,7 +175,7 @@ class Threshold:
 
     def _publish(self, nu: float, rate: float, status: str,
                  capped: Mapping[int, Mapping[str, str]], now: float,
-                 longest: float | None = None) -> None:
+                 longest: float | None = None, pages: float = 0.0) -> None:
         """Write ν and every host's τ_h, in one transaction where Redis allows it (not across
         a cluster's slots): a write Redis refuses (maxmemory, read-only) then aborts them all,
         and no host loses its threshold while ν stays as it was."""
@@ -182,7 +185,8 @@ class Threshold:
             "nu": repr(nu), "solved_at": repr(now), "planned_rate": repr(rate),
             "status": status, "capped_hosts": str(sum(len(c) for c in capped.values())),
             "max_interval_effective": repr(longest if longest is not None
-                                           else self.session.settings["max_interval"])})
+                                           else self.session.settings["max_interval"]),
+            "pages": repr(float(pages))})
         for shard in range(self.session.shards):
             pipe.delete(keys.host_nu(shard))
             if capped.get(shard):

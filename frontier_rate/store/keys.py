@@ -11,7 +11,7 @@ key                                   type   content
 ``fr:{ns}:cfg``                       hash   shards, buckets, estimator, objective, prior_rate,
                                              policy cell layout (fixed at creation)
 ``fr:{ns}:tokens``                    hash   the shared token bucket (tokens, ts)
-``fr:{ns}:nu``                        hash   threshold ν, solved_at, budget, planned_rate
+``fr:{ns}:nu``                        hash   threshold ν, solved_at, budget, planned_rate, pages
 ``fr:{ns}:due``                       hash   per shard s: "<s>" -> earliest time (µs) the shard
                                              may have work (ready host or lease deadline,
                                              "inf": none), "v<s>" -> its version (lua/due.lua)
