@@ -227,8 +227,8 @@ class Inspector:
                                                        session.settings["max_interval"])),
                 "max_interval_unaffordable": float(nu.get(b"max_interval_effective", 0.0))
                 > session.settings["max_interval"],
-                # issue 35: the rate a page starts from, at most the budget's rate per page
-                "starting_rate": starting_rate(totals["pages"], budget,
+                # issue 35: where new pages start, from the pages the last solve counted
+                "starting_rate": starting_rate(float(nu.get(b"pages", 0.0)), budget,
                                                session.settings["prior_rate"])}
 
     def health(self) -> dict[str, Any]:

@@ -193,6 +193,8 @@ class Session:
         ``log_prior_rate``); logged when it moves below ``prior_rate`` or back."""
         s = self.settings
         rate = starting_rate(self.pages, s["budget"], s["prior_rate"])
+        if rate == self.starting_rate:
+            return  # read with ν about once a second: the header stays as it is
         below = rate < s["prior_rate"]
         if below != (self.starting_rate < s["prior_rate"]):
             logger.info("namespace %r: new pages start from %.3g changes/day (%s)", self.namespace,
