@@ -21,6 +21,12 @@ that holds callbacks behind the downloads (ours waits for each observation,
 ``client.handoff.SETTLE_SLICE`` per loop turn) receives responses faster than its
 spider parses them, and the difference is drained after the last response.
 
+Where the time goes: each crawl reads its threads' CPU time from /proc (Linux; left out
+elsewhere) between the first and the last callback, per callback: the event loop's thread,
+our client's worker thread and the rest. Under one GIL their sum, set against the time a
+page takes, says how much of the difference to the default scheduler is work on the loop,
+work on the worker, and waiting.
+
 scrapy-redis is not a dependency of frontier-rate: unless it is importable
 already, the script installs it with pip into a directory of its own
 (``SCRAPY_REDIS_DIR``, ``pip install --target DIR --no-deps scrapy-redis==0.9.1
@@ -492,13 +498,16 @@ def limits(median: dict[str, float], breakdown: dict[str, dict[str, float]],
             "the last callback, from /proc, medians per callback): the crawl is one process "
             f"on one core's worth of CPU under one GIL. The event loop's thread used "
             f"{base['loop']:.2f} ms per page with the default scheduler and {ours['loop']:.2f} ms "
-            f"with ours (+{ours['loop'] - base['loop']:.2f} ms: each new page's URL check, page "
-            "id and stored request, each response's change detection, the lease bookkeeping); "
+            f"with ours (+{ours['loop'] - base['loop']:.2f} ms; the py-spy profile under this "
+            "section says where); "
             f"our client's worker thread {ours['worker']:.2f} ms (building and reading the "
             f"Redis calls, and the socket I/O); other threads {ours['other']:.2f} ms. "
-            f"Together {busy:.2f} ms of the {per_ours:.2f} ms a page takes: the worker's CPU "
-            "does not overlap the loop's (one GIL), so a page costs the default's loop time "
-            "plus our loop work plus the worker's. The Redis server, on the other core, spent "
+            f"Together {busy:.2f} ms of the {per_ours:.2f} ms a page takes (the default: "
+            f"{base['loop'] + base['worker'] + base['other']:.2f} of {per_default:.2f} ms); "
+            f"in the other {max(0.0, per_ours - busy):.2f} ms no thread of ours ran (callbacks "
+            "waiting for their observations' replies, threads waiting for the GIL). The "
+            "worker's Python work holds the GIL the loop needs, so it adds to a page's time "
+            "rather than overlapping it. The Redis server, on the other core, spent "
             f"{redis_ms['frontier_rate']:.2f} ms of CPU per response (medians). ")
     return text
 
