@@ -676,9 +676,10 @@ def main(argv: list[str] | None = None) -> int:
                  for r in runs],
         "server": where,
     })
-    rows = [[name, median[name], ratio[name],
+    rows = [[name, f"{median[name]:,.0f}", f"{ratio[name]:.2f}",
              ", ".join(f"{r['pages_per_min']:,.0f}" for r in runs if r["scheduler"] == name),
-             ", ".join(f"{x:.2f}" for x in pair_ratio[name]), answered[name], whole[name]]
+             ", ".join(f"{x:.2f}" for x in pair_ratio[name]), f"{answered[name]:,.0f}",
+             f"{whole[name]:,.0f}"]
             for name in schedulers]
     if not scrapy_redis:
         rows.append(["scrapy_redis", "not installed", "", "", "", "", ""])
