@@ -187,10 +187,13 @@ class ThreadCPU:
     """CPU seconds of each thread of this process, read from /proc every ``every`` seconds.
 
     Linux only (``available`` is False elsewhere): the crawl runs its event loop on the
-    main thread and the frontier client on its worker thread (``frontier-rate-io``); under
-    one GIL their CPU adds up, so the loop's share and the worker's share of a page's time
-    say where the time goes. A reading is (time, {thread name: CPU seconds}).
+    main thread and the frontier client on its worker thread
+    (``client.frontier_client.WORKER_THREAD``); under one GIL their CPU adds up, so the
+    loop's share and the worker's share of a page's time say where the time goes. A reading is (time, {thread name: CPU seconds}).
     """
+
+    THREAD = "bench-thread-cpu"
+    """The reader's own thread (left out of the report)."""
 
     def __init__(self, every: float = 0.25) -> None:
         self.available = Path(f"/proc/{os.getpid()}/task").is_dir()
@@ -199,7 +202,7 @@ class ThreadCPU:
         self._names: dict[int, str] = {}
         self._stop = threading.Event()
         if self.available:
-            threading.Thread(target=self._run, name="bench-thread-cpu", daemon=True).start()
+            threading.Thread(target=self._run, name=self.THREAD, daemon=True).start()
 
     def read(self) -> None:
         if not self.available:
@@ -224,19 +227,17 @@ class ThreadCPU:
 
     def between(self, start: float, end: float) -> dict[str, float]:
         """CPU seconds per thread name from the last reading at or before ``start`` to the
-        first at or after ``end`` (a thread that ended keeps its last reading)."""
+        first at or after ``end`` (a thread that ended before it counts with its last reading)."""
         self._stop.set()
         self.read()
-        before = [r for r in self.readings if r[0] <= start] or self.readings[:1]
-        after = [r for r in self.readings if r[0] >= end] or self.readings[-1:]
-        if not before or not after:
-            return {}
-        first, last = before[-1][1], after[0][1]
-        seen: dict[str, float] = {}
-        for _, cpu in self.readings:  # a thread that ended before ``end``: its last value
-            seen.update(cpu)
-        return {name: max(0.0, {**seen, **last}.get(name, 0.0) - first.get(name, 0.0))
-                for name in {**seen, **last}}
+        first = next((cpu for at, cpu in reversed(self.readings) if at <= start),
+                     self.readings[0][1])
+        latest: dict[str, float] = {}
+        for at, cpu in self.readings:
+            latest.update(cpu)
+            if at >= end:
+                break
+        return {name: max(0.0, cpu - first.get(name, 0.0)) for name, cpu in latest.items()}
 
 
 def crawl_main(config_path: str) -> None:
@@ -448,14 +449,12 @@ def frontier_breakdown(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]
     return out
 
 
-WORKER_THREAD = "frontier-rate-io"
-"""The name of the frontier client's worker thread (``client.frontier_client``)."""
-
-
 def thread_ms(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     """Per scheduler, the median CPU ms per callback of the event loop's thread (``loop``),
     our client's worker thread (``worker``) and every other thread of the crawl (``other``),
     between the first and the last callback; {} where the runs have no reading."""
+    from frontier_rate.client.frontier_client import WORKER_THREAD
+
     out: dict[str, dict[str, float]] = {}
     for name in sorted({r["scheduler"] for r in runs}):
         rows = []
@@ -466,7 +465,7 @@ def thread_ms(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
             pages = r["parsed"] - 1
             loop, worker = cpu.get("MainThread", 0.0), cpu.get(WORKER_THREAD, 0.0)
             other = sum(v for k, v in cpu.items()
-                        if k not in ("MainThread", WORKER_THREAD, "bench-thread-cpu"))
+                        if k not in ("MainThread", WORKER_THREAD, ThreadCPU.THREAD))
             rows.append({"loop": 1000 * loop / pages, "worker": 1000 * worker / pages,
                          "other": 1000 * other / pages})
         if rows:

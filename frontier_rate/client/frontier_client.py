@@ -60,6 +60,8 @@ WAKE_LIMIT = 1.0
 """Longest sleep (seconds) between lease polls while pages wait."""
 MIN_WAKE = 0.05
 """Shortest sleep between lease polls when nothing was due."""
+WORKER_THREAD = "frontier-rate-io"
+"""The name of the worker thread a background client runs its Redis calls on."""
 SWITCH_INTERVAL = 0.001
 """GIL switch interval (s) while a background client runs. After each Redis reply the worker
 waits for the GIL; at Python's default 5 ms that wait, once per round trip, was most of the
@@ -127,7 +129,7 @@ class FrontierClient:
         if self.handoff.post is not None:
             self._switch_interval = sys.getswitchinterval()
             sys.setswitchinterval(min(self._switch_interval, SWITCH_INTERVAL))
-            self._thread = threading.Thread(target=self._run, name="frontier-rate-io",
+            self._thread = threading.Thread(target=self._run, name=WORKER_THREAD,
                                             daemon=True)
             self._thread.start()
 
