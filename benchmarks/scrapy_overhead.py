@@ -189,7 +189,8 @@ class ThreadCPU:
     Linux only (``available`` is False elsewhere): the crawl runs its event loop on the
     main thread and the frontier client on its worker thread
     (``client.frontier_client.WORKER_THREAD``); under one GIL their CPU adds up, so the
-    loop's share and the worker's share of a page's time say where the time goes. A reading is (time, {thread name: CPU seconds}).
+    loop's share and the worker's share of a page's time say where the time goes. A
+    reading is (time, {thread name: CPU seconds}).
     """
 
     THREAD = "bench-thread-cpu"
