@@ -216,3 +216,30 @@ def test_resolve_matches_exact_per_page_solve(redis_url, namespace):
                                    f.min_interval, f.max_interval, "freshness")
     assert exact.status == "ok" and nu > 0
     assert nu == pytest.approx(exact.nu, rel=0.01)
+
+
+def test_lua_explore_rate_and_rate_floor_equal_python(redis_client, redis_url, namespace):
+    """lib.explore_rate against policy.explore_rate, and lib.plan_rate's floor for the interval
+    estimator (1 / (INTERVAL_FLOOR_SPAN max_interval)) against lln's (1 / max_interval)."""
+    f = Frontier(redis_url, namespace=namespace, estimator="interval", objective="freshness",
+                 min_interval=1.0, max_interval=1e5)
+    rng = np.random.default_rng(5)
+    n = 400
+    changes = rng.integers(0, policy.EXPLORE_CHANGES + 3, n).astype(float)
+    exposure = np.where(rng.random(n) < 0.5, 0.0, np.exp(rng.uniform(-3, 3, n)))
+    lam = np.exp(rng.uniform(-6, 2, n))
+    lua = lib_eval(redis_client, f, "lib.explore_rate({changes = a, aux = b}, c, 1.5, 0.7)",
+                   changes, exposure, lam)
+    py = [policy.explore_rate(r, 1.5, 0.7, int(k), e) for k, e, r in zip(changes, exposure, lam, strict=True)]
+    np.testing.assert_allclose(lua, py, rtol=1e-15, atol=0)
+    assert (lua < lam).sum() > 20, "some pages should be capped"
+
+    log_rates = np.linspace(-25, 0, 50)
+    floor = 1.0 / (policy.INTERVAL_FLOOR_SPAN * f.max_interval)
+    np.testing.assert_allclose(lib_eval(redis_client, f, "lib.plan_rate({est = a})", log_rates),
+                               np.maximum(np.exp(log_rates), floor), rtol=1e-15, atol=0)
+    g = Frontier(redis_url, namespace=namespace + "-lln", estimator="lln", min_interval=1.0,
+                 max_interval=1e5)
+    rates = np.exp(log_rates)
+    np.testing.assert_allclose(lib_eval(redis_client, g, "lib.plan_rate({est = a})", rates),
+                               np.maximum(rates, 1.0 / g.max_interval), rtol=1e-15, atol=0)

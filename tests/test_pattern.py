@@ -11,7 +11,7 @@ import pytest
 from redis_servers import both_servers  # noqa: F401, I001  (every test on both script paths)
 
 from frontier_rate import Frontier
-from frontier_rate.math import pattern
+from frontier_rate.math import pattern, policy
 from frontier_rate.math.dates import change_time
 from frontier_rate.math.pattern import DAY, DECAY, HOUR, WEEK
 from frontier_rate.store.keys import bucket_of, page_id
@@ -161,6 +161,7 @@ def test_the_engine_follows_up_bursts_as_python_does(redis_url, namespace):
                  min_host_delay=0.0, min_interval=60.0, max_interval=DAY, lease_timeout=1e9,
                  fill_budget=False, prior_rate=1 / DAY)
     url = "http://wiki.example/page"
+    floor = 1 / (policy.INTERVAL_FLOOR_SPAN * DAY)  # the interval estimator's lowest planned rate
     starts = T0 + np.arange(12) * DAY + 7 * HOUR
     changes = np.sort(np.concatenate([starts, starts + 300.0, starts + 600.0]))
     f.add(url, now=T0)
@@ -178,7 +179,7 @@ def test_the_engine_follows_up_bursts_as_python_does(redis_url, namespace):
         obs = f.observe(got[0], fingerprint=f"v{version}", fetched_at=t, last_modified=modified,
                         served_at=served)
         if before["fetches"] > 0:
-            old_rate = max(before["estimate"], 1 / DAY)
+            old_rate = max(before["estimate"], floor)
             state = pattern.follow_up_outcome(state, obs.changed, t - before["last_fetch"], old_rate)
             since = None
             if obs.dated:  # the change time as the engine reads it: whole seconds of server age
@@ -188,8 +189,9 @@ def test_the_engine_follows_up_bursts_as_python_does(redis_url, namespace):
             page = f.page(url)
             mean = 1 / page["p"]
             due = pattern.aligned_due(state, t + mean, t + 60.0)
-            due, state = pattern.burst_due(state, due, t, since, max(page["estimate"], 1 / DAY), 60.0)
-            assert obs.next_due == pytest.approx(due, abs=1e-3)
+            due, state = pattern.burst_due(state, due, t, since, max(page["estimate"], floor), 60.0)
+            # p is kept as a float32 (contract STATE_INTERVAL): 1/p is the mean to 6e-8 of it
+            assert obs.next_due == pytest.approx(due, abs=max(1e-3, 1e-7 * mean))
             state = _stored(state)
             checked += 1
         t += 1.0

@@ -696,3 +696,38 @@ def test_a_capped_hosts_pages_at_its_threshold_sum_to_its_cap():
             mine = host_of == h
             f = P.frequency_for_threshold(sol.host_nu[h], lam[mine], w[mine], objective)
             assert float(np.sum(f)) == pytest.approx(caps[h], rel=1e-6)
+
+
+# ------------------------------------------------------------------ exploration of always-changed pages
+
+
+def test_explore_c_is_where_the_planned_interval_is_shortest():
+    """EXPLORE_C against a numerical minimisation of y(νλ/w)/λ over λ (freshness objective)."""
+    from scipy.optimize import minimize_scalar
+
+    nu, w = 7.0, 2.5
+    res = minimize_scalar(lambda log_lam: float(P.interval_for_threshold(nu, math.exp(log_lam), w, "freshness")),
+                          bounds=(math.log(1e-4), math.log(0.99 * w / nu)), method="bounded",
+                          options={"xatol": 1e-10})
+    assert math.exp(res.x) * nu / w == pytest.approx(P.EXPLORE_C, rel=1e-4)
+    # y* solves e^{-y}(1 + y + y^2) = 1 and the shortest interval is y*/λ* = 3.351 ν/w
+    y = brentq(lambda y: math.exp(-y) * (1 + y + y * y) - 1, 0.5, 5.0)
+    assert y * y * math.exp(-y) == pytest.approx(P.EXPLORE_C, rel=1e-12)
+    assert res.fun == pytest.approx(y / P.EXPLORE_C * nu / w, rel=1e-6)
+
+
+def test_explore_rate_caps_only_censored_fast_pages():
+    """min(λ, λ*) for 2..EXPLORE_CHANGES changes with λ·T0 < 1 under freshness; λ otherwise."""
+    nu, w = 4.0, 1.0
+    peak = P.EXPLORE_C * w / nu
+    assert P.explore_rate(1.0, w, nu, 5, 0.0) == pytest.approx(peak)
+    assert P.explore_rate(0.01, w, nu, 5, 0.0) == 0.01          # slower than λ*: as estimated
+    assert P.explore_rate(1.0, w, nu, 1, 0.0) == 1.0            # one change: no bound yet
+    assert P.explore_rate(1.0, w, nu, P.EXPLORE_CHANGES + 1, 0.0) == 1.0  # too many in a row
+    assert P.explore_rate(1.0, w, nu, 5, 1.0) == 1.0            # an unchanged interval: λ·T0 >= 1
+    assert P.explore_rate(1.0, w, nu, 5, 0.5) == pytest.approx(peak)
+    assert P.explore_rate(1.0, w, nu, 5, 0.0, objective="changes") == 1.0
+    assert P.explore_rate(1.0, w, 0.0, 5, 0.0) == 1.0           # ν = 0: fetches are free
+    # the capped rate plans a shorter interval than the estimate does
+    assert (P.interval_for_threshold(nu, peak, w, "freshness")
+            < P.interval_for_threshold(nu, 0.13, w, "freshness"))

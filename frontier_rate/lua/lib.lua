@@ -138,6 +138,7 @@ end
 -- The bin layout comes from the namespace's configuration (C.cells:
 -- "w_log10_min,w_per_decade,w_bins,r_log10_min,r_per_decade,r_bins"), fixed
 -- when the namespace was created so that pages leave the cell they entered.
+local INTERVAL_FLOOR_SPAN = 100
 local FRESHNESS, WHITTLE, INTERVAL, STATE, STATE_SIZE, RATE_EST, SUM_AUX, MIN_RATE, CELLS
 if C ~= LAST_SETTINGS then
   FRESHNESS = C.objective == "freshness"   -- else "changes"
@@ -148,7 +149,13 @@ if C ~= LAST_SETTINGS then
   STATE_SIZE = struct.size(STATE)
   RATE_EST = C.estimator == "lln" or C.estimator == "sa"  -- est is a rate (>= 0)
   SUM_AUX = C.estimator == "lln" or INTERVAL               -- aux is a sum (>= 0)
-  MIN_RATE = 1 / C.max_interval  -- the lowest rate a page plans with (lib.plan_rate)
+  -- the lowest rate a page plans with (lib.plan_rate): one change per max_interval for the
+  -- estimators whose estimate is 0 after unchanged fetches (lln, sa, sam); the interval
+  -- estimator's is a posterior that never reaches 0 and is floored INTERVAL_FLOOR_SPAN times
+  -- lower (index.INTERVAL_FLOOR_SPAN, issue 35): at 1/max_interval every page that never
+  -- changed planned as if it changed monthly, and took most of a web-like crawl's budget
+  MIN_RATE = 1 / C.max_interval
+  if INTERVAL then MIN_RATE = MIN_RATE / INTERVAL_FLOOR_SPAN end
   CELLS = LAST_CELLS
   if C.cells ~= LAST_CELLS_TEXT then
     CELLS = {}

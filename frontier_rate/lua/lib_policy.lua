@@ -70,6 +70,23 @@ function lib.planned_interval(weight, lam, nu)
   return min(max(t, C.min_interval), C.max_interval)
 end
 
+-- The rate a page plans its next interval with. A page whose every observed interval saw a
+-- change (interval estimator: its unchanged exposure T0 = aux holds less than one expected
+-- change) has only a lower bound on its rate: the changed intervals say "at least this
+-- fast", the estimate rests on the prior. Under the freshness objective the planned interval
+-- y(nu lam / w) / lam is shortest at the rate lam* = EXPLORE_C w / nu (3.35 nu); a faster
+-- page is planned longer and longer, and at a long interval it sees a change again, so the
+-- bound never moves. Such a page plans with min(lam, lam*) for at most EXPLORE_CHANGES
+-- changes: the most a fetch of it may be worth, until an unchanged interval shows its
+-- rate or EXPLORE_CHANGES changed intervals in a row make lam* unlikely (issue 35; mirrors
+-- index.explore_rate, the same constants).
+local EXPLORE_C, EXPLORE_CHANGES = 0.5351613099757834, 16
+function lib.explore_rate(s, lam, weight, nu)
+  if not (INTERVAL and FRESHNESS) or s.changes < 2 or s.changes > EXPLORE_CHANGES then return lam end
+  if weight <= 0 or nu <= 0 or lam * s.aux >= 1 then return lam end
+  return min(lam, EXPLORE_C * weight / nu)
+end
+
 -- Index of a page, `age` seconds after its last fetch (policy.page_index):
 -- continuous w_eff F(lambda age) (seed 001, "lagrangian"), or seed 002's discrete
 -- Whittle index w_eff [1 - a^n (1 + n (1 - a))], a = e^{-lambda T}, n = floor(age / T)

@@ -378,6 +378,40 @@ def interval_for_threshold(nu, rate, weight, objective: str = "changes") -> np.n
     return _result(out, nu, rate, weight)
 
 
+EXPLORE_C = 0.5351613099757834
+"""c* = νλ*/w at which the freshness objective's planned interval y(νλ/w)/λ is shortest: with
+F(y) = 1 − (1 + y)e^{−y} = c, d/dλ [y(νλ/w)/λ] = 0 gives c·y'(c) = y, i.e. y² e^{−y} = F(y),
+e^{−y}(1 + y + y²) = 1, y* = 1.79328..., c* = y*² e^{−y*}; the interval there is
+y*/λ* = 3.351 ν/w. Checked by a numerical minimisation in tests/test_policy.py."""
+EXPLORE_CHANGES = 16
+"""Changed intervals after which a page that never showed an unchanged one plans with its own
+estimate again: at the interval of λ* a change is seen with chance 1 − e^{−y*} = 0.83, so 16 in
+a row have chance 0.05 if the page changed at λ*."""
+INTERVAL_FLOOR_SPAN = 100.0
+"""The interval estimator plans with rates of at least 1 / (INTERVAL_FLOOR_SPAN · max_interval)
+(lua/lib.lua MIN_RATE); the other estimators, whose estimate is 0 after unchanged fetches,
+with at least 1 / max_interval."""
+
+
+def explore_rate(rate: float, weight: float, nu: float, changes: int, unchanged_exposure: float,
+                 objective: str = "freshness") -> float:
+    """The rate a page of the ``interval`` estimator plans its next interval with (issue 35).
+
+    A page whose observed intervals all saw a change (its unchanged exposure T0 holds less than
+    one expected change: λ·T0 < 1) has only a lower bound on its rate; its estimate rests on
+    the prior. Under the freshness objective a page faster than λ* = ``EXPLORE_C``·w/ν is
+    planned at ever longer intervals, where it changes again, so the bound never moves: such
+    a page plans with min(λ, λ*), the rate a fetch of it is worth most at, for 2 to
+    ``EXPLORE_CHANGES`` changes. Optimism under uncertainty, one-sided: a slow page is not
+    lifted. Mirrors lua/lib_policy.lua ``lib.explore_rate``.
+    """
+    _check_objective(objective)
+    if (objective != "freshness" or not 2 <= changes <= EXPLORE_CHANGES or weight <= 0
+            or nu <= 0 or rate * unchanged_exposure >= 1):
+        return rate
+    return min(rate, EXPLORE_C * weight / nu)
+
+
 def frequency_for_threshold(nu, rate, weight, objective: str = "changes") -> np.ndarray | float:
     """f = λ/y(ν/w_eff) = 1/``interval_for_threshold``: seed 001's f* = λ·g(α/(Nw)).
 

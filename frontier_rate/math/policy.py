@@ -43,6 +43,9 @@ from frontier_rate.math.budget import (  # noqa: F401 (re-exported: the policy u
 from frontier_rate.math.index import (  # noqa: F401 (re-exported; the _names for tests of the series)
     _F_COEF,
     _F_TERMS,
+    EXPLORE_C,
+    EXPLORE_CHANGES,
+    INTERVAL_FLOOR_SPAN,
     N_CELLS,
     N_RATE_BINS,
     N_WEIGHT_BINS,
@@ -61,6 +64,7 @@ from frontier_rate.math.index import (  # noqa: F401 (re-exported; the _names fo
     _index_curve,
     _series,
     effective_weight,
+    explore_rate,
     frequency_for_threshold,
     index_curve,
     interval_for_threshold,
