@@ -76,11 +76,10 @@ end
 -- fast", the estimate rests on the prior. Under the freshness objective the planned interval
 -- y(nu lam / w) / lam is shortest at the rate lam* = EXPLORE_C w / nu (3.35 nu); a faster
 -- page is planned longer and longer, and at a long interval it sees a change again, so the
--- bound never moves. Such a page plans with min(lam, lam*) for at most EXPLORE_CHANGES
--- changes: the most a fetch of it may be worth, until an unchanged interval shows its
--- rate or EXPLORE_CHANGES changed intervals in a row make lam* unlikely (issue 35; mirrors
--- index.explore_rate, the same constants).
-local EXPLORE_C, EXPLORE_CHANGES = 0.5351613099757834, 16
+-- bound never moves. Such a page plans with min(lam, lam*), the most a fetch of it may be
+-- worth, from its 2nd to its EXPLORE_CHANGES-th change, until an unchanged interval shows
+-- its rate (issue 35; mirrors index.explore_rate and its constants, which say why 6).
+local EXPLORE_C, EXPLORE_CHANGES = 0.5351613099757834, 6
 function lib.explore_rate(s, lam, weight, nu)
   if not (INTERVAL and FRESHNESS) or s.changes < 2 or s.changes > EXPLORE_CHANGES then return lam end
   if weight <= 0 or nu <= 0 or lam * s.aux >= 1 then return lam end
