@@ -228,7 +228,7 @@ def test_lua_explore_rate_and_rate_floor_equal_python(redis_client, redis_url, n
     changes = rng.integers(0, policy.EXPLORE_CHANGES + 3, n).astype(float)
     exposure = np.where(rng.random(n) < 0.5, 0.0, np.exp(rng.uniform(-3, 3, n)))
     lam = np.exp(rng.uniform(-6, 2, n))
-    lua = lib_eval(redis_client, f, "lib.explore_rate({changes = a, aux = b}, c, 1.5, 0.7)",
+    lua = lib_eval(redis_client, f, "lib.explore_rate({changes = a, aux = b, weight = 1.5}, c, 0.7)",
                    changes, exposure, lam)
     py = [policy.explore_rate(r, 1.5, 0.7, int(k), e) for k, e, r in zip(changes, exposure, lam, strict=True)]
     np.testing.assert_allclose(lua, py, rtol=1e-15, atol=0)

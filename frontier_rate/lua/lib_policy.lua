@@ -80,10 +80,16 @@ end
 -- worth, from its 2nd to its EXPLORE_CHANGES-th change, until an unchanged interval shows
 -- its rate (issue 35; mirrors index.explore_rate and its constants, which say why 6).
 local EXPLORE_C, EXPLORE_CHANGES = 0.5351613099757834, 6
-function lib.explore_rate(s, lam, weight, nu)
+function lib.explore_rate(s, lam, nu)
   if not (INTERVAL and FRESHNESS) or s.changes < 2 or s.changes > EXPLORE_CHANGES then return lam end
-  if weight <= 0 or nu <= 0 or lam * s.aux >= 1 then return lam end
-  return min(lam, EXPLORE_C * weight / nu)
+  if s.weight <= 0 or nu <= 0 or lam * s.aux >= 1 then return lam end
+  return min(lam, EXPLORE_C * s.weight / nu)
+end
+
+-- The planned interval of page s at rate lam (its plan_rate) and threshold nu (its host_nu),
+-- exploration included: what observe.lua and refresh.lua plan a fetched page with.
+function lib.page_interval(s, lam, nu)
+  return lib.planned_interval(s.weight, lib.explore_rate(s, lam, nu), nu)
 end
 
 -- Index of a page, `age` seconds after its last fetch (policy.page_index):

@@ -121,8 +121,7 @@ local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_
   -- assumption, docs/MATH.md "Inside the engine"); for `interval` the planned interval
   -- itself, moved onto the page's rhythm or followed up after a burst when its
   -- dated changes show one (pattern.py)
-  local nu_h = lib.host_nu(host)
-  local mean = lib.planned_interval(s.weight, lib.explore_rate(s, new_rate, s.weight, nu_h), nu_h)
+  local mean = lib.page_interval(s, new_rate, lib.host_nu(host))
   s.p = 1 / mean
   local due
   if C.estimator == "interval" then

@@ -36,7 +36,7 @@ local function replan(h, from, count)
       end
     end
     if s and s.fetches > 0 and s.fails == 0 and s.p > 0 then
-      local mean = lib.planned_interval(s.weight, lib.explore_rate(s, lib.plan_rate(s), s.weight, nu_h), nu_h)
+      local mean = lib.page_interval(s, lib.plan_rate(s), nu_h)
       if math.abs(mean * s.p - 1) > 1e-6 then
         local new_due
         if C.estimator == "interval" then
