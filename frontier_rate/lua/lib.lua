@@ -138,7 +138,6 @@ end
 -- The bin layout comes from the namespace's configuration (C.cells:
 -- "w_log10_min,w_per_decade,w_bins,r_log10_min,r_per_decade,r_bins"), fixed
 -- when the namespace was created so that pages leave the cell they entered.
-local INTERVAL_FLOOR_SPAN = 100
 local FRESHNESS, WHITTLE, INTERVAL, STATE, STATE_SIZE, RATE_EST, SUM_AUX, MIN_RATE, CELLS
 if C ~= LAST_SETTINGS then
   FRESHNESS = C.objective == "freshness"   -- else "changes"

@@ -78,8 +78,8 @@ end
 -- page is planned longer and longer, and at a long interval it sees a change again, so the
 -- bound never moves. Such a page plans with min(lam, lam*), the most a fetch of it may be
 -- worth, from its 2nd to its EXPLORE_CHANGES-th change, until an unchanged interval shows
--- its rate (issue 35; mirrors index.explore_rate and its constants, which say why 6).
-local EXPLORE_C, EXPLORE_CHANGES = 0.5351613099757834, 6
+-- its rate (issue 35; mirrors index.explore_rate; EXPLORE_C and EXPLORE_CHANGES come from
+-- index.py through the contract's prelude, whose docstrings say why 6).
 function lib.explore_rate(s, lam, nu)
   if not (INTERVAL and FRESHNESS) or s.changes < 2 or s.changes > EXPLORE_CHANGES then return lam end
   if s.weight <= 0 or nu <= 0 or lam * s.aux >= 1 then return lam end

@@ -391,7 +391,8 @@ derived: 16 cost the synthetic Poisson web of ``benchmarks/policy.py`` 1.5% fres
 pages explored 15 times each) and 4 lost half the gain on the busy real histories."""
 INTERVAL_FLOOR_SPAN = 100.0
 """The interval estimator plans with rates of at least 1 / (INTERVAL_FLOOR_SPAN · max_interval)
-(lua/lib.lua MIN_RATE); the other estimators, whose estimate is 0 after unchanged fetches,
+(lua/lib.lua MIN_RATE; Lua gets it through store/contract.py CONSTANTS, as EXPLORE_C and
+EXPLORE_CHANGES); the other estimators, whose estimate is 0 after unchanged fetches,
 with at least 1 / max_interval."""
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 import struct
 
-from frontier_rate.math import evidence, pattern
+from frontier_rate.math import evidence, index, pattern
 
 # --------------------------------------------------------------------------- keys
 
@@ -103,9 +103,13 @@ CONSTANTS = {
     "BURST_WAIT": pattern.BURST_WAIT,
     "BURST_TRIALS": pattern.BURST_TRIALS,
     "BURST_LIFT": pattern.BURST_LIFT,
+    "INTERVAL_FLOOR_SPAN": index.INTERVAL_FLOOR_SPAN,
+    "EXPLORE_C": index.EXPLORE_C,
+    "EXPLORE_CHANGES": index.EXPLORE_CHANGES,
 }
 """Numbers both sides use, by their Lua name; each value has one Python home (this module,
-evidence.py for the claims of sitemaps/feeds/pushes, pattern.py for the change pattern)."""
+evidence.py for the claims of sitemaps/feeds/pushes, pattern.py for the change pattern,
+index.py for the rate floor and the exploration of always-changed pages)."""
 
 _LUA_CODES = {"B": "B", "b": "b", "H": "I2", "h": "i2", "I": "I4", "i": "i4", "Q": "I8",
               "q": "i8", "f": "f", "d": "d"}
