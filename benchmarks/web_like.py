@@ -2,6 +2,7 @@
 
     python benchmarks/web_like.py --jobs 2      # every budget, 3 seeds; writes docs/
     python benchmarks/web_like.py --quick       # a small sample, 2 budgets, 1 seed; prints only
+    python benchmarks/web_like.py --per-page --budgets 0.3 --seeds 0   # where the fetches go
 
 The population is real and has the shape of a crawl: the documents of
 ``benchmarks/data/web_like.json.gz`` (``benchmarks/make_web_like.py``: terms of service,
@@ -32,6 +33,7 @@ Writes docs/benchmarks/web_like.json and the web_like section of docs/BENCHMARKS
 from __future__ import annotations
 
 import argparse
+import copy
 import gzip
 import json
 import math
@@ -173,13 +175,15 @@ def score(world: World, fetches: list[np.ndarray], tick: float = 1.0) -> dict:
                                      else world.burst)}
 
 
-def run_ours(world: World, url: str | None, seed: int, tick: float = 1.0
-             ) -> tuple[list[np.ndarray], dict]:
+def run_ours(world: World, url: str | None, seed: int, tick: float = 1.0,
+             every_estimate: bool = False) -> tuple[list[np.ndarray], dict]:
     """``policy.drive`` with the engine's defaults, every fetch counted, reading the
     estimates before the namespace is dropped. ``seed``: the engine's random stream and a
     salt in every URL that reorders first fetches, hosts included (``policy.page_urls``). ``tick``: simulated
     seconds per unit of the engine's clock (every time setting scaled to it, as
-    ``benchmarks/policy.py`` does); a batch of fetches happens at one tick."""
+    ``benchmarks/policy.py`` does); a batch of fetches happens at one tick.
+    ``every_estimate``: also every page's estimate per day (None: never fetched) in the run
+    info (``estimates_per_day``), for ``per_page``."""
     namespace = f"weblike-{world.per_page_day:g}-{seed}-{os.getpid()}-{time.monotonic_ns() % 10**9}"
     f = Frontier(url, namespace=namespace, budget=world.budget * tick,
                  min_host_delay=world.host_delay / tick, min_interval=MIN_INTERVAL / tick,
@@ -216,26 +220,76 @@ def run_ours(world: World, url: str | None, seed: int, tick: float = 1.0
                 ratios.append(record["estimate"] / tick / (len(world.changes[i]) / span))
                 checked.append((len(world.changes[i]), record["estimate"] / tick * DAY,
                                 record["fetches"], record["changes"]))
+    if every_estimate:
+        records = [f.page(u) for u in urls]
+        estimates = [None if not r or r["estimate"] is None else r["estimate"] / tick * DAY
+                     for r in records]
     info = {"wall_s": time.perf_counter() - wall, "next_requests_calls": calls,
             "nu": stats.get("nu"), "estimate_ratio_median": statistics.median(ratios) if ratios else None,
             "estimate_ratio_pages": len(ratios),
             "estimated_pages": checked,  # (changes in the window, estimate/day, fetches, changes seen)
             "stats": {k: v for k, v in stats.items() if isinstance(v, (int, float, str)) or v is None}}
+    if every_estimate:
+        info["estimates_per_day"] = estimates
     delete_namespace(f)
     f.close()
     return [np.array(x) for x in out], info
 
 
+CLASSES = ((0, 0), (1, 4), (5, 30), (31, math.inf))
+"""Changes in the window of the page classes of ``per_page``."""
+
+
+def per_page(world: World, fetches: dict[str, list[np.ndarray]], estimates: list) -> str:
+    """Where each policy's fetches go and what they buy, by class of page (``CLASSES``):
+    pages, share of the fetches in the scored window, freshness of the class, and ours'
+    median estimate per day against the class's median true rate (issue 35: how the engine's
+    budget splits between pages that never change and busy ones)."""
+    counts = np.array([len(c) for c in world.changes])
+    inside = {name: np.array([int(((f >= world.t_start) & (f < world.t_end)).sum()) for f in fs])
+              for name, fs in fetches.items()}
+    lines = [f"  per page class (B={world.per_page_day:g}, seed {world.seed}): changes in the "
+             "window | pages | " + " | ".join(f"{n} fetches, freshness" for n in fetches)
+             + " | ours' estimate / true per day (medians)"]
+    for lo, hi in CLASSES:
+        mask = (counts >= lo) & (counts <= hi)
+        if not mask.any():
+            continue
+        sub = copy.copy(world)
+        sub.changes = [c for c, m in zip(world.changes, mask, strict=True) if m]
+        sub.weights = world.weights[mask]
+        cells = []
+        for name, fs in fetches.items():
+            fresh = freshness_and_catch(sub, [f for f, m in zip(fs, mask, strict=True) if m])[0]
+            cells.append(f"{inside[name][mask].sum() / max(inside[name].sum(), 1):.0%} {fresh:.3f}")
+        known = [e for e, m in zip(estimates, mask, strict=True) if m and e is not None]
+        est = f"{statistics.median(known):.4f}" if known else "-"
+        true = statistics.median(counts[mask] / WINDOW_DAYS)
+        label = f"{lo}" if lo == hi else (f">= {lo}" if hi == math.inf else f"{lo}-{hi}")
+        lines.append(f"    {label:>6} | {int(mask.sum())} | " + " | ".join(cells)
+                     + f" | {est} / {true:.4f}")
+    return "\n".join(lines)
+
+
 def run_task(task: tuple) -> tuple[float, int, dict]:
-    """One budget and seed: the baselines, the bound and ours."""
-    pages, per_page_day, seed, url = task
+    """One budget and seed: the baselines, the bound and ours (and, with ``breakdown``, the
+    ``per_page`` table printed)."""
+    pages, per_page_day, seed, url, *rest = task
+    breakdown = bool(rest and rest[0])
     world = World(pages, per_page_day, seed=seed)
     results: dict[str, dict] = {}
+    kept: dict[str, list[np.ndarray]] = {}
     for name in ("uniform", "nutch"):
-        results[name] = score(world, run_baseline(world, name))
-    results["oracle"] = score(world, run_baseline(every_page_changes(world), "oracle"))
+        kept[name] = run_baseline(world, name)
+        results[name] = score(world, kept[name])
+    kept["oracle"] = run_baseline(every_page_changes(world), "oracle")
+    results["oracle"] = score(world, kept["oracle"])
     results["clairvoyant"] = {"freshness": clairvoyant(world)}
-    fetches, info = run_ours(world, url, seed, tick=TICK)
+    fetches, info = run_ours(world, url, seed, tick=TICK, every_estimate=breakdown)
+    kept["ours"] = fetches
+    if breakdown:
+        del kept["nutch"]
+        print(per_page(world, kept, info.pop("estimates_per_day")), flush=True)
     results["ours"] = {**score(world, fetches, TICK), **info}
     ours, uniform, est = results["ours"], results["uniform"], info["estimate_ratio_median"]
     print(f"  B={per_page_day:<5g} seed {seed}: uniform {uniform['freshness']:.4f} "
@@ -382,6 +436,9 @@ def main(argv: list[str] | None = None) -> int:
                              "record (offset 0) never saw; prints only, unless --write")
     parser.add_argument("--from-json", action="store_true",
                         help="re-write the docs section from docs/benchmarks/web_like.json, no simulation")
+    parser.add_argument("--per-page", action="store_true",
+                        help="also print, per run, where the fetches go by class of page "
+                             "(changes in the window) and ours' estimates there; prints only")
     parser.add_argument("--url", default=os.environ.get("FRONTIER_RATE_REDIS_URL"))
     args = parser.parse_args(argv)
     if args.from_json:
@@ -397,13 +454,14 @@ def main(argv: list[str] | None = None) -> int:
     pop = describe(pages)
     print(f"{pop['pages']} pages of {pop['hosts']} hosts, {pop['unchanged_share']:.0%} unchanged, "
           f"{pop['pages_with_5_changes']} with >= {MIN_CHANGES} changes", flush=True)
-    tasks = sorted(((pages, b, s, args.url) for b in budgets for s in seeds), key=lambda t: -t[1])
+    tasks = sorted(((pages, b, s, args.url, args.per_page) for b in budgets for s in seeds),
+                   key=lambda t: -t[1])
     with embedded_redis(args.url, "weblike"):
         done = pool_map(run_task, tasks, args.jobs)
     rows = summarise(done)
     text = markdown(rows, pop)
     print(text)
-    if (args.quick or args.offset) and not args.write:
+    if (args.quick or args.offset or args.per_page) and not args.write:
         return 0
     from _report import write_json, write_section
 
