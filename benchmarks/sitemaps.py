@@ -77,14 +77,13 @@ def _mean_worst(values: list[float], name: str) -> dict:
             f"{name}_worst": min(values) if values else None}
 
 
-def summarise(run: dict, seeds: list[int], sizes: list[int]) -> dict:
-    """One budget's numbers: freshness of each, the gap closed, spend, violations, and
-    (``against_run_without``) lying hosts and small hosts (``SMALL_HOST_PAGES``) that serve
-    a sitemap."""
-    res = run["results"]
-    uniform, bound = res["uniform"]["freshness"], res["clairvoyant"]["freshness"]
-    plain = res[PLAIN]
-    ours = [res["ours:" + "+".join(with_sitemaps(s))] for s in seeds]
+def row(per_page_day: float, baselines: dict, plain: dict, ours: list[dict], seeds: list[int],
+        sizes: list[int]) -> dict:
+    """One budget's numbers from its runs (``baselines``: uniform and clairvoyant; ``plain``:
+    the run without sitemaps; ``ours``: one run per seed): freshness of each, the gap closed,
+    spend, violations, and (``against_run_without``) lying hosts and small hosts
+    (``SMALL_HOST_PAGES``) that serve a sitemap. Also web_like_sitemaps.py's."""
+    uniform, bound = baselines["uniform"]["freshness"], baselines["clairvoyant"]["freshness"]
     fresh = [r["freshness"] for r in ours]
     mean = statistics.fmean(fresh)
     every = list(range(len(sizes)))
@@ -92,8 +91,8 @@ def summarise(run: dict, seeds: list[int], sizes: list[int]) -> dict:
     small, small_own = against_run_without(
         ours, plain, [h for h in every if sizes[h] <= SMALL_HOST_PAGES],
         lambda kind: kind is not None)
-    spend = min(r["spent_of_allowed"] for r in ours) / res["uniform"]["spent_of_allowed"]
-    return {"per_page_day": run["per_page_day"], "uniform": uniform, "clairvoyant": bound,
+    spend = min(r["spent_of_allowed"] for r in ours) / baselines["uniform"]["spent_of_allowed"]
+    return {"per_page_day": per_page_day, "uniform": uniform, "clairvoyant": bound,
             "default": plain["freshness"], "sitemaps_mean": mean, "sitemaps_min": min(fresh),
             "sitemaps_max": max(fresh), "gap_closed": (mean - uniform) / (bound - uniform),
             "gap_closed_default": (plain["freshness"] - uniform) / (bound - uniform),
@@ -101,6 +100,13 @@ def summarise(run: dict, seeds: list[int], sizes: list[int]) -> dict:
             **_mean_worst(lying, "lying"), **_mean_worst(lying_own, "lying_own"),
             **_mean_worst(small, "small"), **_mean_worst(small_own, "small_own"),
             "seeds": seeds}
+
+
+def summarise(run: dict, seeds: list[int], sizes: list[int]) -> dict:
+    """``row`` of one budget of ``real_traces.run_plan``."""
+    res = run["results"]
+    return row(run["per_page_day"], res, res[PLAIN],
+               [res["ours:" + "+".join(with_sitemaps(s))] for s in seeds], seeds, sizes)
 
 
 def verdict(row: dict) -> tuple[bool, str]:
@@ -115,12 +121,38 @@ def verdict(row: dict) -> tuple[bool, str]:
     return met, want
 
 
-def _signed(mean: float | None, worst: float | None) -> str:
+def signed(mean: float | None, worst: float | None) -> str:
     return "" if mean is None else f"{mean:+.4f} ({worst:+.4f})"
 
 
+def result_table(rows: list[dict], without: str) -> str:
+    """The table of ``row``s (``without``: the header of the run without sitemaps)."""
+    from _report import table
+
+    body = [[r["per_page_day"], r["uniform"], r["default"],
+             f"{r['sitemaps_mean']:.4f} ({r['sitemaps_min']:.4f}-{r['sitemaps_max']:.4f})",
+             r["clairvoyant"], f"{r['gap_closed_default']:.2f} -> {r['gap_closed']:.2f}",
+             r["spend_vs_uniform"], r["violations"], signed(r["lying_mean"], r["lying_worst"]),
+             signed(r["lying_own_mean"], r["lying_own_worst"]),
+             signed(r["small_mean"], r["small_worst"]),
+             signed(r["small_own_mean"], r["small_own_worst"])] for r in rows]
+    return table(["B", "uniform", without, "with sitemaps", "clairvoyant", "gap closed",
+                  "spend vs uniform", "violations", "lying hosts", "lying hosts, own sitemap",
+                  "small hosts", "small hosts, own sitemap"], body)
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options both sitemap benchmarks take besides ``--quick``."""
+    parser.add_argument("--budgets", type=float, nargs="*", help="fetches per page per day")
+    parser.add_argument("--seeds", type=int, nargs="*", help="host assignments (default 0-9)")
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes")
+    parser.add_argument("--cache", help="directory keeping each finished simulation (resume a run)")
+    parser.add_argument("--no-write", action="store_true", help="print only")
+    parser.add_argument("--url", default=os.environ.get("FRONTIER_RATE_REDIS_URL"))
+
+
 def markdown(rows: list[dict], pages: int) -> str:
-    from _report import machine, table
+    from _report import machine
 
     lines = ["## Sitemaps on real change histories (`benchmarks/sitemaps.py`)", "",
              f"The replay of `benchmarks/real_traces.py` ({pages} pages) where 40% of hosts serve a "
@@ -134,18 +166,7 @@ def markdown(rows: list[dict], pages: int) -> str:
              "serve a sitemap; own sitemap: per host, its mean over the seeds where it serves "
              "one (a lying one) minus over those where it serves none, which leaves out what "
              "other hosts' sitemaps do to it (mean over hosts, and the worst).", ""]
-    body = [[r["per_page_day"], r["uniform"], r["default"],
-             f"{r['sitemaps_mean']:.4f} ({r['sitemaps_min']:.4f}-{r['sitemaps_max']:.4f})",
-             r["clairvoyant"], f"{r['gap_closed_default']:.2f} -> {r['gap_closed']:.2f}",
-             r["spend_vs_uniform"], r["violations"], _signed(r["lying_mean"], r["lying_worst"]),
-             _signed(r.get("lying_own_mean"), r.get("lying_own_worst")),
-             _signed(r.get("small_mean"), r.get("small_worst")),
-             _signed(r.get("small_own_mean"), r.get("small_own_worst"))]
-            for r in rows]
-    lines.append(table(["B", "uniform", "default", "with sitemaps", "clairvoyant",
-                        "gap closed", "spend vs uniform", "violations", "lying hosts",
-                        "lying hosts, own sitemap", "small hosts", "small hosts, own sitemap"],
-                       body))
+    lines.append(result_table(rows, "default"))
     lines += ["", "**Targets** (issue 27): at least 1/3 of the gap closed at 0.5 and 2, gains at "
               "0.05 and 0.2, spend >= 0.98 of uniform's, 0 violations; lying hosts and small hosts "
               "(issue 35) not below the run without sitemaps (on the mean)."]
@@ -168,12 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
                         help=f"{QUICK_PAGES} pages, budget 0.5, seeds 0 and 4; write nothing")
-    parser.add_argument("--budgets", type=float, nargs="*", help="fetches per page per day")
-    parser.add_argument("--seeds", type=int, nargs="*", help="host assignments (default 0-9)")
-    parser.add_argument("--jobs", type=int, default=1, help="worker processes")
-    parser.add_argument("--cache", help="directory keeping each finished simulation (resume a run)")
-    parser.add_argument("--no-write", action="store_true", help="print only")
-    parser.add_argument("--url", default=os.environ.get("FRONTIER_RATE_REDIS_URL"))
+    add_run_arguments(parser)
     args = parser.parse_args(argv)
     traces = load_traces()
     if args.quick:

@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import statistics
 import sys
 from pathlib import Path
 
@@ -40,7 +38,7 @@ from real_traces import (  # noqa: E402
     score,
     sitemap_kinds,
 )
-from sitemaps import SMALL_HOST_PAGES, against_run_without  # noqa: E402
+from sitemaps import SMALL_HOST_PAGES, add_run_arguments, result_table, row, signed  # noqa: E402
 from web_like import FULL_EVERY, QUICK_EVERY, World, population  # noqa: E402
 
 BUDGETS = (0.01, 0.03, 0.1, 0.3)
@@ -80,41 +78,13 @@ def run_task(task: tuple) -> tuple[float, str, dict]:
 
 def summarise(per_page_day: float, runs: dict[str, dict], seeds: list[int],
               sizes: list[int]) -> dict:
-    """One budget's row (the fields of ``sitemaps.summarise``)."""
-    uniform = runs["baselines"]["uniform"]["freshness"]
-    bound = runs["baselines"]["clairvoyant"]["freshness"]
-    plain, ours = runs[WITHOUT], [runs[str(s)] for s in seeds]
-    fresh = [r["freshness"] for r in ours]
-    mean = statistics.fmean(fresh)
-    every = list(range(len(sizes)))
-    lying, lying_own = against_run_without(ours, plain, every, lambda kind: kind == "lying")
-    small, small_own = against_run_without(
-        ours, plain, [h for h in every if sizes[h] <= SMALL_HOST_PAGES],
-        lambda kind: kind is not None)
-
-    def mean_worst(values: list[float]) -> tuple[float | None, float | None]:
-        return (statistics.fmean(values), min(values)) if values else (None, None)
-
-    return {"per_page_day": per_page_day, "uniform": uniform, "clairvoyant": bound,
-            "default": plain["freshness"], "sitemaps_mean": mean, "sitemaps_min": min(fresh),
-            "sitemaps_max": max(fresh), "gap_closed": (mean - uniform) / (bound - uniform),
-            "gap_closed_default": (plain["freshness"] - uniform) / (bound - uniform),
-            "spend_vs_uniform": min(r["spent_of_allowed"] for r in ours)
-            / runs["baselines"]["uniform"]["spent_of_allowed"],
-            "violations": sum(r["violations"] for r in ours),
-            **dict(zip(("lying_mean", "lying_worst"), mean_worst(lying), strict=True)),
-            **dict(zip(("lying_own_mean", "lying_own_worst"), mean_worst(lying_own), strict=True)),
-            **dict(zip(("small_mean", "small_worst"), mean_worst(small), strict=True)),
-            **dict(zip(("small_own_mean", "small_own_worst"), mean_worst(small_own), strict=True)),
-            "seeds": seeds}
-
-
-def _signed(mean: float | None, worst: float | None) -> str:
-    return "" if mean is None else f"{mean:+.4f} ({worst:+.4f})"
+    """One budget's ``sitemaps.row`` from its runs by label."""
+    return row(per_page_day, runs["baselines"], runs[WITHOUT], [runs[str(s)] for s in seeds],
+               seeds, sizes)
 
 
 def markdown(rows: list[dict], pages: int, hosts: int, small_hosts: int) -> str:
-    from _report import machine, table
+    from _report import machine
 
     lines = ["## Sitemaps on the web-like population (`benchmarks/web_like_sitemaps.py`)", "",
              f"`benchmarks/web_like.py`'s population ({pages} pages of {hosts} hosts, "
@@ -125,18 +95,7 @@ def markdown(rows: list[dict], pages: int, hosts: int, small_hosts: int) -> str:
              "use the same driver (`real_traces.run_signals`, a 1-second clock). Freshness over "
              "the last 120 of 180 days, every fetch counted; columns as in the sitemaps section.",
              ""]
-    body = [[r["per_page_day"], r["uniform"], r["default"],
-             f"{r['sitemaps_mean']:.4f} ({r['sitemaps_min']:.4f}-{r['sitemaps_max']:.4f})",
-             r["clairvoyant"], f"{r['gap_closed_default']:.2f} -> {r['gap_closed']:.2f}",
-             r["spend_vs_uniform"], r["violations"],
-             _signed(r["lying_mean"], r["lying_worst"]),
-             _signed(r["lying_own_mean"], r["lying_own_worst"]),
-             _signed(r["small_mean"], r["small_worst"]),
-             _signed(r["small_own_mean"], r["small_own_worst"])] for r in rows]
-    lines.append(table(["B", "uniform", "without sitemaps", "with sitemaps", "clairvoyant",
-                        "gap closed", "spend vs uniform", "violations", "lying hosts",
-                        "lying hosts, own sitemap", "small hosts", "small hosts, own sitemap"],
-                       body))
+    lines.append(result_table(rows, "without sitemaps"))
     lines += ["", "**Targets** (issue 35): lying hosts and small hosts not below the run without "
               "sitemaps (on the mean), spend >= 0.98 of uniform's, 0 violations."]
     for r in rows:
@@ -144,8 +103,8 @@ def markdown(rows: list[dict], pages: int, hosts: int, small_hosts: int) -> str:
                and (r["small_mean"] is None or r["small_mean"] >= 0)
                and r["spend_vs_uniform"] >= 0.98 and r["violations"] == 0)
         lines.append(f"- B = {r['per_page_day']:g}: **{'met' if met else 'missed'}** (lying hosts "
-                     f"{_signed(r['lying_mean'], r['lying_worst']) or 'n/a'}; small hosts "
-                     f"{_signed(r['small_mean'], r['small_worst']) or 'n/a'}; all hosts "
+                     f"{signed(r['lying_mean'], r['lying_worst']) or 'n/a'}; small hosts "
+                     f"{signed(r['small_mean'], r['small_worst']) or 'n/a'}; all hosts "
                      f"{r['sitemaps_mean'] - r['default']:+.4f})")
     lines += ["", "Simulated on a virtual clock: the numbers do not depend on the machine "
               f"({machine()})."]
@@ -157,13 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help=f"every {QUICK_EVERY}th page, budget {QUICK_BUDGETS}, seeds 0 and 4; "
                              "write nothing")
-    parser.add_argument("--budgets", type=float, nargs="*", help="fetches per page per day")
-    parser.add_argument("--seeds", type=int, nargs="*", help="host assignments (default 0-9)")
     parser.add_argument("--every", type=int, help=f"every n-th page (default {FULL_EVERY})")
-    parser.add_argument("--jobs", type=int, default=1, help="worker processes")
-    parser.add_argument("--cache", help="directory keeping each finished simulation (resume a run)")
-    parser.add_argument("--no-write", action="store_true", help="print only")
-    parser.add_argument("--url", default=os.environ.get("FRONTIER_RATE_REDIS_URL"))
+    add_run_arguments(parser)
     args = parser.parse_args(argv)
     pages = population(args.every or (QUICK_EVERY if args.quick else FULL_EVERY))
     budgets = args.budgets or (QUICK_BUDGETS if args.quick else BUDGETS)
@@ -181,8 +135,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"B={r['per_page_day']:<5g} uniform {r['uniform']:.4f}  without {r['default']:.4f}  "
               f"with {r['sitemaps_mean']:.4f} ({r['sitemaps_min']:.4f}-{r['sitemaps_max']:.4f})  "
               f"clairvoyant {r['clairvoyant']:.4f}  gap {r['gap_closed']:.2f}  lying "
-              f"{_signed(r['lying_mean'], r['lying_worst'])} own {r['lying_own_mean']}  small "
-              f"{_signed(r['small_mean'], r['small_worst'])} own {r['small_own_mean']}")
+              f"{signed(r['lying_mean'], r['lying_worst'])} own {r['lying_own_mean']}  small "
+              f"{signed(r['small_mean'], r['small_worst'])} own {r['small_own_mean']}")
     if args.quick or args.no_write:
         return 0
     from _report import write_json, write_section
