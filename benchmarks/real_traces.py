@@ -355,15 +355,19 @@ class _SitemapWorld:
                 f.add_many([(d.url, sitemap_weight(len(self.members[h]), ignored))], now=t)
 
 
-def host_freshness(world: World, fetches: list[np.ndarray], hosts: list[int]) -> float | None:
-    """Freshness of the pages of ``hosts`` alone (None without such pages)."""
-    mask = np.isin(world.host, hosts)
+def masked_freshness(world: World, fetches: list[np.ndarray], mask: np.ndarray) -> float | None:
+    """Freshness of the pages ``mask`` selects alone (None when it selects none)."""
     if not mask.any():
         return None
     sub = copy.copy(world)
     sub.changes = [c for c, m in zip(world.changes, mask, strict=True) if m]
     sub.weights = world.weights[mask]
     return freshness_and_catch(sub, [x for x, m in zip(fetches, mask, strict=True) if m])[0]
+
+
+def host_freshness(world: World, fetches: list[np.ndarray], hosts: list[int]) -> float | None:
+    """Freshness of the pages of ``hosts`` alone (None without such pages)."""
+    return masked_freshness(world, fetches, np.isin(world.host, hosts))
 
 
 def score(world: World, fetches: list[np.ndarray], extra: dict | None = None) -> dict:

@@ -109,14 +109,19 @@ def summarise(run: dict, seeds: list[int], sizes: list[int]) -> dict:
                [res["ours:" + "+".join(with_sitemaps(s))] for s in seeds], seeds, sizes)
 
 
+def hosts_not_below(row: dict) -> bool:
+    """The targets both sitemap benchmarks share: lying and small hosts not below the run
+    without sitemaps (on the mean), spend >= 0.98 of uniform's, no violation."""
+    return ((row["lying_mean"] is None or row["lying_mean"] >= 0)
+            and (row["small_mean"] is None or row["small_mean"] >= 0)
+            and row["spend_vs_uniform"] >= 0.98 and row["violations"] == 0)
+
+
 def verdict(row: dict) -> tuple[bool, str]:
     b = row["per_page_day"]
     goal = GAP_TARGET.get(b)
     gap_ok = row["gap_closed"] >= goal if goal else row["sitemaps_mean"] > row["default"]
-    lying_ok = row["lying_mean"] is None or row["lying_mean"] >= 0
-    small_ok = row.get("small_mean") is None or row["small_mean"] >= 0
-    met = (gap_ok and row["spend_vs_uniform"] >= 0.98 and row["violations"] == 0 and lying_ok
-           and small_ok)
+    met = gap_ok and hosts_not_below(row)
     want = f"gap closed >= {goal:.2f}" if goal else "a gain over the default"
     return met, want
 
@@ -179,7 +184,7 @@ def markdown(rows: list[dict], pages: int) -> str:
                      f"{r['violations']}; lying hosts "
                      f"{'n/a' if r['lying_mean'] is None else format(r['lying_mean'], '+.4f')}; "
                      f"small hosts "
-                     f"{'n/a' if r.get('small_mean') is None else format(r['small_mean'], '+.4f')})")
+                     f"{'n/a' if r['small_mean'] is None else format(r['small_mean'], '+.4f')})")
     lines += ["", "Simulated on a virtual clock: the numbers do not depend on the machine "
               f"({machine()})."]
     return "\n".join(lines)

@@ -33,7 +33,6 @@ Writes docs/benchmarks/web_like.json and the web_like section of docs/BENCHMARKS
 from __future__ import annotations
 
 import argparse
-import copy
 import gzip
 import json
 import math
@@ -59,7 +58,12 @@ from policy import (  # noqa: E402
     run_baseline,
     violations,
 )
-from real_traces import clairvoyant, densest_window_end, every_page_changes  # noqa: E402
+from real_traces import (  # noqa: E402
+    clairvoyant,
+    densest_window_end,
+    every_page_changes,
+    masked_freshness,
+)
 from traces import load_traces  # noqa: E402
 
 from frontier_rate import Frontier  # noqa: E402
@@ -212,25 +216,23 @@ def run_ours(world: World, url: str | None, seed: int, tick: float = 1.0,
             t = max(t + 1.0, math.inf if call_at is None else call_at)
     stats = f.stats(now=t)
     span = WINDOW_DAYS * DAY
+    # every page's record is read once: the checked pages', or all of them for per_page
+    records = {i: f.page(urls[i]) for i in range(world.n)
+               if every_estimate or len(world.changes[i]) >= MIN_CHANGES}
+    estimates = {i: None if not r or r["estimate"] is None else r["estimate"] / tick * DAY
+                 for i, r in records.items()}
     ratios, checked = [], []
-    for i in range(world.n):
-        if len(world.changes[i]) >= MIN_CHANGES:
-            record = f.page(urls[i])
-            if record and record["estimate"] is not None:
-                ratios.append(record["estimate"] / tick / (len(world.changes[i]) / span))
-                checked.append((len(world.changes[i]), record["estimate"] / tick * DAY,
-                                record["fetches"], record["changes"]))
-    if every_estimate:
-        records = [f.page(u) for u in urls]
-        estimates = [None if not r or r["estimate"] is None else r["estimate"] / tick * DAY
-                     for r in records]
+    for i, r in records.items():
+        if len(world.changes[i]) >= MIN_CHANGES and estimates[i] is not None:
+            ratios.append(estimates[i] / DAY / (len(world.changes[i]) / span))
+            checked.append((len(world.changes[i]), estimates[i], r["fetches"], r["changes"]))
     info = {"wall_s": time.perf_counter() - wall, "next_requests_calls": calls,
             "nu": stats.get("nu"), "estimate_ratio_median": statistics.median(ratios) if ratios else None,
             "estimate_ratio_pages": len(ratios),
             "estimated_pages": checked,  # (changes in the window, estimate/day, fetches, changes seen)
             "stats": {k: v for k, v in stats.items() if isinstance(v, (int, float, str)) or v is None}}
     if every_estimate:
-        info["estimates_per_day"] = estimates
+        info["estimates_per_day"] = [estimates[i] for i in range(world.n)]
     delete_namespace(f)
     f.close()
     return [np.array(x) for x in out], info
@@ -255,12 +257,9 @@ def per_page(world: World, fetches: dict[str, list[np.ndarray]], estimates: list
         mask = (counts >= lo) & (counts <= hi)
         if not mask.any():
             continue
-        sub = copy.copy(world)
-        sub.changes = [c for c, m in zip(world.changes, mask, strict=True) if m]
-        sub.weights = world.weights[mask]
         cells = []
         for name, fs in fetches.items():
-            fresh = freshness_and_catch(sub, [f for f, m in zip(fs, mask, strict=True) if m])[0]
+            fresh = masked_freshness(world, fs, mask)
             cells.append(f"{inside[name][mask].sum() / max(inside[name].sum(), 1):.0%} {fresh:.3f}")
         known = [e for e, m in zip(estimates, mask, strict=True) if m and e is not None]
         est = f"{statistics.median(known):.4f}" if known else "-"
@@ -274,8 +273,7 @@ def per_page(world: World, fetches: dict[str, list[np.ndarray]], estimates: list
 def run_task(task: tuple) -> tuple[float, int, dict]:
     """One budget and seed: the baselines, the bound and ours (and, with ``breakdown``, the
     ``per_page`` table printed)."""
-    pages, per_page_day, seed, url, *rest = task
-    breakdown = bool(rest and rest[0])
+    pages, per_page_day, seed, url, breakdown = task
     world = World(pages, per_page_day, seed=seed)
     results: dict[str, dict] = {}
     kept: dict[str, list[np.ndarray]] = {}
