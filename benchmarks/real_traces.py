@@ -277,7 +277,7 @@ def run_signals(world: World, url: str | None, estimator: str, pol: str
                  budget_first_fetches=True)
     site = _SitemapWorld(world)
     f.add_many([(u, 1.0, None) for u in site.urls]
-               + [(u, sitemap_weight(len(site.members[h])), None)
+               + [(u, sitemap_weight(len(site.members[h])), None, 0, True)
                   for u, h in site.sitemaps.items()], now=0.0)
     t, calls, hints = 0.0, 0, defaultdict(int)
     wall = time.perf_counter()
@@ -352,7 +352,8 @@ class _SitemapWorld:
             h = self.sitemaps.get(d.url)
             if h is not None:
                 ignored = f.signal_trust(d.host, "sitemap")["ignored"]
-                f.add_many([(d.url, sitemap_weight(len(self.members[h]), ignored))], now=t)
+                f.add_many([(d.url, sitemap_weight(len(self.members[h]), ignored), None, 0, True)],
+                           now=t)
 
 
 def masked_freshness(world: World, fetches: list[np.ndarray], mask: np.ndarray) -> float | None:

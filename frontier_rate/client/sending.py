@@ -102,7 +102,7 @@ class Sender:
             url, weight, source = call.args["sitemap"]
             if frontier.signal_trust(parse_url(url), source)["ignored"]:
                 weight = IGNORED_WEIGHT
-            frontier.add_many([(url, weight)])
+            frontier.add_many([(url, weight, None, 0, True)])
 
     def _observe(self, frontier: Frontier, batch: list[Call]) -> None:
         while True:

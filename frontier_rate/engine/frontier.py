@@ -211,14 +211,18 @@ class Frontier:
         return self.add_many([(url, weight, meta)], now=now) == 1
 
     def add_many(self, pages: Iterable, *, now: float | None = None) -> int:
-        """Add pages given as ``url`` or ``(url, weight[, meta[, priority]])``; returns how
-        many were new.
+        """Add pages given as ``url`` or ``(url, weight[, meta[, priority[, source]]])``;
+        returns how many were new.
 
         A new page is due at once. ``priority`` (a number, default 0) orders pages added
         together: each unit moves the first due time ``PRIORITY_STEP`` earlier (pages of
         equal priority and due time are leased in no set order). A known page keeps its schedule
-        (its weight and meta are updated). Validates everything first, then writes in
-        pipelined per-shard batches.
+        (its weight and meta are updated). ``source`` (default False): the page is a sitemap or
+        feed, read for claims about other pages: it plans without the ``max_interval`` floor of
+        a page (``index.source_max_interval``), is not counted where the floor is stretched to
+        the budget, pools nothing into its host's prior, and its first fetch ranks by its
+        weight rather than before every revisit (docs/SIGNALS.md). Once a source, a page stays
+        one. Validates everything first, then writes in pipelined per-shard batches.
         """
         return self.intake.add_many(pages, self.session.now(now))
 

@@ -63,13 +63,13 @@ class Intake:
         priority moves a page's first due time (``PRIORITY_STEP``)."""
         checked = []
         for item in pages:
-            host, url, weight, meta, priority = new_page(item)
+            host, url, weight, meta, priority, source = new_page(item)
             checked.append((self.calls.of(host), page_id(url), host, url, weight, meta,
-                            priority))
+                            priority, source))
         groups: dict[int, list] = defaultdict(list)
-        for shard, pid, host, url, weight, meta, priority in checked:
+        for shard, pid, host, url, weight, meta, priority, source in checked:
             groups[shard] += wire.add_page(pid, host, url, weight, meta,
-                                           now - priority * PRIORITY_STEP)
+                                           now - priority * PRIORITY_STEP, source)
         return groups
 
     def set_host_delay(self, host: str, seconds: float | None) -> None:

@@ -6,9 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-NewPage = tuple[str, float, "dict[str, Any] | None", int]
-"""A page for ``Frontier.add_many``: (url, weight, meta, priority); a bare url or a shorter tuple
-takes the defaults (weight 1, no meta, priority 0). The one shape every layer passes down."""
+NewPage = tuple[str, float, "dict[str, Any] | None", int, bool]
+"""A page for ``Frontier.add_many``: (url, weight, meta, priority, source); a bare url or a
+shorter tuple takes the defaults (weight 1, no meta, priority 0, not a source). ``source``: the
+page is a sitemap or feed, read for claims about other pages (docs/SIGNALS.md). The one shape
+every layer passes down."""
 
 
 @dataclass(frozen=True)

@@ -204,30 +204,34 @@ def host_name(host: Any) -> str:
     return host.lower()
 
 
-CheckedPage = tuple[str, str, float, str, float]
-"""A ``NewPage`` after its checks: (host, url, weight as float32, meta JSON or "", priority)."""
+CheckedPage = tuple[str, str, float, str, float, bool]
+"""A ``NewPage`` after its checks: (host, url, weight as float32, meta JSON or "", priority,
+source)."""
 
 
 def new_page(item: Any) -> CheckedPage:
-    """A page given to ``add_many`` as ``url`` or ``(url, weight[, meta[, priority]])``,
+    """A page given to ``add_many`` as ``url`` or ``(url, weight[, meta[, priority[, source]]])``,
     checked; the weight rounded to the float32 the page state stores."""
     if isinstance(item, str):
         item = (item,)
     elif isinstance(item, (bytes, bytearray)) or not isinstance(item, Iterable):
         raise ValueError(f"url must be a string, got {type(item).__name__}")
     item = tuple(item)
-    if not 1 <= len(item) <= 4:
-        raise ValueError(f"a page is url or (url, weight[, meta[, priority]]), got {item!r}")
+    if not 1 <= len(item) <= 5:
+        raise ValueError(f"a page is url or (url, weight[, meta[, priority[, source]]]), got {item!r}")
     url = item[0]
     weight = item[1] if len(item) > 1 else 1.0
     meta = item[2] if len(item) > 2 else None
     priority = item[3] if len(item) > 3 else 0
+    source = item[4] if len(item) > 4 else False
+    if not isinstance(source, bool):
+        raise ValueError(f"source of {url!r} must be True or False, got {source!r}")
     host = parse_url(url)
     weight = real(f"weight of {url!r}", weight, minimum=0.0)
     if weight > MAX_WEIGHT:
         raise ValueError(f"weight of {url!r} must be <= 1e30, got {weight!r}")
     priority = max(-MAX_PRIORITY, min(MAX_PRIORITY, real(f"priority of {url!r}", priority)))
-    return host, url, float32(weight), meta_json(url, meta), priority
+    return host, url, float32(weight), meta_json(url, meta), priority, source
 
 
 def hint(item: Any) -> tuple[str, str, float | None, str]:

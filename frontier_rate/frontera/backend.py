@@ -224,7 +224,7 @@ class RevisitBackend(Backend):
         client = self.client
         self.sitemaps = FronteraSitemaps(
             self.settings, client,
-            lambda url, weight, request: client.add([(url, weight, page_meta(request))]),
+            lambda url, weight, request: client.add([(url, weight, page_meta(request), 0, True)]),
             lambda name, n: self._stat(name, n, False), self.clock, self.request_model)
         self.sitemaps.start()
         logger.info("frontier-rate backend started: namespace=%r, fingerprint=%s, "

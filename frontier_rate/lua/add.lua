@@ -1,25 +1,34 @@
 -- add.lua: add pages or update their weight / meta.
--- ARGV after the header: initial estimate, initial aux, then groups of 6
+-- ARGV after the header: initial estimate, initial aux, then groups of 7
 -- (weight already rounded to float32 by the caller; wire.add_page):
 --   id, host, url, weight, meta (JSON text, "" = none), due (seconds: when a new
---   page is first due; the caller orders pages added together by priority with it)
+--   page is first due; the caller orders pages added together by priority with it),
+--   source ("1": a sitemap or feed, flag F_SOURCE, counted in CNT "sources"; a page
+--   once a source stays one, "0" changes nothing)
 -- A page whose state is corrupt is quarantined, and a quarantined page is
 -- given a fresh state (counted as new): adding it again is the way out.
 -- New pages may grow the shard's bucket layout (lib.lua grow).
 -- Returns {number of pages that were new, NEWLY_QUARANTINED (url, reason pairs)}.
 local est0, aux0 = tonumber(ARGV[H + 1]), tonumber(ARGV[H + 2])
-local added = 0
-for i = H + 3, #ARGV, 6 do
+local added, sources = 0, 0
+for i = H + 3, #ARGV, 7 do
   local id, host, url, weight, meta = ARGV[i], ARGV[i + 1], ARGV[i + 2],
     tonumber(ARGV[i + 3]), ARGV[i + 4]
-  local due = tonumber(ARGV[i + 5])
+  local due, source = tonumber(ARGV[i + 5]), ARGV[i + 6] == "1"
   local s, problem, raw = lib.load_state(id)
   if problem then lib.quarantine(id, host, problem, raw, false) end
   if s then
-    if s.weight ~= weight and not lib.has(s.flags, F_GONE) then
-      lib.agg_move(s.weight, lib.plan_rate(s), weight, lib.plan_rate(s), host)
-      s.weight = weight
-      lib.save(id, s)
+    if not lib.has(s.flags, F_GONE) then
+      local changed = false
+      if s.weight ~= weight then
+        lib.agg_move(s.weight, lib.plan_rate(s), weight, lib.plan_rate(s), host)
+        s.weight, changed = weight, true
+      end
+      if source and not lib.has(s.flags, F_SOURCE) then
+        s.flags, changed = s.flags + F_SOURCE, true
+        sources = sources + 1
+      end
+      if changed then lib.save(id, s) end
     end
   else
     if redis.call("HDEL", BAD, id) == 1 then redis.call("HINCRBY", CNT, "quarantined", -1) end
@@ -29,6 +38,7 @@ for i = H + 3, #ARGV, 6 do
     s = {weight = weight, est = e0, aux = a0, p = 0, last_fetch = 0, fetches = 0,
          changes = 0, leases = 0, fp = string.rep("\0", 4), flags = 0, fails = 0, notfound = 0,
          x1 = 0, x2 = 0}
+    if source then s.flags, sources = F_SOURCE, sources + 1 end
     lib.save(id, s)
     redis.call("HSET", ukey(id), id, url)
     lib.agg_add(weight, lib.plan_rate(s), 1, host)
@@ -42,5 +52,6 @@ for i = H + 3, #ARGV, 6 do
     lib.xset(id, etag, last_modified, meta)
   end
 end
+if sources > 0 then redis.call("HINCRBY", CNT, "sources", sources) end
 lib.grow(64)
 return lib.finish({added, NEWLY_QUARANTINED})

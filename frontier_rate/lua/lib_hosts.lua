@@ -28,7 +28,7 @@ end
 -- The page's contribution to its host's pool (nil: none yet); rate = plan_rate(s),
 -- which the caller has at hand.
 function lib.pooled_log_rate(s, rate)
-  if s.fetches < 2 then return nil end
+  if s.fetches < 2 or lib.has(s.flags, F_SOURCE) then return nil end
   return log(rate)
 end
 

@@ -58,8 +58,8 @@ function lib.optimal_y(c)
 end
 
 -- Planned (mean) interval at threshold nu (the page's host_nu): t = y(nu / w_eff) / lambda
--- (policy.interval_for_threshold), bounded by [min_interval, max_interval].
-function lib.planned_interval(weight, lam, nu)
+-- (policy.interval_for_threshold), bounded by [min_interval, longest] (default max_interval).
+function lib.planned_interval(weight, lam, nu, longest)
   local w_eff = lib.eff_weight(weight, lam)
   local t = huge
   if lam > 0 and w_eff > nu then
@@ -67,7 +67,7 @@ function lib.planned_interval(weight, lam, nu)
     if w_eff < huge then c = nu / w_eff end
     t = lib.optimal_y(c) / lam
   end
-  return min(max(t, C.min_interval), C.max_interval)
+  return min(max(t, C.min_interval), longest or C.max_interval)
 end
 
 -- The rate a page plans its next interval with. A page whose every observed interval saw a
@@ -86,20 +86,34 @@ function lib.explore_rate(s, lam, nu)
   return min(lam, EXPLORE_C * s.weight / nu)
 end
 
+-- The longest interval of a source (a sitemap or feed, F_SOURCE) of weight w: max_interval /
+-- w for w < 1, at most INTERVAL_FLOOR_SPAN floors (index.source_max_interval, whose
+-- docstring says why).
+function lib.source_max_interval(w)
+  return C.max_interval / max(min(w, 1), 1 / INTERVAL_FLOOR_SPAN)
+end
+
 -- The planned interval of page s at rate lam (its plan_rate) and threshold nu (its host_nu),
--- exploration included: what observe.lua and refresh.lua plan a fetched page with.
+-- exploration included (not for a source, whose estimate no other page uses): what
+-- observe.lua and refresh.lua plan a fetched page with.
 function lib.page_interval(s, lam, nu)
+  if lib.has(s.flags, F_SOURCE) then
+    return lib.planned_interval(s.weight, lam, nu, lib.source_max_interval(s.weight))
+  end
   return lib.planned_interval(s.weight, lib.explore_rate(s, lam, nu), nu)
 end
 
 -- Index of a page, `age` seconds after its last fetch (policy.page_index):
 -- continuous w_eff F(lambda age) (seed 001, "lagrangian"), or seed 002's discrete
 -- Whittle index w_eff [1 - a^n (1 + n (1 - a))], a = e^{-lambda T}, n = floor(age / T)
--- with T = min_interval ("whittle"). A page never fetched comes first (infinite index).
+-- with T = min_interval ("whittle"). A page never fetched comes first (infinite index); a
+-- source never fetched ranks as a page of its weight known to be stale, w_eff (index.
+-- first_source_index): after the pages never fetched, among the revisits by value.
 function lib.index(s, now)
-  if s.fetches == 0 then return huge end
+  if s.fetches == 0 and not lib.has(s.flags, F_SOURCE) then return huge end
   local lam = lib.plan_rate(s)
   local w_eff = lib.eff_weight(s.weight, lam)
+  if s.fetches == 0 then return w_eff end
   local age = max(now - s.last_fetch, 0)
   if WHITTLE then
     local tick = C.min_interval

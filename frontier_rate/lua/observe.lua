@@ -139,8 +139,10 @@ local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_
     due = now - math.log(u) * mean
   end
 
-  -- leased and changed cleared, gone kept (flags < 16), applied set, changed = I
-  s.flags = s.flags % 4 - s.flags % 2 + F_APPLIED + F_CHANGED * I
+  -- leased and changed cleared, gone and source kept, applied set, changed = I
+  local source = 0
+  if lib.has(s.flags, F_SOURCE) then source = F_SOURCE end
+  s.flags = s.flags % 4 - s.flags % 2 + F_APPLIED + F_CHANGED * I + source
   lib.save(id, s)
   finished = finished + 1
   FINISHED_LEASES[finished] = id .. host

@@ -396,6 +396,20 @@ EXPLORE_CHANGES); the other estimators, whose estimate is 0 after unchanged fetc
 with at least 1 / max_interval."""
 
 
+def source_max_interval(weight: float, max_interval: float) -> float:
+    """The longest planned interval of a source (a sitemap or feed, issue 35): ``max_interval``
+    / w for a weight w < 1, at most ``INTERVAL_FLOOR_SPAN`` times ``max_interval``.
+
+    The ``max_interval`` floor keeps a page's estimate learning; a source's estimate only
+    plans the source itself, and a source worth less than one page (the adapters weigh a
+    sitemap 0.3 per page it lists) can save less than one page fetch per read. Under the floor
+    every sitemap of a small host cost a page fetch per floor: on the web-like population
+    (most hosts 1-3 pages) 22-28% of the budget at every budget (docs/BENCHMARKS.md). A source
+    of weight >= 1 keeps a page's floor. Mirrors lua/lib_policy.lua ``lib.source_max_interval``.
+    """
+    return max_interval / max(min(weight, 1.0), 1.0 / INTERVAL_FLOOR_SPAN)
+
+
 def explore_rate(rate: float, weight: float, nu: float, changes: int, unchanged_exposure: float,
                  objective: str = "freshness") -> float:
     """The rate a page of the ``interval`` estimator plans its next interval with (issue 35).

@@ -71,5 +71,6 @@ from frontier_rate.math.index import (  # noqa: F401 (re-exported; the _names fo
     objective_value,
     optimal_y,
     page_index,
+    source_max_interval,
     whittle_index,
 )

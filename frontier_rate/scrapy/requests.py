@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urldefrag
 
 from frontier_rate.crawl.settings import DONT_REVISIT_KEY, WEIGHT_KEY, json_value, page_weight
+from frontier_rate.crawl.signal_reader import SITEMAP_KEY
 from frontier_rate.engine.frontier import parse_url
 from frontier_rate.store.keys import page_id
 
@@ -185,7 +186,7 @@ class PageIntake:
         if key in self._taken:
             return None  # dont_filter: fetched again, as Scrapy would
         self._taken.add(key)
-        return url, weight, meta, stored_priority(meta)
+        return url, weight, meta, stored_priority(meta), bool(request.meta.get(SITEMAP_KEY))
 
     def _not_revisitable(self, request: Request, exc: ValueError) -> None:
         self.stats.inc_value("frontier_rate/not_revisitable")

@@ -83,7 +83,7 @@ of its replies; CANDIDATE one reply of candidates.lua; LEASE one reply of lease.
 
 # --------------------------------------------------------------------------- flags and constants
 
-FLAGS = {"F_LEASED": 1, "F_GONE": 2, "F_CHANGED": 4, "F_APPLIED": 8}
+FLAGS = {"F_LEASED": 1, "F_GONE": 2, "F_CHANGED": 4, "F_APPLIED": 8, "F_SOURCE": 16}
 """Bits of a page state's ``flags``."""
 DATE_TRUST = 10
 """A host's change dates are ignored while more than 1 in this many disagreed with the

@@ -102,8 +102,8 @@ STATE = struct.Struct(contract.STRUCTS["STATE"])
 """Packed page state (48 bytes); the same layout as ``STATE`` in lua/lib.lua."""
 STATE_INTERVAL = struct.Struct(contract.STRUCTS["STATE_INTERVAL"])
 """The state of ``interval`` namespaces: two more doubles (64 bytes)."""
-F_LEASED, F_GONE, F_CHANGED, F_APPLIED = (contract.FLAGS[name] for name in
-                                          ("F_LEASED", "F_GONE", "F_CHANGED", "F_APPLIED"))
+F_LEASED, F_GONE, F_CHANGED, F_APPLIED, F_SOURCE = (
+    contract.FLAGS[name] for name in ("F_LEASED", "F_GONE", "F_CHANGED", "F_APPLIED", "F_SOURCE"))
 """State flags (lua/lib.lua)."""
 
 
@@ -123,7 +123,7 @@ def unpack_state(raw: bytes, estimator: str | None = None) -> dict[str, Any]:
     in lua/lib.lua (so both sides quarantine the same states): the length
     (48 bytes, 64 for ``interval``; either when ``estimator`` is None), a
     non-finite or negative weight, p, estimate or sum, ``p`` of 0 after a
-    fetch, more changes than fetches, flags outside the four defined bits.
+    fetch, more changes than fetches, flags outside the five defined bits.
     ``estimate`` must be >= 0 where it is a rate (lln, sa; sam's iterate may
     dip below 0 and interval stores a log-rate); ``aux`` where it is a sum
     (lln, interval).
@@ -157,7 +157,7 @@ def unpack_state(raw: bytes, estimator: str | None = None) -> dict[str, Any]:
         raise ValueError("p is not positive after a fetch")
     if changes > fetches:
         raise ValueError("changes exceed fetches")
-    if flags >= 16:
+    if flags >= 32:
         raise ValueError(f"flags {flags} out of range")
     return {"weight": weight, "est": est, "aux": aux, "p": p, "last_fetch": last_fetch,
             "fetches": fetches, "changes": changes, "leases": leases, "fp": fp,
@@ -256,8 +256,8 @@ def host_delay(packed: bytes | None, default: float) -> float:
 
 # --------------------------------------------------------------------------- script arguments
 
-ADD_FIELDS = 6
-"""Arguments per page of lua/add.lua: id, host, url, weight, meta, first due time."""
+ADD_FIELDS = 7
+"""Arguments per page of lua/add.lua: id, host, url, weight, meta, first due time, source."""
 
 
 def add_args(est0: float, aux0: float, pages: list[str]) -> list[str]:
@@ -265,9 +265,10 @@ def add_args(est0: float, aux0: float, pages: list[str]) -> list[str]:
     return [repr(est0), repr(aux0), *pages]
 
 
-def add_page(pid: bytes, host: str, url: str, weight: float, meta: str, due: float) -> list:
-    """One page's arguments of lua/add.lua."""
-    return [pid, host, url, repr(weight), meta, repr(due)]
+def add_page(pid: bytes, host: str, url: str, weight: float, meta: str, due: float,
+             source: bool = False) -> list:
+    """One page's arguments of lua/add.lua (``source``: a sitemap or feed, ``F_SOURCE``)."""
+    return [pid, host, url, repr(weight), meta, repr(due), "1" if source else "0"]
 
 
 def candidates_args(window: int, look: int, early: bool) -> list[str]:
