@@ -22,6 +22,7 @@ from frontier_rate.store import scripts as store
 from frontier_rate.store.wire import (
     BETA,
     ETA,
+    F_SOURCE,
     INTERVAL_MAX_STEP,
     INTERVAL_PRIOR_INFO,
     OMEGA,
@@ -243,3 +244,44 @@ def test_lua_explore_rate_and_rate_floor_equal_python(redis_client, redis_url, n
     rates = np.exp(log_rates)
     np.testing.assert_allclose(lib_eval(redis_client, g, "lib.plan_rate({est = a})", rates),
                                np.maximum(rates, 1.0 / g.max_interval), rtol=1e-15, atol=0)
+
+
+def test_lua_source_interval_index_and_pooling_equal_python(redis_client, redis_url, namespace):
+    """A source (F_SOURCE): lib.page_interval against interval_for_threshold bounded by
+    [min_interval, index.source_max_interval] (no exploration); a source never fetched ranks
+    at its effective weight (a page never fetched: infinite); a source pools nothing
+    (lib.pooled_log_rate nil, here -1)."""
+    f = Frontier(redis_url, namespace=namespace, estimator="interval", objective="freshness",
+                 min_interval=1.0, max_interval=1e5)
+    rng = np.random.default_rng(9)
+    n = 300
+    weight = np.exp(rng.uniform(-5, 2, n))
+    lam = np.exp(rng.uniform(-14, 0, n))
+    nu = np.exp(rng.uniform(-3, 6, n))
+    source = F_SOURCE
+    lua = lib_eval(redis_client, f, f"lib.page_interval({{weight = a, flags = {source}, changes = 3, "
+                   "aux = 0}, b, c)", weight, lam, nu)
+    longest = np.array([policy.source_max_interval(w, f.max_interval) for w in weight])
+    py = np.minimum(np.maximum(policy.interval_for_threshold(nu, lam, weight, "freshness"),
+                               f.min_interval), longest)
+    np.testing.assert_allclose(lua, py, rtol=1e-14, atol=0)
+    assert (lua > f.max_interval).sum() > 20, "some sources should plan past max_interval"
+    assert policy.source_max_interval(0.3, 1e5) == pytest.approx(1e5 / 0.3)
+    assert policy.source_max_interval(5.0, 1e5) == 1e5
+    assert policy.source_max_interval(1e-6, 1e5) == pytest.approx(1e5 * policy.INTERVAL_FLOOR_SPAN)
+
+    log_rates = np.log(lam)
+    first = lib_eval(redis_client, f, f"lib.index({{fetches = 0, flags = {source}, weight = a, "
+                     "est = b, last_fetch = 0}, 0)", weight, log_rates)
+    floor = 1.0 / (policy.INTERVAL_FLOOR_SPAN * f.max_interval)
+    np.testing.assert_allclose(first, policy.effective_weight(weight, np.maximum(lam, floor),
+                                                              "freshness"), rtol=1e-15, atol=0)
+    page = lib_eval(redis_client, f, "lib.index({fetches = 0, flags = 0, weight = a, est = b, "
+                    "last_fetch = 0}, 0)", weight, log_rates)
+    assert np.isinf(page).all()
+
+    fetches = np.array([0.0, 1.0, 2.0, 5.0, 2.0, 5.0])
+    flags = np.array([0.0, 0.0, 0.0, 0.0, source, source])
+    pooled = lib_eval(redis_client, f, "lib.pooled_log_rate({fetches = a, flags = b}, 2.0) or -1",
+                      fetches, flags)
+    np.testing.assert_array_equal(pooled, [-1, -1, np.log(2.0), np.log(2.0), -1, -1])

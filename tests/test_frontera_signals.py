@@ -68,7 +68,9 @@ def test_a_sitemap_is_a_revisited_page_whose_entries_become_claims(
         page = frontier.page(site.url("/sitemap.xml"))
         assert page["fetches"] == len(sitemap_hits) or page["fetches"] == len(sitemap_hits) - 1
         assert page["weight"] == pytest.approx(0.3 * 3, rel=1e-6)
+        assert page["source"] is True and frontier.stats()["sources"] == 1
         assert frontier.page(site.url("/c"))["fetches"] >= 1
+        assert frontier.page(site.url("/c"))["source"] is False
         assert frontier.stats()["claims"] >= 1  # /a's, known when the sitemap told
 
 

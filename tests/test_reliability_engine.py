@@ -483,7 +483,7 @@ def valid_states(draw, estimator: str) -> dict:
     return {"weight": draw(_f32(0.0, 1e30)), "est": est, "aux": aux, "p": p,
             "last_fetch": draw(st.floats(-1e12, 1e12)), "fetches": fetches, "changes": changes,
             "leases": draw(st.integers(0, 65535)), "fp": draw(st.binary(min_size=4, max_size=4)),
-            "flags": draw(st.integers(0, 15)), "fails": draw(st.integers(0, 15)),
+            "flags": draw(st.integers(0, 31)), "fails": draw(st.integers(0, 15)),
             "notfound": draw(st.integers(0, 15)),
             "x1": draw(st.floats(0.0, 1e6)) if interval else 0.0,
             "x2": draw(st.floats(0.0, 1e6)) if interval else 0.0}
@@ -511,7 +511,7 @@ def raw_states(draw, estimator: str) -> bytes:
             if state["changes"] == 0:
                 state["fetches"], state["changes"] = 0, 1
         elif field == "flags":
-            state["flags"] = draw(st.integers(16, 255))
+            state["flags"] = draw(st.integers(32, 255))
         else:
             state[field] = draw(BAD_NUMBERS)
     return pack_state(state, interval=interval)
@@ -539,7 +539,7 @@ def test_arbitrary_bytes_decode_to_a_state_or_value_error(raw, estimator):
         assert str(exc)  # a message, never struct.error or anything else
         return
     assert isinstance(state, dict) and all(math.isfinite(state[k]) for k in ("weight", "est", "p"))
-    assert state["changes"] <= state["fetches"] and 0 <= state["flags"] < 16
+    assert state["changes"] <= state["fetches"] and 0 <= state["flags"] < 32
 
 
 def _reported(estimator: str, est: float) -> float:

@@ -58,7 +58,8 @@ def test_a_sitemap_is_a_revisited_page_whose_entries_become_claims(site, redis_u
     f = open_frontier(redis_url, namespace)
     page = f.page(site.url("/sitemap.xml"))
     assert page["fetches"] >= 2 and page["weight"] == pytest.approx(0.3 * 3, rel=1e-6)
-    assert f.stats()["claims"] >= 2
+    assert page["source"] is True and f.page(site.url("/a"))["source"] is False
+    assert f.stats()["claims"] >= 2 and f.stats()["sources"] == 1
 
 
 @pytest.mark.parametrize("body, words", [

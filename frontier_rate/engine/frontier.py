@@ -442,12 +442,12 @@ class Frontier:
         return self.inspector.quarantined()
 
     def stats(self, *, now: float | None = None) -> dict:
-        """Counters: pages, due_now, leased, gone, quarantined, fetches, changes, nu, budget,
-        budget_use, dated_changes (changes whose time was learned from a date),
-        date_hosts_ignored (hosts whose Last-Modified dates are ignored now), claims (of
-        sitemaps, feeds and pushes, ``signal_many``), signal_sources_ignored ((host, source)
-        pairs whose claims are ignored now). ``pages``
-        excludes quarantined pages; ``fetches`` and ``changes`` count every accepted
+        """Counters: pages, due_now, leased, gone, sources (pages that are sitemaps or feeds,
+        gone ones not counted), quarantined, fetches, changes, nu, budget, budget_use,
+        dated_changes (changes whose time was learned from a date), date_hosts_ignored (hosts
+        whose Last-Modified dates are ignored now), claims (of sitemaps, feeds and pushes,
+        ``signal_many``), signal_sources_ignored ((host, source) pairs whose claims are ignored
+        now). ``pages`` excludes quarantined pages; ``fetches`` and ``changes`` count every accepted
         observation, of quarantined pages too."""
         return self.inspector.stats(self.session.now(now))
 

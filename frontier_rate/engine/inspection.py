@@ -134,7 +134,8 @@ class Inspector:
                 "changes": s["changes"],
                 "last_fetch": local(s["last_fetch"]) if s["fetches"] else None,
                 "next_due": due, "status": status, "p": s["p"], "fails": s["fails"],
-                "meta": meta, "etag": etag, "last_modified": lm, "problem": None}
+                "source": bool(s["flags"] & wire.F_SOURCE), "meta": meta, "etag": etag,
+                "last_modified": lm, "problem": None}
 
     def iter_pages(self) -> Iterator[dict]:
         """Every page's record, bucket by bucket (``Frontier.iter_pages``)."""
@@ -211,6 +212,7 @@ class Inspector:
         budget = session.settings["budget"]
         return {"pages": int(totals["pages"]), "due_now": int(totals["due_now"]),
                 "leased": int(totals["leased"]), "gone": int(totals["gone"]),
+                "sources": int(totals["sources"]),
                 "quarantined": int(totals["quarantined"]),
                 "fetches": int(totals["fetches"]), "changes": int(totals["changes"]),
                 "dated_changes": int(totals["dated_changes"]),
@@ -254,4 +256,4 @@ def broken_record(url: str | None, host: str | None, status: str, problem: str,
     """The record of a page whose state cannot be read: the usual fields, None where unknown."""
     return {"url": url, "host": host, "weight": None, "estimate": None, "fetches": None,
             "changes": None, "last_fetch": None, "next_due": due, "status": status, "p": None,
-            "fails": None, "meta": None, "etag": None, "last_modified": None, "problem": problem}
+            "fails": None, "source": None, "meta": None, "etag": None, "last_modified": None, "problem": problem}

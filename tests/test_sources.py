@@ -1,0 +1,97 @@
+"""Sources in the engine, on a real Redis: pages that are sitemaps or feeds (``add_many``'s
+``source``, flag ``F_SOURCE``; issue 35). A source keeps its kind through fetches and weight
+updates, is counted apart, is left out where the max_interval floor is stretched to the
+budget and ranks its first fetch by its weight. Its planned interval, first index and pooling
+are checked against the Python statement in tests/test_engine_sim.py."""
+
+from __future__ import annotations
+
+import pytest
+from redis_servers import both_servers  # noqa: F401, I001  (every test on both script paths)
+
+from frontier_rate import Frontier
+from frontier_rate.engine.threshold import FLOOR_SHARE
+
+SITEMAP = "http://s.test/sitemap.xml"
+
+
+def frontier(redis_url: str, namespace: str, **kw) -> Frontier:
+    opts = {"estimator": "interval", "objective": "freshness", "budget": 1.0,
+            "min_host_delay": 0.0, "min_interval": 1.0, "max_interval": 1e4, "lease_timeout": 1e6,
+            "seed": 1, "fill_budget": False}
+    opts.update(kw)
+    return Frontier(redis_url, namespace=namespace, **opts)
+
+
+def test_a_source_keeps_its_kind_and_is_counted_once(redis_url, namespace):
+    f = frontier(redis_url, namespace)
+    f.add_many(["http://s.test/a", (SITEMAP, 0.3, None, 0, True)], now=0.0)
+    assert f.page(SITEMAP)["source"] is True and f.page("http://s.test/a")["source"] is False
+    assert f.stats(now=0.0)["sources"] == 1
+    # a weight update without the flag (what the adapters' re-weighing does not send) keeps it
+    f.add_many([(SITEMAP, 0.6)], now=1.0)
+    assert f.page(SITEMAP)["source"] is True and f.page(SITEMAP)["weight"] == pytest.approx(0.6)
+    f.add_many([(SITEMAP, 0.6, None, 0, True)], now=1.0)
+    assert f.stats(now=1.0)["sources"] == 1
+    # a known page told to be a source becomes one
+    f.add_many([("http://s.test/a", 1.0, None, 0, True)], now=2.0)
+    assert f.page("http://s.test/a")["source"] is True and f.stats(now=2.0)["sources"] == 2
+    # fetches keep the kind
+    got = f.next_requests(10, now=3.0)
+    assert {d.url for d in got} == {"http://s.test/a", SITEMAP}
+    f.observe_many([(d, {"fingerprint": "v1", "fetched_at": 3.0}) for d in got])
+    assert f.page(SITEMAP)["source"] is True and f.page(SITEMAP)["fetches"] == 1
+    f.close()
+
+
+def test_a_source_that_is_gone_is_no_longer_counted(redis_url, namespace):
+    f = frontier(redis_url, namespace)
+    f.add_many([(SITEMAP, 0.3, None, 0, True)], now=0.0)
+    t = 0.0
+    while f.page(SITEMAP)["status"] != "gone":
+        got = f.next_requests(1, now=t)
+        assert t < 1e7, "the source should go after repeated 404s"
+        for d in got:
+            f.failed(d, "404", status=404, now=t)
+        t = max(t + 1.0, f.next_due_time() or t)
+    assert f.stats(now=t)["sources"] == 0
+    f.close()
+
+
+@pytest.mark.parametrize("value", [1, "yes", None])
+def test_a_source_flag_that_is_not_a_bool_is_refused_by_name(redis_url, namespace, value):
+    f = frontier(redis_url, namespace)
+    with pytest.raises(ValueError, match="source of 'http://s.test/sitemap.xml'"):
+        f.add_many([(SITEMAP, 0.3, None, 0, value)], now=0.0)
+    assert f.stats(now=0.0)["pages"] == 0
+    f.close()
+
+
+def test_sources_are_left_out_where_the_floor_is_stretched(redis_url, namespace):
+    f = frontier(redis_url, namespace, budget=0.01, max_interval=1000.0)
+    f.add_many([f"http://h{i % 7}.example/{i}" for i in range(50)]
+               + [(f"http://h{i}.example/sitemap.xml", 0.3, None, 0, True) for i in range(7)],
+               now=0.0)
+    f.resolve(now=0.0)
+    stats = f.stats(now=0.0)
+    assert stats["pages"] == 57 and stats["sources"] == 7
+    assert stats["max_interval_effective"] == pytest.approx(50 / (FLOOR_SHARE * 0.01))
+    f.close()
+
+
+def test_a_source_never_fetched_comes_after_the_pages_never_fetched(redis_url, namespace):
+    f = frontier(redis_url, namespace, budget_first_fetches=True, budget=1.0)
+    pages = [f"http://h{i}.example/" for i in range(4)]
+    sitemaps = [(f"http://h{i}.example/sitemap.xml", 5.0, None, 0, True) for i in range(4)]
+    f.add_many(sitemaps + pages, now=0.0)  # the sources added first, with a larger weight
+    f.resolve(now=0.0)
+    leased = []
+    t = 0.0
+    while len(leased) < 8:
+        got = f.next_requests(1, now=t)
+        leased += [d.url for d in got]
+        f.observe_many([(d, {"fingerprint": "v", "fetched_at": t}) for d in got])
+        t += 1.0
+    assert set(leased[:4]) == set(pages)
+    assert set(leased[4:]) == {u for u, *_ in sitemaps}
+    f.close()
