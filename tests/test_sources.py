@@ -95,3 +95,24 @@ def test_a_source_never_fetched_comes_after_the_pages_never_fetched(redis_url, n
     assert set(leased[:4]) == set(pages)
     assert set(leased[4:]) == {u for u, *_ in sitemaps}
     f.close()
+
+
+def test_a_page_made_a_source_leaves_its_host_prior(redis_url, namespace):
+    """A page pooled into its host's prior (two fetches or more) that is then added as a source
+    takes its log-rate out of the pool: the next new page of the host starts where it would
+    had the page never pooled (here prior_rate: one page, too few for the population level)."""
+    f = frontier(redis_url, namespace, budget=100.0, prior_rate=0.01)
+    url = "http://s.test/x"
+    f.add(url, now=0.0)
+    t = 0.0
+    while f.page(url)["fetches"] < 3:
+        t = max(t, f.next_due_time() or t)
+        got = f.next_requests(10, now=t)
+        f.observe_many([(d, {"fingerprint": "same", "fetched_at": t}) for d in got])
+        t += 1.0
+    f.add("http://s.test/before", now=t)
+    assert f.page("http://s.test/before")["estimate"] != pytest.approx(0.01, rel=1e-6)
+    f.add_many([(url, 1.0, None, 0, True)], now=t)
+    f.add("http://s.test/after", now=t)
+    assert f.page("http://s.test/after")["estimate"] == pytest.approx(0.01, rel=1e-12)
+    f.close()

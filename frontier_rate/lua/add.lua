@@ -25,7 +25,10 @@ for i = H + 3, #ARGV, 7 do
         s.weight, changed = weight, true
       end
       if source and not lib.has(s.flags, F_SOURCE) then
+        -- a source pools nothing (lib.pooled_log_rate): what it pooled as a page leaves
+        local pooled = lib.pooled_log_rate(s, lib.plan_rate(s))
         s.flags, changed = s.flags + F_SOURCE, true
+        lib.host_pool_move(host, pooled, nil)
         sources = sources + 1
       end
       if changed then lib.save(id, s) end
