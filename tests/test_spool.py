@@ -48,3 +48,21 @@ def test_values_json_cannot_carry_are_refused_before_anything_is_written(tmp_pat
         Spool(tmp_path, "news").save([{"kind": "observe", "args": {"fetched_at": float("nan")}}])
     assert Spool(tmp_path, "news").claim() == []
     assert list(tmp_path.iterdir()) == []
+
+
+def test_new_pages_keep_their_fields_through_the_spool(tmp_path):
+    """A source (a sitemap, ``NewPage``'s fifth field) and a page's priority come back from
+    the spool as they went in; an entry written before sources existed reads as a page."""
+    from frontier_rate.client.calls import Call
+    from frontier_rate.client.spool import calls_of, entries_of
+
+    pages = [("http://a.example/sitemap.xml", 0.9, None, 0, True),
+             ("http://a.example/1", 2.0, {"cb": "parse"}, 3.0, False)]
+    spool = Spool(tmp_path, "news")
+    spool.save(entries_of([Call("add", pages=pages)]))
+    calls, results = calls_of(spool.claim(), "news")
+    assert results == 0 and len(calls) == 1
+    assert calls[0].pages == [("http://a.example/sitemap.xml", 0.9, {}, 0.0, True),
+                              ("http://a.example/1", 2.0, {"cb": "parse"}, 3.0, False)]
+    old, _ = calls_of(ENTRIES[:1], "news")
+    assert old[0].pages == [("http://a.example/1", 2.0, {"cb": "parse"}, 0.0, False)]

@@ -100,11 +100,13 @@ class Spool:
 
 
 def page_entry(url: str, weight: float, meta: dict[str, Any] | None,
-               priority: float = 0) -> dict[str, Any]:
-    """A spool entry for a page not yet added."""
+               priority: float = 0, source: bool = False) -> dict[str, Any]:
+    """A spool entry for a page not yet added (a ``NewPage``'s fields)."""
     entry = {"kind": "page", "url": url, "weight": weight, "meta": meta}
     if priority:
         entry["priority"] = priority
+    if source:
+        entry["source"] = True
     return entry
 
 
@@ -125,7 +127,7 @@ def call_entry(kind: str, dispatch: Lease | None, args: dict[str, Any]) -> dict[
 
 def read_entry(entry: dict[str, Any]) -> tuple[str, Any, dict[str, Any]]:
     """(kind, dispatch or None, args) of a call entry, or ("page", (url, weight, meta,
-    priority), {}).
+    priority, source), {}).
 
     Raises ValueError naming what is wrong with an entry that cannot be used.
     """
@@ -133,7 +135,7 @@ def read_entry(entry: dict[str, Any]) -> tuple[str, Any, dict[str, Any]]:
         kind = entry["kind"]
         if kind == "page":
             return kind, (str(entry["url"]), float(entry["weight"]), dict(entry["meta"] or {}),
-                          float(entry.get("priority", 0))), {}
+                          float(entry.get("priority", 0)), entry.get("source") is True), {}
         if kind not in CALL_KINDS:
             raise ValueError(f"unknown kind {kind!r}")
         args = dict(entry["args"])
