@@ -1,7 +1,8 @@
 """Sitemaps and feeds inside a crawl: found, fetched as pages, read into claims.
 
 Shared by both adapters (no Scrapy, no Frontera, no Redis: documents in, calls to the
-``FrontierClient`` out). A sitemap or feed is a page of the frontier like any other,
+``FrontierClient`` out). A sitemap or feed is a page of the frontier added as a *source*
+(``NewPage``'s fifth field; the engine plans it apart from the pages, docs/SIGNALS.md) and
 marked with ``SITEMAP_KEY`` in its stored meta: revisited at its own learned rate, with
 conditional requests, within the budget and its host's politeness. Each answer is parsed by
 ``signals.parse`` (safe XML, gzip and size limits) and becomes:
