@@ -353,7 +353,7 @@ function lib.validate(raw)
   if problem then return nil, problem end
   if fetches > 0 and p <= 0 then return nil, "p is not positive after a fetch" end
   if changes > fetches then return nil, "changes exceed fetches" end
-  if flags >= 32 then return nil, "flags " .. flags .. " out of range" end
+  if flags >= FLAGS_END then return nil, "flags " .. flags .. " out of range" end
   return s
 end
 

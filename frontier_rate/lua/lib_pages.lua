@@ -73,7 +73,7 @@ function lib.peek_queued(id, host)
     local last_fetch, fetches = sunpack("<dI4", raw, 25)
     local flags, fails = sunpack("BB", raw, 47)
     local has, number_problem = lib.has, lib.number_problem
-    if flags < 32 and not has(flags, F_LEASED) and not has(flags, F_GONE)
+    if flags < FLAGS_END and not has(flags, F_LEASED) and not has(flags, F_GONE)
         and not number_problem("weight", weight, true)
         and not number_problem("estimate", est, RATE_EST)
         and not number_problem("last_fetch", last_fetch, false) then

@@ -85,12 +85,15 @@ of its replies; CANDIDATE one reply of candidates.lua; LEASE one reply of lease.
 
 FLAGS = {"F_LEASED": 1, "F_GONE": 2, "F_CHANGED": 4, "F_APPLIED": 8, "F_SOURCE": 16}
 """Bits of a page state's ``flags``."""
+FLAGS_END = 2 * max(FLAGS.values())
+"""A state's ``flags`` are below this; a larger value is corrupt (lua/lib.lua, wire.py)."""
 DATE_TRUST = 10
 """A host's change dates are ignored while more than 1 in this many disagreed with the
 content (lua/observe.lua)."""
 
 CONSTANTS = {
     **FLAGS,
+    "FLAGS_END": FLAGS_END,
     "DATE_TRUST": DATE_TRUST,
     "TRUST_RATIO": evidence.TRUST_RATIO,
     "PROBATION": evidence.PROBATION,

@@ -157,7 +157,7 @@ def unpack_state(raw: bytes, estimator: str | None = None) -> dict[str, Any]:
         raise ValueError("p is not positive after a fetch")
     if changes > fetches:
         raise ValueError("changes exceed fetches")
-    if flags >= 32:
+    if flags >= contract.FLAGS_END:
         raise ValueError(f"flags {flags} out of range")
     return {"weight": weight, "est": est, "aux": aux, "p": p, "last_fetch": last_fetch,
             "fetches": fetches, "changes": changes, "leases": leases, "fp": fp,
