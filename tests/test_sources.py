@@ -116,3 +116,43 @@ def test_a_page_made_a_source_leaves_its_host_prior(redis_url, namespace):
     f.add("http://s.test/after", now=t)
     assert f.page("http://s.test/after")["estimate"] == pytest.approx(0.01, rel=1e-12)
     f.close()
+
+
+
+def _crawl(f, start: float, until: float) -> list[str]:
+    """Lease and observe (every page unchanged) whatever the frontier hands out from
+    ``start`` to ``until``, sleeping to ``next_call_time``; the URLs leased, in order."""
+    leased, t = [], start
+    while t < until:
+        got = f.next_requests(10, now=t)
+        leased += [d.url for d in got]
+        f.observe_many([(d, {"fingerprint": "v", "fetched_at": t}) for d in got])
+        t = max(t + 1.0, f.next_call_time(now=t) or t + 1.0)
+    return leased
+
+
+@pytest.mark.parametrize("budget_first_fetches", [True, False])
+def test_a_source_first_read_is_valued_where_every_fetch_counts(redis_url, namespace,
+                                                                 budget_first_fetches):
+    """Where every fetch takes a token (``budget_first_fetches``) a source never read whose
+    host has other pages is read only while its index (w_eff = w / lambda: 0.3 at the prior
+    rate 1) is at least its host's threshold; held, it is looked at again max_interval later
+    (by then the pages' fetches have lowered the rate it starts from, and it is read). A
+    source alone on its host is read at once (it is how the host's pages are found), and with
+    first fetches free of the budget (the default) every source is read."""
+    f = frontier(redis_url, namespace, budget=0.01, prior_rate=1.0, max_interval=1e4,
+                 budget_first_fetches=budget_first_fetches)
+    pages = [f"http://known.test/{i}" for i in range(6)]
+    held, alone = "http://known.test/sitemap.xml", "http://alone.test/sitemap.xml"
+    f.add_many(pages + [(held, 0.3, None, 0, True), (alone, 0.3, None, 0, True)], now=0.0)
+    f.resolve(now=0.0)
+    assert f.stats(now=0.0)["nu"] > 0.3 and f.page(held)["estimate"] == pytest.approx(1.0)
+    leased = _crawl(f, 0.0, 5000.0)
+    assert set(pages) <= set(leased) and alone in leased
+    if budget_first_fetches:
+        assert held not in leased and f.page(held)["fetches"] == 0
+        assert f.page(held)["next_due"] == pytest.approx(1e4)  # held at 0
+        assert held in _crawl(f, 5000.0, 1.2e4)
+    else:
+        assert held in leased
+    f.close()

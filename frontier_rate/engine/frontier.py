@@ -104,7 +104,8 @@ class Frontier:
     before without taking budget tokens, so a first crawl runs at the hosts'
     politeness limits (a crawler discovering a site is not held to the revisit
     rate); True counts every fetch against the budget (benchmarks that compare
-    policies at equal budget). ``setting_defaults``: the shared settings a new
+    policies at equal budget) and values a source's first read like a revisit
+    (docs/SIGNALS.md). ``setting_defaults``: the shared settings a new
     namespace gets where this process asks for none (``DEFAULT_SETTINGS`` else;
     the Scrapy scheduler gives ``min_host_delay`` Scrapy's own default, 0).
 

@@ -147,7 +147,8 @@ class Dispatcher:
         """Round trip (2): a refresh step on ``refresh``, and the candidates of ``scan``,
         best index first."""
         args = wire.candidates_args(window(call.max_n, self.session.shards), CANDIDATE_LOOK,
-                                    early=False)
+                                    early=False,
+                                    value_first_reads=self.session.options.budget_first_fetches)
 
         def second(pipe: Any) -> None:
             if refresh is not None:
@@ -195,7 +196,8 @@ class Dispatcher:
         """Pages not due yet on hosts that may dispatch now, best index first, for ``tokens``
         the budget holds that no due page can use (``fill_budget``; lua/candidates.lua)."""
         args = wire.candidates_args(window(tokens, self.session.shards), CANDIDATE_LOOK,
-                                    early=True)
+                                    early=True,
+                                    value_first_reads=self.session.options.budget_first_fetches)
 
         def build(pipe: Any) -> None:
             for shard in range(self.session.shards):

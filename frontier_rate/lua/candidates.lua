@@ -5,7 +5,12 @@
 -- but whose pages are not due yet, for tokens no due page can use; pages in a
 -- failure backoff are left to their retry time, and a page fetched less than
 -- min_interval ago, or that a trusted sitemap, feed or push says is unchanged since
--- its last fetch (lib.signal_says_fresh, lua/signals.lua), is never fetched early).
+-- its last fetch (lib.signal_says_fresh, lua/signals.lua), is never fetched early),
+-- value_first_reads ("1" where every fetch takes a token, budget_first_fetches: a
+-- source never read whose host has other pages queued is held while its index, w_eff, is
+-- below its host's threshold, and looked at again max_interval later: a sitemap read costs
+-- a page fetch, and a host whose pages are known needs it for no discovery; a source alone
+-- on its host is read at once, as it is where first fetches are free).
 -- For each such host, returns the page with the highest index among its
 -- `look` earliest-due ones: host, id, index. Where the namespace's default delay
 -- is 0, a host whose delay is 0 may take several fetches at once, so each of those
@@ -19,11 +24,25 @@
 -- shard's earliest time with work after this call (lib.lua earliest)}.
 local window, look = tonumber(ARGV[H + 1]), tonumber(ARGV[H + 2])
 local early = ARGV[H + 3] == "1"
+local value_first_reads = ARGV[H + 4] == "1"
 local now = C.now
 local now_us = lib.us(now)
 lib.reclaim(now, 1000)
 lib.finish(nil)  -- re-score the hosts of reclaimed pages before looking at them
 local out = {}
+
+-- Is page s (index g) a source never read that is held back (value_first_reads)? A held
+-- source due now is queued again max_interval later, so that it does not keep its host at
+-- the head of READY.
+local function held_source(id, host, s, g)
+  if not value_first_reads or s.fetches > 0 or not lib.has(s.flags, F_SOURCE)
+      or g >= lib.host_nu(host) or redis.call("ZCARD", qkey(host)) < 2 then
+    return false
+  end
+  if not early then lib.enqueue(host, id, now + C.max_interval) end
+  return true
+end
+
 local hosts
 if early then
   -- a host's ready score is max(head due, next allowed): past now, either may be the reason
@@ -57,10 +76,12 @@ for _, host in ipairs(hosts) do
     if s and not (early and (s.fails > 0 or now - s.last_fetch < C.min_interval
         or lib.signal_says_fresh(id, host, s.last_fetch))) then
       local g = lib.index(s, now)
-      if delay == 0 then
-        out[#out + 1] = struct.pack(CANDIDATE_FORMAT, g, #host) .. id .. host
-      elseif g > best_index then
-        best, best_index = id, g
+      if not held_source(id, host, s, g) then
+        if delay == 0 then
+          out[#out + 1] = struct.pack(CANDIDATE_FORMAT, g, #host) .. id .. host
+        elseif g > best_index then
+          best, best_index = id, g
+        end
       end
     end
   end

@@ -271,10 +271,12 @@ def add_page(pid: bytes, host: str, url: str, weight: float, meta: str, due: flo
     return [pid, host, url, repr(weight), meta, repr(due), "1" if source else "0"]
 
 
-def candidates_args(window: int, look: int, early: bool) -> list[str]:
-    """lua/candidates.lua: candidates to offer at most, pages looked at per host, and
-    whether they are pages not due yet (``fill_budget``)."""
-    return [str(window), str(look), "1" if early else "0"]
+def candidates_args(window: int, look: int, early: bool, value_first_reads: bool
+                    ) -> list[str]:
+    """lua/candidates.lua: candidates to offer at most, pages looked at per host, whether
+    they are pages not due yet (``fill_budget``), and whether a source's first read is
+    valued against the threshold (``budget_first_fetches``)."""
+    return [str(window), str(look), "1" if early else "0", "1" if value_first_reads else "0"]
 
 
 def lease_args(early: bool, chosen: list) -> list:
