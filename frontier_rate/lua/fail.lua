@@ -34,9 +34,7 @@ if not_found and s.notfound >= gone_after then
   if lib.in_aggregates(s) then lib.agg_add(s.weight, lib.plan_rate(s), -1, host) end
   lib.source_rate_add(s, -s.p)
   redis.call("HINCRBY", CNT, "gone", 1)
-  if lib.has(s.flags, F_SOURCE) then
-    redis.call("HINCRBY", CNT, "sources", -1)
-  end
+  if lib.has(s.flags, F_SOURCE) then redis.call("HINCRBY", CNT, "sources", -1) end
   return lib.finish({"gone", "0"})
 end
 lib.save(id, s)
