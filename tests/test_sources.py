@@ -136,8 +136,9 @@ def test_a_source_first_read_is_valued_where_every_fetch_counts(redis_url, names
                                                                  budget_first_fetches):
     """Where every fetch takes a token (``budget_first_fetches``) a source never read whose
     host has other pages is read only while its index (as a page fetched when it was added,
-    w / lambda F(lambda age): about 0.3 at the prior rate 1) is at least its host's threshold; held, it is looked at again max_interval later
-    (by then the pages' fetches have lowered the rate it starts from, and it is read). A
+    w / lambda F(lambda age): about 0.3 at the prior rate 1) is at least its host's
+    threshold; held, it is looked at again max_interval later (by then the pages' fetches
+    have lowered the rate it starts from, and its index has grown: it is read). A
     source alone on its host is read at once (it is how the host's pages are found), and with
     first fetches free of the budget (the default) every source is read."""
     f = frontier(redis_url, namespace, budget=0.01, prior_rate=1.0, max_interval=1e4,
