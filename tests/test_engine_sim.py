@@ -248,9 +248,8 @@ def test_lua_explore_rate_and_rate_floor_equal_python(redis_client, redis_url, n
 
 def test_lua_source_interval_index_and_pooling_equal_python(redis_client, redis_url, namespace):
     """A source (F_SOURCE): lib.page_interval against interval_for_threshold bounded by
-    [min_interval, index.source_max_interval] (no exploration); a source never read ranks
-    as a page fetched when it became a source, policy.page_index at its age since (a page
-    never fetched: infinite); a source pools nothing
+    [min_interval, index.source_max_interval] (no exploration); a source never fetched ranks
+    at its effective weight (a page never fetched: infinite); a source pools nothing
     (lib.pooled_log_rate nil, here -1)."""
     f = Frontier(redis_url, namespace=namespace, estimator="interval", objective="freshness",
                  min_interval=1.0, max_interval=1e5)
@@ -272,20 +271,11 @@ def test_lua_source_interval_index_and_pooling_equal_python(redis_client, redis_
     assert policy.source_max_interval(1e-6, 1e5) == pytest.approx(1e5 * policy.INTERVAL_FLOOR_SPAN)
 
     log_rates = np.log(lam)
-    age = np.exp(rng.uniform(0, 16, n))
-    # the continuous index (Lua's series for small lambda age is free of cancellation)
-    lagrangian = Frontier(redis_url, namespace=namespace + "-lagrangian", estimator="interval",
-                          objective="freshness", policy="lagrangian", min_interval=1.0,
-                          max_interval=1e5)
-    first = lib_eval(redis_client, lagrangian, f"lib.index({{fetches = 0, flags = {source}, "
-                     "weight = a, est = b, last_fetch = 1000}, 1000 + c)", weight, log_rates, age)
+    first = lib_eval(redis_client, f, f"lib.index({{fetches = 0, flags = {source}, weight = a, "
+                     "est = b, last_fetch = 0}, 0)", weight, log_rates)
     floor = 1.0 / (policy.INTERVAL_FLOOR_SPAN * f.max_interval)
-    np.testing.assert_allclose(first, policy.page_index(age, np.maximum(lam, floor), weight,
-                                                        objective="freshness"),
-                               rtol=1e-9, atol=0)  # the age: (1000 + c) - 1000
-    lagrangian.close()
-    stale = policy.effective_weight(weight, np.maximum(lam, floor), "freshness")
-    assert (first < 0.01 * stale).sum() > 20, "young sources of slow hosts should rank low"
+    np.testing.assert_allclose(first, policy.effective_weight(weight, np.maximum(lam, floor),
+                                                              "freshness"), rtol=1e-15, atol=0)
     page = lib_eval(redis_client, f, "lib.index({fetches = 0, flags = 0, weight = a, est = b, "
                     "last_fetch = 0}, 0)", weight, log_rates)
     assert np.isinf(page).all()

@@ -10,7 +10,7 @@ import pytest
 from redis_servers import both_servers  # noqa: F401, I001  (every test on both script paths)
 
 from frontier_rate import Frontier
-from frontier_rate.engine.threshold import FLOOR_SHARE, SOURCE_SHARE, pages_budget
+from frontier_rate.engine.threshold import FLOOR_SHARE
 
 SITEMAP = "http://s.test/sitemap.xml"
 
@@ -80,7 +80,7 @@ def test_sources_are_left_out_where_the_floor_is_stretched(redis_url, namespace)
 
 
 def test_a_source_never_fetched_comes_after_the_pages_never_fetched(redis_url, namespace):
-    f = frontier(redis_url, namespace, budget=1.0)
+    f = frontier(redis_url, namespace, budget_first_fetches=True, budget=1.0)
     pages = [f"http://h{i}.example/" for i in range(4)]
     sitemaps = [(f"http://h{i}.example/sitemap.xml", 5.0, None, 0, True) for i in range(4)]
     f.add_many(sitemaps + pages, now=0.0)  # the sources added first, with a larger weight
@@ -135,10 +135,9 @@ def _crawl(f, start: float, until: float) -> list[str]:
 def test_a_source_first_read_is_valued_where_every_fetch_counts(redis_url, namespace,
                                                                  budget_first_fetches):
     """Where every fetch takes a token (``budget_first_fetches``) a source never read whose
-    host has other pages is read only while its index (as a page fetched when it was added,
-    w / lambda F(lambda age): about 0.3 at the prior rate 1) is at least its host's
-    threshold; held, it is looked at again max_interval later (by then the pages' fetches
-    have lowered the rate it starts from, and its index has grown: it is read). A
+    host has other pages is read only while its index (w_eff = w / lambda: 0.3 at the prior
+    rate 1) is at least its host's threshold; held, it is looked at again max_interval later
+    (by then the pages' fetches have lowered the rate it starts from, and it is read). A
     source alone on its host is read at once (it is how the host's pages are found), and with
     first fetches free of the budget (the default) every source is read."""
     f = frontier(redis_url, namespace, budget=0.01, prior_rate=1.0, max_interval=1e4,
@@ -157,60 +156,3 @@ def test_a_source_first_read_is_valued_where_every_fetch_counts(redis_url, names
     else:
         assert held in leased
     f.close()
-
-
-
-def _planned(f) -> tuple[int, float]:
-    """(pages, Σw) in the cell aggregates the threshold solve plans the pages' budget with."""
-    cells = f.cells().values()
-    return round(sum(n for n, _, _ in cells)), sum(w for _, _, w in cells)
-
-
-def _source_rate(f, sources: list[str]) -> float:
-    """The planned fetch rate of ``sources`` summed from their records."""
-    return sum(f.page(u)["p"] for u in sources if f.page(u)["status"] != "gone")
-
-
-def test_sources_are_planned_apart_from_the_pages(redis_url, namespace):
-    """A source is never in the cell aggregates, through every way a page's contribution
-    changes (added, made a source, re-weighed, read, gone); what the sources plan to fetch,
-    the sum of their planned rates, is kept in stats()["source_rate"] and taken off the budget
-    the pages are solved with (threshold.pages_budget)."""
-    f = frontier(redis_url, namespace, budget=100.0)
-    pages = [f"http://s.test/{i}" for i in range(3)]
-    gone = "http://t.test/feed.xml"
-    sources = [SITEMAP, pages[2], gone]
-    f.add_many(pages + [(SITEMAP, 0.3, None, 0, True), (gone, 0.3, None, 0, True)], now=0.0)
-    assert _planned(f) == (3, pytest.approx(3.0))
-    got = f.next_requests(10, now=1.0)
-    assert len(got) == 5
-    f.observe_many([(d, {"fingerprint": "v", "fetched_at": 1.0}) for d in got])
-    assert f.page(pages[2])["p"] > 0 and f.stats(now=1.0)["source_rate"] == pytest.approx(
-        _source_rate(f, [SITEMAP, gone]), rel=1e-6)
-    f.add_many([(pages[2], 0.5, None, 0, True)], now=1.0)  # a page read once made a source
-    f.add_many([(SITEMAP, 0.6)], now=1.0)  # a source re-weighed
-    assert _planned(f) == (2, pytest.approx(2.0))
-    rate = f.stats(now=1.0)["source_rate"]
-    assert rate == pytest.approx(_source_rate(f, sources), rel=1e-6) and rate > 0
-    t = 2.0
-    while f.page(gone)["status"] != "gone":
-        assert t < 1e7, "the feed should go after repeated 404s"
-        for d in f.next_requests(10, now=t):
-            if d.url == gone:
-                f.failed(d, "404", status=404, now=t)
-            else:
-                f.observe_many([(d, {"fingerprint": "v", "fetched_at": t})])
-        t = max(t + 1.0, f.next_due_time() or t)
-    assert f.page(SITEMAP)["fetches"] > 1
-    assert _planned(f) == (2, pytest.approx(2.0))
-    f.resolve(now=t)
-    stats = f.stats(now=t)
-    assert stats["source_rate"] == pytest.approx(_source_rate(f, sources), rel=1e-6)
-    f.close()
-
-
-def test_the_pages_budget_leaves_the_sources_their_planned_rate():
-    assert pages_budget(10.0, 2.0) == pytest.approx(8.0)
-    assert pages_budget(10.0, 0.0) == pytest.approx(10.0)
-    assert pages_budget(10.0, 50.0) == pytest.approx(10.0 * (1 - SOURCE_SHARE))
-    assert pages_budget(10.0, -1e-12) == pytest.approx(10.0)  # float drift of the sum

@@ -444,8 +444,7 @@ class Frontier:
 
     def stats(self, *, now: float | None = None) -> dict:
         """Counters: pages, due_now, leased, gone, sources (pages that are sitemaps or feeds,
-        gone ones not counted), source_rate (the fetches/s they plan, which the pages' budget
-        leaves to them), quarantined, fetches, changes, nu, budget, budget_use,
+        gone ones not counted), quarantined, fetches, changes, nu, budget, budget_use,
         dated_changes (changes whose time was learned from a date), date_hosts_ignored (hosts
         whose Last-Modified dates are ignored now), claims (of sitemaps, feeds and pushes,
         ``signal_many``), signal_sources_ignored ((host, source) pairs whose claims are ignored

@@ -213,8 +213,6 @@ class Inspector:
         return {"pages": int(totals["pages"]), "due_now": int(totals["due_now"]),
                 "leased": int(totals["leased"]), "gone": int(totals["gone"]),
                 "sources": int(totals["sources"]),
-                # what the sources plan to fetch, fetches/s: taken off the pages' budget
-                "source_rate": max(totals["source_rate"], 0.0),
                 "quarantined": int(totals["quarantined"]),
                 "fetches": int(totals["fetches"]), "changes": int(totals["changes"]),
                 "dated_changes": int(totals["dated_changes"]),

@@ -65,23 +65,6 @@ def effective_max_interval(pages: float, budget: float, max_interval: float) -> 
     return max(max_interval, pages / (FLOOR_SHARE * budget))
 
 
-SOURCE_SHARE = 0.5
-"""The most of the budget the sources' planned fetches are taken off the pages' budget
-(``pages_budget``)."""
-
-
-def pages_budget(budget: float, source_rate: float) -> float:
-    """The budget the pages are planned with (fetches/s): ``budget`` less what the sources
-    (sitemaps and feeds) plan to fetch, ``source_rate``, and at least (1 - ``SOURCE_SHARE``)
-    of it. A source is planned by its own floor (index.source_max_interval) and its own
-    planned interval, not in the cell aggregates (lua lib.in_aggregates): counted there as
-    pages, the sitemaps of a crawl of small hosts were planned at a page's floor where the
-    budget could not pay it, and the threshold rose 30-100 fold (issue 35). Sources plan
-    with the threshold the pages' solve gives, so the two settle together; the share keeps a
-    crawl whose sources ask for more than its budget from planning its pages with none."""
-    return budget - min(max(source_rate, 0.0), SOURCE_SHARE * budget)
-
-
 HostTable = tuple[list[tuple[int, str]], np.ndarray, np.ndarray]
 """(shard, host) of each host; rows (pages, Σλ, Σw, host index) of their cells; their caps."""
 
@@ -156,13 +139,14 @@ class Threshold:
             cells = self.cells()
             capped: dict[int, dict[str, str]] = defaultdict(dict)
             pages = sum(c[0] for c in cells.values())
-            budget = pages_budget(settings["budget"], self.source_rate())
-            longest = effective_max_interval(pages, budget, settings["max_interval"])
+            # sources (sitemaps, feeds) have a floor of their own (index.source_max_interval)
+            floored = max(pages - self.sources(), 0.0)
+            longest = effective_max_interval(floored, settings["budget"], settings["max_interval"])
             self._use_max_interval(longest, log=True)
             self.session.count_pages(pages)
             if cells:
                 names, hosts, caps = self.host_candidates(cells)
-                sol = policy.solve_threshold(cells, budget, settings["min_interval"],
+                sol = policy.solve_threshold(cells, settings["budget"], settings["min_interval"],
                                              longest,
                                              self.session.options.objective,
                                              guess=self.nu or None, hosts=hosts, caps=caps)
@@ -216,14 +200,13 @@ class Threshold:
                 pipe.hset(keys.host_nu(shard), mapping=capped[shard])
         pipe.execute()
 
-    def source_rate(self) -> float:
-        """What the sources (sitemaps and feeds, lua/add.lua ``F_SOURCE``) plan to fetch, in
-        fetches/s, summed over shards (``cnt`` ``source_rate``, lua lib.source_rate_add)."""
+    def sources(self) -> float:
+        """Sources (sitemaps and feeds, lua/add.lua ``F_SOURCE``) summed over shards."""
         pipe = self.session.client.pipeline(transaction=False)
         for shard in range(self.session.shards):
-            pipe.hget(self.session.keys.cnt(shard), "source_rate")
-        with self.session.errors("source_rate"):
-            return max(0.0, sum(float(r or 0.0) for r in pipe.execute()))
+            pipe.hget(self.session.keys.cnt(shard), "sources")
+        with self.session.errors("sources"):
+            return float(sum(int(n or 0) for n in pipe.execute()))
 
     def cells(self) -> dict[int, tuple[float, float, float]]:
         """The policy cells summed over shards: id -> (pages, Σλ, Σw) (O(K) reads)."""

@@ -7,8 +7,8 @@
 -- min_interval ago, or that a trusted sitemap, feed or push says is unchanged since
 -- its last fetch (lib.signal_says_fresh, lua/signals.lua), is never fetched early),
 -- value_first_reads ("1" where every fetch takes a token, budget_first_fetches: a
--- source never read whose host has other pages queued is held while its index (lib.index)
--- is below its host's threshold, and looked at again max_interval later: a sitemap read costs
+-- source never read whose host has other pages queued is held while its index, w_eff, is
+-- below its host's threshold, and looked at again max_interval later: a sitemap read costs
 -- a page fetch, and a host whose pages are known needs it for no discovery; a source alone
 -- on its host is read at once, as it is where first fetches are free).
 -- For each such host, returns the page with the highest index among its

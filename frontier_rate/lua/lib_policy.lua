@@ -107,15 +107,13 @@ end
 -- continuous w_eff F(lambda age) (seed 001, "lagrangian"), or seed 002's discrete
 -- Whittle index w_eff [1 - a^n (1 + n (1 - a))], a = e^{-lambda T}, n = floor(age / T)
 -- with T = min_interval ("whittle"). A page never fetched comes first (infinite index); a
--- source never read ranks as a page last fetched when it became a source (add.lua sets its
--- last_fetch then): after the pages never fetched, among the revisits by value, its index
--- growing as its pages may have changed unseen (at its host's pooled rate). Ranked as a
--- page known to be stale (w_eff) instead, a sitemap of a host whose pages never change was
--- worth w / lambda, a huge value, and was read at any budget for news it could not carry.
+-- source never fetched ranks as a page of its weight known to be stale, w_eff (index.
+-- first_source_index): after the pages never fetched, among the revisits by value.
 function lib.index(s, now)
   if s.fetches == 0 and not lib.has(s.flags, F_SOURCE) then return huge end
   local lam = lib.plan_rate(s)
   local w_eff = lib.eff_weight(s.weight, lam)
+  if s.fetches == 0 then return w_eff end
   local age = max(now - s.last_fetch, 0)
   if WHITTLE then
     local tick = C.min_interval
@@ -155,22 +153,6 @@ function lib.add_to_cell(c, host, n, lam, weight)
     HOST_DELTA[field] = d
   end
   d[1], d[2], d[3] = d[1] + n, d[2] + lam, d[3] + weight
-end
--- Is page s in the cell aggregates the threshold solve plans the pages' budget with? A
--- source (F_SOURCE) is not: its floor is not a page's (lib.source_max_interval), and in the
--- cells it was planned at a page's, which on a crawl of small hosts, where the budget
--- cannot pay the floor, raised the threshold 30-100 fold (docs/BENCHMARKS.md,
--- web_like_sitemaps). What the sources plan to fetch (their s.p, summed in CNT
--- "source_rate" by lib.source_rate_add) is taken off the budget instead (threshold.py).
-function lib.in_aggregates(s)
-  return not lib.has(s.flags, F_SOURCE)
-end
--- Keep CNT "source_rate" (the sources' planned fetches per second, the sum of their s.p)
--- when the planned rate of s, if a source, moves by delta.
-function lib.source_rate_add(s, delta)
-  if delta ~= 0 and lib.has(s.flags, F_SOURCE) then
-    redis.call("HINCRBYFLOAT", CNT, "source_rate", lib.fmt(delta))
-  end
 end
 function lib.agg_add(weight, lam, sign, host)
   lib.add_to_cell(lib.cell_of(weight, lam), host, sign, sign * lam, sign * weight)

@@ -114,7 +114,7 @@ local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_
   s.last_fetch = now
   s.fails, s.notfound = 0, 0
   local new_rate = lib.plan_rate(s)
-  if lib.in_aggregates(s) then lib.agg_move(s.weight, stored_rate, s.weight, new_rate, host) end
+  lib.agg_move(s.weight, stored_rate, s.weight, new_rate, host)
   lib.host_pool_move(host, old_pooled, lib.pooled_log_rate(s, new_rate))
 
   -- next due: exponential with the planned mean for lln/sa/sam (their Poisson
@@ -122,9 +122,7 @@ local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_
   -- itself, moved onto the page's rhythm or followed up after a burst when its
   -- dated changes show one (pattern.py)
   local mean = lib.page_interval(s, new_rate, lib.host_nu(host))
-  local planned = s.p
   s.p = 1 / mean
-  lib.source_rate_add(s, s.p - planned)
   local due
   if C.estimator == "interval" then
     local m = lib.pattern_get(id)

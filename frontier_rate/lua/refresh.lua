@@ -31,9 +31,7 @@ local function replan(h, from, count)
       -- a page without an observed interval follows its host's pooled prior (lib.follow_prior)
       local stored_rate = lib.plan_rate(s)
       if lib.follow_prior(s, h) then
-        if lib.in_aggregates(s) then
-          lib.agg_move(s.weight, stored_rate, s.weight, lib.plan_rate(s), h)
-        end
+        lib.agg_move(s.weight, stored_rate, s.weight, lib.plan_rate(s), h)
         lib.save(id, s)
       end
     end
@@ -49,9 +47,7 @@ local function replan(h, from, count)
         else
           new_due = s.last_fetch + (due - s.last_fetch) * s.p * mean
         end
-        local planned = s.p
         s.p = 1 / mean
-        lib.source_rate_add(s, s.p - planned)
         lib.save(id, s)
         redis.call("ZADD", qkey(h), lib.us(new_due), id)
         moved = moved + 1
