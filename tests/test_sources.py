@@ -118,7 +118,6 @@ def test_a_page_made_a_source_leaves_its_host_prior(redis_url, namespace):
     f.close()
 
 
-
 def _crawl(f, start: float, until: float) -> list[str]:
     """Lease and observe (every page unchanged) whatever the frontier hands out from
     ``start`` to ``until``, sleeping to ``next_call_time``; the URLs leased, in order."""

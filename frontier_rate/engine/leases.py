@@ -146,9 +146,7 @@ class Dispatcher:
     def _offers(self, call: _Round, scan: list[int], refresh: int | None) -> list[Candidate]:
         """Round trip (2): a refresh step on ``refresh``, and the candidates of ``scan``,
         best index first."""
-        args = wire.candidates_args(window(call.max_n, self.session.shards), CANDIDATE_LOOK,
-                                    early=False,
-                                    value_first_reads=self.session.options.budget_first_fetches)
+        args = self._candidates_args(call.max_n, early=False)
 
         def second(pipe: Any) -> None:
             if refresh is not None:
@@ -192,12 +190,16 @@ class Dispatcher:
         gap, self._last_call = now - self._last_call, now
         return left > 0 and left + budget * gap > budget * BURST_SECONDS + 1.0
 
+    def _candidates_args(self, wanted: int, early: bool) -> list[str]:
+        """lua/candidates.lua's arguments for ``wanted`` leases: a source's first read is
+        valued against the threshold where every fetch takes a token."""
+        return wire.candidates_args(window(wanted, self.session.shards), CANDIDATE_LOOK, early,
+                                    self.session.options.budget_first_fetches)
+
     def _early_candidates(self, call: _Round, tokens: int) -> list[Candidate]:
         """Pages not due yet on hosts that may dispatch now, best index first, for ``tokens``
         the budget holds that no due page can use (``fill_budget``; lua/candidates.lua)."""
-        args = wire.candidates_args(window(tokens, self.session.shards), CANDIDATE_LOOK,
-                                    early=True,
-                                    value_first_reads=self.session.options.budget_first_fetches)
+        args = self._candidates_args(tokens, early=True)
 
         def build(pipe: Any) -> None:
             for shard in range(self.session.shards):
