@@ -124,6 +124,26 @@ def test_sitemap_weight_per_page_and_when_ignored():
     assert signals.sitemap_weight(10, ignored=True) == signals.IGNORED_WEIGHT
 
 
+def test_a_sitemap_not_read_yet_weighs_at_least_one_page():
+    """Before it is read, how many pages a sitemap lists is unknown: it weighs one listed
+    page's, at least one page's (a source below that is one known to list few pages, which
+    the engine does not read where every fetch counts and its host's pages are known)."""
+    assert signals.unread_weight() == signals.UNREAD_WEIGHT == 1.0
+    assert signals.unread_weight(0.3) == 1.0 and signals.unread_weight(2.5) == 2.5
+
+
+def test_the_reader_adds_a_sitemap_at_its_unread_weight():
+    from frontier_rate.crawl.settings import adapter_settings
+    from frontier_rate.crawl.signal_reader import SignalReader
+
+    added = []
+    settings = adapter_settings({"FRONTIER_RATE_SITEMAP_WEIGHT": 0.3}.get)
+    reader = SignalReader(settings, None, lambda url, w: added.append((url, w)),
+                          lambda name, n: None, lambda: 0.0)
+    assert reader.add("http://a.test/sitemap.xml")
+    assert added == [("http://a.test/sitemap.xml", 1.0)]
+
+
 def test_a_push_read_as_the_format_it_is_told():
     with pytest.raises(signals.SignalError, match="not valid JSON"):
         signals.parse_push(b"http://a.test/1\n", form="indexnow")

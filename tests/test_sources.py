@@ -1,7 +1,7 @@
 """Sources in the engine, on a real Redis: pages that are sitemaps or feeds (``add_many``'s
 ``source``, flag ``F_SOURCE``; issue 35). A source keeps its kind through fetches and weight
-updates, is counted apart, is left out where the max_interval floor is stretched to the
-budget and ranks its first fetch by its weight. Its planned interval, first index and pooling
+updates, is counted apart, is not in the cells the threshold is solved with (nor where the
+max_interval floor is stretched to the budget) and ranks its first fetch by its weight. Its planned interval, first index and pooling
 are checked against the Python statement in tests/test_engine_sim.py."""
 
 from __future__ import annotations
@@ -134,24 +134,54 @@ def _crawl(f, start: float, until: float) -> list[str]:
 def test_a_source_first_read_is_valued_where_every_fetch_counts(redis_url, namespace,
                                                                  budget_first_fetches):
     """Where every fetch takes a token (``budget_first_fetches``) a source never read whose
-    host has other pages is read only while its index (w_eff = w / lambda: 0.3 at the prior
-    rate 1) is at least its host's threshold; held, it is looked at again max_interval later
-    (by then the pages' fetches have lowered the rate it starts from, and it is read). A
-    source alone on its host is read at once (it is how the host's pages are found), and with
-    first fetches free of the budget (the default) every source is read."""
-    f = frontier(redis_url, namespace, budget=0.01, prior_rate=1.0, max_interval=1e4,
+    host has other pages is read only while its weight is at least one page's and its index
+    (w_eff = w / lambda: 2 at the prior rate 1, where the pages' is 5) is at least its host's threshold; held, it is
+    looked at again max_interval later (by then the pages' fetches have lowered the rate it
+    starts from, and it is read). One of weight below one page's (it lists fewer pages than a
+    fetch of one of them is worth) is held for as long as its host has pages queued. A source
+    alone on its host is read at once (it is how the host's pages are found), and with first
+    fetches free of the budget (the default) every source is read."""
+    f = frontier(redis_url, namespace, budget=0.004, prior_rate=1.0, max_interval=1e4,
                  budget_first_fetches=budget_first_fetches)
-    pages = [f"http://known.test/{i}" for i in range(6)]
-    held, alone = "http://known.test/sitemap.xml", "http://alone.test/sitemap.xml"
-    f.add_many(pages + [(held, 0.3, None, 0, True), (alone, 0.3, None, 0, True)], now=0.0)
+    pages = [f"http://known.test/{i}" for i in range(6)] + [f"http://few.test/{i}" for i in range(2)]
+    weighed = [(url, 5.0) for url in pages]  # worth more than the source of weight 2
+    held, few = "http://known.test/sitemap.xml", "http://few.test/sitemap.xml"
+    alone = "http://alone.test/sitemap.xml"
+    f.add_many(weighed + [(held, 2.0, None, 0, True), (few, 0.6, None, 0, True),
+                        (alone, 0.3, None, 0, True)], now=0.0)
     f.resolve(now=0.0)
-    assert f.stats(now=0.0)["nu"] > 0.3 and f.page(held)["estimate"] == pytest.approx(1.0)
+    assert f.stats(now=0.0)["nu"] > 2.0 and f.page(held)["estimate"] == pytest.approx(1.0)
     leased = _crawl(f, 0.0, 5000.0)
     assert set(pages) <= set(leased) and alone in leased
     if budget_first_fetches:
         assert held not in leased and f.page(held)["fetches"] == 0
+        assert few not in leased and f.page(few)["fetches"] == 0
         assert f.page(held)["next_due"] == pytest.approx(1e4)  # held at 0
-        assert held in _crawl(f, 5000.0, 1.2e4)
+        later = _crawl(f, 5000.0, 3.2e4)
+        assert held in later and few not in later
     else:
-        assert held in leased
+        assert held in leased and few in leased
+    f.close()
+
+
+def test_sources_are_not_in_the_cells_the_threshold_is_solved_with(redis_url, namespace):
+    """The threshold solve plans pages: a source (added as one, or a page made one) is not
+    in the cell aggregates, and its fetches move nothing there, so the sitemaps of many small
+    hosts do not raise the threshold the pages are planned with."""
+    f = frontier(redis_url, namespace, budget=0.01, max_interval=1000.0)
+    pages = [f"http://h{i}.example/" for i in range(6)]
+    f.add_many(pages, now=0.0)
+    f.resolve(now=0.0)
+    nu_pages = f.stats(now=0.0)["nu"]
+    cells_pages = sum(c[0] for c in f.cells().values())
+    f.add_many([(f"http://h{i}.example/sitemap.xml", 0.3, None, 0, True) for i in range(6)]
+               + [("http://h0.example/made", 1.0)], now=0.0)
+    f.add_many([("http://h0.example/made", 1.0, None, 0, True)], now=0.0)  # made a source
+    f.resolve(now=0.0)
+    assert sum(c[0] for c in f.cells().values()) == cells_pages == 6
+    assert f.stats(now=0.0)["nu"] == pytest.approx(nu_pages, rel=1e-9)
+    assert f.stats(now=0.0)["sources"] == 7
+    assert "http://h0.example/sitemap.xml" in _crawl(f, 0.0, 5000.0)
+    assert f.page("http://h0.example/made")["fetches"] >= 1
+    assert sum(c[0] for c in f.cells().values()) == 6
     f.close()

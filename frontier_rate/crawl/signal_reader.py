@@ -70,7 +70,8 @@ class SignalReader:
             self._stat("sitemap_limit", 1)
             return False
         self._known.add(url)
-        self._enqueue(url, self.settings.sitemap_weight if weight is None else weight)
+        self._enqueue(url, signals.unread_weight(self.settings.sitemap_weight)
+                      if weight is None else weight)
         self._stat("sitemaps", 1)
         return True
 

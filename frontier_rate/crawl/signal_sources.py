@@ -49,6 +49,8 @@ FUTURE_SLACK = 60.0
 frontier counts it against its source: ``evidence``)."""
 SITEMAP_WEIGHT = 0.3
 """Default importance of a sitemap per page it lists (``sitemap_weight``)."""
+UNREAD_WEIGHT = 1.0
+"""The least weight of a sitemap or feed not read yet (``unread_weight``)."""
 
 
 class SignalError(ValueError):
@@ -90,6 +92,15 @@ def sitemap_weight(pages: float, ignored: bool = False, per_page: float = SITEMA
     if ignored:
         return IGNORED_WEIGHT
     return max(per_page * pages, IGNORED_WEIGHT)
+
+
+def unread_weight(per_page: float = SITEMAP_WEIGHT) -> float:
+    """The weight a sitemap or feed gets before it is read: one listed page's, and at least
+    one page's (``UNREAD_WEIGHT``), since how many pages it lists is unknown until then. A
+    source read and found to list few pages weighs less than a page; where every fetch takes
+    a token, a source below one page's weight is not read while its host's pages are known
+    (lua/candidates.lua), so an unread one must not look like that."""
+    return max(per_page, UNREAD_WEIGHT)
 
 
 # ---------------------------------------------------------------------------- bytes

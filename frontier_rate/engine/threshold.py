@@ -138,10 +138,8 @@ class Threshold:
         with self.session.errors("resolve"):
             cells = self.cells()
             capped: dict[int, dict[str, str]] = defaultdict(dict)
-            pages = sum(c[0] for c in cells.values())
-            # sources (sitemaps, feeds) have a floor of their own (index.source_max_interval)
-            floored = max(pages - self.sources(), 0.0)
-            longest = effective_max_interval(floored, settings["budget"], settings["max_interval"])
+            pages = sum(c[0] for c in cells.values())  # sources are not in the cells
+            longest = effective_max_interval(pages, settings["budget"], settings["max_interval"])
             self._use_max_interval(longest, log=True)
             self.session.count_pages(pages)
             if cells:
@@ -199,14 +197,6 @@ class Threshold:
             if capped.get(shard):
                 pipe.hset(keys.host_nu(shard), mapping=capped[shard])
         pipe.execute()
-
-    def sources(self) -> float:
-        """Sources (sitemaps and feeds, lua/add.lua ``F_SOURCE``) summed over shards."""
-        pipe = self.session.client.pipeline(transaction=False)
-        for shard in range(self.session.shards):
-            pipe.hget(self.session.keys.cnt(shard), "sources")
-        with self.session.errors("sources"):
-            return float(sum(int(n or 0) for n in pipe.execute()))
 
     def cells(self) -> dict[int, tuple[float, float, float]]:
         """The policy cells summed over shards: id -> (pages, Σλ, Σw) (O(K) reads)."""

@@ -3,8 +3,9 @@
 -- (weight already rounded to float32 by the caller; wire.add_page):
 --   id, host, url, weight, meta (JSON text, "" = none), due (seconds: when a new
 --   page is first due; the caller orders pages added together by priority with it),
---   source ("1": a sitemap or feed, flag F_SOURCE, counted in CNT "sources"; a page
---   once a source stays one, "0" changes nothing)
+--   source ("1": a sitemap or feed, flag F_SOURCE, counted in CNT "sources" and left out
+--   of the cell aggregates (lib.in_aggregates); a page once a source stays one, "0"
+--   changes nothing)
 -- A page whose state is corrupt is quarantined, and a quarantined page is
 -- given a fresh state (counted as new): adding it again is the way out.
 -- New pages may grow the shard's bucket layout (lib.lua grow).
@@ -21,12 +22,15 @@ for i = H + 3, #ARGV, 7 do
     if not lib.has(s.flags, F_GONE) then
       local changed = false
       if s.weight ~= weight then
-        lib.agg_move(s.weight, lib.plan_rate(s), weight, lib.plan_rate(s), host)
+        if lib.in_aggregates(s) then
+          lib.agg_move(s.weight, lib.plan_rate(s), weight, lib.plan_rate(s), host)
+        end
         s.weight, changed = weight, true
       end
       if source and not lib.has(s.flags, F_SOURCE) then
         -- a source pools nothing (lib.pooled_log_rate): what it pooled as a page leaves
         local pooled = lib.pooled_log_rate(s, lib.plan_rate(s))
+        lib.agg_add(s.weight, lib.plan_rate(s), -1, host)  -- and leaves the cells
         s.flags, changed = s.flags + F_SOURCE, true
         lib.host_pool_move(host, pooled, nil)
         sources = sources + 1
@@ -44,7 +48,7 @@ for i = H + 3, #ARGV, 7 do
     if source then s.flags, sources = F_SOURCE, sources + 1 end
     lib.save(id, s)
     redis.call("HSET", ukey(id), id, url)
-    lib.agg_add(weight, lib.plan_rate(s), 1, host)
+    if lib.in_aggregates(s) then lib.agg_add(weight, lib.plan_rate(s), 1, host) end
     redis.call("HINCRBY", CNT, "pages", 1)
     lib.enqueue(host, id, due)
     added = added + 1

@@ -7,10 +7,13 @@
 -- min_interval ago, or that a trusted sitemap, feed or push says is unchanged since
 -- its last fetch (lib.signal_says_fresh, lua/signals.lua), is never fetched early),
 -- value_first_reads ("1" where every fetch takes a token, budget_first_fetches: a
--- source never read whose host has other pages queued is held while its index, w_eff, is
--- below its host's threshold, and looked at again max_interval later: a sitemap read costs
--- a page fetch, and a host whose pages are known needs it for no discovery; a source alone
--- on its host is read at once, as it is where first fetches are free).
+-- source never read whose host has other pages queued is held while its weight is below
+-- one page's or its index, w_eff, is below its host's threshold, and looked at again
+-- max_interval later: a sitemap read costs a page fetch, a host whose pages are known
+-- needs it for no discovery, and one that lists fewer pages than a page fetch is worth
+-- (the adapters' weight per listed page, 1 until it is read) tells less than a fetch of one
+-- of them would, which also refreshes the copy; a source alone on its host is read at
+-- once, as it is where first fetches are free).
 -- For each such host, returns the page with the highest index among its
 -- `look` earliest-due ones: host, id, index. Where the namespace's default delay
 -- is 0, a host whose delay is 0 may take several fetches at once, so each of those
@@ -36,7 +39,7 @@ local out = {}
 -- the head of READY.
 local function held_source(id, host, s, g)
   if not value_first_reads or s.fetches > 0 or not lib.has(s.flags, F_SOURCE)
-      or g >= lib.host_nu(host) or redis.call("ZCARD", qkey(host)) < 2 then
+      or (s.weight >= 1 and g >= lib.host_nu(host)) or redis.call("ZCARD", qkey(host)) < 2 then
     return false
   end
   if not early then lib.enqueue(host, id, now + C.max_interval) end

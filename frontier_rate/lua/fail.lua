@@ -31,7 +31,7 @@ redis.call("ZREM", LEASES, id .. host)
 if not_found and s.notfound >= gone_after then
   s.flags = lib.set(s.flags, F_GONE, true)
   lib.save(id, s)
-  lib.agg_add(s.weight, lib.plan_rate(s), -1, host)
+  if lib.in_aggregates(s) then lib.agg_add(s.weight, lib.plan_rate(s), -1, host) end
   redis.call("HINCRBY", CNT, "gone", 1)
   if lib.has(s.flags, F_SOURCE) then redis.call("HINCRBY", CNT, "sources", -1) end
   return lib.finish({"gone", "0"})

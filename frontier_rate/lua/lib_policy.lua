@@ -154,6 +154,16 @@ function lib.add_to_cell(c, host, n, lam, weight)
   end
   d[1], d[2], d[3] = d[1] + n, d[2] + lam, d[3] + weight
 end
+-- Is page s in the cell aggregates the threshold solve plans the budget with? A source
+-- (F_SOURCE: a sitemap or feed) is not. Its floor is not a page's (lib.source_max_interval)
+-- and its worth is what it tells of its pages, not its own freshness; counted in the cells,
+-- each source was planned at a page's floor, and on a crawl of small hosts, where the budget
+-- cannot pay the floor, the threshold rose 30-190 fold and the pages were planned with it
+-- (docs/BENCHMARKS.md, web_like_sitemaps). Sources are fetched when due (their own planned
+-- interval) within the same budget.
+function lib.in_aggregates(s)
+  return not lib.has(s.flags, F_SOURCE)
+end
 function lib.agg_add(weight, lam, sign, host)
   lib.add_to_cell(lib.cell_of(weight, lam), host, sign, sign * lam, sign * weight)
 end

@@ -114,7 +114,7 @@ local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_
   s.last_fetch = now
   s.fails, s.notfound = 0, 0
   local new_rate = lib.plan_rate(s)
-  lib.agg_move(s.weight, stored_rate, s.weight, new_rate, host)
+  if lib.in_aggregates(s) then lib.agg_move(s.weight, stored_rate, s.weight, new_rate, host) end
   lib.host_pool_move(host, old_pooled, lib.pooled_log_rate(s, new_rate))
 
   -- next due: exponential with the planned mean for lln/sa/sam (their Poisson

@@ -31,7 +31,9 @@ local function replan(h, from, count)
       -- a page without an observed interval follows its host's pooled prior (lib.follow_prior)
       local stored_rate = lib.plan_rate(s)
       if lib.follow_prior(s, h) then
-        lib.agg_move(s.weight, stored_rate, s.weight, lib.plan_rate(s), h)
+        if lib.in_aggregates(s) then
+          lib.agg_move(s.weight, stored_rate, s.weight, lib.plan_rate(s), h)
+        end
         lib.save(id, s)
       end
     end
