@@ -1,8 +1,9 @@
 """Sources in the engine, on a real Redis: pages that are sitemaps or feeds (``add_many``'s
 ``source``, flag ``F_SOURCE``; issue 35). A source keeps its kind through fetches and weight
 updates, is counted apart, is not in the cells the threshold is solved with (nor where the
-max_interval floor is stretched to the budget) and ranks its first fetch by its weight. Its planned interval, first index and pooling
-are checked against the Python statement in tests/test_engine_sim.py."""
+max_interval floor is stretched to the budget) and ranks its first fetch by its weight. Its
+planned interval, first index and pooling are checked against the Python statement in
+tests/test_engine_sim.py."""
 
 from __future__ import annotations
 
