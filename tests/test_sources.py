@@ -139,13 +139,14 @@ def test_a_source_first_read_is_valued_where_every_fetch_counts(redis_url, names
     (w_eff = w / lambda: 2 at the prior rate 1, where the pages' is 5) is at least its host's threshold; held, it is
     looked at again max_interval later (by then the pages' fetches have lowered the rate it
     starts from, and it is read). One of weight below one page's (it lists fewer pages than a
-    fetch of one of them is worth) is held for as long as its host has pages queued. A source
+    fetch of one of them is worth) is held for as long as its host's pages, planned far apart
+    at this budget, could not check its claims PROBATION times within max_interval. A source
     alone on its host is read at once (it is how the host's pages are found), and with first
     fetches free of the budget (the default) every source is read."""
     f = frontier(redis_url, namespace, budget=0.004, prior_rate=1.0, max_interval=1e4,
                  budget_first_fetches=budget_first_fetches)
     pages = [f"http://known.test/{i}" for i in range(6)] + [f"http://few.test/{i}" for i in range(2)]
-    weighed = [(url, 5.0) for url in pages]  # worth more than the source of weight 2
+    weighed = [(url, 5.0 if "known" in url else 0.001) for url in pages]  # few.test's: rare
     held, few = "http://known.test/sitemap.xml", "http://few.test/sitemap.xml"
     alone = "http://alone.test/sitemap.xml"
     f.add_many(weighed + [(held, 2.0, None, 0, True), (few, 0.6, None, 0, True),
@@ -162,6 +163,30 @@ def test_a_source_first_read_is_valued_where_every_fetch_counts(redis_url, names
         assert held in later and few not in later
     else:
         assert held in leased and few in leased
+    f.close()
+
+
+def test_a_light_source_is_read_where_its_host_pages_can_check_it(redis_url, namespace):
+    """A source never read that weighs less than a page, whose index passes its host's
+    threshold (a low prior rate makes w / lambda large), is held while its host's pages plan
+    fewer than PROBATION (3) fetches per max_interval: at this budget every page is planned
+    at ~1.2 fetches per max_interval, so two pages plan ~2.3. On a host with four such pages it
+    is read."""
+    f = frontier(redis_url, namespace, budget=0.0007, prior_rate=1e-6, max_interval=1e4,
+                 budget_first_fetches=True)
+    two = [f"http://two.test/{i}" for i in range(2)]
+    four = [f"http://four.test/{i}" for i in range(4)]
+    unchecked, checked = "http://two.test/sitemap.xml", "http://four.test/sitemap.xml"
+    f.add_many(two + four + [(unchecked, 0.6, None, 0, True), (checked, 0.6, None, 0, True)],
+               now=0.0)
+    f.resolve(now=0.0)
+    leased = _crawl(f, 0.0, 5e4)
+    assert set(two + four) <= set(leased)
+    assert checked in leased and unchecked not in leased
+    assert f.page(unchecked)["fetches"] == 0 and f.page(checked)["fetches"] >= 1
+    assert f.page(unchecked)["next_due"] == pytest.approx(5e4)  # held again at each look
+    assert f.page(unchecked)["estimate"] == pytest.approx(1e-6)  # its index: 0.6e6 >> nu
+    assert f.stats(now=5e4)["nu"] < 1e3
     f.close()
 
 

@@ -7,13 +7,15 @@
 -- min_interval ago, or that a trusted sitemap, feed or push says is unchanged since
 -- its last fetch (lib.signal_says_fresh, lua/signals.lua), is never fetched early),
 -- value_first_reads ("1" where every fetch takes a token, budget_first_fetches: a
--- source never read whose host has other pages queued is held while its weight is below
--- one page's or its index, w_eff, is below its host's threshold, and looked at again
--- max_interval later: a sitemap read costs a page fetch, a host whose pages are known
--- needs it for no discovery, and one that lists fewer pages than a page fetch is worth
--- (the adapters' weight per listed page, 1 until it is read) tells less than a fetch of one
--- of them would, which also refreshes the copy; a source alone on its host is read at
--- once, as it is where first fetches are free).
+-- source never read whose host has other pages queued is held while its index, w_eff, is
+-- below its host's threshold, or while it weighs less than one page and its host's page
+-- fetches could not check its claims PROBATION times within max_interval; it is looked at
+-- again max_interval later. A sitemap read costs a page fetch, a host whose pages are
+-- known needs it for no discovery, and before its claims are trusted (PROBATION checks
+-- against page fetches, lua/signals.lua) they move nothing: one that lists fewer pages than
+-- a fetch is worth (the adapters' weight per listed page; 1 until it is read) on a host
+-- whose pages are fetched that rarely buys nothing a page fetch would not. A source alone
+-- on its host is read at once, as it is where first fetches are free).
 -- For each such host, returns the page with the highest index among its
 -- `look` earliest-due ones: host, id, index. Where the namespace's default delay
 -- is 0, a host whose delay is 0 may take several fetches at once, so each of those
@@ -29,17 +31,32 @@ local window, look = tonumber(ARGV[H + 1]), tonumber(ARGV[H + 2])
 local early = ARGV[H + 3] == "1"
 local value_first_reads = ARGV[H + 4] == "1"
 local now = C.now
+local CHECK_LOOK = 8  -- pages of a host whose planned fetches too_few_checks sums
 local now_us = lib.us(now)
 lib.reclaim(now, 1000)
 lib.finish(nil)  -- re-score the hosts of reclaimed pages before looking at them
 local out = {}
+
+-- Do the pages of `host` plan fewer than PROBATION fetches per max_interval (their planned
+-- rates s.p, summed over the CHECK_LOOK earliest due; a source's fetches check nothing)?
+local function too_few_checks(host)
+  local planned = 0
+  for _, other in ipairs(redis.call("ZRANGE", qkey(host), 0, CHECK_LOOK - 1)) do
+    local o = lib.load_state(other)
+    if o and not lib.has(o.flags, F_SOURCE) then planned = planned + o.p end
+  end
+  return planned * C.max_interval < PROBATION
+end
 
 -- Is page s (index g) a source never read that is held back (value_first_reads)? A held
 -- source due now is queued again max_interval later, so that it does not keep its host at
 -- the head of READY.
 local function held_source(id, host, s, g)
   if not value_first_reads or s.fetches > 0 or not lib.has(s.flags, F_SOURCE)
-      or (s.weight >= 1 and g >= lib.host_nu(host)) or redis.call("ZCARD", qkey(host)) < 2 then
+      or redis.call("ZCARD", qkey(host)) < 2 then
+    return false
+  end
+  if g >= lib.host_nu(host) and not (s.weight < 1 and too_few_checks(host)) then
     return false
   end
   if not early then lib.enqueue(host, id, now + C.max_interval) end
