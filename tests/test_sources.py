@@ -135,12 +135,12 @@ def _crawl(f, start: float, until: float) -> list[str]:
 def test_a_source_first_read_is_valued_where_every_fetch_counts(redis_url, namespace,
                                                                  budget_first_fetches):
     """Where every fetch takes a token (``budget_first_fetches``) a source never read whose
-    host has other pages is read only while its weight is at least one page's and its index
-    (w_eff = w / lambda: 2 at the prior rate 1, where the pages' is 5) is at least its host's threshold; held, it is
-    looked at again max_interval later (by then the pages' fetches have lowered the rate it
-    starts from, and it is read). One of weight below one page's (it lists fewer pages than a
-    fetch of one of them is worth) is held for as long as its host's pages, planned far apart
-    at this budget, could not check its claims PROBATION times within max_interval. A source
+    host has other pages is read only while its index (w_eff = w / lambda: 2 at the prior
+    rate 1, where the pages' is 5) is at least its host's threshold; held, it is looked at
+    again max_interval later (by then the pages' fetches have lowered the rate it starts
+    from, and it is read). One of weight below one page's (it lists fewer pages than a fetch
+    of one of them is worth) is held for as long as its host's pages, planned far apart at
+    this budget, could not check its claims PROBATION times within max_interval. A source
     alone on its host is read at once (it is how the host's pages are found), and with first
     fetches free of the budget (the default) every source is read."""
     f = frontier(redis_url, namespace, budget=0.004, prior_rate=1.0, max_interval=1e4,
