@@ -7,6 +7,8 @@ tests/test_engine_sim.py."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from redis_servers import both_servers  # noqa: F401, I001  (every test on both script paths)
 
@@ -119,14 +121,16 @@ def test_a_page_made_a_source_leaves_its_host_prior(redis_url, namespace):
     f.close()
 
 
-def _crawl(f, start: float, until: float) -> list[str]:
-    """Lease and observe (every page unchanged) whatever the frontier hands out from
-    ``start`` to ``until``, sleeping to ``next_call_time``; the URLs leased, in order."""
-    leased, t = [], start
+def _crawl(f, start: float, until: float, changes=lambda url: False) -> list[str]:
+    """Lease and observe whatever the frontier hands out from ``start`` to ``until``,
+    sleeping to ``next_call_time``; a page for which ``changes(url)`` is true has changed at
+    every fetch, every other page never. The URLs leased, in order."""
+    leased, t, versions = [], start, itertools.count()
     while t < until:
         got = f.next_requests(10, now=t)
         leased += [d.url for d in got]
-        f.observe_many([(d, {"fingerprint": "v", "fetched_at": t}) for d in got])
+        f.observe_many([(d, {"fingerprint": f"v{next(versions)}" if changes(d.url) else "v",
+                             "fetched_at": t}) for d in got])
         t = max(t + 1.0, f.next_call_time(now=t) or t + 1.0)
     return leased
 
@@ -167,12 +171,12 @@ def test_a_source_first_read_is_valued_where_every_fetch_counts(redis_url, names
 
 
 def test_a_light_source_is_read_where_its_host_pages_can_check_it(redis_url, namespace):
-    """A source never read that weighs less than a page, whose index passes its host's
-    threshold (a low prior rate makes w / lambda large), is held while its host's pages plan
-    fewer than PROBATION (3) fetches per max_interval: at this budget every page is planned
-    at ~1.2 fetches per max_interval, so two pages plan ~2.3. On a host with four such pages it
-    is read."""
-    f = frontier(redis_url, namespace, budget=0.0007, prior_rate=1e-6, max_interval=1e4,
+    """A source never read that weighs less than a page, whose index (w / lambda, its
+    host's pooled rate) passes the threshold and whose host's pages change, is held while
+    its host's pages plan fewer than PROBATION (3) fetches per max_interval: at this budget
+    every page is planned at ~1.25 fetches per max_interval, so two pages plan ~2.5. On a
+    host with four such pages it is read."""
+    f = frontier(redis_url, namespace, budget=0.0006, prior_rate=1e-3, max_interval=1e4,
                  budget_first_fetches=True)
     two = [f"http://two.test/{i}" for i in range(2)]
     four = [f"http://four.test/{i}" for i in range(4)]
@@ -180,13 +184,39 @@ def test_a_light_source_is_read_where_its_host_pages_can_check_it(redis_url, nam
     f.add_many(two + four + [(unchecked, 0.6, None, 0, True), (checked, 0.6, None, 0, True)],
                now=0.0)
     f.resolve(now=0.0)
-    leased = _crawl(f, 0.0, 5e4)
+    leased = _crawl(f, 0.0, 5e4, changes=lambda url: url in two + four)
     assert set(two + four) <= set(leased)
     assert checked in leased and unchecked not in leased
     assert f.page(unchecked)["fetches"] == 0 and f.page(checked)["fetches"] >= 1
-    assert f.page(unchecked)["next_due"] == pytest.approx(5e4)  # held again at each look
-    assert f.page(unchecked)["estimate"] == pytest.approx(1e-6)  # its index: 0.6e6 >> nu
-    assert f.stats(now=5e4)["nu"] < 1e3
+    assert f.page(unchecked)["next_due"] > 4e4  # held again at each look
+    rate = f.page(unchecked)["estimate"]
+    assert rate * 1e4 > 1  # not a quiet host
+    assert 0.6 / rate > f.stats(now=5e4)["nu"]  # its index passes the threshold
+    assert sum(f.page(u)["p"] for u in two) * 1e4 < 3 <= sum(f.page(u)["p"] for u in four) * 1e4
+    f.close()
+
+
+def test_a_light_source_is_held_where_its_host_pages_do_not_change(redis_url, namespace):
+    """A source never read that weighs less than a page is held, where every fetch takes a
+    token, while the rate it starts from (its host's pooled rate, the pages' evidence) is
+    below one change per max_interval: a read there brings less news than a page fetch. On
+    a host whose pages change at every fetch it is read. The quiet host's pages plan at
+    least PROBATION (3) fetches per max_interval, so it is not held for want of checks."""
+    f = frontier(redis_url, namespace, budget=0.004, prior_rate=1e-3, max_interval=1e4,
+                 budget_first_fetches=True)
+    busy = [f"http://busy.test/{i}" for i in range(4)]
+    still = [f"http://still.test/{i}" for i in range(4)]
+    f.add_many(busy + still, now=0.0)
+    f.resolve(now=0.0)
+    _crawl(f, 0.0, 5e4, changes=lambda url: url in busy)
+    changing, quiet = "http://busy.test/sitemap.xml", "http://still.test/sitemap.xml"
+    f.add_many([(changing, 0.9, None, 0, True), (quiet, 0.9, None, 0, True)], now=5e4)
+    f.resolve(now=5e4)
+    assert f.page(changing)["estimate"] * 1e4 > 1 > f.page(quiet)["estimate"] * 1e4
+    assert sum(f.page(u)["p"] for u in still) * 1e4 >= 3  # enough checks on the quiet host
+    leased = _crawl(f, 5e4, 8e4, changes=lambda url: url in busy)
+    assert changing in leased and quiet not in leased
+    assert f.page(quiet)["fetches"] == 0 and f.page(changing)["fetches"] >= 1
     f.close()
 
 

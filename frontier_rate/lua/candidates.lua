@@ -8,14 +8,16 @@
 -- its last fetch (lib.signal_says_fresh, lua/signals.lua), is never fetched early),
 -- value_first_reads ("1" where every fetch takes a token, budget_first_fetches: a
 -- source never read whose host has other pages queued is held while its index, w_eff, is
--- below its host's threshold, or while it weighs less than one page and its host's page
--- fetches could not check its claims PROBATION times within max_interval; it is looked at
--- again max_interval later. A sitemap read costs a page fetch, a host whose pages are
+-- below its host's threshold, or while it weighs less than one page and either its host's
+-- page fetches could not check its claims PROBATION times within max_interval or its host's
+-- pages are expected to change less than once per max_interval; it is looked at again
+-- max_interval later. A sitemap read costs a page fetch, a host whose pages are
 -- known needs it for no discovery, and before its claims are trusted (PROBATION checks
 -- against page fetches, lua/signals.lua) they move nothing: one that lists fewer pages than
 -- a fetch is worth (the adapters' weight per listed page; 1 until it is read) on a host
--- whose pages are fetched that rarely buys nothing a page fetch would not. A source alone
--- on its host is read at once, as it is where first fetches are free).
+-- whose pages are fetched that rarely buys nothing a page fetch would not, and on a quiet
+-- host it has nothing to tell. A source alone on its host is read at once, as it is where
+-- first fetches are free).
 -- For each such host, returns the page with the highest index among its
 -- `look` earliest-due ones: host, id, index. Where the namespace's default delay
 -- is 0, a host whose delay is 0 may take several fetches at once, so each of those
@@ -48,6 +50,13 @@ local function too_few_checks(host)
   return planned * C.max_interval < PROBATION
 end
 
+-- Does source s expect less than one change of its host's pages per max_interval (its
+-- planned rate is its host's pooled rate)? A light source there brings no news a page
+-- fetch would not.
+local function quiet(s)
+  return lib.plan_rate(s) * C.max_interval < 1
+end
+
 -- Is page s (index g) a source never read that is held back (value_first_reads)? A held
 -- source due now is queued again max_interval later, so that it does not keep its host at
 -- the head of READY.
@@ -56,7 +65,7 @@ local function held_source(id, host, s, g)
       or redis.call("ZCARD", qkey(host)) < 2 then
     return false
   end
-  if g >= lib.host_nu(host) and not (s.weight < 1 and too_few_checks(host)) then
+  if g >= lib.host_nu(host) and not (s.weight < 1 and (quiet(s) or too_few_checks(host))) then
     return false
   end
   if not early then lib.enqueue(host, id, now + C.max_interval) end
