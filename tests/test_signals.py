@@ -128,7 +128,7 @@ def test_a_sitemap_not_read_yet_weighs_at_least_one_page():
     """Before it is read, how many pages a sitemap lists is unknown: it weighs one listed
     page's, at least one page's (a source below that is one known to list few pages, which
     the engine does not read where every fetch counts and its host's pages are fetched too
-    rarely to check its claims)."""
+    rarely to check its claims or are expected not to change)."""
     assert signals.unread_weight() == signals.UNREAD_WEIGHT == 1.0
     assert signals.unread_weight(0.3) == 1.0 and signals.unread_weight(2.5) == 2.5
 

@@ -99,8 +99,8 @@ def unread_weight(per_page: float = SITEMAP_WEIGHT) -> float:
     one page's (``UNREAD_WEIGHT``), since how many pages it lists is unknown until then. A
     source read and found to list few pages weighs less than a page; where every fetch takes
     a token, a source below one page's weight is not read while its host's pages are fetched
-    too rarely to check its claims (lua/candidates.lua), so an unread one must not look
-    like that."""
+    too rarely to check its claims or are expected not to change (lua/candidates.lua), so
+    an unread one must not look like that."""
     return max(per_page, UNREAD_WEIGHT)
 
 
