@@ -220,6 +220,32 @@ def test_a_light_source_is_held_where_its_host_pages_do_not_change(redis_url, na
     f.close()
 
 
+def test_a_light_source_read_before_is_read_at_most_once_per_max_interval(redis_url, namespace):
+    """Issue 35, item 4: a source that covers few pages is probed at most once per
+    max_interval. Once read, a source of weight < 1 (here 0.6: two listed pages at the
+    adapters' 0.3) is planned at least max_interval apart and is not fetched early within it
+    (lib.shortest_interval), although it changes at every read and spare tokens are there:
+    the engine without the bound read it 211 times in these 6e4 s, 99-500 s apart, most of
+    the budget. A source of weight 2 is read as its index asks, more often than that."""
+    f = frontier(redis_url, namespace, budget=0.01)
+    light, heavy = "http://light.test/sitemap.xml", "http://heavy.test/sitemap.xml"
+    f.add_many([f"http://light.test/{i}" for i in range(2)]
+               + [f"http://heavy.test/{i}" for i in range(4)]
+               + [(light, 0.6, None, 0, True), (heavy, 2.0, None, 0, True)], now=0.0)
+    reads, t, versions = {light: [], heavy: []}, 0.0, itertools.count()
+    while t < 6e4:
+        got = f.next_requests(10, now=t)
+        for d in got:
+            reads.get(d.url, []).append(t)
+        f.observe_many([(d, {"fingerprint": f"v{next(versions)}", "fetched_at": t}) for d in got])
+        t = max(t + 1.0, f.next_call_time(now=t) or t + 1.0)
+    gaps = {url: [b - a for a, b in itertools.pairwise(ts)] for url, ts in reads.items()}
+    assert 3 <= len(reads[light]) <= 6 and min(gaps[light]) >= 1e4
+    assert len(reads[heavy]) > 6 and min(gaps[heavy]) < 1e4
+    assert f.page(light)["p"] * 1e4 <= 1.0 + 1e-9
+    f.close()
+
+
 def test_sources_are_not_in_the_cells_the_threshold_is_solved_with(redis_url, namespace):
     """The threshold solve plans pages: a source (added as one, or a page made one) is not
     in the cell aggregates, and its fetches move nothing there, so the sitemaps of many small

@@ -3,8 +3,9 @@
 -- in ready order until that many are found), look (pages per host),
 -- early ("0": hosts whose head page is due; "1": hosts that may dispatch now
 -- but whose pages are not due yet, for tokens no due page can use; pages in a
--- failure backoff are left to their retry time, and a page fetched less than
--- min_interval ago, or that a trusted sitemap, feed or push says is unchanged since
+-- failure backoff are left to their retry time, and a page fetched less than its
+-- shortest interval ago (lib.shortest_interval: min_interval, max_interval for a light
+-- source read before), or that a trusted sitemap, feed or push says is unchanged since
 -- its last fetch (lib.signal_says_fresh, lua/signals.lua), is never fetched early),
 -- value_first_reads ("1" where every fetch takes a token, budget_first_fetches: a
 -- source never read whose host has other pages queued is held while its index, w_eff, is
@@ -100,9 +101,9 @@ for _, host in ipairs(hosts) do
   local best, best_index = nil, -1
   for _, id in ipairs(pages) do
     local s = lib.peek_queued(id, host)
-    -- a page waiting out a failure backoff, fetched within min_interval, or said to be
-    -- unchanged by a trusted source, is never fetched early
-    if s and not (early and (s.fails > 0 or now - s.last_fetch < C.min_interval
+    -- a page waiting out a failure backoff, fetched within its shortest interval, or said
+    -- to be unchanged by a trusted source, is never fetched early
+    if s and not (early and (s.fails > 0 or now - s.last_fetch < lib.shortest_interval(s)
         or lib.signal_says_fresh(id, host, s.last_fetch))) then
       local g = lib.index(s, now)
       if not held_source(id, host, s, g) then

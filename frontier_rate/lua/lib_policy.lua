@@ -58,8 +58,9 @@ function lib.optimal_y(c)
 end
 
 -- Planned (mean) interval at threshold nu (the page's host_nu): t = y(nu / w_eff) / lambda
--- (policy.interval_for_threshold), bounded by [min_interval, longest] (default max_interval).
-function lib.planned_interval(weight, lam, nu, longest)
+-- (policy.interval_for_threshold), bounded by [shortest, longest] (default [min_interval,
+-- max_interval]).
+function lib.planned_interval(weight, lam, nu, longest, shortest)
   local w_eff = lib.eff_weight(weight, lam)
   local t = huge
   if lam > 0 and w_eff > nu then
@@ -67,7 +68,7 @@ function lib.planned_interval(weight, lam, nu, longest)
     if w_eff < huge then c = nu / w_eff end
     t = lib.optimal_y(c) / lam
   end
-  return min(max(t, C.min_interval), longest or C.max_interval)
+  return min(max(t, shortest or C.min_interval), longest or C.max_interval)
 end
 
 -- The rate a page plans its next interval with. A page whose every observed interval saw a
@@ -93,12 +94,22 @@ function lib.source_max_interval(w)
   return C.max_interval / max(min(w, 1), 1 / INTERVAL_FLOOR_SPAN)
 end
 
+-- The shortest interval between two fetches of page s: min_interval, or max_interval for a
+-- source read before that weighs less than one page (index.source_min_interval, whose
+-- docstring says why). What plans it (lib.page_interval) and what fetches it early
+-- (candidates.lua) both keep to it.
+function lib.shortest_interval(s)
+  if s.fetches > 0 and s.weight < 1 and lib.has(s.flags, F_SOURCE) then return C.max_interval end
+  return C.min_interval
+end
+
 -- The planned interval of page s at rate lam (its plan_rate) and threshold nu (its host_nu),
 -- exploration included (not for a source, whose estimate no other page uses): what
 -- observe.lua and refresh.lua plan a fetched page with.
 function lib.page_interval(s, lam, nu)
   if lib.has(s.flags, F_SOURCE) then
-    return lib.planned_interval(s.weight, lam, nu, lib.source_max_interval(s.weight))
+    return lib.planned_interval(s.weight, lam, nu, lib.source_max_interval(s.weight),
+      lib.shortest_interval(s))
   end
   return lib.planned_interval(s.weight, lib.explore_rate(s, lam, nu), nu)
 end

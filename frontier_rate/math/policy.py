@@ -72,5 +72,6 @@ from frontier_rate.math.index import (  # noqa: F401 (re-exported; the _names fo
     optimal_y,
     page_index,
     source_max_interval,
+    source_min_interval,
     whittle_index,
 )
