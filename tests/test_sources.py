@@ -121,14 +121,19 @@ def test_a_page_made_a_source_leaves_its_host_prior(redis_url, namespace):
     f.close()
 
 
-def _crawl(f, start: float, until: float, changes=lambda url: False) -> list[str]:
+def _crawl(f, start: float, until: float, changes=lambda url: False,
+           times: dict[str, list[float]] | None = None) -> list[str]:
     """Lease and observe whatever the frontier hands out from ``start`` to ``until``,
     sleeping to ``next_call_time``; a page for which ``changes(url)`` is true has changed at
-    every fetch, every other page never. The URLs leased, in order."""
+    every fetch, every other page never. The URLs leased, in order; the lease times of each
+    URL that is a key of ``times`` are appended to its list."""
     leased, t, versions = [], start, itertools.count()
     while t < until:
         got = f.next_requests(10, now=t)
         leased += [d.url for d in got]
+        for d in got:
+            if times is not None and d.url in times:
+                times[d.url].append(t)
         f.observe_many([(d, {"fingerprint": f"v{next(versions)}" if changes(d.url) else "v",
                              "fetched_at": t}) for d in got])
         t = max(t + 1.0, f.next_call_time(now=t) or t + 1.0)
@@ -232,13 +237,8 @@ def test_a_light_source_read_before_is_read_at_most_once_per_max_interval(redis_
     f.add_many([f"http://light.test/{i}" for i in range(2)]
                + [f"http://heavy.test/{i}" for i in range(4)]
                + [(light, 0.6, None, 0, True), (heavy, 2.0, None, 0, True)], now=0.0)
-    reads, t, versions = {light: [], heavy: []}, 0.0, itertools.count()
-    while t < 6e4:
-        got = f.next_requests(10, now=t)
-        for d in got:
-            reads.get(d.url, []).append(t)
-        f.observe_many([(d, {"fingerprint": f"v{next(versions)}", "fetched_at": t}) for d in got])
-        t = max(t + 1.0, f.next_call_time(now=t) or t + 1.0)
+    reads: dict[str, list[float]] = {light: [], heavy: []}
+    _crawl(f, 0.0, 6e4, changes=lambda url: True, times=reads)
     gaps = {url: [b - a for a, b in itertools.pairwise(ts)] for url, ts in reads.items()}
     assert 3 <= len(reads[light]) <= 6 and min(gaps[light]) >= 1e4
     assert len(reads[heavy]) > 6 and min(gaps[heavy]) < 1e4
