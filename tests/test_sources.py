@@ -227,12 +227,11 @@ def test_a_light_source_is_held_where_its_host_pages_do_not_change(redis_url, na
 
 def test_a_light_source_read_before_is_read_at_most_once_per_max_interval(redis_url, namespace):
     """Issue 35, item 4: a source that covers few pages is probed at most once per
-    max_interval. Once read, a source of weight w < 1 (here 0.6: two listed pages at the
-    adapters' 0.3) is planned max_interval / w apart and is not fetched early within that
+    max_interval. Once read, a source of weight < 1 (here 0.6: two listed pages at the
+    adapters' 0.3) is planned at least max_interval apart and is not fetched early within it
     (lib.shortest_interval), although it changes at every read and spare tokens are there:
     the engine without the bound read it 211 times in these 6e4 s, 99-500 s apart, most of
-    the budget, and with max_interval as the bound 4-6 times. A source of weight 2 is read as
-    its index asks, more often than that."""
+    the budget. A source of weight 2 is read as its index asks, more often than that."""
     f = frontier(redis_url, namespace, budget=0.01)
     light, heavy = "http://light.test/sitemap.xml", "http://heavy.test/sitemap.xml"
     f.add_many([f"http://light.test/{i}" for i in range(2)]
@@ -241,9 +240,9 @@ def test_a_light_source_read_before_is_read_at_most_once_per_max_interval(redis_
     reads: dict[str, list[float]] = {light: [], heavy: []}
     _crawl(f, 0.0, 6e4, changes=lambda url: True, times=reads)
     gaps = {url: [b - a for a, b in itertools.pairwise(ts)] for url, ts in reads.items()}
-    assert 3 <= len(reads[light]) <= 4 and min(gaps[light]) >= 1e4 / 0.6 - 1e-3  # µs scores
+    assert 3 <= len(reads[light]) <= 6 and min(gaps[light]) >= 1e4
     assert len(reads[heavy]) > 6 and min(gaps[heavy]) < 1e4
-    assert f.page(light)["p"] == pytest.approx(0.6 / 1e4, rel=1e-6)  # stored as a float32
+    assert f.page(light)["p"] * 1e4 <= 1.0 + 1e-9
     f.close()
 
 

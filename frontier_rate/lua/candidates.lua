@@ -4,8 +4,8 @@
 -- early ("0": hosts whose head page is due; "1": hosts that may dispatch now
 -- but whose pages are not due yet, for tokens no due page can use; pages in a
 -- failure backoff are left to their retry time, and a page fetched less than its
--- shortest interval ago (lib.shortest_interval: min_interval, max_interval / w for a
--- source of weight w < 1 read before), or that a trusted sitemap, feed or push says is unchanged since
+-- shortest interval ago (lib.shortest_interval: min_interval, max_interval for a light
+-- source read before), or that a trusted sitemap, feed or push says is unchanged since
 -- its last fetch (lib.signal_says_fresh, lua/signals.lua), is never fetched early),
 -- value_first_reads ("1" where every fetch takes a token, budget_first_fetches: a
 -- source never read whose host has other pages queued is held while its index, w_eff, is

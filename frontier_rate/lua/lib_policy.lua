@@ -94,14 +94,12 @@ function lib.source_max_interval(w)
   return C.max_interval / max(min(w, 1), 1 / INTERVAL_FLOOR_SPAN)
 end
 
--- The shortest interval between two fetches of page s: min_interval, or for a source read
--- before that weighs w < 1 its longest, max_interval / w (index.source_min_interval, whose
+-- The shortest interval between two fetches of page s: min_interval, or max_interval for a
+-- source read before that weighs less than one page (index.source_min_interval, whose
 -- docstring says why). What plans it (lib.page_interval) and what fetches it early
 -- (candidates.lua) both keep to it.
 function lib.shortest_interval(s)
-  if s.fetches > 0 and s.weight < 1 and lib.has(s.flags, F_SOURCE) then
-    return lib.source_max_interval(s.weight)
-  end
+  if s.fetches > 0 and s.weight < 1 and lib.has(s.flags, F_SOURCE) then return C.max_interval end
   return C.min_interval
 end
 

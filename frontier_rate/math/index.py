@@ -412,25 +412,20 @@ def source_max_interval(weight: float, max_interval: float) -> float:
 
 def source_min_interval(weight: float, min_interval: float, max_interval: float) -> float:
     """The shortest interval between two reads of a source read before (issue 35, item 4: one
-    that covers few pages is probed rarely, at most once per ``max_interval``): for a weight
-    w < 1 its longest, ``source_max_interval`` (``max_interval`` / w), else ``min_interval`` as
-    for a page. Once read, such a source is planned at exactly that interval.
+    that covers few pages is probed at most once per ``max_interval``): ``max_interval`` for a
+    weight w < 1, else ``min_interval`` as for a page.
 
-    A source of weight w < 1 lists fewer pages than a fetch of one page is worth (the adapters
+    A source of weight < 1 lists fewer pages than a fetch of one page is worth (the adapters
     weigh a sitemap 0.3 per listed page: 1-3 pages). A read of it costs a page fetch and tells
-    only which of those few pages changed; fetching them is what makes copies fresh, and for
-    one page a fetch of the page itself costs the same and refreshes the copy. So its read is
-    worth w of a page fetch, and it is read w times as often as a page at its floor. With a
+    only which of those few pages changed; fetching them is what makes copies fresh. With a
     page's bounds such sitemaps were re-read every few days, mostly planned by their own
     freshness and the rest early on spare tokens: on the web-like population at 0.3
     fetch/page/day 1,336-1,877 reads a seed (8-11% of the fetches), 93-95% of them less than
-    30 days apart; bounded at ``max_interval``, 432-678 (docs/BENCHMARKS.md). The bound holds
-    for both: the planned interval (lua/lib_policy.lua ``lib.page_interval``) and early
-    fetches (lua/candidates.lua), through ``lib.shortest_interval``, which this mirrors.
+    30 days apart (docs/BENCHMARKS.md). The bound holds for both: the planned interval
+    (lua/lib_policy.lua ``lib.page_interval``) and early fetches (lua/candidates.lua), through
+    ``lib.shortest_interval``, which this mirrors.
     """
-    if weight < 1.0:
-        return source_max_interval(weight, max_interval)
-    return min_interval
+    return max_interval if weight < 1.0 else min_interval
 
 
 def explore_rate(rate: float, weight: float, nu: float, changes: int, unchanged_exposure: float,
