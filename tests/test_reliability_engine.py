@@ -254,6 +254,48 @@ def test_missing_url_bad_meta_and_malformed_extras_are_quarantined_at_lease(redi
     assert all(d.meta == {"again": True} for d in again)
 
 
+def test_a_page_quarantined_at_lease_leaves_the_cells_its_host_pool_and_the_sources(redis_url):
+    """quarantine.lua: a leased page whose state is sound but whose meta the process could
+    not read leaves, with it, the policy cells, its host's pooled prior and the count of
+    sources. Before, the cells and the pool kept it and the sources count too, and adding the
+    URL again counted it twice in the cells."""
+    f = frontier(redis_url)
+    host = "h0.example"
+    urls = [f"http://{host}/p{i}" for i in range(3)]
+    sitemap = f"http://{host}/sitemap.xml"
+    f.add_many([(u, 1.0, {"i": i}) for i, u in enumerate(urls)] + [(sitemap, 0.3, None, 0, True)],
+               now=0.0)
+    for t in (0.0, 1e4):  # two fetches each (max_interval 1000): the pages pool their rates
+        got = lease_all(f, now=t)
+        assert len(got) == 4
+        assert all(o.accepted for o in f.observe_many(
+            [(d, {"fingerprint": "v1", "fetched_at": t}) for d in got]))
+    shard = shard_of(host, f.shards)
+
+    def pooled() -> float:
+        raw = f.client.hget(f.keys.host_prior(shard), host)
+        return struct.unpack("<dd", raw)[0] if raw else 0.0
+
+    def in_cells() -> float:
+        return sum(c[0] for c in f.cells().values())
+
+    assert (pooled(), in_cells(), f.stats(now=1e4)["sources"]) == (3, 3, 1)
+    for url in (urls[0], sitemap):
+        p = page_id(url)
+        f.client.hset(f.keys.extras(shard, bucket_of(p, f.buckets)), p,
+                      struct.pack("<HH", 0, 0) + b"{not json")
+    got = lease_all(f, now=2e4)
+    assert sorted(d.url for d in got) == sorted(urls[1:])
+    stats = f.stats(now=2e4)
+    assert stats["quarantined"] == 2 and stats["pages"] == 2 and stats["sources"] == 0
+    assert (pooled(), in_cells()) == (2, 2)
+    # added again: fresh states, each counted once (a new page pools nothing before 2 fetches)
+    assert f.add_many([(urls[0], 1.0, {"i": 0}), (sitemap, 0.3, None, 0, True)], now=2e4) == 2
+    stats = f.stats(now=2e4)
+    assert stats["quarantined"] == 0 and stats["pages"] == 4 and stats["sources"] == 1
+    assert (pooled(), in_cells()) == (2, 3)
+
+
 def test_readding_a_quarantined_url_gives_a_fresh_state(redis_url):
     f, urls = fetched_frontier(redis_url, n=2)
     write_state(f, urls[0], b"\xff" * 48)
