@@ -4,12 +4,15 @@ failed fetches. Every page here is synthetic, written for these tests."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import re
+from array import array
 
 import pytest
 
+from frontier_rate.crawl import change_detection
 from frontier_rate.crawl import segments as segments_module
 from frontier_rate.crawl.change_detection import ContentDetector, segments, stable_segments
 from frontier_rate.crawl.fingerprint import Fingerprinter
@@ -378,3 +381,79 @@ def test_fast_volatile_patterns_mask_what_the_plain_alternations_mask():
         assert stable_segments(parts) == plain_stable_segments(parts), parts
         compared += 1
     assert compared == 20000
+
+
+# The tag patterns as the plain alternations they were: crawl/segments writes the names
+# as a trie (``alternation``) so that sre tries a few branches at each "<"; both must
+# find the same tags.
+PLAIN_DROP_START = re.compile(r"<!--|<(" + "|".join(segments_module._DROPPED) + r")\b"
+                              + segments_module._ATTRIBUTES + ">", re.I)
+PLAIN_BLOCK = re.compile(r"</?(?:" + "|".join(segments_module._BLOCK_TAGS) + "|"
+                         + "|".join(segments_module._BLOCK_TAGS).upper() + r")\b"
+                         + segments_module._ATTRIBUTES + ">")
+
+
+def test_trie_alternation_matches_exactly_its_names():
+    names = ["p", "pre", "h1", "h2", "header", "html", "th", "thead", "td"]
+    pattern = re.compile(segments_module.alternation(names) + r"\Z")
+    for word in names + ["", "pr", "h", "h3", "head", "thea", "theads", "preh", "p1", "tdd"]:
+        assert bool(pattern.match(word)) == (word in names), word
+    assert segments_module.alternation(["script", "style"]) == "s(?:cript|tyle)"
+
+
+def test_tag_patterns_find_what_the_plain_alternations_find():
+    """Seeded markup glued from tag names, near misses and case variants: the same spans
+    (and the same dropped element's name) as the plain alternations."""
+    names = list(segments_module._BLOCK_TAGS) + list(segments_module._DROPPED) + [
+        "b", "pr", "prex", "h7", "thea", "spa", "span", "scripts", "Script", "sTyLe", "DIV",
+        "Div", "H1", "a", "!--", "svgx", "heads"]
+    rng = random.Random(36)
+    for _ in range(3000):
+        markup = "".join(
+            rng.choice(["<", "</"]) + rng.choice(names) + rng.choice(["", " ", "x", "-", " a=1"])
+            + rng.choice([">", "", "<"]) + rng.choice(["", "text ", "\x00"])
+            for _ in range(rng.randint(1, 8)))
+        assert [m.span() for m in segments_module._BLOCK.finditer(markup)] == \
+            [m.span() for m in PLAIN_BLOCK.finditer(markup)], markup
+        assert [(m.span(), m.group(1)) for m in segments_module._DROP_START.finditer(markup)] == \
+            [(m.span(), m.group(1)) for m in PLAIN_DROP_START.finditer(markup)], markup
+
+
+def plain_runs(order: list[int], fresh: set[int]) -> list[tuple[list[int], int | None, int | None]]:
+    """The runs of fresh segments, one segment at a time: what ``_runs`` finds in C."""
+    found, run, left = [], [], None
+    for h in order:
+        if h in fresh:
+            run.append(h)
+            continue
+        if run:
+            found.append((run, left, h))
+            run = []
+        left = h
+    if run:
+        found.append((run, left, None))
+    return found
+
+
+def test_runs_of_fresh_segments_match_a_plain_walk():
+    rng = random.Random(37)
+    for _ in range(2000):
+        order = [rng.randrange(12) for _ in range(rng.randint(0, 30))]
+        fresh = {h for h in range(12) if rng.random() < 0.3}
+        assert change_detection._runs(order, fresh) == plain_runs(order, fresh), (order, fresh)
+        assert change_detection._runs(array("Q", order), fresh) == plain_runs(order, fresh)
+
+
+def test_whole_text_hash_ignores_every_kind_of_white_space():
+    """Segments keep single spaces only, so removing " " is removing all white space: the
+    hash equals that of the text with every Unicode white space character removed."""
+    rng = random.Random(38)
+    spaces = [" ", "  ", "\t", "\n", "\r\n", "\xa0", "\u2003", "\u3000", "\x1c", "\x85"]
+    words = ["terms", "of", "use", "é", "<b>", "</p>", "<p>", "<div>", "&nbsp;", "x"]
+    for _ in range(500):
+        markup = "".join(rng.choice(words) + rng.choice(spaces) for _ in range(rng.randint(1, 20)))
+        parts = segments(markup)
+        hashes = list(range(len(parts)))
+        expected = hashlib.blake2b("".join("".join(parts).split()).encode("utf-8", "surrogatepass"),
+                                   digest_size=8).digest()
+        assert change_detection._whole_text_hash(parts, hashes, set()) == expected, markup

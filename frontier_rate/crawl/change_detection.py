@@ -72,6 +72,8 @@ import zlib
 from array import array
 from collections import OrderedDict
 from dataclasses import dataclass
+from itertools import compress, filterfalse
+from operator import not_
 from typing import Any
 
 from frontier_rate.crawl.segments import (
@@ -88,24 +90,29 @@ from frontier_rate.crawl.segments import (
 __all__ = ["ContentDetector", "Detection", "HostMask", "is_html", "segments"]
 
 
+def _spans(items: list[int], fresh: set[int]) -> list[tuple[int, int]]:
+    """The ``(start, end)`` positions of the runs of consecutive ``fresh`` segments in
+    ``items``. The positions are found in C (``compress``); Python only walks the fresh
+    ones, which on a revisit are a few of a page's hundreds of segments."""
+    if not fresh:
+        return []
+    spans: list[tuple[int, int]] = []
+    for position in compress(range(len(items)), map(fresh.__contains__, items)):
+        if spans and spans[-1][1] == position:
+            spans[-1] = (spans[-1][0], position + 1)
+        else:
+            spans.append((position, position + 1))
+    return spans
+
+
 def _runs(order: list[int] | array, fresh: set[int]) -> list[tuple[list[int], int | None,
                                                                      int | None]]:
     """The runs of consecutive ``fresh`` segments in ``order``, each with the segment
     before and after it (None at the document's ends)."""
-    found = []
-    run: list[int] = []
-    left: int | None = None
-    for h in order:
-        if h in fresh:
-            run.append(h)
-            continue
-        if run:
-            found.append((run, left, h))
-            run = []
-        left = h
-    if run:
-        found.append((run, left, None))
-    return found
+    items = list(order)
+    size = len(items)
+    return [(items[start:end], items[start - 1] if start else None,
+             items[end] if end < size else None) for start, end in _spans(items, fresh)]
 
 
 def consent_runs(order: list[int] | array, fresh: set[int]) -> set[int]:
@@ -136,21 +143,13 @@ def inside_content(order: list[int] | array, fresh: set[int], ignore: set[int]) 
     found: set[int] = set()
     items = list(order)
     size = len(items)
-    index = 0
-    while index < size:
-        if items[index] not in fresh:
-            index += 1
-            continue
-        end = index
-        while end < size and items[end] in fresh:
-            end += 1
-        run = items[index:end]
+    for start, end in _spans(items, fresh):
+        run = items[start:end]
         if any(h in ignore for h in run) and \
-                _content_near(items, range(index - 1, max(0, index - 1 - INSIDE_REACH), -1),
+                _content_near(items, range(start - 1, max(0, start - 1 - INSIDE_REACH), -1),
                               fresh, ignore) and \
                 _content_near(items, range(end, min(size, end + INSIDE_REACH)), fresh, ignore):
             found.update(h for h in run if h in ignore)
-        index = end
     return found
 
 
@@ -251,10 +250,11 @@ shared text is the page's own content (one document under two addresses): only t
 short masked segments are ignored there."""
 
 
-def _ignored_here(parts: list[str], hashes: list[int], masked: set[int]) -> set[int]:
-    """The masked hashes that are ignored on this page (``MAJORITY``)."""
-    total = sum(len(p) for p in parts) or 1
-    covered = sum(len(p) for p, h in zip(parts, hashes, strict=True) if h in masked)
+def _ignored_here(lengths: list[int], hashes: list[int], masked: set[int]) -> set[int]:
+    """The masked hashes that are ignored on this page (``MAJORITY``); ``lengths``: the
+    segments' lengths in characters."""
+    total = sum(lengths) or 1
+    covered = sum(compress(lengths, map(masked.__contains__, hashes)))
     if covered <= MAJORITY * total:
         return masked
     return {h for h in hashes if h in masked and h & _SHORT_BIT}
@@ -262,9 +262,10 @@ def _ignored_here(parts: list[str], hashes: list[int], masked: set[int]) -> set[
 
 def _whole_text_hash(parts: list[str], hashes: list[int], ignore: set[int]) -> bytes:
     """Hash of the content text with segment boundaries and spaces removed: a change of
-    markup that only moves block boundaries (a link turned into a block) is no change."""
-    text = "".join(p for p, h in zip(parts, hashes, strict=True) if h not in ignore)
-    return hashlib.blake2b("".join(text.split()).encode("utf-8", "surrogatepass"),
+    markup that only moves block boundaries (a link turned into a block) is no change.
+    ``parts`` come from ``segments``: their only white space is single U+0020 spaces."""
+    text = "".join(compress(parts, map(not_, map(ignore.__contains__, hashes))))
+    return hashlib.blake2b(text.replace(" ", "").encode("utf-8", "surrogatepass"),
                            digest_size=8).digest()
 
 
@@ -322,7 +323,8 @@ class ContentDetector:
             self._pages.move_to_end(url)
             return Detection(memory.fingerprint, None, 0, 0, -1)
         parts = segments(text)
-        length = sum(len(p) for p in parts)
+        lengths = list(map(len, parts))
+        length = sum(lengths)
         reason = _not_content(parts, length, memory.length if memory else None)
         if reason is not None:
             if memory is None or memory.rejected < REJECT_LIMIT:
@@ -340,7 +342,7 @@ class ContentDetector:
                 return Detection(None, "replaced")
         host = self._host_mask(_host(url))
         page_id = zlib.crc32(url.encode("utf-8", "surrogatepass"))
-        ignore = _ignored_here(parts, hashes, host.masked)
+        ignore = _ignored_here(lengths, hashes, host.masked)
         ignored = changed = 0
         fingerprint: str | None = None
         if memory is not None:
@@ -355,7 +357,7 @@ class ContentDetector:
                     boilerplate_runs(memory.hashes, removed, ignore) | \
                     consent_runs(hashes, added) | consent_runs(memory.hashes, removed):
                 host.mask(h)
-            ignore = _ignored_here(parts, hashes, host.masked)
+            ignore = _ignored_here(lengths, hashes, host.masked)
             whole = _whole_text_hash(parts, hashes, ignore)
             counted = {h for h in added | removed if h not in ignore}
             inside = inside_content(hashes, added, ignore) | \
@@ -374,10 +376,10 @@ class ContentDetector:
         host.see(hash_set, page_id)
         if fingerprint is None:
             digest = hashlib.blake2b(
-                array("Q", [h for h in hashes if h not in ignore]).tobytes(), digest_size=8)
+                array("Q", filterfalse(ignore.__contains__, hashes)).tobytes(), digest_size=8)
             digest.update(suffix)
             fingerprint = digest.hexdigest()
-        content = sum(1 for h in hashes if h not in ignore)
+        content = len(hashes) - sum(map(ignore.__contains__, hashes))
         stored = array("Q", hashes)
         if memory is None:
             self._pages[url] = _PageMemory(fingerprint, stored, length, array("Q"), whole)
@@ -395,7 +397,7 @@ class ContentDetector:
         cache keyed by the raw segment (most segments repeat from fetch to fetch, and
         the volatile patterns are the costly step)."""
         cache = self._stable_cache
-        keys = [hash(part) for part in parts]
+        keys = list(map(hash, parts))
         missing = [i for i, key in enumerate(keys) if key not in cache]
         if missing:
             if len(cache) + len(missing) > self.cache_segments:
@@ -403,7 +405,7 @@ class ContentDetector:
             stable = stable_segments([parts[i] for i in missing])
             for i, text in zip(missing, stable, strict=True):
                 cache[keys[i]] = segment_hash(text)
-        return [cache[key] for key in keys]
+        return list(map(cache.__getitem__, keys))
 
     def stats(self) -> dict[str, int]:
         """Counters for the adapters' stats (``ignored_changes``, ``not_content``)."""

