@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import math
 import multiprocessing
+import re
 import time
-from collections import Counter, defaultdict
+from collections import Counter, OrderedDict, defaultdict
 
 import pytest
 from redis_servers import both_servers  # noqa: F401, I001  (every test on both script paths)
@@ -13,6 +14,7 @@ from redis_servers import both_servers  # noqa: F401, I001  (every test on both 
 from frontier_rate import Frontier, Lease
 from frontier_rate.engine.results import BACKOFF_BASE
 from frontier_rate.engine.shards import BURST_SECONDS
+from frontier_rate.store.keys import float32
 
 
 def frontier(redis_url, namespace, **kw) -> Frontier:
@@ -316,6 +318,44 @@ def test_the_fast_url_check_agrees_with_urlsplit(url):
     assert _SIMPLE_URL.fullmatch(url)
     assert parse_url(url) == urlsplit(url).hostname
     urlsplit(url).port  # noqa: B018 -- a valid port: urlsplit raises otherwise
+
+
+@pytest.mark.parametrize("item, expected", [
+    (("http://a.example/p", 1.0, {"m": {"depth": 3}}, 0, False),
+     ("a.example", 1.0, '{"m":{"depth":3}}', 0.0, False)),
+    (["http://a.example/p", 2, None, 5000], ("a.example", 2.0, "", 1000.0, False)),
+    (("http://a.example/p", -0.0, OrderedDict(a=1), -7), ("a.example", 0.0, '{"a":1}', -7.0, False)),
+    (("http://a.example/p", 1e30, None, 2.5, True), ("a.example", float32(1e30), "", 2.5, True)),
+    ("http://A.example/p", ("a.example", 1.0, "", 0.0, False)),
+])
+def test_new_page_checks_and_normalises_a_page(item, expected):
+    """The fast paths (a tuple, a float weight, an int priority, a dict meta) give what the
+    general checks give: weights as the float32 stored, priorities clamped."""
+    from frontier_rate.engine.validation import new_page
+
+    host, url, weight, meta, priority, source = new_page(item)
+    assert (host, weight, meta, priority, source) == expected
+    assert type(weight) is float
+
+
+@pytest.mark.parametrize("item, fragment", [
+    (("http://a.example/", -1.0), "weight of 'http://a.example/' must be >= 0"),
+    (("http://a.example/", math.nan), "weight of 'http://a.example/' must be finite"),
+    (("http://a.example/", math.inf), "weight of 'http://a.example/' must be finite"),
+    (("http://a.example/", 1e31), "weight of 'http://a.example/' must be <= 1e30"),
+    (("http://a.example/", "1"), "weight of 'http://a.example/' must be a number"),
+    (("http://a.example/", 1.0, None, True), "priority of 'http://a.example/' must be a number"),
+    (("http://a.example/", 1.0, None, math.nan), "priority of 'http://a.example/' must be finite"),
+    (("http://a.example/", 1.0, ["x"]), "meta of 'http://a.example/' must be a dict"),
+    (("http://a.example/", 1.0, None, 0, 1), "source of 'http://a.example/' must be True or False"),
+    (b"http://a.example/", "url must be a string, got bytes"),
+    (("http://a.example/",) * 6, "a page is url or"),
+])
+def test_new_page_names_what_is_wrong(item, fragment):
+    from frontier_rate.engine.validation import new_page
+
+    with pytest.raises(ValueError, match=re.escape(fragment)):
+        new_page(item)
 
 
 @pytest.mark.parametrize("kwargs, fragment", [

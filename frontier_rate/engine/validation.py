@@ -214,9 +214,10 @@ def new_page(item: Any) -> CheckedPage:
     checked; the weight rounded to the float32 the page state stores."""
     if isinstance(item, str):
         item = (item,)
-    elif isinstance(item, (bytes, bytearray)) or not isinstance(item, Iterable):
-        raise ValueError(f"url must be a string, got {type(item).__name__}")
-    item = tuple(item)
+    elif type(item) is not tuple:  # a tuple, the adapters' form, skips the ABC check
+        if isinstance(item, (bytes, bytearray)) or not isinstance(item, Iterable):
+            raise ValueError(f"url must be a string, got {type(item).__name__}")
+        item = tuple(item)
     if not 1 <= len(item) <= 5:
         raise ValueError(f"a page is url or (url, weight[, meta[, priority[, source]]]), got {item!r}")
     url = item[0]
@@ -227,10 +228,15 @@ def new_page(item: Any) -> CheckedPage:
     if not isinstance(source, bool):
         raise ValueError(f"source of {url!r} must be True or False, got {source!r}")
     host = parse_url(url)
-    weight = real(f"weight of {url!r}", weight, minimum=0.0)
-    if weight > MAX_WEIGHT:
-        raise ValueError(f"weight of {url!r} must be <= 1e30, got {weight!r}")
-    priority = max(-MAX_PRIORITY, min(MAX_PRIORITY, real(f"priority of {url!r}", priority)))
+    # The common values pass without building the field names (the URL's repr) for errors.
+    if type(weight) is not float or not 0.0 <= weight <= MAX_WEIGHT:
+        weight = real(f"weight of {url!r}", weight, minimum=0.0)
+        if weight > MAX_WEIGHT:
+            raise ValueError(f"weight of {url!r} must be <= 1e30, got {weight!r}")
+    if type(priority) is int and -MAX_PRIORITY <= priority <= MAX_PRIORITY:
+        priority = float(priority)
+    else:
+        priority = max(-MAX_PRIORITY, min(MAX_PRIORITY, real(f"priority of {url!r}", priority)))
     return host, url, float32(weight), meta_json(url, meta), priority, source
 
 
@@ -254,7 +260,7 @@ def meta_json(url: str, meta: Any) -> str:
     """A page's meta as compact JSON ("" for None); ValueError unless a JSON-serialisable dict."""
     if meta is None:
         return ""
-    if not isinstance(meta, Mapping):
+    if type(meta) is not dict and not isinstance(meta, Mapping):
         raise ValueError(f"meta of {url!r} must be a dict, got {type(meta).__name__}")
     try:
         return _META_JSON.encode(meta)
