@@ -12,6 +12,11 @@ nothing stored. Scores against the corpus labels:
 - missed changes: the share of real changes not called "changed";
 - detection time per response (``detect`` alone, the body already in memory).
 
+``--processes 2,4``: the ``content`` mode again with K crawler processes sharing one
+frontier: each capture goes to one of K ``Fingerprinter`` objects (a seeded draw), and the
+frontier keeps the last fingerprint whichever process sent it. Each process learns its own
+host masks and remembers only the copies it fetched itself.
+
 Run: ``python benchmarks/change_detection.py --corpus /work/html-corpus --write``
 (``--quick``: every eighth page; writes nothing unless ``--write``).
 """
@@ -93,8 +98,9 @@ def group_of(page: dict) -> str:
                                   ("terms", "privacy", "conditions", "cgu", "cgv")) else "other legal"
 
 
-def run_mode(mode: str, pages: list[dict], corpus: Path) -> dict:
-    fingerprinter = Fingerprinter(mode)
+def run_mode(mode: str, pages: list[dict], corpus: Path, processes: int = 1) -> dict:
+    fingerprinters = [Fingerprinter(mode) for _ in range(processes)]
+    draw = random.Random(34)  # which process fetches each capture
     events = []
     for index, page in enumerate(pages):
         for position, capture in enumerate(page["captures"]):
@@ -109,6 +115,8 @@ def run_mode(mode: str, pages: list[dict], corpus: Path) -> dict:
         capture = page["captures"][position]
         body = (corpus / capture["path"]).read_bytes()
         url = f"http://{page['host']}.test/{quote(page['page'].split('#')[0], safe='')}"
+        fingerprinter = fingerprinters[draw.randrange(processes)] if processes > 1 else \
+            fingerprinters[0]
         start = time.perf_counter()
         detection = fingerprinter.detect(body, url, HEADERS)
         times.append(time.perf_counter() - start)
@@ -140,7 +148,7 @@ def run_mode(mode: str, pages: list[dict], corpus: Path) -> dict:
         "p99_ms": times[int(0.99 * (len(times) - 1))] * 1e3,
         "responses": len(times),
         "not_content": failed_by_label,
-        "ignored_changes": getattr(fingerprinter._detector, "ignored_changes", 0),
+        "ignored_changes": sum(getattr(f._detector, "ignored_changes", 0) for f in fingerprinters),
     }
 
 
@@ -150,6 +158,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--write", action="store_true")
     parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--processes", default="2,4",
+                        help="content mode with K processes on one frontier ('' for none)")
     args = parser.parse_args()
     corpus = Path(args.corpus)
     scratch = None
@@ -173,9 +183,17 @@ def main() -> None:
               f"{a['changed']} (terms/privacy {tp['missed_share']:.3%}), "
               f"median {r['median_ms']:.2f} ms p99 {r['p99_ms']:.2f} ms, "
               f"not content {r['not_content']}", flush=True)
+    shared = {}
+    for count in [int(k) for k in args.processes.split(",") if k.strip()]:
+        if count < 2:
+            parser.error(f"--processes: counts of at least 2, got {count}")
+        shared[str(count)] = r = run_mode("content", pages, corpus, count)
+        a = r["groups"]["all"]
+        print(f"content, {count} processes: false {a['false_share']:.3%} of {a['unchanged']}, "
+              f"missed {a['missed_share']:.3%} of {a['changed']}", flush=True)
     hosts = len({p["host"] for p in pages})
     sizes = sorted(len((corpus / c["path"]).read_bytes()) for p in pages for c in p["captures"][:1])
-    summary = {"pages": len(pages), "hosts": hosts, "modes": results,
+    summary = {"pages": len(pages), "hosts": hosts, "modes": results, "processes": shared,
                "median_first_copy_bytes": statistics.median(sizes), "quick": args.quick}
     if not args.write:
         return
@@ -191,6 +209,13 @@ def main() -> None:
                          f"{c['missed_share']:.1%} of {c['changed']}",
                          f"{r['median_ms']:.2f}" if group == "all" else "",
                          f"{r['p99_ms']:.2f}" if group == "all" else ""])
+    for count, r in shared.items():
+        for group in ("all", "terms/privacy"):
+            c = r["groups"].get(group)
+            if c is not None:
+                rows.append([f"`content`, {count} processes", group,
+                             f"{c['false_share']:.1%} of {c['unchanged']}",
+                             f"{c['missed_share']:.1%} of {c['changed']}", "", ""])
     content = results.get("content")
     note = ""
     if content:
@@ -210,7 +235,9 @@ median first copy {statistics.median(sizes) / 1024:.0f} KiB. Labels come from th
 collections' versions repositories (curated extraction, independent of this project):
 a capture whose text version changed is a real change, every other capture (its bytes
 differed from the previous fetch) is an unchanged-content revisit. All captures are
-replayed oldest first through one `Fingerprinter` per mode, as one crawler process.
+replayed oldest first through one `Fingerprinter` per mode, as one crawler process;
+"K processes": K crawler processes on one frontier, each capture fetched by one of them
+(a seeded draw), each with its own masks and memory of the copies it fetched.
 Time: `Fingerprinter.detect` per response on this 2-core machine shared with other
 jobs (load in the JSON).
 
