@@ -457,3 +457,19 @@ def test_whole_text_hash_ignores_every_kind_of_white_space():
         expected = hashlib.blake2b("".join("".join(parts).split()).encode("utf-8", "surrogatepass"),
                                    digest_size=8).digest()
         assert change_detection._whole_text_hash(parts, hashes, set()) == expected, markup
+
+
+def test_a_full_segment_cache_starts_afresh_without_losing_the_page():
+    """When the cache of stable hashes fills, it is emptied; the page being read still gets
+    the hashes of the segments it had in the cache (before, a KeyError: the answer was
+    never observed), and the fingerprints are those of a detector whose cache never fills."""
+    small, large = ContentDetector(cache_segments=50), ContentDetector()
+    for fetch in range(3):
+        for n in range(20):
+            markup = ("<html><body><nav>Home</nav>"
+                      + "".join(f"<p>Paragraph {i} of page {n}, fetch {fetch // 2}</p>"
+                                for i in range(10)) + "<footer>Imprint</footer></body></html>")
+            url = f"http://a.example/{n}"
+            assert small.detect(markup, markup.encode(), url, "text/html") == \
+                large.detect(markup, markup.encode(), url, "text/html")
+    assert len(small._stable_cache) <= 50 + 12

@@ -401,7 +401,8 @@ class ContentDetector:
         missing = [i for i, key in enumerate(keys) if key not in cache]
         if missing:
             if len(cache) + len(missing) > self.cache_segments:
-                cache.clear()
+                cache.clear()  # full: start afresh, this page's known segments included
+                missing = list(range(len(keys)))
             stable = stable_segments([parts[i] for i in missing])
             for i, text in zip(missing, stable, strict=True):
                 cache[keys[i]] = segment_hash(text)
