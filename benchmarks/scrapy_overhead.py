@@ -1,7 +1,7 @@
 """Scrapy throughput: pages per minute with the default scheduler, ours and scrapy-redis.
 
     python benchmarks/scrapy_overhead.py [--quick] [--pairs N] [--pages N] [--write] [--url URL]
-                                         [--no-scrapy-redis] [--no-lag]
+                                         [--no-scrapy-redis] [--no-lag] [--page-kb K]
 
 A ``scrapy bench``-style crawl: a local site on a few 127.0.0.x hosts (threads
 of this process) answers every page at once with a body that links to
@@ -26,6 +26,11 @@ elsewhere) between the first and the last callback, per callback: the event loop
 our client's worker thread and the rest. Under one GIL their sum, set against the time a
 page takes, says how much of the difference to the default scheduler is work on the loop,
 work on the worker, and waiting.
+
+``--page-kb K``: pages of about K KiB (the links, then paragraphs of text each page has
+its own, in blocks as real pages have) instead of the ~1.5 KB page: real pages are ~100x
+larger (the change-detection corpus' median first copy is 179 KiB) and what the content
+detection costs grows with them. Such runs print and write nothing to docs/.
 
 scrapy-redis is not a dependency of frontier-rate: unless it is importable
 already, the script installs it with pip into a directory of its own
@@ -99,20 +104,32 @@ COMMON_SETTINGS: dict[str, Any] = {
 
 
 # -- the site -------------------------------------------------------------------------
-def page_body(n: int, hosts: list[str]) -> bytes:
-    """Page n links to pages n*LINKS+1 .. n*LINKS+LINKS (a tree: every link is new)."""
+WORDS = ("the service may change these terms at any time and will tell you before a change "
+         "takes effect you may close your account if you do not agree with it").split()
+
+
+def page_body(n: int, hosts: list[str], page_kb: int = 0) -> bytes:
+    """Page n links to pages n*LINKS+1 .. n*LINKS+LINKS (a tree: every link is new);
+    ``page_kb``: then paragraphs of page n's own text up to about that many KiB."""
     links = "".join(
         f'<li><a href="http://{hosts[k % len(hosts)]}/p/{k}">page {k}</a></li>'
         for k in range(n * LINKS + 1, n * LINKS + LINKS + 1)
     )
+    text = []
+    size = 0
+    while size < page_kb * 1024:
+        i = len(text)
+        words = " ".join(WORDS[(n + i + j) % len(WORDS)] for j in range(40))
+        text.append(f'<div class="block b{i % 7}"><p>Paragraph {i} of page {n}: {words}.</p></div>')
+        size += len(text[-1])
     return (f"<html><head><title>page {n}</title></head><body><h1>page {n}</h1>"
-            f"<p>{'lorem ipsum ' * 20}</p><ul>{links}</ul></body></html>").encode()
+            f"<p>{'lorem ipsum ' * 20}</p><ul>{links}</ul>{''.join(text)}</body></html>").encode()
 
 
 class Site:
     """One threaded HTTP server per loopback host, all serving the same page tree."""
 
-    def __init__(self, hosts: tuple[str, ...] = HOSTS) -> None:
+    def __init__(self, hosts: tuple[str, ...] = HOSTS, page_kb: int = 0) -> None:
         self.netlocs: list[str] = []
         self._servers: list[ThreadingHTTPServer] = []
         site = self
@@ -126,7 +143,7 @@ class Site:
                 except ValueError:
                     self.send_error(404)
                     return
-                body = page_body(n, site.netlocs)
+                body = page_body(n, site.netlocs, page_kb)
                 self.send_response(200)
                 self.send_header("Content-Type", "text/html; charset=utf-8")
                 self.send_header("Content-Length", str(len(body)))
@@ -558,6 +575,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-scrapy-redis", action="store_true",
                         help="leave scrapy-redis out (else installed aside when missing)")
     parser.add_argument("--no-lag", action="store_true", help="skip the loop-lag crawls")
+    parser.add_argument("--page-kb", type=int, default=0,
+                        help="pages of about K KiB (default: the ~1.5 KB page); writes nothing")
     parser.add_argument("--crawl", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.crawl:
@@ -570,6 +589,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--pairs must be >= 1, got {pairs}")
     if pages < 100:
         parser.error(f"--pages must be >= 100, got {pages}")
+    if args.page_kb < 0:
+        parser.error(f"--page-kb must be >= 0, got {args.page_kb}")
 
     from frontier_rate.store.connection import connect, redact_url
 
@@ -597,7 +618,7 @@ def main(argv: list[str] | None = None) -> int:
         runs: list[dict[str, Any]] = []
         load_start = os.getloadavg()[0]
         try:
-            with Site() as site:
+            with Site(page_kb=args.page_kb) as site:
                 for r in range(pairs):
                     for name in schedulers:
                         url = scrapy_redis_url if name == "scrapy_redis" else redis_url
@@ -654,7 +675,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, b in breakdown.items():
         print(f"ours, Frontier.{name:<13}: {b['ms_per_response']:.2f} ms per response "
               f"({b['ms_per_call']:.2f} ms per call, {b['calls_per_response']:.2f} calls per response)")
-    if args.quick and not args.write:
+    if (args.quick and not args.write) or args.page_kb:
         return 0
     from _report import machine, table, write_json, write_section
 
