@@ -473,3 +473,33 @@ def test_a_full_segment_cache_starts_afresh_without_losing_the_page():
             assert small.detect(markup, markup.encode(), url, "text/html") == \
                 large.detect(markup, markup.encode(), url, "text/html")
     assert len(small._stable_cache) <= 50 + 12
+
+
+PLAIN_CONSENT = re.compile(
+    r"cookie|consent|partners can use|privacy (?:choices|preference)|accept all|reject all|"
+    r"tracking technolog|personali[sz]ed (?:ads|advertising)|your choices|gdpr|rgpd|"
+    r"traceurs|datenschutz-einstellungen|einwilligung")
+"""The consent words as the alternation they were written as: ``CONSENT_WORDS`` must
+flag exactly the segments this finds."""
+
+
+def test_consent_words_flag_what_the_alternation_flags():
+    atoms = ["cookie", "cookies", "cooki", "consent", "consen", "partners can use",
+             "partners can", "privacy choices", "privacy preferences", "privacy choice",
+             "accept all", "accept al", "reject all", "reject a", "tracking technologies",
+             "tracking technolo", "personalised ads", "personalized ads",
+             "personalised advertising", "personalized advertising", "personalised adverts",
+             "personalized ad", "personalides ads", "your choices", "your choice", "gdpr",
+             "gdp r", "rgpd", "rgp", "traceurs", "traceur", "datenschutz-einstellungen",
+             "datenschutz-einstellung", "einwilligung", "einwilligun", "x", "é", " ", "-"]
+    rng = random.Random(39)
+    for _ in range(500):
+        texts = ["".join(rng.choice(atoms) for _ in range(rng.randint(0, 6)))
+                 for _ in range(rng.randint(1, 8))]
+        expected = [segments_module.segment_hash(t) & ~segments_module._CONSENT_BIT
+                    | (segments_module._CONSENT_BIT if PLAIN_CONSENT.search(t) else 0)
+                    for t in texts]
+        assert [segments_module.segment_hash(t) for t in texts] == expected, texts
+        assert segments_module.segment_hashes(texts) == expected, texts
+    assert segments_module.segment_hashes(["a cookie", "none"])[0] & segments_module._CONSENT_BIT
+    assert not segments_module.segment_hashes(["none", "at all"])[1] & segments_module._CONSENT_BIT

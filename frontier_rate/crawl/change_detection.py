@@ -82,7 +82,7 @@ from frontier_rate.crawl.segments import (
     _SHORT_BIT,
     _WALL,
     is_html,
-    segment_hash,
+    segment_hashes,
     segments,
     stable_segments,
 )
@@ -403,9 +403,9 @@ class ContentDetector:
             if len(cache) + len(missing) > self.cache_segments:
                 cache.clear()  # full: start afresh, this page's known segments included
                 missing = list(range(len(keys)))
-            stable = stable_segments([parts[i] for i in missing])
-            for i, text in zip(missing, stable, strict=True):
-                cache[keys[i]] = segment_hash(text)
+            stable = segment_hashes(stable_segments([parts[i] for i in missing]))
+            for i, value in zip(missing, stable, strict=True):
+                cache[keys[i]] = value
         return list(map(cache.__getitem__, keys))
 
     def stats(self) -> dict[str, int]:

@@ -189,21 +189,40 @@ SHORT_BLOCK = 64
 (a menu item, a widget line); longer ones (paragraphs) only from other pages."""
 _SHORT_BIT = 1 << 63
 _CONSENT_BIT = 1 << 62
-_CONSENT = re.compile(
-    r"cookie|consent|partners can use|privacy (?:choices|preference)|accept all|reject all|"
-    r"tracking technolog|personali[sz]ed (?:ads|advertising)|your choices|gdpr|rgpd|"
-    r"traceurs|datenschutz-einstellungen|einwilligung")
-"""Words of a consent (cookie) banner; a segment holding one has ``_CONSENT_BIT``."""
+CONSENT_WORDS = (
+    "cookie", "consent", "partners can use", "privacy choices", "privacy preference",
+    "accept all", "reject all", "tracking technolog", "personalised ads", "personalized ads",
+    "personalised advertising", "personalized advertising", "your choices", "gdpr", "rgpd",
+    "traceurs", "datenschutz-einstellungen", "einwilligung")
+"""Words of a consent (cookie) banner, in lower case as segments are hashed; a segment
+holding one has ``_CONSENT_BIT``. Plain substrings, found with ``in`` (a C search that
+skips ahead), where an alternation of them made sre try every position: ~6.7 us of a
+240-character segment, a fifth of a first copy's detection on a text-heavy page."""
 
 
 def segment_hash(text: str) -> int:
     """A stable 64-bit hash of one segment: 62 bits of CRC-32 and Adler-32 of its UTF-8,
     the top bit set for a short segment (at most ``SHORT_BLOCK`` characters), the next
-    for one with consent-banner words (``_CONSENT``)."""
+    for one with consent-banner words (``CONSENT_WORDS``)."""
+    return _hash(text, any(word in text for word in CONSENT_WORDS))
+
+
+def segment_hashes(texts: list[str]) -> list[int]:
+    """``segment_hash`` of each text. The consent words are first looked for in all the
+    texts joined (no word holds the NUL between them): a page that has none of them, most
+    pages, skips the search per segment."""
+    joined = "\x00".join(texts)
+    words = [word for word in CONSENT_WORDS if word in joined]
+    if not words:
+        return [_hash(text, False) for text in texts]
+    return [_hash(text, any(word in text for word in words)) for text in texts]
+
+
+def _hash(text: str, consent: bool) -> int:
     data = text.encode("utf-8", "surrogatepass")
     value = ((zlib.crc32(data) & 0x3FFFFFFF) << 32) | zlib.adler32(data)
     if len(text) <= SHORT_BLOCK:
         value |= _SHORT_BIT
-    if _CONSENT.search(text) is not None:
+    if consent:
         value |= _CONSENT_BIT
     return value
