@@ -503,3 +503,12 @@ def test_consent_words_flag_what_the_alternation_flags():
         assert segments_module.segment_hashes(texts) == expected, texts
     assert segments_module.segment_hashes(["a cookie", "none"])[0] & segments_module._CONSENT_BIT
     assert not segments_module.segment_hashes(["none", "at all"])[1] & segments_module._CONSENT_BIT
+
+
+def test_only_segments_with_a_digit_or_an_undated_word_are_masked():
+    """``stable_segments`` masks the segments that hold a digit or one of
+    ``UNDATED_WORDS``; the others come back lower-cased as they were."""
+    parts = ["Just now", "Token ABCDEFGHIJ0123 here", "Plain Words abcdefghijklmnop",
+             "A l'instant", "Vor 18 Min", "42"]
+    assert stable_segments(parts) == ["<v>", "token <t> here", "plain words abcdefghijklmnop",
+                                      "<v>", "<v>", "<n>"]
