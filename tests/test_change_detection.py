@@ -365,14 +365,16 @@ def plain_stable_segments(parts: list[str]) -> list[str]:
 
 
 def test_fast_volatile_patterns_mask_what_the_plain_alternations_mask():
-    """Seeded strings built from every fragment class glued in every way (no space, a
-    space, a NUL between segments, word characters before and after): the same text."""
+    """Seeded strings built from every fragment class glued in every way (no space, one
+    or two spaces, other white space, a NUL between segments, word characters before and
+    after): the same text. Single-spaced texts without ``LETTER_WORDS`` take the digits-only
+    pattern, the others the full one: both are compared."""
     assert not segments_module.MASK_DATES
     atoms = ["vor", "il y a", "hace", "fa", "há", "just now", "gerade eben", "à l'instant",
              "a l'instant", "5", "12", "2026-01-02", "2026-01-02t10:20:30z", "10:30",
              "10:30 a.m.", "1234567890", "12345678901", "min", "ago", "days", "partners",
              "comments", "1.2k", "(3)", "x", "ab", "\x00", "-", ":", ".", ",", "tagen", "_",
-             "é", "٣", "views", "+"]
+             "é", "٣", "views", "+", " ", "\t", "\xa0", "\u200b", "favor", "will"]
     rng = random.Random(35)
     compared = 0
     for _ in range(20000):
@@ -381,6 +383,11 @@ def test_fast_volatile_patterns_mask_what_the_plain_alternations_mask():
         assert stable_segments(parts) == plain_stable_segments(parts), parts
         compared += 1
     assert compared == 20000
+    # letter-first fragments spaced otherwise than by single spaces take the full pattern
+    for text in ("il  y a 3 heures", "vor\t5 min", "just\xa0now", "gerade  eben",
+                 "à  l'instant", "fa  2 ore", "hace\u20032 días", "há\n5 dias"):
+        parts = ["12 x", text, "plain"]
+        assert stable_segments(parts) == plain_stable_segments(parts) == ["12 x", "<v>", "plain"]
 
 
 # The tag patterns as the plain alternations they were: crawl/segments writes the names

@@ -62,21 +62,31 @@ _MONTHS = (
 # first character it takes with a lookbehind, in the order of the alternation it
 # replaces (the same matches at every position).
 _VOLATILE_FIRST = r"[\dvihfjgàa]"
-_VOLATILE = re.compile(
-    _VOLATILE_FIRST + r"(?<!\w" + _VOLATILE_FIRST + ")(?:" + "|".join((
-        # relative times: "5 min ago", "vor 18 Min", "il y a 3 heures", "hace 2 días", "fa 2 ore"
-        r"(?<=\d)\d*\s*(?:s|sec|secs|seconds?|m|mins?|minutes?|h|hrs?|hours?|d|days?|w|wks?|"
-        r"weeks?|months?|y|yrs?|years?)\s+ago\b",
-        r"(?:(?<=v)or|(?<=i)l\s+y\s+a|(?<=h)ace|(?<=f)a|(?<=h)á)\s+\d+\s*\w{1,9}\b",
-        r"(?:(?<=j)ust\s+now|(?<=g)erade\s+eben|(?<=[àa])\s+l'instant)\b",
-        # consent banners' partner counts ("we and our 113 partners", "67 partners can use")
-        r"(?<=\d)\d*\s+(?:partners|vendors|partenaires|partner)\b",
-        # clock times and ISO timestamps
-        r"(?<=\d)\d{3}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b",
-        r"(?<=\d)\d?:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:\s*[ap]\.?m\.?)?\b",
-        # epoch seconds, milli- and nanoseconds, numeric ids: 10 digits and more
-        r"(?<=\d)\d{9,}\b",
-    )) + ")")
+_VOLATILE_ALTERNATIVES = (
+    # relative times: "5 min ago", "vor 18 Min", "il y a 3 heures", "hace 2 días", "fa 2 ore"
+    r"(?<=\d)\d*\s*(?:s|sec|secs|seconds?|m|mins?|minutes?|h|hrs?|hours?|d|days?|w|wks?|"
+    r"weeks?|months?|y|yrs?|years?)\s+ago\b",
+    r"(?:(?<=v)or|(?<=i)l\s+y\s+a|(?<=h)ace|(?<=f)a|(?<=h)á)\s+\d+\s*\w{1,9}\b",
+    r"(?:(?<=j)ust\s+now|(?<=g)erade\s+eben|(?<=[àa])\s+l'instant)\b",
+    # consent banners' partner counts ("we and our 113 partners", "67 partners can use")
+    r"(?<=\d)\d*\s+(?:partners|vendors|partenaires|partner)\b",
+    # clock times and ISO timestamps
+    r"(?<=\d)\d{3}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b",
+    r"(?<=\d)\d?:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:\s*[ap]\.?m\.?)?\b",
+    # epoch seconds, milli- and nanoseconds, numeric ids: 10 digits and more
+    r"(?<=\d)\d{9,}\b",
+)
+_VOLATILE = re.compile(_VOLATILE_FIRST + r"(?<!\w" + _VOLATILE_FIRST + ")(?:"
+                       + "|".join(_VOLATILE_ALTERNATIVES) + ")")
+# The same without the two alternatives that start with a letter: where none of their
+# words is in the text, it masks what ``_VOLATILE`` masks, and sre stops only at digits
+# (~2.4x faster on a text-heavy page, where "a", "i", "h" ... are a quarter of the text).
+_VOLATILE_DIGITS = re.compile(r"\d(?<!\w\d)(?:" + "|".join(
+    alternative for alternative in _VOLATILE_ALTERNATIVES if alternative.startswith(r"(?<=\d)"))
+    + ")")
+LETTER_WORDS = ("vor ", "il y a ", "hace ", "fa ", "há ", "just now", "gerade eben", "l'instant")
+"""What a fragment starting with a letter holds, written with single spaces: text whose
+only white space is single spaces and holds none of them has no such fragment."""
 _WORD = re.compile(r"[a-z0-9_\-+/=.]{10,}")
 _DIGIT = re.compile(r"\d")
 _LETTER = re.compile(r"[a-z]")
@@ -173,8 +183,9 @@ def stable_segments(parts: list[str]) -> list[str]:
         return text.split("\x00")
     lowered = text.split("\x00")
     search = _DIGIT.search
+    words = [word for word in UNDATED_WORDS if word in text]
     volatile = [i for i, part in enumerate(lowered)
-                if search(part) is not None or any(word in part for word in UNDATED_WORDS)]
+                if search(part) is not None or (words and any(word in part for word in words))]
     for i, part in zip(volatile, _masked("\x00".join([lowered[i] for i in volatile])),
                        strict=True):
         lowered[i] = part
@@ -191,9 +202,16 @@ def _masked(text: str) -> list[str]:
     if MASK_DATES:
         text = _DATE.sub("<d>", text)
     text = _WORD.sub(_token, text)
-    text = _VOLATILE.sub("<v>", text)
+    text = (_VOLATILE_DIGITS if _single_spaced(text) and
+            not any(word in text for word in LETTER_WORDS) else _VOLATILE).sub("<v>", text)
     text = _COUNTER.sub("<n>", text)
     return ["<n>" if _BADGE.fullmatch(part) else part for part in text.split("\x00")]
+
+
+def _single_spaced(text: str) -> bool:
+    """True when the NUL-joined ``text``'s only white space is single U+0020 spaces (every
+    other white space character is not printable), as ``segments`` writes it."""
+    return "  " not in text and text.replace("\x00", " ").isprintable()
 
 
 def _token(match: re.Match[str]) -> str:
