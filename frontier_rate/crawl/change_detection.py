@@ -334,8 +334,8 @@ class ContentDetector:
                 return Detection(None, reason)
         hashes = self._stable_hashes(parts)
         hash_set = set(hashes)
+        before = set(memory.hashes) if memory is not None else set()
         if memory is not None and memory.rejected == 0 and len(memory.hashes) >= MIN_OVERLAP_SEGMENTS:
-            before = set(memory.hashes)
             if len(hash_set & before) < MIN_OVERLAP * len(before):
                 memory.rejected += 1  # another page served in its place (a redirect target)
                 self.not_content += 1
@@ -346,7 +346,6 @@ class ContentDetector:
         ignored = changed = 0
         fingerprint: str | None = None
         if memory is not None:
-            before = set(memory.hashes)
             added = hash_set - before
             removed = before - hash_set
             gone = set(memory.gone)
