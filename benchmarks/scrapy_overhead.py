@@ -2,6 +2,7 @@
 
     python benchmarks/scrapy_overhead.py [--quick] [--pairs N] [--pages N] [--write] [--url URL]
                                          [--no-scrapy-redis] [--no-lag] [--page-kb K]
+                                         [--detection-process]
 
 A ``scrapy bench``-style crawl: a local site on a few 127.0.0.x hosts (threads
 of this process) answers every page at once with a body that links to
@@ -31,6 +32,9 @@ work on the worker, and waiting.
 its own, in blocks as real pages have) instead of the ~1.5 KB page: real pages are ~100x
 larger (the change-detection corpus' median first copy is 179 KiB) and what the content
 detection costs grows with them. Such runs print and write nothing to docs/.
+
+``--detection-process``: ours with ``FRONTIER_RATE_DETECTION_PROCESS = True`` (the content
+detection in a child process, off the event loop); prints only, as ``--page-kb``.
 
 scrapy-redis is not a dependency of frontier-rate: unless it is importable
 already, the script installs it with pip into a directory of its own
@@ -347,12 +351,14 @@ def scheduler_settings(name: str, url: str | None, namespace: str) -> dict[str, 
 
 
 def run_crawl(site: Site, name: str, pages: int, url: str | None, workdir: Path, run: int,
-              env: dict[str, str]) -> dict[str, Any]:
+              env: dict[str, str], ours: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One crawl of ``name``'s scheduler; ``ours``: settings added to frontier_rate's."""
     namespace = f"bench-scrapy-{os.getpid()}-{run}"
     output = workdir / f"{name}-{run}.json"
     config = {
         "settings": {**COMMON_SETTINGS, "CLOSESPIDER_PAGECOUNT": pages,
-                     **scheduler_settings(name, url, namespace)},
+                     **scheduler_settings(name, url, namespace),
+                     **((ours or {}) if name == "frontier_rate" else {})},
         "start": [f"http://{netloc}/p/0" for netloc in site.netlocs[:1]],
         "output": str(output),
     }
@@ -577,6 +583,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-lag", action="store_true", help="skip the loop-lag crawls")
     parser.add_argument("--page-kb", type=int, default=0,
                         help="pages of about K KiB (default: the ~1.5 KB page); writes nothing")
+    parser.add_argument("--detection-process", action="store_true",
+                        help="ours with FRONTIER_RATE_DETECTION_PROCESS = True; writes nothing")
     parser.add_argument("--crawl", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.crawl:
@@ -595,6 +603,7 @@ def main(argv: list[str] | None = None) -> int:
     from frontier_rate.store.connection import connect, redact_url
 
     schedulers = ["default", "frontier_rate"]
+    ours = {"FRONTIER_RATE_DETECTION_PROCESS": True} if args.detection_process else {}
     extra_path, scrapy_redis_how = (None, "left out (--no-scrapy-redis)")
     if not args.no_scrapy_redis:
         extra_path, scrapy_redis_how = scrapy_redis_path(allow_install=True)
@@ -623,7 +632,7 @@ def main(argv: list[str] | None = None) -> int:
                     for name in schedulers:
                         url = scrapy_redis_url if name == "scrapy_redis" else redis_url
                         cpu = redis_cpu(client)
-                        result = run_crawl(site, name, pages, url, workdir, len(runs), env)
+                        result = run_crawl(site, name, pages, url, workdir, len(runs), env, ours)
                         result["redis_cpu_ms_per_response"] = \
                             1000 * (redis_cpu(client) - cpu) / result["response_received_count"]
                         delete_namespace(client, result["namespace"])
@@ -675,7 +684,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, b in breakdown.items():
         print(f"ours, Frontier.{name:<13}: {b['ms_per_response']:.2f} ms per response "
               f"({b['ms_per_call']:.2f} ms per call, {b['calls_per_response']:.2f} calls per response)")
-    if (args.quick and not args.write) or args.page_kb:
+    if (args.quick and not args.write) or args.page_kb or args.detection_process:
         return 0
     from _report import machine, table, write_json, write_section
 

@@ -67,21 +67,82 @@ def test_raw_mode_sees_markup_churn(site, redis_url, namespace, tmp_path):
     assert all(r["meta"]["frontier_rate"]["changed"] for r in churn)
 
 
+@pytest.mark.parametrize("detection_process", [False, True])
 def test_default_content_mode_ignores_tokens_and_sees_text_change(
-        site, redis_url, namespace, tmp_path):
+        site, redis_url, namespace, tmp_path, detection_process):
     """Default settings: tokens, a clock and a counter changing on every fetch are no
-    change (counted in the ``volatile_ignored`` stat), a new story is."""
+    change (counted in the ``volatile_ignored`` stat), a new story is; an empty answer is
+    no copy (reported as failed: its callback gets no result). The same with the
+    detection in a child process (``FRONTIER_RATE_DETECTION_PROCESS``)."""
     site.set("/churn", '<div class="c{token}"><p>Same story, told at length here.</p>'
              '<input type="hidden" name="csrf" value="{token}"><p>Generated {time}</p>'
              '<p>{n} comments</p></div>', template=True)
     site.set("/news", "<div><p>Story number {n}</p></div>", template=True)
+    site.set("/empty", "")
     crawl = run_crawl(tmp_path, redis_url, namespace, [
-        {"url": site.url("/churn")}, {"url": site.url("/news")}], {})
+        {"url": site.url("/churn")}, {"url": site.url("/news")}, {"url": site.url("/empty")}],
+        {"FRONTIER_RATE_DETECTION_PROCESS": detection_process})
     churn, news = revisits(crawl, site.url("/churn")), revisits(crawl, site.url("/news"))
     assert len(churn) >= 2 and len(news) >= 2, crawl.log[-3000:]
     assert [r["meta"]["frontier_rate"]["changed"] for r in churn] == [False] * len(churn)
     assert [r["meta"]["frontier_rate"]["changed"] for r in news] == [True] * len(news)
     assert crawl.stats["frontier_rate/volatile_ignored"] >= len(churn)
+    empty = crawl.responses(site.url("/empty"))
+    assert empty and all("frontier_rate" not in r["meta"] for r in empty)
+    assert crawl.stats["frontier_rate/not_content"] >= len(empty)
+    assert crawl.stats["frontier_rate/failed"] >= len(empty)
+    in_process = crawl.stats.get("frontier_rate/detected_in_process", 0)
+    if detection_process:
+        assert in_process >= len(churn) + len(news) + len(empty)
+    else:
+        assert in_process == 0
+    assert "detection process stopped" not in crawl.log
+    assert crawl.returncode == 0
+
+
+def _spawned_children(pid: int) -> list[int]:
+    """The ``multiprocessing`` children of process ``pid`` (Linux /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            command = (stat.parent / "cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue
+        if parent == pid and b"multiprocessing" in command:
+            found.append(int(stat.parent.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+def test_a_detection_process_that_dies_is_replaced_by_detection_here(
+        site, redis_url, namespace, tmp_path):
+    """The detection process killed mid-crawl: a warning, and every later answer is
+    detected on the crawl's thread; no answer is lost (each revisit still gets its result)
+    and the crawl ends normally."""
+    import os
+    import signal
+    import time
+
+    site.set("/churn", '<div class="c{token}"><p>Same story, told at length here.</p>'
+             '<p>Generated {time}</p></div>', template=True)
+    proc, output, log = start_crawl(tmp_path, "c", redis_url, namespace,
+                                    [{"url": site.url("/churn")}],
+                                    {"FRONTIER_RATE_DETECTION_PROCESS": True,
+                                     "FRONTIER_RATE_CLOSE_AFTER": 6})
+    deadline = time.time() + 30
+    while len(site.hits_for("/churn")) < 2 or not _spawned_children(proc.pid):
+        assert time.time() < deadline and proc.poll() is None, "no detection process seen"
+        time.sleep(0.05)
+    for child in _spawned_children(proc.pid):
+        os.kill(child, signal.SIGKILL)
+    killed_at = len(site.hits_for("/churn"))
+    crawl = finish_crawl(proc, output, log)
+    responses = crawl.responses(site.url("/churn"))
+    assert len(site.hits_for("/churn")) >= killed_at + 2, crawl.log[-3000:]
+    assert all("frontier_rate" in r["meta"] for r in responses), crawl.log[-3000:]
+    assert "the detection process stopped" in crawl.log
+    assert crawl.stats["frontier_rate/detected_in_process"] >= 1
     assert crawl.returncode == 0
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from frontier_rate.client.frontier_client import failure_reason
+from frontier_rate.crawl.change_detection import Detection
 from frontier_rate.crawl.fingerprint import Fingerprinter, clean_validator, header_value
 
 if TYPE_CHECKING:
@@ -39,12 +40,14 @@ class Outcome:
 
 
 def outcome(dispatch: Lease, status: int, headers: Any, body: bytes, url: str,
-            fingerprinter: Fingerprinter, now: float, *, truncated: bool = False) -> Outcome:
+            fingerprinter: Fingerprinter, now: float, *, truncated: bool = False,
+            detection: Detection | None = None) -> Outcome:
     """The evidence one answer to ``dispatch`` gives (see the module docstring).
 
     ``headers``: any mapping ``fingerprint.header_value`` reads (Scrapy ``Headers``, a
     dict); ``truncated``: the download was cut at ``max_body`` (the fingerprint then
-    covers the body received plus the declared Content-Length).
+    covers the body received plus the declared Content-Length); ``detection``: the
+    body's ``Detection`` when it was made elsewhere (a detection process), else made here.
     """
     if not (200 <= status < 300 or status == 304):
         return Outcome("failed", {"reason": failure_reason(status), "status": status})
@@ -63,9 +66,10 @@ def outcome(dispatch: Lease, status: int, headers: Any, body: bytes, url: str,
         args["etag"] = args["etag"] or clean_validator(dispatch.etag)
         args["last_modified"] = args["last_modified"] or clean_validator(dispatch.last_modified)
     else:
-        detection = fingerprinter.detect(
-            body, url, headers, truncated=truncated,
-            full_length=content_length(headers) if truncated else None)
+        if detection is None:
+            detection = fingerprinter.detect(
+                body, url, headers, truncated=truncated,
+                full_length=content_length(headers) if truncated else None)
         if detection.fingerprint is None:  # a bot wall, empty or error page: no copy
             return Outcome("failed", {"reason": f"not content: {detection.reason}",
                                       "status": status})

@@ -252,6 +252,7 @@ class AdapterSettings:
     fingerprint: str
     strip_patterns: list[str]
     max_body: int
+    detection_process: bool
     conditional: bool
     batch: int | None
     close_after: float | None
@@ -303,6 +304,7 @@ def adapter_settings(get: Callable[[str], Any]) -> AdapterSettings:
         fingerprint=fingerprint,
         strip_patterns=patterns,
         max_body=max_body,
+        detection_process=flag_setting(get, "FRONTIER_RATE_DETECTION_PROCESS", False),
         conditional=flag_setting(get, "FRONTIER_RATE_CONDITIONAL", True),
         batch=batch,
         close_after=seconds,

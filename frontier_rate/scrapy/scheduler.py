@@ -42,6 +42,7 @@ import logging
 import weakref
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -51,10 +52,11 @@ from scrapy.utils.misc import build_from_crawler, load_object
 
 from frontier_rate.client import Call, FrontierClient, result_meta
 from frontier_rate.crawl import scrapy_compat as compat
-from frontier_rate.crawl.fingerprint import Fingerprinter, clean_validator
+from frontier_rate.crawl.detection_process import DetectionProcess
+from frontier_rate.crawl.fingerprint import Fingerprinter, clean_validator, header_value
 from frontier_rate.crawl.idle_reason import log_why_nothing
 from frontier_rate.crawl.politeness import HostGate
-from frontier_rate.crawl.responses import outcome
+from frontier_rate.crawl.responses import Outcome, content_length, outcome
 from frontier_rate.crawl.settings import CLOCK_SLACK, DONT_REVISIT_KEY, WEIGHT_KEY, adapter_settings
 from frontier_rate.crawl.signal_reader import SITEMAP_KEY, SignalReader
 from frontier_rate.engine.validation import MAX_VALIDATOR_LENGTH
@@ -130,6 +132,11 @@ class Scheduler:
         self.clock = config.clock
         self.fingerprinter = Fingerprinter(config.fingerprint, config.strip_patterns,
                                            config.max_body)
+        self._detection = DetectionProcess(config.fingerprint, config.strip_patterns,
+                                           config.max_body) \
+            if config.detection_process and config.fingerprint == "content" else None
+        self._detecting: dict[str, tuple[Any, ...]] = {}
+        self._detection_failed = False
         self.batch_size = config.batch or max(1, crawler.settings.getint("CONCURRENT_REQUESTS", 16))
         self.frontier: Frontier | None = frontier
         self.lease_timeout = 0.0
@@ -227,6 +234,10 @@ class Scheduler:
         for timer in [*self._timers, self._wakeup]:
             if timer is not None and getattr(timer, "active", lambda: True)():
                 timer.cancel()
+        if self._detection is not None:
+            for flight in list(self._detecting):
+                self._record_detected(flight)  # waits for the child's answer
+            self._detection.close()
         if self.client is not None:
             if not self.stats.get_value("scheduler/dequeued/redis"):
                 log_why_nothing(self.client.frontier, self.clock(), logger)
@@ -475,25 +486,99 @@ class Scheduler:
             self._finish(flight)
 
     def _record_response(self, response: Response, dispatch: Lease, flight: str) -> None:
-        """Observe a 2xx or 304, report anything else as failed (held if Redis is down)."""
-        client = self._client
+        """Observe a 2xx or 304, report anything else as failed (held if Redis is down).
+        With a detection process, a 2xx is fingerprinted there (``_record_detected``)."""
+        now = self.clock()
+        truncated = "download_stopped" in response.flags
+        if self._detection is not None and not self._detection_failed and \
+                not self._closing and 200 <= response.status < 300 and \
+                self._detect_later(response, dispatch, flight, now, truncated):
+            return
         result = outcome(dispatch, response.status, response.headers, response.body,
-                         response.url, self.fingerprinter, self.clock(),
-                         truncated="download_stopped" in response.flags)
-        for name, count in self.fingerprinter.stats().items():
-            self.stats.set_value(f"frontier_rate/{name}", count)
-        for name, value in result.bad_validators:
-            self.stats.inc_value("frontier_rate/bad_validator")
-            logger.debug("not keeping %s %r of %s: not printable ASCII of at most %d characters",
-                         name, value[:100], response.url, MAX_VALIDATOR_LENGTH)
-        if result.kind == "failed":
-            client.failed(dispatch, result.args["reason"], result.args["status"], self.clock())
+                         response.url, self.fingerprinter, now, truncated=truncated)
+        self._detection_stats(self.fingerprinter.stats())
+        call = self._send(result, dispatch, response.url, now)
+        if call is None:
             return
         if result.not_modified:
             _bounded_add(self._not_modified, flight)
         if len(self._results) >= MAX_TRACKED:
             self._results.clear()  # callbacks some middleware swallowed
-        self._results[flight] = client.observe(dispatch, result.args)
+        self._results[flight] = call
+
+    def _send(self, result: Outcome, dispatch: Lease, url: str, now: float) -> Call | None:
+        """Hand one answer's evidence to the client: the observe call, or None for a
+        failure (reported as such)."""
+        for name, value in result.bad_validators:
+            self.stats.inc_value("frontier_rate/bad_validator")
+            logger.debug("not keeping %s %r of %s: not printable ASCII of at most %d characters",
+                         name, value[:100], url, MAX_VALIDATOR_LENGTH)
+        if result.kind == "failed":
+            self._client.failed(dispatch, result.args["reason"], result.args["status"], now)
+            return None
+        return self._client.observe(dispatch, result.args)
+
+    def _detection_stats(self, counts: dict[str, int]) -> None:
+        for name, count in counts.items():
+            self.stats.set_value(f"frontier_rate/{name}", count)
+
+    def _detect_later(self, response: Response, dispatch: Lease, flight: str, now: float,
+                      truncated: bool) -> bool:
+        """Send a 2xx to the detection process (False: it has stopped, detect here); the
+        callback waits on a stand-in call that settles once the evidence is sent, as the
+        observe call does inline."""
+        headers, body, url = response.headers, response.body, response.url
+        try:
+            future = self._detection.submit(  # type: ignore[union-attr]
+                body, url, header_value(headers, "Content-Type"), truncated=truncated,
+                full_length=content_length(headers) if truncated else None)
+        except (BrokenProcessPool, RuntimeError) as exc:
+            self._detection_stopped(exc)
+            return False
+        pending = Call("observe", dispatch)
+        if len(self._results) >= MAX_TRACKED:
+            self._results.clear()
+        self._results[flight] = pending
+        self._detecting[flight] = (future, pending, dispatch, response.status, headers, body,
+                                   url, now, truncated)
+        future.add_done_callback(lambda _: compat.from_thread(
+            lambda: self._record_detected(flight)))
+        return True
+
+    def _detection_stopped(self, exc: BaseException) -> None:
+        if not self._detection_failed:
+            self._detection_failed = True
+            logger.warning("frontier-rate: the detection process stopped (%r); detecting on "
+                           "the crawl's thread from now on (each page's first answer there is "
+                           "compared without its last copy)", exc)
+
+    def _record_detected(self, flight: str) -> None:
+        """Record an answer sent to the detection process (once; ``close`` records what
+        is still pending, waiting for the child). If the child failed, the answer is
+        detected here, and so is every later one."""
+        answer = self._detecting.pop(flight, None)
+        if answer is None:
+            return
+        future, pending, dispatch, status, headers, body, url, now, truncated = answer
+        found = None
+        try:
+            found, counts = future.result()
+            self._detection_stats(counts)
+            self.stats.inc_value("frontier_rate/detected_in_process")
+        except Exception as exc:  # detected here below (it raises again if the body does)
+            if isinstance(exc, BrokenProcessPool):
+                self._detection_stopped(exc)
+        call = None
+        try:
+            result = outcome(dispatch, status, headers, body, url, self.fingerprinter, now,
+                             truncated=truncated, detection=found)
+            call = self._send(result, dispatch, url, now)
+        finally:  # the spider's callback waits on pending: it must settle, whatever raised
+            if call is None:
+                pending.kind = "failed"
+                _settle(pending, None)
+            else:
+                call.when_settled(lambda settled: _settle(pending, settled))
 
     def _on_bytes(self, data: bytes, request: Request, spider: Spider) -> None:
         """Stop a download of this scheduler's past ``FRONTIER_RATE_MAX_BODY`` bytes; the
@@ -529,6 +614,7 @@ class Scheduler:
             call = self._results.pop(flight, None)
             if call is not None:
                 await compat.settled(call)
+            if call is not None and call.kind == "observe":
                 not_modified = call.args.get("not_modified", False)
                 response.meta[RESULT_KEY] = result_meta(call.observation, not_modified=not_modified,
                                                         first=first)
@@ -592,6 +678,18 @@ class Scheduler:
             reason = f"frontier_rate_{why}"
             logger.info("frontier-rate closing the spider: %s", reason)
             compat.close_spider(self.crawler, reason)
+
+
+def _settle(pending: Call, call: Call | None) -> None:
+    """Settle the stand-in for an answer detected in the child process: as ``call`` (the
+    observe call it became), or as a failure (None: the callback gets no result)."""
+    if call is not None:
+        pending.args, pending.observation = call.args, call.observation
+        pending.applied, pending.held = call.applied, call.held
+    pending.settled = True
+    waiters, pending.waiters = pending.waiters, []
+    for waiter in waiters:
+        waiter(pending)
 
 
 def _bounded_add(tokens: set[str], token: str) -> None:
