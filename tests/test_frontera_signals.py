@@ -107,7 +107,8 @@ def test_the_backend_reads_a_sitemap_answer_into_claims(redis_url: str, namespac
     host = "http://site.test"
     counter = Counter()
     manager = make_manager(redis_url, namespace, clock, FRONTIER_RATE_SITEMAPS=[f"{host}/sm.xml"],
-                           FRONTIER_RATE_SITEMAPS_FROM_ROBOTS=True, STATS_MANAGER=counter)
+                           FRONTIER_RATE_SITEMAPS_FROM_ROBOTS=True, STATS_MANAGER=counter,
+                           FRONTIER_RATE_DETECTION_PROCESS=True)
     try:
         backend = backend_of(manager)
         (request,) = manager.get_next_requests(10, key_type="domain", overused_keys=[])
@@ -129,6 +130,7 @@ def test_the_backend_reads_a_sitemap_answer_into_claims(redis_url: str, namespac
         text = caplog.text
         assert "reached the spider's callback" in text and "KeepAlive" in text
         assert "FRONTIER_RATE_SITEMAPS_FROM_ROBOTS is not read" in text
+        assert "FRONTIER_RATE_DETECTION_PROCESS is not read" in text
         later = manager.get_next_requests(10, key_type="domain", overused_keys=[])
         assert {r.url for r in later} == {f"{host}/x", f"{host}/y"}
         assert not any(r.meta[b"scrapy_meta"].get(SITEMAP_KEY) for r in later)
