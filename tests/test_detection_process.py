@@ -4,10 +4,20 @@ memory and each host's mask between answers)."""
 
 from __future__ import annotations
 
+import logging
+import os
 import random
+import signal
+import sys
+from pathlib import Path
+
+import pytest
 
 from frontier_rate.crawl.detection_process import DetectionProcess
 from frontier_rate.crawl.fingerprint import Fingerprinter
+
+sys.path.insert(0, str(Path(__file__).parent))
+from scrapy_support.harness import spawned_children  # noqa: E402
 
 
 def _copies(rng: random.Random) -> list[tuple[str, bytes]]:
@@ -78,3 +88,28 @@ def test_a_truncated_answer_is_hashed_with_its_declared_length():
                               truncated=True, full_length=len(body))
     assert got != here.detect(body[:64], "http://a.test/big2", {"Content-Type": "text/html"},
                               truncated=True, full_length=len(body) + 1)
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+def test_a_child_that_died_gives_none_and_one_warning(caplog: pytest.LogCaptureFixture):
+    """Killed: the futures it had fail, ``result`` gives None (the adapter then detects
+    itself), ``submit`` gives None from then on, and one WARNING says so."""
+    child = DetectionProcess("content", [], 1024)
+    try:
+        first = child.submit(b"<p>one</p>", "http://a.test/", "text/html", truncated=False,
+                             full_length=None)
+        assert first is not None and child.result(first) is not None
+        (pid,) = spawned_children(os.getpid())
+        os.kill(pid, signal.SIGKILL)
+        with caplog.at_level(logging.WARNING, logger="frontier_rate"):
+            later = child.submit(b"<p>two</p>", "http://a.test/", "text/html",
+                                 truncated=False, full_length=None)
+            if later is not None:  # taken before the pool saw the death
+                later.exception(timeout=60)
+                assert child.result(later) is None
+            assert child.submit(b"<p>three</p>", "http://a.test/", "text/html",
+                                truncated=False, full_length=None) is None
+    finally:
+        child.close()
+    assert child.stopped
+    assert caplog.text.count("the detection process stopped") == 1

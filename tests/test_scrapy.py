@@ -21,6 +21,7 @@ from scrapy_support.harness import (  # noqa: E402
     open_frontier,
     revisits,
     run_crawl,
+    spawned_children,
     start_crawl,
 )
 from scrapy_support.server import ChangingSite  # noqa: E402
@@ -100,20 +101,6 @@ def test_default_content_mode_ignores_tokens_and_sees_text_change(
     assert crawl.returncode == 0
 
 
-def _spawned_children(pid: int) -> list[int]:
-    """The ``multiprocessing`` children of process ``pid`` (Linux /proc)."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-            command = (stat.parent / "cmdline").read_bytes()
-        except (OSError, ValueError, IndexError):
-            continue
-        if parent == pid and b"multiprocessing" in command:
-            found.append(int(stat.parent.name))
-    return found
-
-
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
 def test_a_detection_process_that_dies_is_replaced_by_detection_here(
         site, redis_url, namespace, tmp_path):
@@ -131,10 +118,10 @@ def test_a_detection_process_that_dies_is_replaced_by_detection_here(
                                     {"FRONTIER_RATE_DETECTION_PROCESS": True,
                                      "FRONTIER_RATE_CLOSE_AFTER": 6})
     deadline = time.time() + 30
-    while len(site.hits_for("/churn")) < 2 or not _spawned_children(proc.pid):
+    while len(site.hits_for("/churn")) < 2 or not spawned_children(proc.pid):
         assert time.time() < deadline and proc.poll() is None, "no detection process seen"
         time.sleep(0.05)
-    for child in _spawned_children(proc.pid):
+    for child in spawned_children(proc.pid):
         os.kill(child, signal.SIGKILL)
     killed_at = len(site.hits_for("/churn"))
     crawl = finish_crawl(proc, output, log)

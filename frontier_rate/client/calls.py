@@ -63,6 +63,17 @@ class Call:
     settled: bool = False
     waiters: list[Callable[[Call], None]] = field(default_factory=list)
 
+    def settle(self) -> int:
+        """Mark the call settled and run its waiters (on the adapter's thread); how many
+        ran (none if it was settled already)."""
+        if self.settled:
+            return 0
+        self.settled = True
+        waiters, self.waiters = self.waiters, []
+        for waiter in waiters:
+            waiter(self)
+        return len(waiters)
+
     def when_settled(self, waiter: Callable[[Call], None]) -> None:
         """Run ``waiter(self)`` once settled (at once if it already is)."""
         if self.settled:

@@ -77,16 +77,7 @@ class Handoff:
             self.emit("replayed", replayed)
 
         def settle(chunk: list[Call]) -> int:
-            resumed = 0
-            for call in chunk:
-                if call.settled:
-                    continue
-                call.settled = True
-                waiters, call.waiters = call.waiters, []
-                for waiter in waiters:
-                    waiter(call)
-                resumed += len(waiters)
-            return resumed
+            return sum(call.settle() for call in chunk)
 
         for i in range(0, len(calls), SETTLE_SLICE):
             self.send(lambda chunk=calls[i:i + SETTLE_SLICE]: settle(chunk))

@@ -19,11 +19,15 @@ crawl's main module: a script that starts a crawl at import time needs the usual
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 
 from frontier_rate.crawl.change_detection import Detection
 from frontier_rate.crawl.fingerprint import Fingerprinter
+
+logger = logging.getLogger(__name__)
 
 _fingerprinter: Fingerprinter | None = None
 """The child's detector (set by ``_start``)."""
@@ -47,20 +51,47 @@ def _detect(body: bytes, url: str, content_type: str | None, truncated: bool,
 
 class DetectionProcess:
     """``Fingerprinter(mode, strip_patterns, max_body).detect`` in one child process,
-    started at the first ``submit``."""
+    started at the first ``submit``. Once the child has died (``stopped``), ``submit``
+    and ``result`` give None: the adapter detects in its own process from then on."""
 
     def __init__(self, mode: str, strip_patterns: list[str], max_body: int) -> None:
         self._pool = ProcessPoolExecutor(
             1, mp_context=multiprocessing.get_context("spawn"), initializer=_start,
             initargs=(mode, list(strip_patterns), max_body))
+        self.stopped = False
 
     def submit(self, body: bytes, url: str, content_type: str | None, *, truncated: bool,
-               full_length: int | None) -> Future[tuple[Detection, dict[str, int]]]:
-        """The ``(Detection, counters)`` of one 2xx answer, as a future. The answers of
-        one page must be submitted in the order they arrived (its memory is the last
-        copy's)."""
-        return self._pool.submit(_detect, bytes(body), url, content_type, truncated,
-                                 full_length)
+               full_length: int | None) -> Future[tuple[Detection, dict[str, int]]] | None:
+        """The ``(Detection, counters)`` of one 2xx answer, as a future (None once the child
+        has stopped). The answers of one page must be submitted in the order they arrived
+        (its memory is the last copy's)."""
+        if self.stopped:
+            return None
+        try:
+            return self._pool.submit(_detect, bytes(body), url, content_type, truncated,
+                                     full_length)
+        except (BrokenProcessPool, RuntimeError) as exc:  # died, or shut down
+            self._stop(exc)
+            return None
+
+    def result(self, future: Future[tuple[Detection, dict[str, int]]]
+               ) -> tuple[Detection, dict[str, int]] | None:
+        """A done future's ``(Detection, counters)``, or None: the child died, or the
+        detection raised there (the adapter then detects the answer itself)."""
+        try:
+            return future.result()
+        except BrokenProcessPool as exc:
+            self._stop(exc)
+        except Exception as exc:
+            logger.debug("frontier-rate: detection failed in the child process: %r", exc)
+        return None
+
+    def _stop(self, exc: BaseException) -> None:
+        if not self.stopped:
+            self.stopped = True
+            logger.warning("frontier-rate: the detection process stopped (%r); detecting in "
+                           "the crawl's process from now on (each page's next answer there is "
+                           "compared without its last copy)", exc)
 
     def close(self) -> None:
         """Stop the child once what was submitted is done."""

@@ -42,7 +42,6 @@ import logging
 import weakref
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -136,7 +135,6 @@ class Scheduler:
                                            config.max_body) \
             if config.detection_process and config.fingerprint == "content" else None
         self._detecting: dict[str, tuple[Any, ...]] = {}
-        self._detection_failed = False
         self.batch_size = config.batch or max(1, crawler.settings.getint("CONCURRENT_REQUESTS", 16))
         self.frontier: Frontier | None = frontier
         self.lease_timeout = 0.0
@@ -490,8 +488,8 @@ class Scheduler:
         With a detection process, a 2xx is fingerprinted there (``_record_detected``)."""
         now = self.clock()
         truncated = "download_stopped" in response.flags
-        if self._detection is not None and not self._detection_failed and \
-                not self._closing and 200 <= response.status < 300 and \
+        if self._detection is not None and not self._closing and \
+                200 <= response.status < 300 and \
                 self._detect_later(response, dispatch, flight, now, truncated):
             return
         result = outcome(dispatch, response.status, response.headers, response.body,
@@ -524,16 +522,14 @@ class Scheduler:
 
     def _detect_later(self, response: Response, dispatch: Lease, flight: str, now: float,
                       truncated: bool) -> bool:
-        """Send a 2xx to the detection process (False: it has stopped, detect here); the
+        """Send a 2xx to the detection process (False: it has stopped, detect here). The
         callback waits on a stand-in call that settles once the evidence is sent, as the
         observe call does inline."""
         headers, body, url = response.headers, response.body, response.url
-        try:
-            future = self._detection.submit(  # type: ignore[union-attr]
-                body, url, header_value(headers, "Content-Type"), truncated=truncated,
-                full_length=content_length(headers) if truncated else None)
-        except (BrokenProcessPool, RuntimeError) as exc:
-            self._detection_stopped(exc)
+        future = self._detection.submit(  # type: ignore[union-attr]
+            body, url, header_value(headers, "Content-Type"), truncated=truncated,
+            full_length=content_length(headers) if truncated else None)
+        if future is None:
             return False
         pending = Call("observe", dispatch)
         if len(self._results) >= MAX_TRACKED:
@@ -545,40 +541,31 @@ class Scheduler:
             lambda: self._record_detected(flight)))
         return True
 
-    def _detection_stopped(self, exc: BaseException) -> None:
-        if not self._detection_failed:
-            self._detection_failed = True
-            logger.warning("frontier-rate: the detection process stopped (%r); detecting on "
-                           "the crawl's thread from now on (each page's first answer there is "
-                           "compared without its last copy)", exc)
-
     def _record_detected(self, flight: str) -> None:
-        """Record an answer sent to the detection process (once; ``close`` records what
-        is still pending, waiting for the child). If the child failed, the answer is
-        detected here, and so is every later one."""
+        """Record an answer sent to the detection process, once (``close`` records what is
+        still pending, waiting for the child). Without the child's answer it is detected
+        here."""
         answer = self._detecting.pop(flight, None)
         if answer is None:
             return
         future, pending, dispatch, status, headers, body, url, now, truncated = answer
-        found = None
-        try:
-            found, counts = future.result()
+        detection = None
+        found = self._detection.result(future)  # type: ignore[union-attr]
+        if found is not None:
+            detection, counts = found
             self._detection_stats(counts)
             self.stats.inc_value("frontier_rate/detected_in_process")
-        except Exception as exc:  # detected here below (it raises again if the body does)
-            if isinstance(exc, BrokenProcessPool):
-                self._detection_stopped(exc)
         call = None
         try:
             result = outcome(dispatch, status, headers, body, url, self.fingerprinter, now,
-                             truncated=truncated, detection=found)
+                             truncated=truncated, detection=detection)
             call = self._send(result, dispatch, url, now)
         finally:  # the spider's callback waits on pending: it must settle, whatever raised
             if call is None:
                 pending.kind = "failed"
-                _settle(pending, None)
+                pending.settle()
             else:
-                call.when_settled(lambda settled: _settle(pending, settled))
+                call.when_settled(lambda settled: _settle_as(pending, settled))
 
     def _on_bytes(self, data: bytes, request: Request, spider: Spider) -> None:
         """Stop a download of this scheduler's past ``FRONTIER_RATE_MAX_BODY`` bytes; the
@@ -680,16 +667,12 @@ class Scheduler:
             compat.close_spider(self.crawler, reason)
 
 
-def _settle(pending: Call, call: Call | None) -> None:
-    """Settle the stand-in for an answer detected in the child process: as ``call`` (the
-    observe call it became), or as a failure (None: the callback gets no result)."""
-    if call is not None:
-        pending.args, pending.observation = call.args, call.observation
-        pending.applied, pending.held = call.applied, call.held
-    pending.settled = True
-    waiters, pending.waiters = pending.waiters, []
-    for waiter in waiters:
-        waiter(pending)
+def _settle_as(pending: Call, call: Call) -> None:
+    """Settle the stand-in for an answer detected in the child process as the observe call
+    it became (the spider's callback reads the observation from it)."""
+    pending.args, pending.observation = call.args, call.observation
+    pending.applied, pending.held = call.applied, call.held
+    pending.settle()
 
 
 def _bounded_add(tokens: set[str], token: str) -> None:

@@ -115,3 +115,18 @@ def open_frontier(redis_url: str, namespace: str) -> Frontier:
 def revisits(crawl: Crawl, url: str) -> list[dict[str, Any]]:
     """Responses for ``url`` after its first fetch."""
     return crawl.responses(url)[1:]
+
+
+def spawned_children(pid: int) -> list[int]:
+    """The ``multiprocessing`` spawned children of process ``pid`` (Linux /proc; not its
+    resource tracker)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            command = (stat.parent / "cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue
+        if parent == pid and b"spawn_main" in command:
+            found.append(int(stat.parent.name))
+    return found
