@@ -135,6 +135,7 @@ class Scheduler:
                                            config.max_body) \
             if config.detection_process and config.fingerprint == "content" else None
         self._detecting: dict[str, tuple[Any, ...]] = {}
+        self._child_counts: dict[str, int] = {}
         self.batch_size = config.batch or max(1, crawler.settings.getint("CONCURRENT_REQUESTS", 16))
         self.frontier: Frontier | None = frontier
         self.lease_timeout = 0.0
@@ -494,7 +495,7 @@ class Scheduler:
             return
         result = outcome(dispatch, response.status, response.headers, response.body,
                          response.url, self.fingerprinter, now, truncated=truncated)
-        self._detection_stats(self.fingerprinter.stats())
+        self._detection_stats()
         call = self._send(result, dispatch, response.url, now)
         if call is None:
             return
@@ -516,9 +517,15 @@ class Scheduler:
             return None
         return self._client.observe(dispatch, result.args)
 
-    def _detection_stats(self, counts: dict[str, int]) -> None:
-        for name, count in counts.items():
-            self.stats.set_value(f"frontier_rate/{name}", count)
+    def _detection_stats(self, child: dict[str, int] | None = None) -> None:
+        """Set the detectors' counters (``volatile_ignored``, ``not_content``): this
+        process's plus the detection process's last (``child``, when it sends new ones)."""
+        if child is not None:
+            self._child_counts = child
+        here = self.fingerprinter.stats()
+        for name in here.keys() | self._child_counts.keys():
+            self.stats.set_value(f"frontier_rate/{name}",
+                                 here.get(name, 0) + self._child_counts.get(name, 0))
 
     def _detect_later(self, response: Response, dispatch: Lease, flight: str, now: float,
                       truncated: bool) -> bool:
@@ -559,6 +566,8 @@ class Scheduler:
         try:
             result = outcome(dispatch, status, headers, body, url, self.fingerprinter, now,
                              truncated=truncated, detection=detection)
+            if detection is None:
+                self._detection_stats()
             call = self._send(result, dispatch, url, now)
         finally:  # the spider's callback waits on pending: it must settle, whatever raised
             if call is None:
