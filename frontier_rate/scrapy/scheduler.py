@@ -39,26 +39,24 @@ Redis is never called on the event loop's thread except in ``open`` and
 from __future__ import annotations
 
 import logging
-import weakref
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from scrapy import Request, signals
-from scrapy.exceptions import StopDownload
 from scrapy.utils.misc import build_from_crawler, load_object
 
 from frontier_rate.client import Call, FrontierClient, result_meta
 from frontier_rate.crawl import scrapy_compat as compat
 from frontier_rate.crawl.detection_process import DetectionProcess
-from frontier_rate.crawl.fingerprint import Fingerprinter, clean_validator, header_value
+from frontier_rate.crawl.fingerprint import Fingerprinter, clean_validator
 from frontier_rate.crawl.idle_reason import log_why_nothing
 from frontier_rate.crawl.politeness import HostGate
-from frontier_rate.crawl.responses import Outcome, content_length, outcome
+from frontier_rate.crawl.responses import Outcome, outcome
 from frontier_rate.crawl.settings import CLOCK_SLACK, DONT_REVISIT_KEY, WEIGHT_KEY, adapter_settings
 from frontier_rate.crawl.signal_reader import SITEMAP_KEY, SignalReader
-from frontier_rate.engine.validation import MAX_VALIDATOR_LENGTH
+from frontier_rate.scrapy.answers import BodyCap, ChildDetection, send_outcome, set_counters
 from frontier_rate.scrapy.namespace import NamespaceChoice
 from frontier_rate.scrapy.politeness import ScrapyPoliteness
 from frontier_rate.scrapy.requests import (
@@ -131,11 +129,10 @@ class Scheduler:
         self.clock = config.clock
         self.fingerprinter = Fingerprinter(config.fingerprint, config.strip_patterns,
                                            config.max_body)
-        self._detection = DetectionProcess(config.fingerprint, config.strip_patterns,
-                                           config.max_body) \
+        self._detection = ChildDetection(
+            DetectionProcess(config.fingerprint, config.strip_patterns, config.max_body),
+            self.fingerprinter, self._send, self.stats) \
             if config.detection_process and config.fingerprint == "content" else None
-        self._detecting: dict[str, tuple[Any, ...]] = {}
-        self._child_counts: dict[str, int] = {}
         self.batch_size = config.batch or max(1, crawler.settings.getint("CONCURRENT_REQUESTS", 16))
         self.frontier: Frontier | None = frontier
         self.lease_timeout = 0.0
@@ -160,9 +157,9 @@ class Scheduler:
         self._wakeup: Any = None
         self._wakeup_at = float("inf")
         self._closing = False
-        self._received: weakref.WeakKeyDictionary[Request, int] = weakref.WeakKeyDictionary()
+        self._body_cap = BodyCap(config.max_body, config.sitemap_max_bytes, self.stats)
         crawler.signals.connect(self._on_response, signal=signals.response_received)
-        crawler.signals.connect(self._on_bytes, signal=signals.bytes_received)
+        crawler.signals.connect(self._body_cap.on_bytes, signal=signals.bytes_received)
         self.politeness: ScrapyPoliteness | None = None
         self._intake: PageIntake
 
@@ -234,9 +231,7 @@ class Scheduler:
             if timer is not None and getattr(timer, "active", lambda: True)():
                 timer.cancel()
         if self._detection is not None:
-            for flight in list(self._detecting):
-                self._record_detected(flight)  # waits for the child's answer
-            self._detection.close()
+            self._detection.close()  # records what the child still holds
         if self.client is not None:
             if not self.stats.get_value("scheduler/dequeued/redis"):
                 log_why_nothing(self.client.frontier, self.clock(), logger)
@@ -486,114 +481,27 @@ class Scheduler:
 
     def _record_response(self, response: Response, dispatch: Lease, flight: str) -> None:
         """Observe a 2xx or 304, report anything else as failed (held if Redis is down).
-        With a detection process, a 2xx is fingerprinted there (``_record_detected``)."""
+        With a detection process, a 2xx is fingerprinted there (``scrapy/answers.py``)."""
         now = self.clock()
         truncated = "download_stopped" in response.flags
-        if self._detection is not None and not self._closing and \
-                200 <= response.status < 300 and \
-                self._detect_later(response, dispatch, flight, now, truncated):
-            return
-        result = outcome(dispatch, response.status, response.headers, response.body,
-                         response.url, self.fingerprinter, now, truncated=truncated)
-        self._detection_stats()
-        call = self._send(result, dispatch, response.url, now)
+        call = None
+        if self._detection is not None and not self._closing and 200 <= response.status < 300:
+            call = self._detection.submit(response, dispatch, flight, now, truncated)
         if call is None:
-            return
-        if result.not_modified:
-            _bounded_add(self._not_modified, flight)
+            result = outcome(dispatch, response.status, response.headers, response.body,
+                             response.url, self.fingerprinter, now, truncated=truncated)
+            set_counters(self.stats, self.fingerprinter, self._detection)
+            call = self._send(result, dispatch, response.url, now)
+            if call is None:
+                return
+            if result.not_modified:
+                _bounded_add(self._not_modified, flight)
         if len(self._results) >= MAX_TRACKED:
             self._results.clear()  # callbacks some middleware swallowed
         self._results[flight] = call
 
     def _send(self, result: Outcome, dispatch: Lease, url: str, now: float) -> Call | None:
-        """Hand one answer's evidence to the client: the observe call, or None for a
-        failure (reported as such)."""
-        for name, value in result.bad_validators:
-            self.stats.inc_value("frontier_rate/bad_validator")
-            logger.debug("not keeping %s %r of %s: not printable ASCII of at most %d characters",
-                         name, value[:100], url, MAX_VALIDATOR_LENGTH)
-        if result.kind == "failed":
-            self._client.failed(dispatch, result.args["reason"], result.args["status"], now)
-            return None
-        return self._client.observe(dispatch, result.args)
-
-    def _detection_stats(self, child: dict[str, int] | None = None) -> None:
-        """Set the detectors' counters (``volatile_ignored``, ``not_content``): this
-        process's plus the detection process's last (``child``, when it sends new ones)."""
-        if child is not None:
-            self._child_counts = child
-        here = self.fingerprinter.stats()
-        for name in here.keys() | self._child_counts.keys():
-            self.stats.set_value(f"frontier_rate/{name}",
-                                 here.get(name, 0) + self._child_counts.get(name, 0))
-
-    def _detect_later(self, response: Response, dispatch: Lease, flight: str, now: float,
-                      truncated: bool) -> bool:
-        """Send a 2xx to the detection process (False: it has stopped, detect here). The
-        callback waits on a stand-in call that settles once the evidence is sent, as the
-        observe call does inline."""
-        headers, body, url = response.headers, response.body, response.url
-        future = self._detection.submit(  # type: ignore[union-attr]
-            body, url, header_value(headers, "Content-Type"), truncated=truncated,
-            full_length=content_length(headers) if truncated else None)
-        if future is None:
-            return False
-        pending = Call("observe", dispatch)
-        if len(self._results) >= MAX_TRACKED:
-            self._results.clear()
-        self._results[flight] = pending
-        self._detecting[flight] = (future, pending, dispatch, response.status, headers, body,
-                                   url, now, truncated)
-        future.add_done_callback(lambda _: compat.from_thread(
-            lambda: self._record_detected(flight)))
-        return True
-
-    def _record_detected(self, flight: str) -> None:
-        """Record an answer sent to the detection process, once (``close`` records what is
-        still pending, waiting for the child). Without the child's answer it is detected
-        here."""
-        answer = self._detecting.pop(flight, None)
-        if answer is None:
-            return
-        future, pending, dispatch, status, headers, body, url, now, truncated = answer
-        detection = None
-        found = self._detection.result(future)  # type: ignore[union-attr]
-        if found is not None:
-            detection, counts = found
-            self._detection_stats(counts)
-            self.stats.inc_value("frontier_rate/detected_in_process")
-        call = None
-        try:
-            result = outcome(dispatch, status, headers, body, url, self.fingerprinter, now,
-                             truncated=truncated, detection=detection)
-            if detection is None:
-                self._detection_stats()
-            call = self._send(result, dispatch, url, now)
-        finally:  # the spider's callback waits on pending: it must settle, whatever raised
-            if call is None:
-                pending.kind = "failed"
-                pending.settle()
-            else:
-                call.when_settled(lambda settled: _settle_as(pending, settled))
-
-    def _on_bytes(self, data: bytes, request: Request, spider: Spider) -> None:
-        """Stop a download of this scheduler's past ``FRONTIER_RATE_MAX_BODY`` bytes; the
-        response keeps what arrived and is fingerprinted by it plus its Content-Length."""
-        if TOKEN_KEY not in request.meta:
-            return
-        received = self._received.get(request, 0) + len(data)
-        limit = self.fingerprinter.max_body
-        if request.meta.get(SITEMAP_KEY):
-            limit = max(limit, self.settings.sitemap_max_bytes)
-        if received <= limit:
-            self._received[request] = received
-            return
-        self._received.pop(request, None)
-        self.stats.inc_value("frontier_rate/body_cut")
-        logger.debug("frontier-rate: download of %s stopped after %d bytes "
-                     "(FRONTIER_RATE_MAX_BODY=%d)", request.url, received,
-                     self.fingerprinter.max_body)
-        raise StopDownload(fail=False)
+        return send_outcome(self._client, self.stats, result, dispatch, url, now)
 
     def _wrap_callback(self, callback: Callable[..., Any], first: bool) -> Callable[..., Any]:
         """The callback Scrapy calls: wait for the observation (off the event loop's
@@ -674,14 +582,6 @@ class Scheduler:
             reason = f"frontier_rate_{why}"
             logger.info("frontier-rate closing the spider: %s", reason)
             compat.close_spider(self.crawler, reason)
-
-
-def _settle_as(pending: Call, call: Call) -> None:
-    """Settle the stand-in for an answer detected in the child process as the observe call
-    it became (the spider's callback reads the observation from it)."""
-    pending.args, pending.observation = call.args, call.observation
-    pending.applied, pending.held = call.applied, call.held
-    pending.settle()
 
 
 def _bounded_add(tokens: set[str], token: str) -> None:

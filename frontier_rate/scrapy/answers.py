@@ -1,0 +1,160 @@
+"""An answer on its way from Scrapy's downloader to the frontier: the body cap while it
+downloads (``BodyCap``), then, with ``FRONTIER_RATE_DETECTION_PROCESS``, its change
+detection in the detection process (``ChildDetection``, ``crawl/detection_process.py``).
+
+``ChildDetection``: a 2xx answer's body goes to the child, and its evidence is sent when the
+child answers, on the event loop. The spider's callback waits on a stand-in ``Call`` that
+settles as the observe call it becomes (or as a failure: a "not content" answer gets no
+result, as inline). Whatever the child does (answers, raises, dies), the stand-in settles:
+without the child's answer the body is detected in this process.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from scrapy.exceptions import StopDownload
+
+from frontier_rate.client import Call, FrontierClient
+from frontier_rate.crawl import scrapy_compat as compat
+from frontier_rate.crawl.detection_process import DetectionProcess
+from frontier_rate.crawl.fingerprint import Fingerprinter, header_value
+from frontier_rate.crawl.responses import Outcome, content_length, outcome
+from frontier_rate.crawl.signal_reader import SITEMAP_KEY
+from frontier_rate.engine.validation import MAX_VALIDATOR_LENGTH
+from frontier_rate.scrapy.requests import TOKEN_KEY
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.http import Response
+    from scrapy.statscollectors import StatsCollector
+
+    from frontier_rate.engine.records import Lease
+
+logger = logging.getLogger(__name__)
+
+Send = Callable[[Outcome, "Lease", str, float], "Call | None"]
+"""The scheduler's ``_send``: hand an outcome to the client; the observe call or None."""
+
+
+def send_outcome(client: FrontierClient, stats: StatsCollector, result: Outcome,
+                 dispatch: Lease, url: str, now: float) -> Call | None:
+    """Hand one answer's evidence to the client: the observe call, or None for a failure
+    (reported as such)."""
+    for name, value in result.bad_validators:
+        stats.inc_value("frontier_rate/bad_validator")
+        logger.debug("not keeping %s %r of %s: not printable ASCII of at most %d characters",
+                     name, value[:100], url, MAX_VALIDATOR_LENGTH)
+    if result.kind == "failed":
+        client.failed(dispatch, result.args["reason"], result.args["status"], now)
+        return None
+    return client.observe(dispatch, result.args)
+
+
+def set_counters(stats: StatsCollector, fingerprinter: Fingerprinter,
+                 child: ChildDetection | None) -> None:
+    """Set the detectors' counters (``volatile_ignored``, ``not_content``): this process's,
+    plus the detection process's last when there is one."""
+    here = fingerprinter.stats()
+    there = child.counts if child is not None else {}
+    for name in here.keys() | there.keys():
+        stats.set_value(f"frontier_rate/{name}", here.get(name, 0) + there.get(name, 0))
+
+
+class BodyCap:
+    """Stops a download of this scheduler's past ``max_body`` bytes (a sitemap's past
+    ``sitemap_max_bytes`` if larger): the response keeps what arrived and is fingerprinted
+    by it plus its Content-Length."""
+
+    def __init__(self, max_body: int, sitemap_max_bytes: int, stats: StatsCollector) -> None:
+        self.max_body, self.sitemap_max_bytes, self.stats = max_body, sitemap_max_bytes, stats
+        self._received: weakref.WeakKeyDictionary[Request, int] = weakref.WeakKeyDictionary()
+
+    def on_bytes(self, data: bytes, request: Request, spider: Any) -> None:
+        """Scrapy's ``bytes_received`` signal."""
+        if TOKEN_KEY not in request.meta:
+            return
+        received = self._received.get(request, 0) + len(data)
+        limit = self.max_body
+        if request.meta.get(SITEMAP_KEY):
+            limit = max(limit, self.sitemap_max_bytes)
+        if received <= limit:
+            self._received[request] = received
+            return
+        self._received.pop(request, None)
+        self.stats.inc_value("frontier_rate/body_cut")
+        logger.debug("frontier-rate: download of %s stopped after %d bytes "
+                     "(FRONTIER_RATE_MAX_BODY=%d)", request.url, received, self.max_body)
+        raise StopDownload(fail=False)
+
+
+class ChildDetection:
+    """Answers sent to the detection process and not yet recorded (at most the requests
+    in flight), and the detectors' counters of both processes."""
+
+    def __init__(self, process: DetectionProcess, fingerprinter: Fingerprinter,
+                 send: Send, stats: StatsCollector) -> None:
+        self.process = process
+        self.fingerprinter = fingerprinter  # this process's: detects when the child cannot
+        self._send = send
+        self.stats = stats
+        self._pending: dict[str, tuple[Any, ...]] = {}
+        self.counts: dict[str, int] = {}
+
+    def submit(self, response: Response, dispatch: Lease, flight: str, now: float,
+               truncated: bool) -> Call | None:
+        """Send a 2xx answer to the child; the stand-in call its callback waits on, or
+        None when the child has stopped (the scheduler then detects it inline)."""
+        headers, body, url = response.headers, response.body, response.url
+        future = self.process.submit(
+            body, url, header_value(headers, "Content-Type"), truncated=truncated,
+            full_length=content_length(headers) if truncated else None)
+        if future is None:
+            return None
+        pending = Call("observe", dispatch)
+        self._pending[flight] = (future, pending, dispatch, response.status, headers, body,
+                                 url, now, truncated)
+        future.add_done_callback(lambda _: compat.from_thread(lambda: self.record(flight)))
+        return pending
+
+    def record(self, flight: str) -> None:
+        """Send the evidence of one answer, once (``close`` records what is still pending,
+        waiting for the child)."""
+        answer = self._pending.pop(flight, None)
+        if answer is None:
+            return
+        future, pending, dispatch, status, headers, body, url, now, truncated = answer
+        detection = None
+        found = self.process.result(future)
+        if found is not None:
+            detection, self.counts = found
+            self.stats.inc_value("frontier_rate/detected_in_process")
+        call = None
+        try:
+            result = outcome(dispatch, status, headers, body, url, self.fingerprinter, now,
+                             truncated=truncated, detection=detection)
+            set_counters(self.stats, self.fingerprinter, self)
+            call = self._send(result, dispatch, url, now)
+        finally:  # the spider's callback waits on pending: it must settle, whatever raised
+            if call is None:
+                pending.kind = "failed"
+                pending.settle()
+            else:
+                call.when_settled(lambda settled: _settle_as(pending, settled))
+
+    def close(self) -> None:
+        """Record every pending answer, then stop the child."""
+        for flight in list(self._pending):
+            self.record(flight)
+        self.process.close()
+
+
+def _settle_as(pending: Call, call: Call) -> None:
+    """Settle the stand-in as the observe call it became (the spider's callback reads the
+    observation from it)."""
+    pending.args, pending.observation = call.args, call.observation
+    pending.applied, pending.held = call.applied, call.held
+    pending.settle()
