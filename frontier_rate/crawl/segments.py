@@ -179,11 +179,11 @@ def stable_segments(parts: list[str]) -> list[str]:
     others are returned as they are (on real pages about two thirds of the text:
     half the time of a first copy's masking)."""
     text = "\x00".join(parts).lower()  # a change of letter case alone is no change
-    if _DIGIT.search(text) is None and not any(word in text for word in UNDATED_WORDS):
+    words = [word for word in UNDATED_WORDS if word in text]
+    if not words and _DIGIT.search(text) is None:
         return text.split("\x00")
     lowered = text.split("\x00")
     search = _DIGIT.search
-    words = [word for word in UNDATED_WORDS if word in text]
     volatile = [i for i, part in enumerate(lowered)
                 if search(part) is not None or (words and any(word in part for word in words))]
     for i, part in zip(volatile, _masked("\x00".join([lowered[i] for i in volatile])),
