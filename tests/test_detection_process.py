@@ -1,23 +1,25 @@
-"""``DetectionProcess``: the ``"content"`` detector in a child process gives the same
-detections as the one in this process, answer for answer (the child keeps each page's
-memory and each host's mask between answers)."""
+"""The ``"content"`` detector in a child process gives the same detections as the one in
+this process, answer for answer (the child keeps each page's memory and each host's mask
+between answers): the worker (``crawl/detection_worker.py``) through its pipes, and
+``DetectionProcess`` driving it from a Twisted reactor (in a subprocess: a reactor runs
+once per process)."""
 
 from __future__ import annotations
 
-import logging
+import json
 import os
 import random
-import signal
+import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
 
-from frontier_rate.crawl.detection_process import DetectionProcess
+from frontier_rate.crawl.detection_worker import frame, read_line
 from frontier_rate.crawl.fingerprint import Fingerprinter
 
-sys.path.insert(0, str(Path(__file__).parent))
-from scrapy_support.harness import spawned_children  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _copies(rng: random.Random) -> list[tuple[str, bytes]]:
@@ -45,26 +47,29 @@ def _copies(rng: random.Random) -> list[tuple[str, bytes]]:
     return answers
 
 
-def test_the_child_process_detects_what_this_process_does():
-    answers = _copies(random.Random(36))
+def _worker(answers: list[tuple[str, bytes, str]], max_body: int = 10 * 1024 * 1024,
+            **extra: tuple[bool, int | None]) -> list:
+    """Run the worker over ``(url, body, content type)`` answers; what it wrote, read."""
+    config = json.dumps({"mode": "content", "strip_patterns": [], "max_body": max_body})
+    data = b"".join(frame(body, url, ctype, *extra.get(url, (False, None)))
+                    for url, body, ctype in answers)
+    done = subprocess.run([sys.executable, "-m", "frontier_rate.crawl.detection_worker",
+                           config], input=data, capture_output=True, timeout=120,
+                          check=True, cwd=ROOT)
+    return [read_line(line) for line in done.stdout.splitlines()]
+
+
+def test_the_worker_detects_what_this_process_does():
+    answers = [(url, body, "text/html") for url, body in _copies(random.Random(36))]
+    answers.append(("http://a.test/api", b'{"b": 1, "a": 2}', "application/json"))
     here = Fingerprinter("content")
-    expected = [here.detect(body, url, {"Content-Type": "text/html"}) for url, body in answers]
-    expected.append(here.detect(b'{"b": 1, "a": 2}', "http://a.test/api",
-                                {"Content-Type": "application/json"}))
-    child = DetectionProcess("content", [], 10 * 1024 * 1024)
-    try:
-        futures = [child.submit(body, url, "text/html", truncated=False, full_length=None)
-                   for url, body in answers]
-        futures.append(child.submit(b'{"a": 2, "b": 1}', "http://a.test/api",
-                                    "application/json", truncated=False, full_length=None))
-        got = [future.result(timeout=60) for future in futures]
-    finally:
-        child.close()
+    expected = [here.detect(body, url, {"Content-Type": ctype}) for url, body, ctype in answers]
+    got = _worker(answers)
     assert [detection for detection, _ in got] == expected
     # the run holds the cases the equality is about: no change, a change, no copy
     fingerprints = {}
     seen = {"same": 0, "changed": 0, "no copy": 0}
-    for (url, _), detection in zip(answers, expected[:-1], strict=True):
+    for (url, _, _), detection in zip(answers, expected[:-1], strict=False):
         if detection.fingerprint is None:
             seen["no copy"] += 1
             continue
@@ -76,40 +81,97 @@ def test_the_child_process_detects_what_this_process_does():
 
 
 def test_a_truncated_answer_is_hashed_with_its_declared_length():
-    child = DetectionProcess("content", [], 64)
     here = Fingerprinter("content", [], 64)
     body = b"<p>" + b"x" * 200 + b"</p>"
-    try:
-        got, _ = child.submit(body[:64], "http://a.test/big", "text/html", truncated=True,
-                              full_length=len(body)).result(timeout=60)
-    finally:
-        child.close()
+    (got, _), = _worker([("http://a.test/big", body[:64], "text/html")], max_body=64,
+                        **{"http://a.test/big": (True, len(body))})
     assert got == here.detect(body[:64], "http://a.test/big", {"Content-Type": "text/html"},
                               truncated=True, full_length=len(body))
     assert got != here.detect(body[:64], "http://a.test/big2", {"Content-Type": "text/html"},
                               truncated=True, full_length=len(body) + 1)
 
 
+DRIVER = textwrap.dedent("""
+    import json, logging, os, signal, sys
+    from twisted.internet import reactor
+    from frontier_rate.crawl.detection_process import DetectionProcess
+    from frontier_rate.crawl.fingerprint import Fingerprinter
+
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    answers = json.load(open(sys.argv[1]))
+    kill_after = int(sys.argv[2])
+    child = DetectionProcess("content", [], 10 * 1024 * 1024)
+    here = Fingerprinter("content")
+    got, expected, refused = [], [], 0
+
+    def send(i):
+        global refused
+        url, body = answers[i]
+        expected.append(list(here.detect(body.encode(), url, {"Content-Type": "text/html"})
+                             .__dict__.values()))
+        if not child.submit(body.encode(), url, "text/html", truncated=False,
+                            full_length=None,
+                            done=lambda found: got.append(
+                                None if found is None else list(found[0].__dict__.values()))):
+            refused += 1
+            got.append("refused")
+
+    def step(i):
+        if i == kill_after:
+            pid = child._worker.transport.pid
+            os.kill(pid, signal.SIGKILL)
+            reactor.callLater(0.5, step, i + 1)  # the death is seen meanwhile
+            return
+        if i == len(answers):
+            d = child.close()
+            def report(_):
+                print(json.dumps({"got": got, "expected": expected, "refused": refused,
+                                  "closed": d is not None, "stopped": child.stopped}))
+                reactor.stop()
+            if d is None:
+                reactor.callLater(0.5, report, None)
+            else:
+                d.addCallback(report)
+            return
+        send(i)
+        reactor.callLater(0.01 if i % 3 else 0, step, i + 1)
+
+    reactor.callWhenRunning(step, 0)
+    reactor.run()
+""")
+
+
+def _drive(tmp_path: Path, answers: list[tuple[str, bytes]], kill_after: int) -> tuple[dict, str]:
+    (tmp_path / "answers.json").write_text(json.dumps(
+        [(url, body.decode()) for url, body in answers]))
+    (tmp_path / "driver.py").write_text(DRIVER)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, str(tmp_path / "driver.py"),
+                           str(tmp_path / "answers.json"), str(kill_after)],
+                          capture_output=True, timeout=120, env=env, cwd=tmp_path, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.splitlines()[-1]), done.stderr
+
+
+def test_the_process_answers_on_the_event_loop_in_order_and_exits_at_close(tmp_path):
+    answers = _copies(random.Random(7))[:30]
+    report, log = _drive(tmp_path, answers, kill_after=-1)
+    assert report["got"] == report["expected"]
+    assert report["refused"] == 0 and report["closed"] and report["stopped"]
+    assert "detection process stopped" not in log  # a closed child is no warning
+
+
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
-def test_a_child_that_died_gives_none_and_one_warning(caplog: pytest.LogCaptureFixture):
-    """Killed: the futures it had fail, ``result`` gives None (the adapter then detects
-    itself), ``submit`` gives None from then on, and one WARNING says so."""
-    child = DetectionProcess("content", [], 1024)
-    try:
-        first = child.submit(b"<p>one</p>", "http://a.test/", "text/html", truncated=False,
-                             full_length=None)
-        assert first is not None and child.result(first) is not None
-        (pid,) = spawned_children(os.getpid())
-        os.kill(pid, signal.SIGKILL)
-        with caplog.at_level(logging.WARNING, logger="frontier_rate"):
-            later = child.submit(b"<p>two</p>", "http://a.test/", "text/html",
-                                 truncated=False, full_length=None)
-            if later is not None:  # taken before the pool saw the death
-                later.exception(timeout=60)
-                assert child.result(later) is None
-            assert child.submit(b"<p>three</p>", "http://a.test/", "text/html",
-                                truncated=False, full_length=None) is None
-    finally:
-        child.close()
-    assert child.stopped
-    assert caplog.text.count("the detection process stopped") == 1
+def test_a_child_that_died_answers_none_then_refuses_with_one_warning(tmp_path):
+    """Killed after 10 answers (the 11th step is the kill): those it held get None (the
+    adapter then detects them itself), the 9 later ones are refused (``submit`` False),
+    and one WARNING says so."""
+    answers = _copies(random.Random(8))[:20]
+    report, log = _drive(tmp_path, answers, kill_after=10)
+    got = report["got"]
+    assert got[:10] and all(answer != "refused" for answer in got[:10])
+    assert [answer for answer in got[:10] if answer is not None] == \
+        report["expected"][:len([a for a in got[:10] if a is not None])]
+    assert got[10:] == ["refused"] * 9 and report["refused"] == 9
+    assert not report["closed"] and report["stopped"]
+    assert log.count("the detection process stopped") == 1

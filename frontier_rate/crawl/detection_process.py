@@ -3,96 +3,170 @@
 ``Fingerprinter.detect`` in ``"content"`` mode is regular-expression work in Python:
 ~0.2 ms for a 1.5 KB page, 10-15 ms for a text-heavy first copy of 100 KiB. On the
 event loop that is time the crawl neither fetches nor parses. ``DetectionProcess`` runs
-one ``Fingerprinter`` in one child process (``concurrent.futures``, the ``spawn``
-start method: no fork of a threaded crawler); the adapter sends the body and gets the
-``Detection`` back as a future. The one child holds every page's memory (the last
-copy's segments) and every host's mask, as the in-process detector would, so the
-detections are the same, answer for answer, in the same order.
+one ``Fingerprinter`` in one child process, ``python -m
+frontier_rate.crawl.detection_worker``, started at the first answer. The event loop
+writes each answer to the child's stdin and reads its detection from the child's stdout
+through the reactor's own pipes (``reactor.spawnProcess``): no thread, no pickling, no
+re-import of the crawl's main module. The one child holds every page's memory (the last
+copy's segments) and every host's mask, as the in-process detector would, and answers in
+the order it was sent, so the detections are the same, answer for answer.
 
-Sending costs the crawler process ~0.5 ms of CPU per answer (pickling, the executor's
-threads): more than detecting a small page, less than detecting a large one. Measured in
-docs/BENCHMARKS.md ("Detection in a child process"); off unless
-``FRONTIER_RATE_DETECTION_PROCESS`` is set. Like any ``spawn`` child, it imports the
-crawl's main module: a script that starts a crawl at import time needs the usual
-``if __name__ == "__main__":``.
+Measured in docs/BENCHMARKS.md ("Detection in a child process").
 """
 
 from __future__ import annotations
 
+import json
 import logging
-import multiprocessing
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+import os
+import sys
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
+from twisted.internet.defer import Deferred
+from twisted.internet.protocol import ProcessProtocol
+
+from frontier_rate.crawl import scrapy_compat as compat
 from frontier_rate.crawl.change_detection import Detection
-from frontier_rate.crawl.fingerprint import Fingerprinter
+from frontier_rate.crawl.detection_worker import frame, read_line
 
 logger = logging.getLogger(__name__)
 
-_fingerprinter: Fingerprinter | None = None
-"""The child's detector (set by ``_start``)."""
+Found = tuple[Detection, dict[str, int]]
+"""One answer's ``Detection`` and the child's counters after it."""
 
+Done = Callable[["Found | None"], None]
+"""Called on the event loop with an answer's ``Found``, or None: the child could not
+detect it (it raised there, or the child stopped), so the caller detects it itself."""
 
-def _start(mode: str, strip_patterns: list[str], max_body: int) -> None:
-    global _fingerprinter
-    _fingerprinter = Fingerprinter(mode, strip_patterns, max_body)
+STOP_WAIT = 5.0
+"""Seconds a closed child gets to finish what it holds before it is killed."""
 
-
-def _detect(body: bytes, url: str, content_type: str | None, truncated: bool,
-            full_length: int | None) -> tuple[Detection, dict[str, int]]:
-    """In the child: one answer's ``Detection`` and the detector's counters after it."""
-    if _fingerprinter is None:
-        raise RuntimeError("detection process used before its start")
-    headers = {"Content-Type": content_type} if content_type is not None else {}
-    found = _fingerprinter.detect(body, url, headers, truncated=truncated,
-                                  full_length=full_length)
-    return found, _fingerprinter.stats()
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+"""The folder holding ``frontier_rate``: on the child's path, wherever the crawl found it."""
 
 
 class DetectionProcess:
-    """``Fingerprinter(mode, strip_patterns, max_body).detect`` in one child process,
-    started at the first ``submit``. Once the child has died (``stopped``), ``submit``
-    and ``result`` give None: the adapter detects in its own process from then on."""
+    """``Fingerprinter(mode, strip_patterns, max_body).detect`` in one child process, on the
+    event loop's pipes. Once the child has stopped (killed, crashed, not started),
+    ``submit`` gives False and every answer it held gets None: the adapter detects in its
+    own process from then on, after one WARNING."""
 
     def __init__(self, mode: str, strip_patterns: list[str], max_body: int) -> None:
-        self._pool = ProcessPoolExecutor(
-            1, mp_context=multiprocessing.get_context("spawn"), initializer=_start,
-            initargs=(mode, list(strip_patterns), max_body))
+        self._config = json.dumps({"mode": mode, "strip_patterns": list(strip_patterns),
+                                   "max_body": max_body})
+        self._worker: _Worker | None = None
+        self._waiting: deque[Done] = deque()
+        self._ended: Deferred[None] | None = None
+        self._kill_timer: Any = None
         self.stopped = False
+        self.closing = False
 
     def submit(self, body: bytes, url: str, content_type: str | None, *, truncated: bool,
-               full_length: int | None) -> Future[tuple[Detection, dict[str, int]]] | None:
-        """The ``(Detection, counters)`` of one 2xx answer, as a future (None once the child
-        has stopped). The answers of one page must be submitted in the order they arrived
-        (its memory is the last copy's)."""
-        if self.stopped:
-            return None
-        try:
-            return self._pool.submit(_detect, bytes(body), url, content_type, truncated,
-                                     full_length)
-        except (BrokenProcessPool, RuntimeError) as exc:  # died, or shut down
-            self._stop(exc)
-            return None
+               full_length: int | None, done: Done) -> bool:
+        """Send one 2xx answer; ``done`` gets its detection on the event loop. False (and
+        ``done`` is never called) once the child has stopped. The answers of one page must
+        be sent in the order they arrived (its memory is the last copy's)."""
+        if self.stopped or self.closing:
+            return False
+        if self._worker is None:
+            self._start()
+            if self.stopped:
+                return False
+        assert self._worker is not None and self._worker.transport is not None
+        self._waiting.append(done)
+        self._worker.transport.write(frame(bytes(body), url, content_type, truncated,
+                                           full_length))
+        return True
 
-    def result(self, future: Future[tuple[Detection, dict[str, int]]]
-               ) -> tuple[Detection, dict[str, int]] | None:
-        """A done future's ``(Detection, counters)``, or None: the child died, or the
-        detection raised there (the adapter then detects the answer itself)."""
+    def _start(self) -> None:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            [_PACKAGE_ROOT, *filter(None, [env.get("PYTHONPATH")])])
+        self._worker = _Worker(self)
         try:
-            return future.result()
-        except BrokenProcessPool as exc:
-            self._stop(exc)
-        except Exception as exc:
-            logger.debug("frontier-rate: detection failed in the child process: %r", exc)
-        return None
+            from twisted.internet import reactor
 
-    def _stop(self, exc: BaseException) -> None:
+            reactor.spawnProcess(  # type: ignore[attr-defined]
+                self._worker, sys.executable,
+                [sys.executable, "-m", "frontier_rate.crawl.detection_worker", self._config],
+                env=env, childFDs={0: "w", 1: "r", 2: 2})
+        except Exception as exc:  # no reactor, no fork: detect here
+            self._stop(exc)
+
+    def _answer(self, line: bytes) -> None:
+        if not self._waiting:
+            return
+        done = self._waiting.popleft()
+        found = None
+        try:
+            found = read_line(line)
+            if found is None:
+                logger.debug("frontier-rate: detection failed in the child process: %s",
+                             line[:300])
+        except (ValueError, TypeError, KeyError) as exc:
+            logger.debug("frontier-rate: unreadable answer of the detection process: %r", exc)
+        _call(done, found)
+
+    def _stop(self, reason: Any) -> None:
         if not self.stopped:
             self.stopped = True
-            logger.warning("frontier-rate: the detection process stopped (%r); detecting in "
-                           "the crawl's process from now on (each page's next answer there is "
-                           "compared without its last copy)", exc)
+            if not self.closing:
+                logger.warning("frontier-rate: the detection process stopped (%s); detecting "
+                               "in the crawl's process from now on (each page's next answer "
+                               "there is compared without its last copy)", reason)
+        while self._waiting:
+            _call(self._waiting.popleft(), None)
 
-    def close(self) -> None:
-        """Stop the child once what was submitted is done."""
-        self._pool.shutdown(wait=True)
+    def _exited(self, reason: Any) -> None:
+        self._stop(getattr(reason, "value", reason))
+        timer = self._kill_timer
+        if timer is not None and getattr(timer, "active", lambda: True)():
+            timer.cancel()  # 2.14+'s timers have no active() and may be cancelled twice
+        if self._ended is not None and not self._ended.called:
+            self._ended.callback(None)
+
+    def close(self) -> Deferred[None] | None:
+        """End the child's input: it answers what it holds, then exits. A Deferred that
+        fires when it has (killed after ``STOP_WAIT`` s); None when no child runs."""
+        self.closing = True
+        worker = self._worker
+        if worker is None or self.stopped or worker.transport is None:
+            return None
+        if self._ended is None:
+            self._ended = Deferred()
+            worker.transport.closeStdin()
+            self._kill_timer = compat.call_later(STOP_WAIT, worker.kill)
+        return self._ended
+
+
+class _Worker(ProcessProtocol):
+    """The child's pipes: JSON lines in from its stdout, its end to the owner."""
+
+    def __init__(self, owner: DetectionProcess) -> None:
+        self.owner = owner
+        self._partial = b""
+
+    def outReceived(self, data: bytes) -> None:
+        *lines, self._partial = (self._partial + data).split(b"\n")
+        for line in lines:
+            self.owner._answer(line)
+
+    def processEnded(self, reason: Any) -> None:
+        self.owner._exited(reason)
+
+    def kill(self) -> None:
+        try:
+            self.transport.signalProcess("KILL")  # type: ignore[union-attr]
+        except Exception:  # already gone
+            pass
+
+
+def _call(done: Done, found: Found | None) -> None:
+    """Run one ``done``: what it raises is logged, and the pipes keep working."""
+    try:
+        done(found)
+    except Exception:
+        logger.exception("frontier-rate: recording a detected answer failed")

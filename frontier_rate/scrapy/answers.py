@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy.exceptions import StopDownload
 
 from frontier_rate.client import Call, FrontierClient
-from frontier_rate.crawl import scrapy_compat as compat
-from frontier_rate.crawl.detection_process import DetectionProcess
+from frontier_rate.crawl.detection_process import DetectionProcess, Found
 from frontier_rate.crawl.fingerprint import Fingerprinter, header_value
 from frontier_rate.crawl.responses import Outcome, content_length, outcome
 from frontier_rate.crawl.signal_reader import SITEMAP_KEY
@@ -31,6 +30,7 @@ if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.http import Response
     from scrapy.statscollectors import StatsCollector
+    from twisted.internet.defer import Deferred
 
     from frontier_rate.engine.records import Lease
 
@@ -109,26 +109,25 @@ class ChildDetection:
         """Send a 2xx answer to the child; the stand-in call its callback waits on, or
         None when the child has stopped (the scheduler then detects it inline)."""
         headers, body, url = response.headers, response.body, response.url
-        future = self.process.submit(
-            body, url, header_value(headers, "Content-Type"), truncated=truncated,
-            full_length=content_length(headers) if truncated else None)
-        if future is None:
-            return None
         pending = Call("observe", dispatch)
-        self._pending[flight] = (future, pending, dispatch, response.status, headers, body,
-                                 url, now, truncated)
-        future.add_done_callback(lambda _: compat.from_thread(lambda: self.record(flight)))
+        self._pending[flight] = (pending, dispatch, response.status, headers, body, url, now,
+                                 truncated)
+        if not self.process.submit(
+                body, url, header_value(headers, "Content-Type"), truncated=truncated,
+                full_length=content_length(headers) if truncated else None,
+                done=lambda found: self.record(flight, found)):
+            del self._pending[flight]
+            return None
         return pending
 
-    def record(self, flight: str) -> None:
-        """Send the evidence of one answer, once (``close`` records what is still pending,
-        waiting for the child)."""
+    def record(self, flight: str, found: Found | None) -> None:
+        """Send the evidence of one answer, once: with the child's detection, or detected
+        here when ``found`` is None."""
         answer = self._pending.pop(flight, None)
         if answer is None:
             return
-        future, pending, dispatch, status, headers, body, url, now, truncated = answer
+        pending, dispatch, status, headers, body, url, now, truncated = answer
         detection = None
-        found = self.process.result(future)
         if found is not None:
             detection, self.counts = found
             self.stats.inc_value("frontier_rate/detected_in_process")
@@ -145,11 +144,13 @@ class ChildDetection:
             else:
                 call.when_settled(lambda settled: _settle_as(pending, settled))
 
-    def close(self) -> None:
-        """Record every pending answer, then stop the child."""
+    def close(self) -> Deferred[None] | None:
+        """Record here what the child has not answered yet (rare: the engine closes the
+        scheduler once every callback has its result), then stop the child; a Deferred
+        that fires when it has exited, or None."""
         for flight in list(self._pending):
-            self.record(flight)
-        self.process.close()
+            self.record(flight, None)
+        return self.process.close()
 
 
 def _settle_as(pending: Call, call: Call) -> None:

@@ -86,6 +86,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
     from scrapy.spiders import Spider
+    from twisted.internet.defer import Deferred
     from twisted.python.failure import Failure
 
     from frontier_rate.engine.frontier import Frontier, Lease
@@ -223,15 +224,14 @@ class Scheduler:
                                                   "close_after"))
         chosen.announce(frontier, self.fingerprinter.mode)
 
-    def close(self, reason: str) -> None:
+    def close(self, reason: str) -> Deferred[None] | None:
         self._closing = True
         if self.politeness is not None:
             self.politeness.closing = True
         for timer in [*self._timers, self._wakeup]:
             if timer is not None and getattr(timer, "active", lambda: True)():
                 timer.cancel()
-        if self._detection is not None:
-            self._detection.close()  # records what the child still holds
+        stopped = self._detection.close() if self._detection is not None else None
         if self.client is not None:
             if not self.stats.get_value("scheduler/dequeued/redis"):
                 log_why_nothing(self.client.frontier, self.clock(), logger)
@@ -239,6 +239,7 @@ class Scheduler:
             self.client.close([dispatch for dispatch, _ in self._buffer])
             self._buffer.clear()
         self.dupefilter.close(reason)
+        return stopped  # the detection process's exit
 
     def enqueue_request(self, request: Request) -> bool:
         """Take ``request``: as a page of the frontier (a GET), or as a one-off fetch.

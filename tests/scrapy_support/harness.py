@@ -118,8 +118,8 @@ def revisits(crawl: Crawl, url: str) -> list[dict[str, Any]]:
 
 
 def spawned_children(pid: int) -> list[int]:
-    """The ``multiprocessing`` spawned children of process ``pid`` (Linux /proc; not its
-    resource tracker)."""
+    """The detection processes (``frontier_rate.crawl.detection_worker``) started by
+    process ``pid`` (Linux /proc)."""
     found = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -127,6 +127,6 @@ def spawned_children(pid: int) -> list[int]:
             command = (stat.parent / "cmdline").read_bytes()
         except (OSError, ValueError, IndexError):
             continue
-        if parent == pid and b"spawn_main" in command:
+        if parent == pid and b"frontier_rate.crawl.detection_worker" in command:
             found.append(int(stat.parent.name))
     return found

@@ -1,0 +1,82 @@
+"""The detection process itself: ``python -m frontier_rate.crawl.detection_worker CONFIG``.
+
+One ``Fingerprinter`` (``CONFIG`` is the JSON ``{"mode", "strip_patterns", "max_body"}``)
+detects the answers that arrive on stdin, in order, and writes one JSON line per answer on
+stdout. It runs as a module, not through ``multiprocessing``: it imports no crawl script
+and needs no thread in the crawl's process (``detection_process.py`` talks to it through
+the event loop's pipes).
+
+A frame in: ``FRAME.pack(len(meta), len(body))``, the JSON ``meta`` (``url``,
+``content_type``, ``truncated``, ``full_length``), the body. A line out: ``{"detection":
+[fingerprint, reason, ignored, changed_segments, segments], "counters": {...}}``, or
+``{"error": "..."}`` when the detection raised (the crawl then detects that answer
+itself). End of input ends the process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import struct
+import sys
+from typing import Any, BinaryIO
+
+from frontier_rate.crawl.change_detection import Detection
+from frontier_rate.crawl.fingerprint import Fingerprinter
+
+FRAME = struct.Struct(">II")
+"""Header of a frame: the lengths of its JSON meta and of its body."""
+
+
+def frame(body: bytes, url: str, content_type: str | None, truncated: bool,
+          full_length: int | None) -> bytes:
+    """One answer as the bytes the worker reads."""
+    meta = json.dumps({"url": url, "content_type": content_type, "truncated": truncated,
+                       "full_length": full_length}).encode()
+    return FRAME.pack(len(meta), len(body)) + meta + body
+
+
+def answer_line(detection: Detection, counters: dict[str, int]) -> bytes:
+    """The line the worker writes for one detection."""
+    return json.dumps({"detection": dataclasses.astuple(detection),
+                       "counters": counters}).encode() + b"\n"
+
+
+def read_line(line: bytes) -> tuple[Detection, dict[str, int]] | None:
+    """A worker's line as ``(Detection, counters)``; None for an ``error`` line."""
+    found = json.loads(line)
+    if "detection" not in found:
+        return None
+    return Detection(*found["detection"]), found["counters"]
+
+
+def _read_exactly(stream: BinaryIO, size: int) -> bytes | None:
+    data = stream.read(size)
+    return data if len(data) == size else None
+
+
+def serve(config: dict[str, Any], stdin: BinaryIO, stdout: BinaryIO) -> None:
+    """Detect every frame of ``stdin`` until it ends."""
+    fingerprinter = Fingerprinter(config["mode"], config["strip_patterns"],
+                                  config["max_body"])
+    while (header := _read_exactly(stdin, FRAME.size)) is not None:
+        meta_size, body_size = FRAME.unpack(header)
+        meta_bytes, body = _read_exactly(stdin, meta_size), _read_exactly(stdin, body_size)
+        if meta_bytes is None or body is None:
+            break
+        meta = json.loads(meta_bytes)
+        headers = ({"Content-Type": meta["content_type"]}
+                   if meta["content_type"] is not None else {})
+        try:
+            found = fingerprinter.detect(body, meta["url"], headers,
+                                         truncated=meta["truncated"],
+                                         full_length=meta["full_length"])
+            line = answer_line(found, fingerprinter.stats())
+        except Exception as exc:  # the crawl detects this answer itself
+            line = json.dumps({"error": repr(exc)}).encode() + b"\n"
+        stdout.write(line)
+        stdout.flush()
+
+
+if __name__ == "__main__":
+    serve(json.loads(sys.argv[1]), sys.stdin.buffer, sys.stdout.buffer)
