@@ -304,7 +304,7 @@ def adapter_settings(get: Callable[[str], Any]) -> AdapterSettings:
         fingerprint=fingerprint,
         strip_patterns=patterns,
         max_body=max_body,
-        detection_process=flag_setting(get, "FRONTIER_RATE_DETECTION_PROCESS", False),
+        detection_process=flag_setting(get, "FRONTIER_RATE_DETECTION_PROCESS", True),
         conditional=flag_setting(get, "FRONTIER_RATE_CONDITIONAL", True),
         batch=batch,
         close_after=seconds,
