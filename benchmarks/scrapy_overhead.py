@@ -33,8 +33,9 @@ its own, in blocks as real pages have) instead of the ~1.5 KB page: real pages a
 larger (the change-detection corpus' median first copy is 179 KiB) and what the content
 detection costs grows with them. Such runs print and write nothing to docs/.
 
-``--detection-process``: ours with ``FRONTIER_RATE_DETECTION_PROCESS = True`` (the content
-detection in a child process, off the event loop); prints only, as ``--page-kb``.
+``--inline-detection``: ours with ``FRONTIER_RATE_DETECTION_PROCESS = False`` (the content
+detection on the event loop, not in the detection process); prints only, as ``--page-kb``.
+The detection process's CPU is read from /proc beside the crawl's threads.
 
 scrapy-redis is not a dependency of frontier-rate: unless it is importable
 already, the script installs it with pip into a directory of its own
@@ -215,6 +216,7 @@ class ThreadCPU:
     """
 
     THREAD = "bench-thread-cpu"
+    CHILD = "detection process"
     """The reader's own thread (left out of the report)."""
 
     def __init__(self, every: float = 0.25) -> None:
@@ -241,7 +243,24 @@ class ThreadCPU:
                 continue
             name = self._names.get(int(stat.parent.name), "other")
             cpu[name] = cpu.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+        for child in self._children():  # the detection process: CPU the crawl costs too
+            try:
+                fields = (child / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            cpu[self.CHILD] = cpu.get(self.CHILD, 0.0) + (int(fields[11]) + int(fields[12])) / tick
         self.readings.append((time.time(), cpu))
+
+    def _children(self) -> list[Path]:
+        found = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                if (int(stat.read_text().rsplit(")", 1)[1].split()[1]) == os.getpid()
+                        and b"detection_worker" in (stat.parent / "cmdline").read_bytes()):
+                    found.append(stat.parent)
+            except (OSError, ValueError, IndexError):
+                continue
+        return found
 
     def _run(self) -> None:
         while not self._stop.wait(self.every):
@@ -489,9 +508,11 @@ def thread_ms(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
             pages = r["parsed"] - 1
             loop, worker = cpu.get("MainThread", 0.0), cpu.get(WORKER_THREAD, 0.0)
             other = sum(v for k, v in cpu.items()
-                        if k not in ("MainThread", WORKER_THREAD, ThreadCPU.THREAD))
+                        if k not in ("MainThread", WORKER_THREAD, ThreadCPU.THREAD,
+                                     ThreadCPU.CHILD))
             rows.append({"loop": 1000 * loop / pages, "worker": 1000 * worker / pages,
-                         "other": 1000 * other / pages})
+                         "other": 1000 * other / pages,
+                         "child": 1000 * cpu.get(ThreadCPU.CHILD, 0.0) / pages})
         if rows:
             out[name] = {key: statistics.median(row[key] for row in rows) for key in rows[0]}
     return out
@@ -524,7 +545,8 @@ def limits(median: dict[str, float], breakdown: dict[str, dict[str, float]],
             f"with ours (+{ours['loop'] - base['loop']:.2f} ms; the py-spy profile under this "
             "section says where); "
             f"our client's worker thread {ours['worker']:.2f} ms (building and reading the "
-            f"Redis calls, and the socket I/O); other threads {ours['other']:.2f} ms. "
+            f"Redis calls, and the socket I/O); other threads {ours['other']:.2f} ms; the "
+            f"detection process (a child, on either core) {ours.get('child', 0.0):.2f} ms. "
             f"Together {busy:.2f} ms of the {per_ours:.2f} ms a page takes (the default: "
             f"{base['loop'] + base['worker'] + base['other']:.2f} of {per_default:.2f} ms); "
             f"in the other {max(0.0, per_ours - busy):.2f} ms no thread of ours ran (callbacks "
@@ -583,8 +605,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-lag", action="store_true", help="skip the loop-lag crawls")
     parser.add_argument("--page-kb", type=int, default=0,
                         help="pages of about K KiB (default: the ~1.5 KB page); writes nothing")
-    parser.add_argument("--detection-process", action="store_true",
-                        help="ours with FRONTIER_RATE_DETECTION_PROCESS = True; writes nothing")
+    parser.add_argument("--inline-detection", action="store_true",
+                        help="ours with FRONTIER_RATE_DETECTION_PROCESS = False; writes nothing")
     parser.add_argument("--crawl", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.crawl:
@@ -603,7 +625,7 @@ def main(argv: list[str] | None = None) -> int:
     from frontier_rate.store.connection import connect, redact_url
 
     schedulers = ["default", "frontier_rate"]
-    ours = {"FRONTIER_RATE_DETECTION_PROCESS": True} if args.detection_process else {}
+    ours = {"FRONTIER_RATE_DETECTION_PROCESS": False} if args.inline_detection else {}
     extra_path, scrapy_redis_how = (None, "left out (--no-scrapy-redis)")
     if not args.no_scrapy_redis:
         extra_path, scrapy_redis_how = scrapy_redis_path(allow_install=True)
@@ -678,13 +700,14 @@ def main(argv: list[str] | None = None) -> int:
     threads = thread_ms(runs)
     for name, ms in threads.items():
         print(f"CPU per callback {name:>14}: event loop {ms['loop']:.2f} ms, client worker "
-              f"{ms['worker']:.2f} ms, other threads {ms['other']:.2f} ms (medians)")
+              f"{ms['worker']:.2f} ms, other threads {ms['other']:.2f} ms, detection process "
+              f"{ms['child']:.2f} ms (medians)")
     print("Redis CPU per response (median): " + ", ".join(
         f"{name} {ms:.2f} ms" for name, ms in redis_ms.items()))
     for name, b in breakdown.items():
         print(f"ours, Frontier.{name:<13}: {b['ms_per_response']:.2f} ms per response "
               f"({b['ms_per_call']:.2f} ms per call, {b['calls_per_response']:.2f} calls per response)")
-    if (args.quick and not args.write) or args.page_kb or args.detection_process:
+    if (args.quick and not args.write) or args.page_kb or args.inline_detection:
         return 0
     from _report import machine, table, write_json, write_section
 

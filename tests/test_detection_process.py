@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from frontier_rate.crawl.detection_worker import frame, read_line
+from frontier_rate.crawl.detection_worker import READY, frame, read_line
 from frontier_rate.crawl.fingerprint import Fingerprinter
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,7 +56,9 @@ def _worker(answers: list[tuple[str, bytes, str]], max_body: int = 10 * 1024 * 1
     done = subprocess.run([sys.executable, "-m", "frontier_rate.crawl.detection_worker",
                            config], input=data, capture_output=True, timeout=120,
                           check=True, cwd=ROOT)
-    return [read_line(line) for line in done.stdout.splitlines()]
+    ready, *lines = done.stdout.splitlines(keepends=True)
+    assert ready == READY
+    return [read_line(line) for line in lines]
 
 
 def test_the_worker_detects_what_this_process_does():
@@ -102,30 +104,37 @@ DRIVER = textwrap.dedent("""
     kill_after = int(sys.argv[2])
     child = DetectionProcess("content", [], 10 * 1024 * 1024)
     here = Fingerprinter("content")
-    got, expected, refused = [], [], 0
+    got, expected, kinds = [], [], []
+
+    def values(detection):
+        return [detection.fingerprint, detection.reason, detection.ignored,
+                detection.changed_segments, detection.segments]
 
     def send(i):
-        global refused
         url, body = answers[i]
-        expected.append(list(here.detect(body.encode(), url, {"Content-Type": "text/html"})
-                             .__dict__.values()))
+        expected.append(values(here.detect(body.encode(), url, {"Content-Type": "text/html"})))
+        index = len(got)
+        got.append(None)
+        kinds.append("child")
+        def done(found):
+            got[index] = None if found is None else values(found[0])
         if not child.submit(body.encode(), url, "text/html", truncated=False,
-                            full_length=None,
-                            done=lambda found: got.append(
-                                None if found is None else list(found[0].__dict__.values()))):
-            refused += 1
-            got.append("refused")
+                            full_length=None, done=done):
+            got[index] = expected[index]  # detected here, as the adapter does
+            kinds[index] = "stopped" if child.stopped else "starting"
 
     def step(i):
+        if i == 5 and not child.ready:  # the first five while it starts, then the rest
+            reactor.callLater(0.05, step, i)
+            return
         if i == kill_after:
-            pid = child._worker.transport.pid
-            os.kill(pid, signal.SIGKILL)
+            os.kill(child._worker.transport.pid, signal.SIGKILL)
             reactor.callLater(0.5, step, i + 1)  # the death is seen meanwhile
             return
         if i == len(answers):
             d = child.close()
             def report(_):
-                print(json.dumps({"got": got, "expected": expected, "refused": refused,
+                print(json.dumps({"got": got, "expected": expected, "kinds": kinds,
                                   "closed": d is not None, "stopped": child.stopped}))
                 reactor.stop()
             if d is None:
@@ -154,10 +163,15 @@ def _drive(tmp_path: Path, answers: list[tuple[str, bytes]], kill_after: int) ->
 
 
 def test_the_process_answers_on_the_event_loop_in_order_and_exits_at_close(tmp_path):
+    """The answers sent while the child starts are detected by the caller and still reach
+    the child's memory: the child's later detections of the same pages are the caller's."""
     answers = _copies(random.Random(7))[:30]
     report, log = _drive(tmp_path, answers, kill_after=-1)
     assert report["got"] == report["expected"]
-    assert report["refused"] == 0 and report["closed"] and report["stopped"]
+    assert report["kinds"][:5] == ["starting"] * 5
+    assert report["kinds"][5:] == ["child"] * 25
+    assert {url for url, _ in answers[:5]} <= {url for url, _ in answers[5:]}
+    assert report["closed"] and report["stopped"]
     assert "detection process stopped" not in log  # a closed child is no warning
 
 
@@ -168,10 +182,9 @@ def test_a_child_that_died_answers_none_then_refuses_with_one_warning(tmp_path):
     and one WARNING says so."""
     answers = _copies(random.Random(8))[:20]
     report, log = _drive(tmp_path, answers, kill_after=10)
-    got = report["got"]
-    assert got[:10] and all(answer != "refused" for answer in got[:10])
-    assert [answer for answer in got[:10] if answer is not None] == \
-        report["expected"][:len([a for a in got[:10] if a is not None])]
-    assert got[10:] == ["refused"] * 9 and report["refused"] == 9
+    got, expected, kinds = report["got"], report["expected"], report["kinds"]
+    assert kinds[:10] == ["starting"] * 5 + ["child"] * 5
+    assert all(answer in (None, want) for answer, want in zip(got[:10], expected, strict=False))
+    assert got[10:] == expected[10:] and kinds[10:] == ["stopped"] * 9
     assert not report["closed"] and report["stopped"]
     assert log.count("the detection process stopped") == 1

@@ -136,3 +136,16 @@ def test_the_backend_reads_a_sitemap_answer_into_claims(redis_url: str, namespac
         assert not any(r.meta[b"scrapy_meta"].get(SITEMAP_KEY) for r in later)
     finally:
         manager.stop()
+
+
+def test_the_backend_warns_of_the_detection_process_only_when_it_is_set(
+        redis_url: str, namespace: str, caplog: pytest.LogCaptureFixture) -> None:
+    """``FRONTIER_RATE_DETECTION_PROCESS`` defaults to True for Scrapy; the backend, which
+    detects in the crawler's process, says so only to a user who set it."""
+    for settings, warned in (({}, False), ({"FRONTIER_RATE_DETECTION_PROCESS": False}, False),
+                             ({"FRONTIER_RATE_DETECTION_PROCESS": True}, True)):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="frontier_rate"):
+            manager = make_manager(redis_url, namespace, VirtualClock(), **settings)
+            manager.stop()
+        assert ("FRONTIER_RATE_DETECTION_PROCESS is not read" in caplog.text) is warned, settings

@@ -74,7 +74,8 @@ def test_default_content_mode_ignores_tokens_and_sees_text_change(
     """Default settings: tokens, a clock and a counter changing on every fetch are no
     change (counted in the ``volatile_ignored`` stat), a new story is; an empty answer is
     no copy (reported as failed: its callback gets no result). The same with the
-    detection in a child process (``FRONTIER_RATE_DETECTION_PROCESS``)."""
+    detection in a child process (``FRONTIER_RATE_DETECTION_PROCESS``, the default), and
+    without it."""
     site.set("/churn", '<div class="c{token}"><p>Same story, told at length here.</p>'
              '<input type="hidden" name="csrf" value="{token}"><p>Generated {time}</p>'
              '<p>{n} comments</p></div>', template=True)
@@ -82,7 +83,10 @@ def test_default_content_mode_ignores_tokens_and_sees_text_change(
     site.set("/empty", "")
     crawl = run_crawl(tmp_path, redis_url, namespace, [
         {"url": site.url("/churn")}, {"url": site.url("/news")}, {"url": site.url("/empty")}],
-        {"FRONTIER_RATE_DETECTION_PROCESS": detection_process})
+        {"FRONTIER_RATE_DETECTION_PROCESS": detection_process,
+         # the child takes ~1 s to start (answers are detected here meanwhile): time for
+         # answers after it
+         "FRONTIER_RATE_CLOSE_AFTER": 8 if detection_process else 4})
     churn, news = revisits(crawl, site.url("/churn")), revisits(crawl, site.url("/news"))
     assert len(churn) >= 2 and len(news) >= 2, crawl.log[-3000:]
     assert [r["meta"]["frontier_rate"]["changed"] for r in churn] == [False] * len(churn)
@@ -93,8 +97,8 @@ def test_default_content_mode_ignores_tokens_and_sees_text_change(
     assert crawl.stats["frontier_rate/not_content"] >= len(empty)
     assert crawl.stats["frontier_rate/failed"] >= len(empty)
     in_process = crawl.stats.get("frontier_rate/detected_in_process", 0)
-    if detection_process:
-        assert in_process >= len(churn) + len(news) + len(empty)
+    if detection_process:  # the revisits after its start were detected in the child,
+        assert in_process >= 1  # with the memory of the copies detected here before it
     else:
         assert in_process == 0
     assert "detection process stopped" not in crawl.log

@@ -9,7 +9,9 @@ writes each answer to the child's stdin and reads its detection from the child's
 through the reactor's own pipes (``reactor.spawnProcess``): no thread, no pickling, no
 re-import of the crawl's main module. The one child holds every page's memory (the last
 copy's segments) and every host's mask, as the in-process detector would, and answers in
-the order it was sent, so the detections are the same, answer for answer.
+the order it was sent, so the detections are the same, answer for answer. While it starts
+(~1 s), the crawl detects answers itself and sends them to the child too, so that the
+first answers wait for no import.
 
 Measured in docs/BENCHMARKS.md ("Detection in a child process").
 """
@@ -30,7 +32,7 @@ from twisted.internet.protocol import ProcessProtocol
 
 from frontier_rate.crawl import scrapy_compat as compat
 from frontier_rate.crawl.change_detection import Detection
-from frontier_rate.crawl.detection_worker import frame, read_line
+from frontier_rate.crawl.detection_worker import READY, frame, read_line
 
 logger = logging.getLogger(__name__)
 
@@ -63,12 +65,15 @@ class DetectionProcess:
         self._kill_timer: Any = None
         self.stopped = False
         self.closing = False
+        self.ready = False  # the child has said READY
 
     def submit(self, body: bytes, url: str, content_type: str | None, *, truncated: bool,
                full_length: int | None, done: Done) -> bool:
         """Send one 2xx answer; ``done`` gets its detection on the event loop. False (and
-        ``done`` is never called) once the child has stopped. The answers of one page must
-        be sent in the order they arrived (its memory is the last copy's)."""
+        ``done`` is never called) while the child starts and once it has stopped: the
+        caller detects the answer itself. While it starts the answer is sent all the same,
+        so that the child's memory holds every answer the caller's does. The answers of one
+        page must be sent in the order they arrived (its memory is the last copy's)."""
         if self.stopped or self.closing:
             return False
         if self._worker is None:
@@ -76,10 +81,11 @@ class DetectionProcess:
             if self.stopped:
                 return False
         assert self._worker is not None and self._worker.transport is not None
-        self._waiting.append(done)
+        taken = self.ready
+        self._waiting.append(done if taken else _ignore)
         self._worker.transport.write(frame(bytes(body), url, content_type, truncated,
                                            full_length))
-        return True
+        return taken
 
     def _start(self) -> None:
         env = dict(os.environ)
@@ -97,6 +103,9 @@ class DetectionProcess:
             self._stop(exc)
 
     def _answer(self, line: bytes) -> None:
+        if line + b"\n" == READY and not self.ready:
+            self.ready = True
+            return
         if not self._waiting:
             return
         done = self._waiting.popleft()
@@ -162,6 +171,10 @@ class _Worker(ProcessProtocol):
             self.transport.signalProcess("KILL")  # type: ignore[union-attr]
         except Exception:  # already gone
             pass
+
+
+def _ignore(found: Found | None) -> None:
+    """The answer to one sent while the child started: the caller detected it already."""
 
 
 def _call(done: Done, found: Found | None) -> None:

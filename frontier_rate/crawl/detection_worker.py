@@ -10,7 +10,9 @@ A frame in: ``FRAME.pack(len(meta), len(body))``, the JSON ``meta`` (``url``,
 ``content_type``, ``truncated``, ``full_length``), the body. A line out: ``{"detection":
 [fingerprint, reason, ignored, changed_segments, segments], "counters": {...}}``, or
 ``{"error": "..."}`` when the detection raised (the crawl then detects that answer
-itself). End of input ends the process.
+itself). The first line, ``ready``, says the worker has started (importing takes ~1 s: until
+then the crawl detects answers itself and sends them here too, so that this memory holds
+them). End of input ends the process.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from frontier_rate.crawl.fingerprint import Fingerprinter
 
 FRAME = struct.Struct(">II")
 """Header of a frame: the lengths of its JSON meta and of its body."""
+READY = b"ready\n"
+"""The worker's first line."""
 
 
 def frame(body: bytes, url: str, content_type: str | None, truncated: bool,
@@ -59,6 +63,8 @@ def serve(config: dict[str, Any], stdin: BinaryIO, stdout: BinaryIO) -> None:
     """Detect every frame of ``stdin`` until it ends."""
     fingerprinter = Fingerprinter(config["mode"], config["strip_patterns"],
                                   config["max_body"])
+    stdout.write(READY)
+    stdout.flush()
     while (header := _read_exactly(stdin, FRAME.size)) is not None:
         meta_size, body_size = FRAME.unpack(header)
         meta_bytes, body = _read_exactly(stdin, meta_size), _read_exactly(stdin, body_size)

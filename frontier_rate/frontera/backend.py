@@ -165,7 +165,7 @@ class RevisitBackend(Backend):
                                 **config.frontier}
         self.fingerprinter = Fingerprinter(config.fingerprint, config.strip_patterns,
                                            config.max_body)
-        if config.detection_process:
+        if config.detection_process and get("FRONTIER_RATE_DETECTION_PROCESS") not in (None, ""):
             logger.warning("frontier-rate: FRONTIER_RATE_DETECTION_PROCESS is not read by the "
                            "Frontera backend: it detects changes in the crawler's process")
         self.stats = get("STATS_MANAGER")

@@ -57,11 +57,14 @@ def send_outcome(client: FrontierClient, stats: StatsCollector, result: Outcome,
 def set_counters(stats: StatsCollector, fingerprinter: Fingerprinter,
                  child: ChildDetection | None) -> None:
     """Set the detectors' counters (``volatile_ignored``, ``not_content``): this process's,
-    plus the detection process's last when there is one."""
+    plus the detection process's last when there is one, less what both counted (the
+    answers detected here while the child started, which it was sent too)."""
     here = fingerprinter.stats()
     there = child.counts if child is not None else {}
+    both = (child.counted_twice or {}) if child is not None and there else {}
     for name in here.keys() | there.keys():
-        stats.set_value(f"frontier_rate/{name}", here.get(name, 0) + there.get(name, 0))
+        stats.set_value(f"frontier_rate/{name}",
+                        here.get(name, 0) - both.get(name, 0) + there.get(name, 0))
 
 
 class BodyCap:
@@ -103,6 +106,7 @@ class ChildDetection:
         self.stats = stats
         self._pending: dict[str, tuple[Any, ...]] = {}
         self.counts: dict[str, int] = {}
+        self.counted_twice: dict[str, int] | None = None  # this process's, at the first taken
 
     def submit(self, response: Response, dispatch: Lease, flight: str, now: float,
                truncated: bool) -> Call | None:
@@ -118,6 +122,8 @@ class ChildDetection:
                 done=lambda found: self.record(flight, found)):
             del self._pending[flight]
             return None
+        if self.counted_twice is None:
+            self.counted_twice = self.fingerprinter.stats()
         return pending
 
     def record(self, flight: str, found: Found | None) -> None:
