@@ -3,10 +3,29 @@
 Estimates each page's change rate online from what every fetch reveals,
 turns the estimates into revisit priorities with the Whittle index /
 Lagrangian policy, and keeps the frontier in Redis.
+
+The names below are imported on first use (PEP 562), so that a process that needs one
+module (the detection process, a Lua test) does not import the engine, Redis and numpy.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-from frontier_rate.engine.frontier import Dispatch, Frontier, Lease, Observation  # noqa: E402
-
 __all__ = ["Dispatch", "Frontier", "Lease", "Observation", "__version__"]
+
+if TYPE_CHECKING:
+    from frontier_rate.engine.frontier import Dispatch as Dispatch
+    from frontier_rate.engine.frontier import Frontier as Frontier
+    from frontier_rate.engine.frontier import Lease as Lease
+    from frontier_rate.engine.frontier import Observation as Observation
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        import frontier_rate.engine.frontier as frontier
+
+        return getattr(frontier, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -96,12 +96,20 @@ def test_a_truncated_answer_is_hashed_with_its_declared_length():
 DRIVER = textwrap.dedent("""
     import json, logging, os, signal, sys
     from twisted.internet import reactor
+    from frontier_rate.crawl import detection_process
     from frontier_rate.crawl.detection_process import DetectionProcess
     from frontier_rate.crawl.fingerprint import Fingerprinter
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     answers = json.load(open(sys.argv[1]))
     kill_after = int(sys.argv[2])
+    hang = sys.argv[3]
+    if hang != "no":  # a child that never says READY (hung_worker.py, beside this script)
+        detection_process.WORKER = "hung_worker"
+        if hang == "deadline":
+            detection_process.START_WAIT = 1.0
+        else:  # "bytes:N"
+            detection_process.START_BYTES = int(hang.split(":")[1])
     child = DetectionProcess("content", [], 10 * 1024 * 1024)
     here = Fingerprinter("content")
     got, expected, kinds = [], [], []
@@ -124,7 +132,7 @@ DRIVER = textwrap.dedent("""
             kinds[index] = "stopped" if child.stopped else "starting"
 
     def step(i):
-        if i == 5 and not child.ready:  # the first five while it starts, then the rest
+        if i == 5 and not child.ready and not child.stopped:  # five while it starts
             reactor.callLater(0.05, step, i)
             return
         if i == kill_after:
@@ -134,6 +142,9 @@ DRIVER = textwrap.dedent("""
         if i == len(answers):
             d = child.close()
             def report(_):
+                if child._worker.transport.pid is not None:  # not reaped yet
+                    reactor.callLater(0.1, report, None)
+                    return
                 print(json.dumps({"got": got, "expected": expected, "kinds": kinds,
                                   "closed": d is not None, "stopped": child.stopped}))
                 reactor.stop()
@@ -150,13 +161,15 @@ DRIVER = textwrap.dedent("""
 """)
 
 
-def _drive(tmp_path: Path, answers: list[tuple[str, bytes]], kill_after: int) -> tuple[dict, str]:
+def _drive(tmp_path: Path, answers: list[tuple[str, bytes]], kill_after: int,
+           hang: str = "no") -> tuple[dict, str]:
     (tmp_path / "answers.json").write_text(json.dumps(
         [(url, body.decode()) for url, body in answers]))
     (tmp_path / "driver.py").write_text(DRIVER)
+    (tmp_path / "hung_worker.py").write_text("import time\ntime.sleep(120)\n")
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     done = subprocess.run([sys.executable, str(tmp_path / "driver.py"),
-                           str(tmp_path / "answers.json"), str(kill_after)],
+                           str(tmp_path / "answers.json"), str(kill_after), hang],
                           capture_output=True, timeout=120, env=env, cwd=tmp_path, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.splitlines()[-1]), done.stderr
@@ -188,3 +201,26 @@ def test_a_child_that_died_answers_none_then_refuses_with_one_warning(tmp_path):
     assert got[10:] == expected[10:] and kinds[10:] == ["stopped"] * 9
     assert not report["closed"] and report["stopped"]
     assert log.count("the detection process stopped") == 1
+
+
+@pytest.mark.parametrize("hang", ["deadline", "bytes"])
+def test_a_child_that_never_says_ready_is_killed_and_the_crawl_detects_alone(tmp_path, hang):
+    """A child hung at start (it never says READY) is given up after ``START_WAIT`` s, or
+    once ``START_BYTES`` of answers wait for it: one WARNING, killed (the driver reports
+    after the reactor reaped it), and every answer is detected in the caller's process,
+    none lost. Fails without the deadline (the driver would wait for READY forever: the
+    run's timeout) or the byte bound (the answers after the third would be sent)."""
+    answers = _copies(random.Random(9))[:12]
+    two_frames = sum(len(frame(body, url, "text/html", False, None)) for url, body in answers[:2])
+    report, log = _drive(tmp_path, answers, kill_after=-1,
+                         hang="deadline" if hang == "deadline" else f"bytes:{two_frames}")
+    assert report["got"] == report["expected"]
+    kinds = report["kinds"]
+    if hang == "deadline":
+        assert kinds[:5] == ["starting"] * 5 and kinds[5:] == ["stopped"] * 7
+        assert "not ready after 1 s" in log
+    else:  # the bound holds the first two frames exactly: the third passes it
+        assert kinds[:2] == ["starting"] * 2 and kinds[2:] == ["stopped"] * 10
+        assert f"not ready after {two_frames} bytes" in log
+    assert log.count("the detection process stopped") == 1
+    assert report["stopped"] and not report["closed"]

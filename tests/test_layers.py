@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import os
 import re
 import shutil
 import subprocess
@@ -82,10 +83,18 @@ def test_no_import_cycles():
     assert _cycles(edges) == []
 
 
+LAZY_FACADE = "__getattr__"
+"""A package's PEP 562 ``__getattr__`` (``frontier_rate``, ``frontier_rate.engine``) imports its
+facade's module on first use: that lazy import is its job, so that a process needing one module
+(the detection process) does not import the engine."""
+
+
 def _local_imports(path: Path) -> list[str]:
     tree = ast.parse(path.read_text("utf-8"))
     found = []
     for function in ast.walk(tree):
+        if path.name == "__init__.py" and getattr(function, "name", None) == LAZY_FACADE:
+            continue
         if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
             for node in ast.walk(function):
                 if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("frontier_rate"):
@@ -105,6 +114,34 @@ def test_local_import_finder_sees_one(tmp_path, monkeypatch):
     module.write_text("def f():\n    from frontier_rate.math import policy\n    return policy\n")
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     assert _local_imports(module) == ["m.py:2"]
+    facade = tmp_path / "__init__.py"  # a package's lazy __getattr__ is allowed, nothing else
+    facade.write_text("def __getattr__(name):\n    import frontier_rate.engine.frontier as frontier\n"
+                      "    return getattr(frontier, name)\n"
+                      "def f():\n    from frontier_rate.math import policy\n    return policy\n")
+    assert _local_imports(facade) == ["__init__.py:5"]
+
+
+def test_the_package_facades_import_on_first_use():
+    """``import frontier_rate`` and the detection process's modules import no engine, Redis,
+    numpy or Scrapy; the facades' names still resolve to the engine's objects."""
+    code = ("import sys, frontier_rate, frontier_rate.engine.validation, "
+            "frontier_rate.crawl.detection_worker\n"
+            "heavy = ['frontier_rate.engine.frontier', 'redis', 'scrapy', 'twisted']\n"
+            "print([name for name in heavy if name in sys.modules])\n"
+            "from frontier_rate import Frontier\n"
+            "from frontier_rate.engine import *\n"
+            "import frontier_rate.engine as engine\n"
+            "from frontier_rate.engine import frontier\n"
+            "print(Frontier is frontier.Frontier is engine.Frontier, "
+            "sorted(engine.__all__) == sorted(frontier.__all__), 'Dispatch' in dir())\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["[]", "True True True"]
+    import frontier_rate
+
+    with pytest.raises(AttributeError, match="no attribute 'Nothing'"):
+        frontier_rate.Nothing  # noqa: B018
 
 
 LAYERS = ("math", "store", "engine", "client", "crawl", "scrapy", "frontera", "testbed")

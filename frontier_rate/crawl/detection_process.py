@@ -10,8 +10,10 @@ through the reactor's own pipes (``reactor.spawnProcess``): no thread, no pickli
 re-import of the crawl's main module. The one child holds every page's memory (the last
 copy's segments) and every host's mask, as the in-process detector would, and answers in
 the order it was sent, so the detections are the same, answer for answer. While it starts
-(~1 s), the crawl detects answers itself and sends them to the child too, so that the
-first answers wait for no import.
+(~0.2 s), the crawl detects answers itself and sends them to the child too, so that the
+first answers wait for no import. A child that has not said it is ready after ``START_WAIT``
+seconds, or before ``START_BYTES`` of answers wait for it, is killed and the crawl detects
+everything itself: what waits for a child that hangs is bounded.
 
 Measured in docs/BENCHMARKS.md ("Detection in a child process").
 """
@@ -31,13 +33,9 @@ from twisted.internet.defer import Deferred
 from twisted.internet.protocol import ProcessProtocol
 
 from frontier_rate.crawl import scrapy_compat as compat
-from frontier_rate.crawl.change_detection import Detection
-from frontier_rate.crawl.detection_worker import READY, frame, read_line
+from frontier_rate.crawl.detection_worker import READY, Found, frame, read_line
 
 logger = logging.getLogger(__name__)
-
-Found = tuple[Detection, dict[str, int]]
-"""One answer's ``Detection`` and the child's counters after it."""
 
 Done = Callable[["Found | None"], None]
 """Called on the event loop with an answer's ``Found``, or None: the child could not
@@ -45,6 +43,13 @@ detect it (it raised there, or the child stopped), so the caller detects it itse
 
 STOP_WAIT = 5.0
 """Seconds a closed child gets to finish what it holds before it is killed."""
+START_WAIT = 30.0
+"""Seconds a child gets to say it is ready (it takes ~0.2 s) before it is killed."""
+START_BYTES = 64 * 1024 * 1024
+"""Bytes of answers sent to a child not ready yet beyond which it is killed: the pipe's
+writer holds them in memory until the child reads."""
+WORKER = "frontier_rate.crawl.detection_worker"
+"""The module the child runs."""
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 """The folder holding ``frontier_rate``: on the child's path, wherever the crawl found it."""
@@ -63,6 +68,8 @@ class DetectionProcess:
         self._waiting: deque[Done] = deque()
         self._ended: Deferred[None] | None = None
         self._kill_timer: Any = None
+        self._start_timer: Any = None
+        self._sent_starting = 0  # bytes sent before the child said READY
         self.stopped = False
         self.closing = False
         self.ready = False  # the child has said READY
@@ -81,10 +88,15 @@ class DetectionProcess:
             if self.stopped:
                 return False
         assert self._worker is not None and self._worker.transport is not None
+        data = frame(bytes(body), url, content_type, truncated, full_length)
         taken = self.ready
+        if not taken:
+            self._sent_starting += len(data)
+            if self._sent_starting > START_BYTES:
+                self._give_up(f"it was not ready after {START_BYTES} bytes of answers")
+                return False
         self._waiting.append(done if taken else _ignore)
-        self._worker.transport.write(frame(bytes(body), url, content_type, truncated,
-                                           full_length))
+        self._worker.transport.write(data)
         return taken
 
     def _start(self) -> None:
@@ -97,14 +109,26 @@ class DetectionProcess:
 
             reactor.spawnProcess(  # type: ignore[attr-defined]
                 self._worker, sys.executable,
-                [sys.executable, "-m", "frontier_rate.crawl.detection_worker", self._config],
+                [sys.executable, "-m", WORKER, self._config],
                 env=env, childFDs={0: "w", 1: "r", 2: 2})
         except Exception as exc:  # no reactor, no fork: detect here
             self._stop(exc)
+            return
+        self._start_timer = compat.call_later(
+            START_WAIT, self._give_up, f"it was not ready after {START_WAIT:g} s")
+
+    def _give_up(self, reason: str) -> None:
+        """The child never said READY: stop using it (one WARNING) and kill it."""
+        self._start_timer = None
+        self._stop(reason)
+        if self._worker is not None:
+            self._worker.kill()
 
     def _answer(self, line: bytes) -> None:
         if line + b"\n" == READY and not self.ready:
             self.ready = True
+            compat.cancel(self._start_timer)
+            self._start_timer = None
             return
         if not self._waiting:
             return
@@ -131,9 +155,9 @@ class DetectionProcess:
 
     def _exited(self, reason: Any) -> None:
         self._stop(getattr(reason, "value", reason))
-        timer = self._kill_timer
-        if timer is not None and getattr(timer, "active", lambda: True)():
-            timer.cancel()  # 2.14+'s timers have no active() and may be cancelled twice
+        compat.cancel(self._kill_timer)
+        compat.cancel(self._start_timer)
+        self._start_timer = None
         if self._ended is not None and not self._ended.called:
             self._ended.callback(None)
 

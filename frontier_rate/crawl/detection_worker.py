@@ -31,6 +31,9 @@ FRAME = struct.Struct(">II")
 READY = b"ready\n"
 """The worker's first line."""
 
+Found = tuple[Detection, dict[str, int]]
+"""One answer's ``Detection`` and the worker's counters after it."""
+
 
 def frame(body: bytes, url: str, content_type: str | None, truncated: bool,
           full_length: int | None) -> bytes:
@@ -46,7 +49,7 @@ def answer_line(detection: Detection, counters: dict[str, int]) -> bytes:
                        "counters": counters}).encode() + b"\n"
 
 
-def read_line(line: bytes) -> tuple[Detection, dict[str, int]] | None:
+def read_line(line: bytes) -> Found | None:
     """A worker's line as ``(Detection, counters)``; None for an ``error`` line."""
     found = json.loads(line)
     if "detection" not in found:

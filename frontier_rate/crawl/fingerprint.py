@@ -43,8 +43,6 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from scrapy.utils.misc import load_object
-
 from frontier_rate.crawl.change_detection import ContentDetector, Detection, is_html
 from frontier_rate.engine.validation import MAX_VALIDATOR_LENGTH
 
@@ -181,6 +179,8 @@ def _load_callable(path: str) -> CustomFingerprint:
             f"FRONTIER_RATE_FINGERPRINT={path!r}: expected 'content', 'raw', 'text' or a dotted path "
             "to a callable (body, url, headers) -> str | bytes"
         )
+    from scrapy.utils.misc import load_object  # here: the detection process needs no Scrapy
+
     try:
         target = load_object(path)
     except (ImportError, NameError, ValueError) as exc:

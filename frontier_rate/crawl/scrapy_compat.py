@@ -48,6 +48,14 @@ def call_later(delay: float, func: Callable[..., Any], *args: Any) -> Any:
     return reactor.callLater(delay, func, *args)  # type: ignore[attr-defined]
 
 
+def cancel(timer: Any) -> None:
+    """Cancel a ``call_later`` timer that may have fired or been cancelled already: Twisted's
+    ``DelayedCall`` raises then (its ``active()`` says so); Scrapy 2.14+'s timers have no
+    ``active()`` and may be cancelled twice."""
+    if timer is not None and getattr(timer, "active", lambda: True)():
+        timer.cancel()
+
+
 def looping_call(func: Callable[[], Any]) -> Any:
     """A looping call with ``start(interval, now=False)``, ``stop()`` and ``running``."""
     if _looping_call is not None:

@@ -1,5 +1,22 @@
 """The engine: the ``Frontier`` facade over its collaborators (intake, leases, results, threshold, signals,
-inspection). Knows no crawler framework; may import ``store`` and ``math``."""
+inspection). Knows no crawler framework; may import ``store`` and ``math``.
 
-from frontier_rate.engine.frontier import *  # noqa: F403 (the facade's public names, as before the split)
-from frontier_rate.engine.frontier import __all__  # noqa: F401
+The facade's public names (``frontier.__all__``, listed again here and checked equal by
+tests/test_layers.py) are imported on first use (PEP 562): importing one engine module
+(``validation``, ``records``) does not import the whole engine."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["Dispatch", "Lease", "Frontier", "FrontierError", "NamespaceLost", "Observation", "RedisFault",
+           "RedisPermissionDenied", "RedisRefused", "RedisUnavailable", "SettingsMismatch",
+           "UnknownNamespace", "parse_url"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        import frontier_rate.engine.frontier as frontier
+
+        return getattr(frontier, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 from scrapy.exceptions import StopDownload
 
 from frontier_rate.client import Call, FrontierClient
-from frontier_rate.crawl.detection_process import DetectionProcess, Found
+from frontier_rate.crawl.detection_process import DetectionProcess
+from frontier_rate.crawl.detection_worker import Found
 from frontier_rate.crawl.fingerprint import Fingerprinter, header_value
 from frontier_rate.crawl.responses import Outcome, content_length, outcome
 from frontier_rate.crawl.signal_reader import SITEMAP_KEY

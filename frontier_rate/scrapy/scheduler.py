@@ -229,8 +229,7 @@ class Scheduler:
         if self.politeness is not None:
             self.politeness.closing = True
         for timer in [*self._timers, self._wakeup]:
-            if timer is not None and getattr(timer, "active", lambda: True)():
-                timer.cancel()
+            compat.cancel(timer)
         stopped = self._detection.close() if self._detection is not None else None
         if self.client is not None:
             if not self.stats.get_value("scheduler/dequeued/redis"):
