@@ -2,7 +2,7 @@
 
     python benchmarks/scrapy_overhead.py [--quick] [--pairs N] [--pages N] [--write] [--url URL]
                                          [--no-scrapy-redis] [--no-lag] [--page-kb K]
-                                         [--detection-process]
+                                         [--inline-detection]
 
 A ``scrapy bench``-style crawl: a local site on a few 127.0.0.x hosts (threads
 of this process) answers every page at once with a body that links to
