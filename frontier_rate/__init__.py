@@ -5,7 +5,7 @@ turns the estimates into revisit priorities with the Whittle index /
 Lagrangian policy, and keeps the frontier in Redis.
 
 The names below are imported on first use (PEP 562), so that a process that needs one
-module (the detection process, a Lua test) does not import the engine, Redis and numpy.
+module (the detection process) does not import the engine's facade, Redis or Scrapy.
 """
 
 from __future__ import annotations

@@ -145,8 +145,10 @@ DRIVER = textwrap.dedent("""
                 if child._worker.transport.pid is not None:  # not reaped yet
                     reactor.callLater(0.1, report, None)
                     return
+                pending = [c for c in reactor.getDelayedCalls() if c.active()]
                 print(json.dumps({"got": got, "expected": expected, "kinds": kinds,
-                                  "closed": d is not None, "stopped": child.stopped}))
+                                  "closed": d is not None, "stopped": child.stopped,
+                                  "timers": len(pending)}))
                 reactor.stop()
             if d is None:
                 reactor.callLater(0.5, report, None)
@@ -209,7 +211,8 @@ def test_a_child_that_never_says_ready_is_killed_and_the_crawl_detects_alone(tmp
     once ``START_BYTES`` of answers wait for it: one WARNING, killed (the driver reports
     after the reactor reaped it), and every answer is detected in the caller's process,
     none lost. Fails without the deadline (the driver would wait for READY forever: the
-    run's timeout) or the byte bound (the answers after the third would be sent)."""
+    run's timeout) or the byte bound (the answers from the third on would be sent); no
+    timer of the child is left on the reactor."""
     answers = _copies(random.Random(9))[:12]
     two_frames = sum(len(frame(body, url, "text/html", False, None)) for url, body in answers[:2])
     report, log = _drive(tmp_path, answers, kill_after=-1,
@@ -224,3 +227,4 @@ def test_a_child_that_never_says_ready_is_killed_and_the_crawl_detects_alone(tmp
         assert f"not ready after {two_frames} bytes" in log
     assert log.count("the detection process stopped") == 1
     assert report["stopped"] and not report["closed"]
+    assert report["timers"] == 0

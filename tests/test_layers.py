@@ -122,8 +122,9 @@ def test_local_import_finder_sees_one(tmp_path, monkeypatch):
 
 
 def test_the_package_facades_import_on_first_use():
-    """``import frontier_rate`` and the detection process's modules import no engine, Redis,
-    numpy or Scrapy; the facades' names still resolve to the engine's objects."""
+    """``import frontier_rate`` and the detection process's modules import neither the
+    engine's facade, Redis, Scrapy nor Twisted (numpy they do, through ``engine.validation``);
+    the facades' names still resolve to the engine's objects."""
     code = ("import sys, frontier_rate, frontier_rate.engine.validation, "
             "frontier_rate.crawl.detection_worker\n"
             "heavy = ['frontier_rate.engine.frontier', 'redis', 'scrapy', 'twisted']\n"

@@ -119,16 +119,20 @@ class DetectionProcess:
 
     def _give_up(self, reason: str) -> None:
         """The child never said READY: stop using it (one WARNING) and kill it."""
-        self._start_timer = None
+        self._end_start_wait()
         self._stop(reason)
         if self._worker is not None:
             self._worker.kill()
 
+    def _end_start_wait(self) -> None:
+        """No more ``START_WAIT`` timer: the child is ready, given up or gone."""
+        compat.cancel(self._start_timer)
+        self._start_timer = None
+
     def _answer(self, line: bytes) -> None:
         if line + b"\n" == READY and not self.ready:
             self.ready = True
-            compat.cancel(self._start_timer)
-            self._start_timer = None
+            self._end_start_wait()
             return
         if not self._waiting:
             return
@@ -156,8 +160,7 @@ class DetectionProcess:
     def _exited(self, reason: Any) -> None:
         self._stop(getattr(reason, "value", reason))
         compat.cancel(self._kill_timer)
-        compat.cancel(self._start_timer)
-        self._start_timer = None
+        self._end_start_wait()
         if self._ended is not None and not self._ended.called:
             self._ended.callback(None)
 
