@@ -15,7 +15,10 @@ nothing stored. Scores against the corpus labels:
 ``--processes 2,4``: the ``content`` mode again with K crawler processes sharing one
 frontier: each capture goes to one of K ``Fingerprinter`` objects (a seeded draw), and the
 frontier keeps the last fingerprint whichever process sent it. Each process learns its own
-host masks and remembers only the copies it fetched itself.
+host masks and remembers only the copies it fetched itself, or, in the "memory shared"
+runs, reads and writes each page's memory in Redis (``crawl/shared_pages.py``; the
+embedded server unless ``--url``). ``--restarts N``: one process started afresh N
+times over the replay, with and without the shared memory.
 
 Run: ``python benchmarks/change_detection.py --corpus /work/html-corpus --write``
 (``--quick``: every eighth page; writes nothing unless ``--write``).
@@ -25,11 +28,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from urllib.parse import quote
 
@@ -37,6 +42,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._report import table, write_json, write_section  # noqa: E402
 from frontier_rate.crawl.fingerprint import Fingerprinter  # noqa: E402
+from frontier_rate.crawl.shared_pages import SharedPages  # noqa: E402
+from frontier_rate.store.connection import connect  # noqa: E402
+from frontier_rate.store.namespace import drop  # noqa: E402
 
 MODES = ("raw", "text", "content")
 HEADERS = {"Content-Type": "text/html"}
@@ -98,19 +106,36 @@ def group_of(page: dict) -> str:
                                   ("terms", "privacy", "conditions", "cgu", "cgv")) else "other legal"
 
 
-def run_mode(mode: str, pages: list[dict], corpus: Path, processes: int = 1) -> dict:
-    fingerprinters = [Fingerprinter(mode) for _ in range(processes)]
+def run_mode(mode: str, pages: list[dict], corpus: Path, processes: int = 1,
+             shared: SharedPages | None = None, restarts: int = 0) -> dict:
+    """Replay every capture through ``processes`` fingerprinters (``shared``: their pages'
+    memories in Redis); ``restarts``: every process starts afresh that many times, evenly
+    over the replay (a crawl stopped and started again)."""
+
+    def fresh() -> list[Fingerprinter]:
+        started = [Fingerprinter(mode) for _ in range(processes)]
+        for fingerprinter in started:
+            if shared is not None:
+                fingerprinter.share(shared)
+        return started
+
+    fingerprinters = fresh()
     draw = random.Random(34)  # which process fetches each capture
     events = []
     for index, page in enumerate(pages):
         for position, capture in enumerate(page["captures"]):
             events.append((capture["time"], index, position))
     events.sort()
+    restart_at = {len(events) * (k + 1) // (restarts + 1) for k in range(restarts)}
+    ignored = 0
     stored: dict[int, str | None] = {}
     counts: dict[str, dict[str, int]] = {}
     times: list[float] = []
     failed_by_label = {"changed": 0, "unchanged": 0, "first": 0}
-    for _, index, position in events:
+    for event, (_, index, position) in enumerate(events):
+        if event in restart_at:
+            ignored += sum(f.stats().get("volatile_ignored", 0) for f in fingerprinters)
+            fingerprinters = fresh()
         page = pages[index]
         capture = page["captures"][position]
         body = (corpus / capture["path"]).read_bytes()
@@ -148,7 +173,8 @@ def run_mode(mode: str, pages: list[dict], corpus: Path, processes: int = 1) -> 
         "p99_ms": times[int(0.99 * (len(times) - 1))] * 1e3,
         "responses": len(times),
         "not_content": failed_by_label,
-        "ignored_changes": sum(getattr(f._detector, "ignored_changes", 0) for f in fingerprinters),
+        "ignored_changes": ignored + sum(f.stats().get("volatile_ignored", 0)
+                                         for f in fingerprinters),
     }
 
 
@@ -160,6 +186,11 @@ def main() -> None:
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--processes", default="2,4",
                         help="content mode with K processes on one frontier ('' for none)")
+    parser.add_argument("--restarts", type=int, default=4,
+                        help="content mode with one process started afresh N times (0: none)")
+    parser.add_argument("--url", default=os.environ.get("FRONTIER_RATE_REDIS_URL"),
+                        help="where the shared runs keep the pages' memories (default: "
+                             "$FRONTIER_RATE_REDIS_URL, else the embedded server)")
     args = parser.parse_args()
     corpus = Path(args.corpus)
     scratch = None
@@ -184,13 +215,26 @@ def main() -> None:
               f"median {r['median_ms']:.2f} ms p99 {r['p99_ms']:.2f} ms, "
               f"not content {r['not_content']}", flush=True)
     shared = {}
-    for count in [int(k) for k in args.processes.split(",") if k.strip()]:
-        if count < 2:
-            parser.error(f"--processes: counts of at least 2, got {count}")
-        shared[str(count)] = r = run_mode("content", pages, corpus, count)
-        a = r["groups"]["all"]
-        print(f"content, {count} processes: false {a['false_share']:.3%} of {a['unchanged']}, "
-              f"missed {a['missed_share']:.3%} of {a['changed']}", flush=True)
+    counts = [int(k) for k in args.processes.split(",") if k.strip()]
+    if any(count < 2 for count in counts):
+        parser.error(f"--processes: counts of at least 2, got {args.processes}")
+    client = connect(args.url) if counts or args.restarts else None
+    runs = [(f"{count} processes", count, 0) for count in counts]
+    runs += [(f"{args.restarts} restarts", 1, args.restarts)] if args.restarts else []
+    for name, count, restarts in runs:
+        for memory in ("own", "shared"):
+            namespace = f"bench-change-detection-{uuid.uuid4().hex[:8]}"
+            pages_memory = SharedPages(client, namespace, 16, 86400.0) \
+                if memory == "shared" else None
+            try:
+                r = run_mode("content", pages, corpus, count, pages_memory, restarts)
+            finally:
+                drop(client, namespace)
+            shared[name if memory == "own" else f"{name}, memory shared"] = r
+            a = r["groups"]["all"]
+            print(f"content, {name}, memory {memory}: false {a['false_share']:.3%} of "
+                  f"{a['unchanged']}, missed {a['missed_share']:.3%} of {a['changed']}, "
+                  f"median {r['median_ms']:.2f} ms p99 {r['p99_ms']:.2f} ms", flush=True)
     hosts = len({p["host"] for p in pages})
     sizes = sorted(len((corpus / c["path"]).read_bytes()) for p in pages for c in p["captures"][:1])
     summary = {"pages": len(pages), "hosts": hosts, "modes": results, "processes": shared,
@@ -213,9 +257,11 @@ def main() -> None:
         for group in ("all", "terms/privacy"):
             c = r["groups"].get(group)
             if c is not None:
-                rows.append([f"`content`, {count} processes", group,
+                rows.append([f"`content`, {count}", group,
                              f"{c['false_share']:.1%} of {c['unchanged']}",
-                             f"{c['missed_share']:.1%} of {c['changed']}", "", ""])
+                             f"{c['missed_share']:.1%} of {c['changed']}",
+                             f"{r['median_ms']:.2f}" if group == "all" else "",
+                             f"{r['p99_ms']:.2f}" if group == "all" else ""])
     content = results.get("content")
     note = ""
     if content:
@@ -237,7 +283,9 @@ a capture whose text version changed is a real change, every other capture (its 
 differed from the previous fetch) is an unchanged-content revisit. All captures are
 replayed oldest first through one `Fingerprinter` per mode, as one crawler process;
 "K processes": K crawler processes on one frontier, each capture fetched by one of them
-(a seeded draw), each with its own masks and memory of the copies it fetched.
+(a seeded draw), each with its own masks and memory of the copies it fetched; "N restarts":
+one process started afresh N times, evenly over the replay; "memory shared": the same with
+each page's memory in Redis (`FRONTIER_RATE_SHARED_PAGE_MEMORY`), masks still per process.
 Time: `Fingerprinter.detect` per response on this 2-core machine shared with other
 jobs (load in the JSON).
 

@@ -345,6 +345,34 @@ def test_strip_patterns_ignore_volatile_parts(redis_url: str, namespace: str,
         manager.stop()
 
 
+@pytest.mark.parametrize("shared", [True, False])
+def test_a_restarted_backend_compares_with_the_copies_fetched_before_when_shared(
+        redis_url: str, namespace: str, clock: VirtualClock, shared: bool) -> None:
+    """``FRONTIER_RATE_SHARED_PAGE_MEMORY``: the backend stops, the page's next copy has the
+    same words with a paragraph cut in two, and a new backend on the namespace gets it:
+    with the page's last copy in Redis that is no change; without, a new fingerprint."""
+    url = "http://site.test/tos"
+    terms = ('<html><body><div class="c%d"><h1>Terms of service</h1>%s<p>Governing law: '
+             'the courts of Paris.</p></div></body></html>')
+    one = "<p>These terms apply to every user. Read them well.</p>"
+    two = "<p>These terms apply to every user.</p><p>Read them well.</p>"
+    changed = []
+    for copies in ([one, one], [two]):
+        manager = make_manager(redis_url, namespace, clock,
+                               FRONTIER_RATE_SHARED_PAGE_MEMORY=shared)
+        try:
+            manager.add_seeds([scrapy_request(url)])
+            for token, text in enumerate(copies):
+                [got] = manager.get_next_requests(10, key_type="domain", overused_keys=[])
+                body = (terms % (token, text)).encode()
+                changed.append(respond(manager, got, body=body, headers={
+                    "Content-Type": "text/html"}).meta[RESULT_KEY]["changed"])
+                clock.advance(MAX_INTERVAL + 1)
+        finally:
+            manager.stop()
+    assert changed == [True, False, not shared]
+
+
 def test_finished_and_close_conditions(redis_url: str, namespace: str,
                                        clock: VirtualClock) -> None:
     manager = make_manager(redis_url, namespace, clock)

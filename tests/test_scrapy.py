@@ -105,6 +105,39 @@ def test_default_content_mode_ignores_tokens_and_sees_text_change(
     assert crawl.returncode == 0
 
 
+TERMS = ('<html><body><div class="c{token}"><h1>Terms of service</h1>%s'
+         '<p>Governing law: the courts of Paris.</p></div></body></html>')
+
+
+@pytest.mark.parametrize("shared,detection_process", [(True, True), (True, False),
+                                                      (False, True)])
+def test_a_restarted_crawl_compares_with_the_copies_it_fetched_before_when_shared(
+        site, redis_url, namespace, tmp_path, shared, detection_process):
+    """``FRONTIER_RATE_SHARED_PAGE_MEMORY``: a crawl stops, the page's next copy has the same
+    words with a paragraph cut in two, and a new crawl process (a restart, or another
+    process of the frontier) fetches it. Compared with the last copy it is no change, and
+    the new process has that copy in Redis (in its detection process, or in its own); with
+    the setting off it has none and counts a change."""
+    site.set("/tos", TERMS % "<p>These terms apply to every user. Read them well.</p>",
+             template=True)
+    settings = {"FRONTIER_RATE_SHARED_PAGE_MEMORY": shared,
+                "FRONTIER_RATE_DETECTION_PROCESS": detection_process,
+                "FRONTIER_RATE_CLOSE_AFTER": 4}
+    first = run_crawl(tmp_path, redis_url, namespace, [{"url": site.url("/tos")}], settings)
+    assert len(first.responses(site.url("/tos"))) >= 2, first.log[-3000:]
+    site.set("/tos", TERMS % "<p>These terms apply to every user.</p><p>Read them well.</p>",
+             template=True)
+    second = run_crawl(tmp_path, redis_url, namespace, [{"url": site.url("/tos")}], settings,
+                       name="again")
+    answers = second.responses(site.url("/tos"))
+    assert answers, second.log[-3000:]
+    assert answers[0]["meta"]["frontier_rate"]["changed"] is (not shared)
+    assert [a["meta"]["frontier_rate"]["changed"] for a in answers[1:]] == \
+        [False] * (len(answers) - 1)
+    assert second.stats.get("frontier_rate/page_memory_failures") == (0 if shared else None)
+    assert second.returncode == 0
+
+
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
 def test_a_detection_process_that_dies_is_replaced_by_detection_here(
         site, redis_url, namespace, tmp_path):

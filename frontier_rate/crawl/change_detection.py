@@ -74,8 +74,9 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from itertools import compress, filterfalse
 from operator import not_
-from typing import Any
+from typing import Any, Protocol
 
+from frontier_rate.crawl.page_memory import PageMemory
 from frontier_rate.crawl.segments import (
     _CONSENT_BIT,
     _ERROR,
@@ -224,20 +225,6 @@ class HostMask:
             self.first_page[h] = -1
 
 
-class _PageMemory:
-    __slots__ = ("fingerprint", "hashes", "length", "gone", "rejected", "whole", "raw")
-
-    def __init__(self, fingerprint: str, hashes: array, length: int, gone: array,
-                 whole: bytes) -> None:
-        self.whole = whole  # hash of the content text, segment boundaries and spaces removed
-        self.fingerprint = fingerprint
-        self.hashes = hashes
-        self.length = length
-        self.gone = gone  # hashes removed from this page recently (to spot alternation)
-        self.rejected = 0  # answers in a row taken as no copy
-        self.raw = -1  # CRC-32 and length of the last copy's bytes
-
-
 MIN_OVERLAP = 0.2
 """A copy sharing fewer than this share of the previous copy's segments is another page
 served in its place (a redirect to a home or login page) the first time; taken if it
@@ -274,6 +261,18 @@ def _host(url: str) -> str:
     return rest.split("/", 1)[0].split("?", 1)[0].lower()
 
 
+class PageStore(Protocol):
+    """Where the pages' memories are shared between processes (``crawl/shared_pages.py``):
+    ``load`` gives None when it has none for the page (or cannot be read now);
+    ``failures`` counts the reads and writes that failed."""
+
+    failures: int
+
+    def load(self, url: str) -> PageMemory | None: ...
+
+    def save(self, url: str, memory: PageMemory) -> None: ...
+
+
 class ContentDetector:
     """Stateful content fingerprinting for one crawler process (module docstring).
 
@@ -297,9 +296,10 @@ class ContentDetector:
         self.cache_segments = cache_segments
         self._stable_cache: dict[int, int] = {}
         self._hosts: OrderedDict[str, HostMask] = OrderedDict()
-        self._pages: OrderedDict[str, _PageMemory] = OrderedDict()
+        self._pages: OrderedDict[str, PageMemory] = OrderedDict()
         self.ignored_changes = 0
         self.not_content = 0
+        self.shared: PageStore | None = None
 
     def _host_mask(self, host: str) -> HostMask:
         mask = self._hosts.get(host)
@@ -317,7 +317,29 @@ class ContentDetector:
         body); ``suffix``: bytes hashed in after the content (the truncation length)."""
         if text is None:
             return Detection(_non_html_fingerprint(body, content_type, suffix))
-        memory = self._pages.get(url)
+        if self.shared is None:
+            return self._compare(text, body, url, suffix, self._pages.get(url))
+        memory = self.shared.load(url)
+        if memory is not None:
+            self._remember(url, memory)
+        else:  # none shared (never written, expired, or Redis failed): this process's own
+            memory = self._pages.get(url)
+        detection = self._compare(text, body, url, suffix, memory)
+        kept = self._pages.get(url)
+        if kept is not None:
+            self.shared.save(url, kept)
+        return detection
+
+    def _remember(self, url: str, memory: PageMemory) -> None:
+        self._pages[url] = memory
+        self._pages.move_to_end(url)
+        if len(self._pages) > self.max_pages:
+            self._pages.popitem(last=False)
+
+    def _compare(self, text: str, body: bytes, url: str, suffix: bytes,
+                 memory: PageMemory | None) -> Detection:
+        """``detect`` of an HTML answer against ``memory``, the page's last copy (None: no
+        copy known); the page's memory in ``_pages`` becomes this copy's."""
         raw = zlib.crc32(suffix, zlib.crc32(body)) ^ (len(body) << 32)
         if memory is not None and memory.raw == raw:  # the same bytes as the last copy
             self._pages.move_to_end(url)
@@ -381,10 +403,9 @@ class ContentDetector:
         content = len(hashes) - sum(map(ignore.__contains__, hashes))
         stored = array("Q", hashes)
         if memory is None:
-            self._pages[url] = _PageMemory(fingerprint, stored, length, array("Q"), whole)
-            self._pages[url].raw = raw
-            if len(self._pages) > self.max_pages:
-                self._pages.popitem(last=False)
+            memory = PageMemory(fingerprint, stored, length, array("Q"), whole)
+            memory.raw = raw
+            self._remember(url, memory)
         else:
             memory.fingerprint, memory.hashes, memory.length = fingerprint, stored, length
             memory.whole, memory.rejected, memory.raw = whole, 0, raw

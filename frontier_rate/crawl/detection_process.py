@@ -34,6 +34,7 @@ from twisted.internet.protocol import ProcessProtocol
 
 from frontier_rate.crawl import scrapy_compat as compat
 from frontier_rate.crawl.detection_worker import READY, Found, frame, read_line
+from frontier_rate.crawl.shared_pages import ENVIRONMENT
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +51,8 @@ START_BYTES = 64 * 1024 * 1024
 writer holds them in memory until the child reads."""
 WORKER = "frontier_rate.crawl.detection_worker"
 """The module the child runs."""
+SHARED_WORKER = "frontier_rate.crawl.shared_detection_worker"
+"""... when the pages' memories are shared in Redis (``share``)."""
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 """The folder holding ``frontier_rate``: on the child's path, wherever the crawl found it."""
@@ -70,9 +73,16 @@ class DetectionProcess:
         self._kill_timer: Any = None
         self._start_timer: Any = None
         self._sent_starting = 0  # bytes sent before the child said READY
+        self._shared: str | None = None  # shared_pages.spec, given to the child
         self.stopped = False
         self.closing = False
         self.ready = False  # the child has said READY
+
+    def share(self, spec: str) -> None:
+        """The child keeps the pages' memories in Redis (``crawl/shared_pages.py``); before
+        its start. ``spec`` goes in its environment, never its argv (it may hold a
+        password)."""
+        self._shared = spec
 
     def submit(self, body: bytes, url: str, content_type: str | None, *, truncated: bool,
                full_length: int | None, done: Done) -> bool:
@@ -103,13 +113,16 @@ class DetectionProcess:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(
             [_PACKAGE_ROOT, *filter(None, [env.get("PYTHONPATH")])])
+        module = WORKER
+        if self._shared is not None:
+            env[ENVIRONMENT], module = self._shared, SHARED_WORKER
         self._worker = _Worker(self)
         try:
             from twisted.internet import reactor
 
             reactor.spawnProcess(  # type: ignore[attr-defined]
                 self._worker, sys.executable,
-                [sys.executable, "-m", WORKER, self._config],
+                [sys.executable, "-m", module, self._config],
                 env=env, childFDs={0: "w", 1: "r", 2: 2})
         except Exception as exc:  # no reactor, no fork: detect here
             self._stop(exc)

@@ -23,7 +23,7 @@ import struct
 import sys
 from typing import Any, BinaryIO
 
-from frontier_rate.crawl.change_detection import Detection
+from frontier_rate.crawl.change_detection import Detection, PageStore
 from frontier_rate.crawl.fingerprint import Fingerprinter
 
 FRAME = struct.Struct(">II")
@@ -62,10 +62,14 @@ def _read_exactly(stream: BinaryIO, size: int) -> bytes | None:
     return data if len(data) == size else None
 
 
-def serve(config: dict[str, Any], stdin: BinaryIO, stdout: BinaryIO) -> None:
-    """Detect every frame of ``stdin`` until it ends."""
+def serve(config: dict[str, Any], stdin: BinaryIO, stdout: BinaryIO,
+          pages: PageStore | None = None) -> None:
+    """Detect every frame of ``stdin`` until it ends; ``pages``: where the pages' memories
+    are shared (``crawl/shared_detection_worker.py``)."""
     fingerprinter = Fingerprinter(config["mode"], config["strip_patterns"],
                                   config["max_body"])
+    if pages is not None:
+        fingerprinter.share(pages)
     stdout.write(READY)
     stdout.flush()
     while (header := _read_exactly(stdin, FRAME.size)) is not None:

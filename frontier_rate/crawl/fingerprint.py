@@ -43,7 +43,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from frontier_rate.crawl.change_detection import ContentDetector, Detection, is_html
+from frontier_rate.crawl.change_detection import ContentDetector, Detection, PageStore, is_html
 from frontier_rate.engine.validation import MAX_VALIDATOR_LENGTH
 
 __all__ = [
@@ -314,14 +314,26 @@ class Fingerprinter:
                 head = byte_pattern.sub(b"", head)
         return self._detector.detect(text, head, url, content_type, suffix)
 
+    def share(self, pages: PageStore) -> None:
+        """Keep each page's memory in ``pages`` (``crawl/shared_pages.py``), where every
+        process of the frontier reads it; ``"content"`` mode only (the other modes keep
+        none)."""
+        if self._detector is not None:
+            self._detector.shared = pages
+
     def stats(self) -> dict[str, int]:
         """``"content"`` mode's counters for the crawler stats: ``volatile_ignored`` (copies
-        whose bytes differed from the page's last copy but whose content did not) and
-        ``not_content`` (2xx answers taken as no copy); empty in the other modes."""
+        whose bytes differed from the page's last copy but whose content did not),
+        ``not_content`` (2xx answers taken as no copy) and, with the pages' memories shared,
+        ``page_memory_failures`` (Redis calls for them that failed); empty in the other
+        modes."""
         if self._detector is None:
             return {}
-        return {"volatile_ignored": self._detector.ignored_changes,
-                "not_content": self._detector.not_content}
+        counts = {"volatile_ignored": self._detector.ignored_changes,
+                  "not_content": self._detector.not_content}
+        if self._detector.shared is not None:
+            counts["page_memory_failures"] = self._detector.shared.failures
+        return counts
 
     def __repr__(self) -> str:
         patterns = [p.pattern for p in self._text_patterns]

@@ -253,6 +253,7 @@ class AdapterSettings:
     strip_patterns: list[str]
     max_body: int
     detection_process: bool
+    shared_page_memory: bool
     conditional: bool
     batch: int | None
     close_after: float | None
@@ -305,6 +306,7 @@ def adapter_settings(get: Callable[[str], Any]) -> AdapterSettings:
         strip_patterns=patterns,
         max_body=max_body,
         detection_process=flag_setting(get, "FRONTIER_RATE_DETECTION_PROCESS", True),
+        shared_page_memory=flag_setting(get, "FRONTIER_RATE_SHARED_PAGE_MEMORY", False),
         conditional=flag_setting(get, "FRONTIER_RATE_CONDITIONAL", True),
         batch=batch,
         close_after=seconds,

@@ -52,6 +52,10 @@ key                                   type   content
                                              for pages with dated changes (``pattern``)
 ``fr:{ns:s}:bad``                     hash   page id -> quarantine record (host, reason, raw
                                              corrupt value; ``wire.unpack_quarantine``)
+``fr:{ns:s}:pm:<page id>``            str    the page's last copy as the ``"content"``
+                                             detection compares with it (only with
+                                             ``FRONTIER_RATE_SHARED_PAGE_MEMORY``;
+                                             crawl/shared_pages.py), expiring
 ====================================  =====  ==============================================
 
 A page id is the first 8 bytes of BLAKE2b(URL). Pages live in bucketed small
@@ -249,3 +253,7 @@ class Keys:
 
     def bad(self, shard: int) -> str:
         return f"{self.prefix(shard)}bad"
+
+    def page_memory(self, shard: int, pid: bytes) -> str:
+        """str: one page's detection memory (crawl/shared_pages.py), expiring."""
+        return f"{self.prefix(shard)}pm:{pid.hex()}"
