@@ -1,5 +1,5 @@
 """The detection process with the pages' memories in Redis: ``python -m
-frontier_rate.crawl.shared_detection_worker CONFIG``, with ``FRONTIER_RATE_PAGE_MEMORY`` in
+frontier_rate.crawl.shared_detection_worker CONFIG``, with ``FRONTIER_RATE_SHARED_PAGE_MEMORY`` in
 its environment (``shared_pages.spec``).
 
 ``detection_worker`` with one difference: each page's memory is read from Redis before its

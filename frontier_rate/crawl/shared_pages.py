@@ -42,10 +42,10 @@ TIMEOUT = 0.5
 BACKOFF = 5.0
 """Seconds without trying Redis after a failed call: a Redis that does not answer costs one
 ``TIMEOUT``, not one per answer."""
-ENVIRONMENT = "FRONTIER_RATE_PAGE_MEMORY"
+ENVIRONMENT = "FRONTIER_RATE_SHARED_PAGE_MEMORY"
 """The environment variable that tells the detection process where the memories are (JSON
-of ``spec``): never its argv, which ``ps`` shows to every user (the URL may hold a
-password)."""
+of ``spec``; the setting's name, as the child's copy of it): never its argv, which ``ps``
+shows to every user (the URL may hold a password)."""
 
 
 def spec(frontier: Any) -> str:
