@@ -135,6 +135,9 @@ def test_a_restarted_crawl_compares_with_the_copies_it_fetched_before_when_share
     assert [a["meta"]["frontier_rate"]["changed"] for a in answers[1:]] == \
         [False] * (len(answers) - 1)
     assert second.stats.get("frontier_rate/page_memory_failures") == (0 if shared else None)
+    hint = "FRONTIER_RATE_SHARED_PAGE_MEMORY = True keeps each page's last copy"
+    assert hint not in first.log  # a new namespace: nothing was fetched before
+    assert (hint in second.log) is (not shared)
     assert second.returncode == 0
 
 

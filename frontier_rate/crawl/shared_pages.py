@@ -122,12 +122,29 @@ class SharedPages:
                            "until Redis answers", type(exc).__name__, exc)
 
 
-def share(frontier: Any, fingerprinter: Any, process: Any = None) -> SharedPages:
-    """Share the pages' memories of ``frontier``'s namespace: ``fingerprinter`` (the crawl's
-    own detection, also the one used once a detection process stopped) and ``process`` (a
-    ``DetectionProcess`` not started yet, or None) read and write them in Redis."""
-    text = spec(frontier)
-    pages = SharedPages.from_spec(text)
+def use_page_memory(shared: bool, client: Any, fingerprinter: Any,
+                    process: Any = None) -> SharedPages | None:
+    """``shared``: share the pages' memories of the namespace of ``client`` (an open
+    ``FrontierClient``): ``fingerprinter`` (the crawl's own detection, also the one used once
+    a detection process stopped) and ``process`` (a ``DetectionProcess`` not started yet, or
+    None) read and write them in Redis. Not shared, on a namespace that holds pages already
+    (a restart, or another process): one INFO line saying what that costs and which setting
+    keeps the memories. A Redis that cannot be reached now: one WARNING, not shared."""
+    if not shared:
+        if client.known_pages:
+            logger.info("frontier-rate: pages fetched before this process started are "
+                        "compared without their last copy the first time it fetches each "
+                        "(a change is then more likely to be called): "
+                        "FRONTIER_RATE_SHARED_PAGE_MEMORY = True keeps each page's last copy "
+                        "in Redis for every process (~2 KiB a page; docs/CHANGE_DETECTION.md)")
+        return None
+    text = spec(client.frontier)
+    try:
+        pages = SharedPages.from_spec(text)
+    except Exception as exc:  # RedisUnavailable: the crawl goes on, each process alone
+        logger.warning("frontier-rate: FRONTIER_RATE_SHARED_PAGE_MEMORY: Redis cannot be "
+                       "reached (%s); this process keeps its pages' memories alone", exc)
+        return None
     fingerprinter.share(pages)
     if process is not None:
         process.share(text)

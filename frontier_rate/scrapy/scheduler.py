@@ -55,7 +55,7 @@ from frontier_rate.crawl.idle_reason import log_why_nothing
 from frontier_rate.crawl.politeness import HostGate
 from frontier_rate.crawl.responses import Outcome, outcome
 from frontier_rate.crawl.settings import CLOCK_SLACK, DONT_REVISIT_KEY, WEIGHT_KEY, adapter_settings
-from frontier_rate.crawl.shared_pages import share as share_page_memory
+from frontier_rate.crawl.shared_pages import use_page_memory
 from frontier_rate.crawl.signal_reader import SITEMAP_KEY, SignalReader
 from frontier_rate.scrapy.answers import BodyCap, ChildDetection, send_outcome, set_counters
 from frontier_rate.scrapy.namespace import NamespaceChoice
@@ -223,9 +223,9 @@ class Scheduler:
         if config.close_after:
             self._timers.append(compat.call_later(config.close_after, self._close_spider,
                                                   "close_after"))
-        if config.shared_page_memory and config.fingerprint == "content":
-            share_page_memory(frontier, self.fingerprinter,
-                              self._detection.process if self._detection else None)
+        if config.fingerprint == "content":
+            use_page_memory(config.shared_page_memory, self.client, self.fingerprinter,
+                            self._detection.process if self._detection else None)
         chosen.announce(frontier, self.fingerprinter.mode)
 
     def close(self, reason: str) -> Deferred[None] | None:
