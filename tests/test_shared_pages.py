@@ -11,6 +11,7 @@ import os
 import random
 import subprocess
 import sys
+import time
 from array import array
 from pathlib import Path
 
@@ -22,7 +23,13 @@ from hypothesis import strategies as st
 from frontier_rate.crawl.detection_worker import READY, frame, read_line
 from frontier_rate.crawl.fingerprint import Fingerprinter
 from frontier_rate.crawl.page_memory import HEADER, PageMemory, pack, unpack
-from frontier_rate.crawl.shared_pages import ENVIRONMENT, MIN_TTL, TTL_INTERVALS, SharedPages
+from frontier_rate.crawl.shared_pages import (
+    ENVIRONMENT,
+    MIN_TTL,
+    TIMEOUT,
+    TTL_INTERVALS,
+    SharedPages,
+)
 from frontier_rate.store.keys import Keys, page_id, shard_of
 from frontier_rate.store.namespace import drop
 
@@ -189,6 +196,31 @@ def test_an_unreadable_memory_or_a_redis_that_fails_costs_the_memory_not_the_ans
     assert failing.failures == 1  # then no call for BACKOFF seconds
     assert alone.stats()["page_memory_failures"] == 1
     assert caplog.text.count("cannot be read or written") == 1
+
+
+def test_a_paused_redis_costs_one_timeout_then_the_process_detects_alone(redis_url,
+                                                                          redis_client,
+                                                                          namespace):
+    """Redis paused for 1.5 s (``CLIENT PAUSE``): the first read gives up after ``TIMEOUT``
+    and the next answers use the process's own memory without trying Redis (``BACKOFF``),
+    so no answer waits for the pause."""
+    url = "http://terms.test/tos"
+    pages = SharedPages.from_spec(json.dumps({"url": redis_url, "namespace": namespace,
+                                              "shards": 4, "ttl": 3600.0}))
+    fingerprinter = Fingerprinter("content")
+    fingerprinter.share(pages)
+    kept = fingerprinter.detect(_document(False, "aa" * 8), url, HTML).fingerprint
+    redis_client.execute_command("CLIENT", "PAUSE", 1500, "ALL")
+    try:
+        started = time.monotonic()
+        found = [fingerprinter.detect(_document(moved, t * 8), url, HTML).fingerprint
+                 for moved, t in ((False, "bb"), (True, "cc"), (True, "dd"))]
+        waited = time.monotonic() - started
+    finally:
+        redis_client.execute_command("CLIENT", "UNPAUSE")
+    assert found == [kept] * 3
+    assert pages.failures == 1
+    assert TIMEOUT <= waited < 1.0, waited  # one timeout, not the pause
 
 
 def test_the_shared_worker_process_reads_and_writes_the_memory(redis_url, redis_client,

@@ -37,8 +37,9 @@ TTL_INTERVALS = 3
 MIN_TTL = 86400.0
 """... and at least this many seconds (a crawl restarted within a day keeps every memory
 whatever its ``max_interval``)."""
-TIMEOUT = 0.5
-"""Seconds one read or write of a memory may block (an answer waits for it)."""
+TIMEOUT = 0.2
+"""Seconds one read or write of a memory may block (an answer waits for it; with the
+detection in the crawl's process, the event loop too: within its 0.25 s lag bound)."""
 BACKOFF = 5.0
 """Seconds without trying Redis after a failed call: a Redis that does not answer costs one
 ``TIMEOUT``, not one per answer."""
