@@ -17,8 +17,9 @@ frontier: each capture goes to one of K ``Fingerprinter`` objects (a seeded draw
 frontier keeps the last fingerprint whichever process sent it. Each process learns its own
 host masks and remembers only the copies it fetched itself, or, in the "memory shared"
 runs, reads and writes each page's memory in Redis (``crawl/shared_pages.py``; the
-embedded server unless ``--url``). ``--restarts N``: one process started afresh N
-times over the replay, with and without the shared memory.
+embedded server unless ``--url``). ``--restarts 4,40``: one process started afresh N
+times over the replay, with and without the shared memory (at 40 a process sees each page
+about once, as a crawl run as a periodic job does).
 
 Run: ``python benchmarks/change_detection.py --corpus /work/html-corpus --write``
 (``--quick``: every eighth page; writes nothing unless ``--write``).
@@ -178,6 +179,14 @@ def run_mode(mode: str, pages: list[dict], corpus: Path, processes: int = 1,
     }
 
 
+def memory_per_page(client, namespace: str) -> float:
+    """Mean ``MEMORY USAGE`` of the namespace's page memory keys (value, key and Redis's
+    own overhead)."""
+    sizes = [client.memory_usage(key) or 0
+             for key in client.scan_iter(match=f"fr:{{{namespace}:*}}:pm:*", count=1000)]
+    return sum(sizes) / max(1, len(sizes))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--corpus", default="/work/html-corpus")
@@ -186,8 +195,9 @@ def main() -> None:
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--processes", default="2,4",
                         help="content mode with K processes on one frontier ('' for none)")
-    parser.add_argument("--restarts", type=int, default=4,
-                        help="content mode with one process started afresh N times (0: none)")
+    parser.add_argument("--restarts", default="4,40",
+                        help="content mode with one process started afresh N times, for "
+                             "each N ('' for none; 40: each process sees a page about once)")
     parser.add_argument("--url", default=os.environ.get("FRONTIER_RATE_REDIS_URL"),
                         help="where the shared runs keep the pages' memories (default: "
                              "$FRONTIER_RATE_REDIS_URL, else the embedded server)")
@@ -218,9 +228,12 @@ def main() -> None:
     counts = [int(k) for k in args.processes.split(",") if k.strip()]
     if any(count < 2 for count in counts):
         parser.error(f"--processes: counts of at least 2, got {args.processes}")
-    client = connect(args.url) if counts or args.restarts else None
+    restarts = [int(n) for n in args.restarts.split(",") if n.strip()]
+    if any(n < 1 for n in restarts):
+        parser.error(f"--restarts: counts of at least 1, got {args.restarts}")
+    client = connect(args.url) if counts or restarts else None
     runs = [(f"{count} processes", count, 0) for count in counts]
-    runs += [(f"{args.restarts} restarts", 1, args.restarts)] if args.restarts else []
+    runs += [(f"{n} restarts", 1, n) for n in restarts]
     for name, count, restarts in runs:
         for memory in ("own", "shared"):
             namespace = f"bench-change-detection-{uuid.uuid4().hex[:8]}"
@@ -228,13 +241,17 @@ def main() -> None:
                 if memory == "shared" else None
             try:
                 r = run_mode("content", pages, corpus, count, pages_memory, restarts)
+                if pages_memory is not None:
+                    r["memory_bytes_per_page"] = memory_per_page(client, namespace)
             finally:
                 drop(client, namespace)
             shared[name if memory == "own" else f"{name}, memory shared"] = r
             a = r["groups"]["all"]
             print(f"content, {name}, memory {memory}: false {a['false_share']:.3%} of "
                   f"{a['unchanged']}, missed {a['missed_share']:.3%} of {a['changed']}, "
-                  f"median {r['median_ms']:.2f} ms p99 {r['p99_ms']:.2f} ms", flush=True)
+                  f"median {r['median_ms']:.2f} ms p99 {r['p99_ms']:.2f} ms"
+                  + (f", {r['memory_bytes_per_page']:.0f} bytes a page in Redis"
+                     if pages_memory is not None else ""), flush=True)
     hosts = len({p["host"] for p in pages})
     sizes = sorted(len((corpus / c["path"]).read_bytes()) for p in pages for c in p["captures"][:1])
     summary = {"pages": len(pages), "hosts": hosts, "modes": results, "processes": shared,

@@ -39,22 +39,20 @@ fetch (``responses.outcome``), never stored, never a change.
 Non-HTML bodies: JSON is hashed canonically (keys sorted, whitespace dropped), any
 other type (XML, PDF, text, images) by its bytes.
 
-State and memory (all process-local, bounded, rebuilt from scratch after a restart):
+State and memory (process-local and bounded unless shared, rebuilt after a restart):
 
 - per host (``HostMask``): up to ``host_segments`` segment hashes (8 bytes each) with
   the 4-byte id of the first page they were seen on, plus the masked hashes; an LRU of
   ``max_hosts`` hosts. About 16 bytes per remembered segment: 2,048 segments take
   ~32 KiB of payload per host (Python object overhead on top).
-- per URL: the fingerprint returned last, a CRC-32 of its bytes (the same bytes again
-  are not parsed), the 8-byte hashes of its segments (an
+- per URL (``page_memory.PageMemory``): the fingerprint returned last, a CRC-32 of its
+  bytes (the same bytes again are not parsed), the 8-byte hashes of its segments (an
   ``array('Q')``) and its text length; an LRU of ``max_pages`` URLs (a page with 300
-  segments: ~2.5 KiB).
-
-The same state could live in Redis (a hash per host of segment -> first page id, a
-set of masked hashes, and a string per page with the packed segment hashes); it is
-not there yet, so after a restart the first fetch of each page is compared without
-its previous segments (a page whose mask grew since its last fingerprint then counts
-as changed once).
+  segments: ~2.5 KiB). With ``shared`` (a ``PageStore``: ``crawl/shared_pages.py``,
+  ``FRONTIER_RATE_SHARED_PAGE_MEMORY``) it is read from Redis before each answer and
+  written after it, so that another process of the frontier, or this crawl after a
+  restart, compares with the page's last copy; without it such a process compares the
+  first copy it sees of each page with nothing (docs/CHANGE_DETECTION.md measures both).
 
 Sources: the block/visible-text segmentation follows the "text blocks" of
 Kohlschütter, Fankhauser and Nejdl, "Boilerplate detection using shallow text
