@@ -20,6 +20,7 @@ from redis_servers import RedisServer, redis_cluster  # noqa: I001
 from scrapy_support.harness import Crawl, finish_crawl, open_frontier, run_crawl, start_crawl
 from scrapy_support.server import ChangingSite
 
+from frontier_rate.crawl.shared_pages import SharedPages
 from frontier_rate.store.keys import Keys
 
 pytestmark = pytest.mark.reliability
@@ -77,8 +78,10 @@ def test_two_crawlers_share_a_frontier_on_redis_cluster(cluster_url, sites, tmp_
     for site, path in pages:
         site.set(path, f"<p>{path} {{n}}</p>", template=True)
     start = [{"url": site.url(path)} for site, path in pages]
-    # due times as the exclusivity check: no page is leased before it is due
-    settings = {"FRONTIER_RATE_CLOSE_AFTER": 5, "FRONTIER_RATE_FILL_BUDGET": False}
+    # due times as the exclusivity check: no page is leased before it is due; the pages'
+    # detection memory in the cluster too (each in its page's slot, from each detection process)
+    settings = {"FRONTIER_RATE_CLOSE_AFTER": 5, "FRONTIER_RATE_FILL_BUDGET": False,
+                "FRONTIER_RATE_SHARED_PAGE_MEMORY": True}
     runs = [start_crawl(tmp_path, f"w{i}", cluster_url, "shared", start, settings) for i in (0, 1)]
     crawls = [finish_crawl(*run, timeout=90) for run in runs]
     assert all(c.returncode == 0 for c in crawls), crawls[0].log[-3000:] + crawls[1].log[-3000:]
@@ -98,6 +101,10 @@ def test_two_crawlers_share_a_frontier_on_redis_cluster(cluster_url, sites, tmp_
                 assert next_hit.started >= response["meta"]["frontier_rate"]["next_due"] - CLOCK_SLACK
             total += len(hits)
         assert frontier.stats()["fetches"] == total
+        memory = SharedPages(frontier.client, "shared", frontier.shards, 3600.0)
+        assert all(frontier.client.exists(memory.key(site.url(path))) for site, path in pages)
+        assert [c.stats.get("frontier_rate/page_memory_failures") for c in crawls] == [0, 0]
+        assert not any("detection process stopped" in c.log for c in crawls)
     finally:
         frontier.close()
 
