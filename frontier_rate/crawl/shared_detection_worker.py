@@ -1,6 +1,6 @@
 """The detection process with the pages' memories in Redis: ``python -m
-frontier_rate.crawl.shared_detection_worker CONFIG``, with ``FRONTIER_RATE_SHARED_PAGE_MEMORY`` in
-its environment (``shared_pages.spec``).
+frontier_rate.crawl.shared_detection_worker CONFIG``, with the environment variable
+``FRONTIER_RATE_SHARED_PAGE_MEMORY`` holding ``shared_pages.spec``.
 
 ``detection_worker`` with one difference: each page's memory is read from Redis before its
 answer is detected and written there after (``crawl/shared_pages.py``), so that the
