@@ -15,9 +15,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import redis
 
 from frontier_rate.crawl.detection_worker import READY, frame, read_line
 from frontier_rate.crawl.fingerprint import Fingerprinter
+from frontier_rate.crawl.page_memory import unpack
+from frontier_rate.crawl.shared_pages import SharedPages
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -111,7 +114,10 @@ DRIVER = textwrap.dedent("""
         else:  # "bytes:N"
             detection_process.START_BYTES = int(hang.split(":")[1])
     child = DetectionProcess("content", [], 10 * 1024 * 1024)
+    if len(sys.argv) > 4:  # the pages' memories shared in Redis (shared_pages.spec)
+        child.share(sys.argv[4])
     here = Fingerprinter("content")
+    argv = []
     got, expected, kinds = [], [], []
 
     def values(detection):
@@ -126,8 +132,12 @@ DRIVER = textwrap.dedent("""
         kinds.append("child")
         def done(found):
             got[index] = None if found is None else values(found[0])
-        if not child.submit(body.encode(), url, "text/html", truncated=False,
-                            full_length=None, done=done):
+        submitted = child.submit(body.encode(), url, "text/html", truncated=False,
+                                 full_length=None, done=done)
+        if not argv and child.ready and child._worker.transport.pid:  # exec'd by now
+            argv.append(open(f"/proc/{child._worker.transport.pid}/cmdline", "rb").read()
+                        .decode(errors="replace"))
+        if not submitted:
             got[index] = expected[index]  # detected here, as the adapter does
             kinds[index] = "stopped" if child.stopped else "starting"
 
@@ -148,7 +158,7 @@ DRIVER = textwrap.dedent("""
                 pending = [c for c in reactor.getDelayedCalls() if c.active()]
                 print(json.dumps({"got": got, "expected": expected, "kinds": kinds,
                                   "closed": d is not None, "stopped": child.stopped,
-                                  "timers": len(pending)}))
+                                  "timers": len(pending), "argv": argv}))
                 reactor.stop()
             if d is None:
                 reactor.callLater(0.5, report, None)
@@ -164,14 +174,15 @@ DRIVER = textwrap.dedent("""
 
 
 def _drive(tmp_path: Path, answers: list[tuple[str, bytes]], kill_after: int,
-           hang: str = "no") -> tuple[dict, str]:
+           hang: str = "no", shared: str | None = None) -> tuple[dict, str]:
     (tmp_path / "answers.json").write_text(json.dumps(
         [(url, body.decode()) for url, body in answers]))
     (tmp_path / "driver.py").write_text(DRIVER)
     (tmp_path / "hung_worker.py").write_text("import time\ntime.sleep(120)\n")
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     done = subprocess.run([sys.executable, str(tmp_path / "driver.py"),
-                           str(tmp_path / "answers.json"), str(kill_after), hang],
+                           str(tmp_path / "answers.json"), str(kill_after), hang,
+                           *([shared] if shared is not None else [])],
                           capture_output=True, timeout=120, env=env, cwd=tmp_path, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.splitlines()[-1]), done.stderr
@@ -188,6 +199,28 @@ def test_the_process_answers_on_the_event_loop_in_order_and_exits_at_close(tmp_p
     assert {url for url, _ in answers[:5]} <= {url for url, _ in answers[5:]}
     assert report["closed"] and report["stopped"]
     assert "detection process stopped" not in log  # a closed child is no warning
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+def test_a_process_told_to_share_keeps_every_pages_memory_in_redis(tmp_path, redis_url,
+                                                                  namespace):
+    """``DetectionProcess.share``: the child is the shared worker, with the Redis URL in its
+    environment and not in its argv; it detects as the unshared caller does, and writes
+    each page's last copy to Redis (the caller here writes nothing: every key is the
+    child's, the answers sent while it started included)."""
+    answers = _copies(random.Random(9))[:30]
+    spec = json.dumps({"url": redis_url, "namespace": namespace, "shards": 4, "ttl": 3600.0})
+    report, log = _drive(tmp_path, answers, kill_after=-1, shared=spec)
+    assert report["got"] == report["expected"]
+    assert report["kinds"][5:] == ["child"] * 25
+    [argv] = report["argv"]
+    assert "shared_detection_worker" in argv and redis_url not in argv
+    client = redis.Redis.from_url(redis_url)
+    pages = SharedPages(client, namespace, 4, 3600.0)
+    last = {url: fingerprint for (url, _), (fingerprint, *_) in
+            zip(answers, report["expected"], strict=True) if fingerprint is not None}
+    assert {url: unpack(client.get(pages.key(url))).fingerprint for url in last} == last
+    assert "detection process stopped" not in log
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
