@@ -35,6 +35,8 @@ detection costs grows with them. Such runs print and write nothing to docs/.
 
 ``--inline-detection``: ours with ``FRONTIER_RATE_DETECTION_PROCESS = False`` (the content
 detection on the event loop, not in the detection process); prints only, as ``--page-kb``.
+``--shared-page-memory``: ours with ``FRONTIER_RATE_SHARED_PAGE_MEMORY = True`` (each page's
+detection memory read from and written to Redis); prints only.
 The detection process's CPU is read from /proc beside the crawl's threads.
 
 scrapy-redis is not a dependency of frontier-rate: unless it is importable
@@ -607,6 +609,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="pages of about K KiB (default: the ~1.5 KB page); writes nothing")
     parser.add_argument("--inline-detection", action="store_true",
                         help="ours with FRONTIER_RATE_DETECTION_PROCESS = False; writes nothing")
+    parser.add_argument("--shared-page-memory", action="store_true",
+                        help="ours with FRONTIER_RATE_SHARED_PAGE_MEMORY = True; writes nothing")
     parser.add_argument("--crawl", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.crawl:
@@ -626,6 +630,8 @@ def main(argv: list[str] | None = None) -> int:
 
     schedulers = ["default", "frontier_rate"]
     ours = {"FRONTIER_RATE_DETECTION_PROCESS": False} if args.inline_detection else {}
+    if args.shared_page_memory:
+        ours["FRONTIER_RATE_SHARED_PAGE_MEMORY"] = True
     extra_path, scrapy_redis_how = (None, "left out (--no-scrapy-redis)")
     if not args.no_scrapy_redis:
         extra_path, scrapy_redis_how = scrapy_redis_path(allow_install=True)
@@ -707,7 +713,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, b in breakdown.items():
         print(f"ours, Frontier.{name:<13}: {b['ms_per_response']:.2f} ms per response "
               f"({b['ms_per_call']:.2f} ms per call, {b['calls_per_response']:.2f} calls per response)")
-    if (args.quick and not args.write) or args.page_kb or args.inline_detection:
+    if (args.quick and not args.write) or args.page_kb or args.inline_detection \
+            or args.shared_page_memory:
         return 0
     from _report import machine, table, write_json, write_section
 

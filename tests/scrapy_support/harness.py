@@ -118,7 +118,8 @@ def revisits(crawl: Crawl, url: str) -> list[dict[str, Any]]:
 
 
 def spawned_children(pid: int) -> list[int]:
-    """The detection processes (``frontier_rate.crawl.detection_worker``) started by
+    """The detection processes (``frontier_rate.crawl.detection_worker``, or its shared
+    variant) started by
     process ``pid`` (Linux /proc)."""
     found = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
@@ -127,6 +128,6 @@ def spawned_children(pid: int) -> list[int]:
             command = (stat.parent / "cmdline").read_bytes()
         except (OSError, ValueError, IndexError):
             continue
-        if parent == pid and b"frontier_rate.crawl.detection_worker" in command:
+        if parent == pid and b"detection_worker" in command:  # shared_detection_worker too
             found.append(int(stat.parent.name))
     return found
