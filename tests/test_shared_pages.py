@@ -186,8 +186,9 @@ def test_an_unreadable_memory_or_a_redis_that_fails_costs_the_memory_not_the_ans
     assert "unreadable" in caplog.text and url in caplog.text
     assert unpack(redis_client.get(pages.key(url))).fingerprint == first.fingerprint
 
-    gone = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2)
-    failing = SharedPages(gone, namespace, 4, 3600.0)
+    secret_url = "redis://:s3cret-pw@127.0.0.1:1/0"
+    gone = redis.Redis.from_url(secret_url, socket_connect_timeout=0.2)
+    failing = SharedPages(gone, namespace, 4, 3600.0, secret_url)
     alone = Fingerprinter("content")
     alone.share(failing)
     with caplog.at_level(logging.WARNING):
@@ -196,6 +197,7 @@ def test_an_unreadable_memory_or_a_redis_that_fails_costs_the_memory_not_the_ans
     assert failing.failures == 1  # then no call for BACKOFF seconds
     assert alone.stats()["page_memory_failures"] == 1
     assert caplog.text.count("cannot be read or written") == 1
+    assert "s3cret-pw" not in caplog.text
 
 
 def test_a_paused_redis_costs_one_timeout_then_the_process_detects_alone(redis_url,

@@ -13,9 +13,10 @@ is sent, so the next lease of the page reads the copy this one wrote.
 
 Key: ``fr:{ns:s}:pm:<page id>`` (the page's shard ``s``: a Cluster spreads them as it does
 the pages), a string of ``~8 x (segments + gone)`` bytes (~2.3 KiB for a page of 270
-segments), expiring ``TTL_INTERVALS`` x ``max_interval`` (at least a day) after its last
-write: each fetch writes it, so only the pages that left the crawl expire. A Redis error costs the shared
-memory of one answer, never the answer: the process's own memory is used, one WARNING.
+segments; ~2.4 KB with Redis's own overhead), expiring ``TTL_INTERVALS`` x ``max_interval``
+(at least a day) after its last write: each fetch writes it, so only the pages that left
+the crawl expire. A Redis error costs the shared memory of some answers, never an answer:
+the process's own memory is used (``BACKOFF``), one WARNING.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 
 from frontier_rate.crawl.page_memory import PageMemory, pack, unpack
 from frontier_rate.engine.validation import parse_url
-from frontier_rate.store.connection import connect
+from frontier_rate.store.connection import connect, describe_error
 from frontier_rate.store.keys import Keys, page_id, shard_of
 
 logger = logging.getLogger(__name__)
@@ -61,8 +62,10 @@ def spec(frontier: Any) -> str:
 class SharedPages:
     """``load`` / ``save`` of each page's ``PageMemory`` in one namespace (module docstring)."""
 
-    def __init__(self, client: Any, namespace: str, shards: int, ttl: float) -> None:
+    def __init__(self, client: Any, namespace: str, shards: int, ttl: float,
+                 url: str | None = None) -> None:
         self._client = client
+        self._url = url  # only to scrub its password from what is logged
         self._keys = Keys(namespace, shards)
         self._ttl_ms = int(max(MIN_TTL, ttl) * 1000)
         self.failures = 0  # Redis calls that failed (the process's own memory was used)
@@ -74,7 +77,7 @@ class SharedPages:
         """The ``SharedPages`` of a ``spec``, on a client of its own (``TIMEOUT``)."""
         values = json.loads(text)
         return cls(connect(values["url"], timeout=TIMEOUT), values["namespace"],
-                   int(values["shards"]), float(values["ttl"]))
+                   int(values["shards"]), float(values["ttl"]), values["url"])
 
     def key(self, url: str) -> str:
         """The page's memory key, in its shard (the host as the frontier reads it)."""
@@ -119,8 +122,8 @@ class SharedPages:
         self._retry_at = time.monotonic() + BACKOFF
         if self.failures == 1:
             logger.warning("frontier-rate: the pages' shared detection memory cannot be read "
-                           "or written (%s: %s); detecting with this process's own memory "
-                           "until Redis answers", type(exc).__name__, exc)
+                           "or written (%s); detecting with this process's own memory until "
+                           "Redis answers", describe_error(exc, self._url))
 
 
 def use_page_memory(shared: bool, client: Any, fingerprinter: Any,
@@ -137,7 +140,7 @@ def use_page_memory(shared: bool, client: Any, fingerprinter: Any,
                         "compared without their last copy the first time it fetches each "
                         "(a change is then more likely to be called): "
                         "FRONTIER_RATE_SHARED_PAGE_MEMORY = True keeps each page's last copy "
-                        "in Redis for every process (~2 KiB a page; docs/CHANGE_DETECTION.md)")
+                        "in Redis for every process (~2.4 KB a page; docs/CHANGE_DETECTION.md)")
         return None
     text = spec(client.frontier)
     try:

@@ -142,7 +142,7 @@ def connect(url: str | None = None, *, timeout: float = SOCKET_TIMEOUT) -> redis
             client = redis.Redis.from_url(url, **options)
     except (redis.RedisError, OSError, ValueError) as exc:
         raise RedisUnavailable(f"cannot connect to Redis at {redact_url(url)}: "
-                               f"{_describe(exc, url)}") from None
+                               f"{describe_error(exc, url)}") from None
     check(client, url)
     return client
 
@@ -158,11 +158,11 @@ def check(client: redis.Redis, url: str | None) -> None:
         if isinstance(fault, RedisRefused):
             raise fault from None
         raise RedisUnavailable(
-            f"cannot reach Redis at {redact_url(url)}: {_describe(exc, url)}"
+            f"cannot reach Redis at {redact_url(url)}: {describe_error(exc, url)}"
         ) from None
 
 
-def _describe(exc: BaseException, url: str | None) -> str:
+def describe_error(exc: BaseException, url: str | None) -> str:
     """The exception's text with the URL's password (if any) removed."""
     text = f"{type(exc).__name__}: {exc}"
     if url:
