@@ -169,8 +169,26 @@ def test_the_memory_lives_in_its_pages_shard_expires_and_goes_with_the_namespace
     assert 2 * MIN_TTL * 1000 - 10_000 < redis_client.pttl(key) <= 2 * MIN_TTL * 1000
     assert unpack(redis_client.get(key)).fingerprint == \
         fingerprinter.detect(_document(False, "bb" * 8), url, HTML).fingerprint
+
+    # the same bytes again: the stored copy stands, only its expiry moves (no 2 KB write)
+    stored = redis_client.get(key)
+    redis_client.pexpire(key, 5000)
+    before = _calls(redis_client)
+    again = Fingerprinter("content")  # another process, which reads the copy from Redis
+    again.share(pages)
+    assert again.detect(_document(False, "bb" * 8), url, HTML).segments == -1
+    after = _calls(redis_client)
+    assert (after["set"] - before["set"], after["pexpire"] - before["pexpire"]) == (0, 1)
+    assert redis_client.get(key) == stored
+    assert redis_client.pttl(key) > 2 * MIN_TTL * 1000 - 10_000
     assert drop(redis_client, namespace) >= 1
     assert redis_client.exists(key) == 0
+
+
+def _calls(client: redis.Redis) -> dict[str, int]:
+    """Calls of SET and PEXPIRE the server has answered (``INFO commandstats``)."""
+    stats = client.info("commandstats")
+    return {name: stats.get(f"cmdstat_{name}", {}).get("calls", 0) for name in ("set", "pexpire")}
 
 
 def test_an_unreadable_memory_or_a_redis_that_fails_costs_the_memory_not_the_answer(

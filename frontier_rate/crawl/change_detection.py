@@ -261,14 +261,17 @@ def _host(url: str) -> str:
 
 class PageStore(Protocol):
     """Where the pages' memories are shared between processes (``crawl/shared_pages.py``):
-    ``load`` gives None when it has none for the page (or cannot be read now);
-    ``failures`` counts the reads and writes that failed."""
+    ``load`` gives None when it has none for the page (or cannot be read now); ``touch``
+    keeps the stored copy (the same bytes came again); ``failures`` counts the calls that
+    failed."""
 
     failures: int
 
     def load(self, url: str) -> PageMemory | None: ...
 
     def save(self, url: str, memory: PageMemory) -> None: ...
+
+    def touch(self, url: str) -> None: ...
 
 
 class ContentDetector:
@@ -317,14 +320,16 @@ class ContentDetector:
             return Detection(_non_html_fingerprint(body, content_type, suffix))
         if self.shared is None:
             return self._compare(text, body, url, suffix, self._pages.get(url))
-        memory = self.shared.load(url)
-        if memory is not None:
-            self._remember(url, memory)
+        memory = loaded = self.shared.load(url)
+        if loaded is not None:
+            self._remember(url, loaded)
         else:  # none shared (never written, expired, or Redis failed): this process's own
             memory = self._pages.get(url)
         detection = self._compare(text, body, url, suffix, memory)
         kept = self._pages.get(url)
-        if kept is not None:
+        if loaded is not None and detection.segments == -1:  # its bytes again: it stands
+            self.shared.touch(url)
+        elif kept is not None:
             self.shared.save(url, kept)
         return detection
 

@@ -14,9 +14,10 @@ is sent, so the next lease of the page reads the copy this one wrote.
 Key: ``fr:{ns:s}:pm:<page id>`` (the page's shard ``s``: a Cluster spreads them as it does
 the pages), a string of ``~8 x (segments + gone)`` bytes (~2.3 KiB for a page of 270
 segments; ~2.4 KB with Redis's own overhead), expiring ``TTL_INTERVALS`` x ``max_interval``
-(at least a day) after its last write: each fetch writes it, so only the pages that left
-the crawl expire. A Redis error costs the shared memory of some answers, never an answer:
-the process's own memory is used (``BACKOFF``), one WARNING.
+(at least a day) after its last fetch: each fetch writes it (or, when the copy's bytes are
+the last one's, only moves its expiry), so only the pages that left the crawl expire. A
+Redis error costs the shared memory of some answers, never an answer: the process's own
+memory is used (``BACKOFF``), one WARNING.
 """
 
 from __future__ import annotations
@@ -90,13 +91,7 @@ class SharedPages:
     def load(self, url: str) -> PageMemory | None:
         """The memory of the page's last copy, or None (none stored, unreadable, Redis
         failed)."""
-        if time.monotonic() < self._retry_at:
-            return None
-        try:
-            data = self._client.get(self.key(url))
-        except Exception as exc:  # redis.RedisError, OSError: this answer goes on without
-            self._failed(exc)
-            return None
+        data = self._call(self._client.get, self.key(url))
         if data is None:
             return None
         try:
@@ -110,12 +105,22 @@ class SharedPages:
 
     def save(self, url: str, memory: PageMemory) -> None:
         """Store ``memory`` as the page's last copy (expiring, module docstring)."""
+        self._call(self._client.set, self.key(url), pack(memory), px=self._ttl_ms)
+
+    def touch(self, url: str) -> None:
+        """The page's stored copy stands (its bytes came again): only its expiry moves."""
+        self._call(self._client.pexpire, self.key(url), self._ttl_ms)
+
+    def _call(self, command: Any, *args: Any, **options: Any) -> Any:
+        """One Redis call; None, and the process's own memory for ``BACKOFF`` s, when it
+        fails (or failed less than ``BACKOFF`` s ago)."""
         if time.monotonic() < self._retry_at:
-            return
+            return None
         try:
-            self._client.set(self.key(url), pack(memory), px=self._ttl_ms)
-        except Exception as exc:  # as in load
+            return command(*args, **options)
+        except Exception as exc:  # redis.RedisError, OSError: this answer goes on without
             self._failed(exc)
+            return None
 
     def _failed(self, exc: Exception) -> None:
         self.failures += 1
