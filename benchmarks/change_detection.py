@@ -115,8 +115,8 @@ def run_mode(mode: str, pages: list[dict], corpus: Path, processes: int = 1,
 
     def fresh() -> list[Fingerprinter]:
         started = [Fingerprinter(mode) for _ in range(processes)]
-        for fingerprinter in started:
-            if shared is not None:
+        if shared is not None:
+            for fingerprinter in started:
                 fingerprinter.share(shared)
         return started
 
@@ -234,13 +234,13 @@ def main() -> None:
     client = connect(args.url) if counts or restarts else None
     runs = [(f"{count} processes", count, 0) for count in counts]
     runs += [(f"{n} restarts", 1, n) for n in restarts]
-    for name, count, restarts in runs:
+    for name, count, started_again in runs:
         for memory in ("own", "shared"):
             namespace = f"bench-change-detection-{uuid.uuid4().hex[:8]}"
             pages_memory = SharedPages(client, namespace, 16, 86400.0) \
                 if memory == "shared" else None
             try:
-                r = run_mode("content", pages, corpus, count, pages_memory, restarts)
+                r = run_mode("content", pages, corpus, count, pages_memory, started_again)
                 if pages_memory is not None:
                     r["memory_bytes_per_page"] = memory_per_page(client, namespace)
             finally:
