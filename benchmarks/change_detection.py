@@ -179,11 +179,11 @@ def run_mode(mode: str, pages: list[dict], corpus: Path, processes: int = 1,
     }
 
 
-def memory_per_page(client, namespace: str) -> float:
-    """Mean ``MEMORY USAGE`` of the namespace's page memory keys (value, key and Redis's
-    own overhead)."""
+def memory_per_key(client, namespace: str, kind: str = "pm") -> float:
+    """Mean ``MEMORY USAGE`` of the namespace's page memory keys (``kind`` "pm") or host
+    mask logs ("hm"): value, key and Redis's own overhead."""
     sizes = [client.memory_usage(key) or 0
-             for key in client.scan_iter(match=f"fr:{{{namespace}:*}}:pm:*", count=1000)]
+             for key in client.scan_iter(match=f"fr:{{{namespace}:*}}:{kind}:*", count=1000)]
     return sum(sizes) / max(1, len(sizes))
 
 
@@ -242,7 +242,8 @@ def main() -> None:
             try:
                 r = run_mode("content", pages, corpus, count, pages_memory, started_again)
                 if pages_memory is not None:
-                    r["memory_bytes_per_page"] = memory_per_page(client, namespace)
+                    r["memory_bytes_per_page"] = memory_per_key(client, namespace)
+                    r["memory_bytes_per_host"] = memory_per_key(client, namespace, "hm")
             finally:
                 drop(client, namespace)
             shared[name if memory == "own" else f"{name}, memory shared"] = r
@@ -250,7 +251,8 @@ def main() -> None:
             print(f"content, {name}, memory {memory}: false {a['false_share']:.3%} of "
                   f"{a['unchanged']}, missed {a['missed_share']:.3%} of {a['changed']}, "
                   f"median {r['median_ms']:.2f} ms p99 {r['p99_ms']:.2f} ms"
-                  + (f", {r['memory_bytes_per_page']:.0f} bytes a page in Redis"
+                  + (f", {r['memory_bytes_per_page']:.0f} bytes a page and "
+                     f"{r['memory_bytes_per_host']:.0f} a host in Redis"
                      if pages_memory is not None else ""), flush=True)
     hosts = len({p["host"] for p in pages})
     sizes = sorted(len((corpus / c["path"]).read_bytes()) for p in pages for c in p["captures"][:1])

@@ -74,6 +74,7 @@ from itertools import compress, filterfalse
 from operator import not_
 from typing import Any, Protocol
 
+from frontier_rate.crawl.host_mask import HostMask, host_of
 from frontier_rate.crawl.page_memory import PageMemory
 from frontier_rate.crawl.segments import (
     _CONSENT_BIT,
@@ -191,38 +192,6 @@ class Detection:
     segments: int = 0
 
 
-class HostMask:
-    """One host's learned boilerplate: segment hash -> first page id (or -1 once seen on
-    two pages), and the set of masked hashes. Bounded (oldest entries dropped first)."""
-
-    __slots__ = ("first_page", "masked", "limit")
-
-    def __init__(self, limit: int) -> None:
-        self.first_page: OrderedDict[int, int] = OrderedDict()
-        self.masked: set[int] = set()
-        self.limit = limit
-
-    def see(self, hashes: set[int], page: int) -> None:
-        """Record the segments of one copy of ``page``; a segment already seen on another
-        page of this host becomes boilerplate."""
-        first = self.first_page
-        for h in hashes:
-            known = first.get(h)
-            if known is None:
-                first[h] = page
-                if len(first) > self.limit:
-                    old, _ = first.popitem(last=False)
-                    self.masked.discard(old)
-            elif known != page and known != -1:
-                first[h] = -1
-                self.masked.add(h)
-
-    def mask(self, h: int) -> None:
-        self.masked.add(h)
-        if h not in self.first_page:
-            self.first_page[h] = -1
-
-
 MIN_OVERLAP = 0.2
 """A copy sharing fewer than this share of the previous copy's segments is another page
 served in its place (a redirect to a home or login page) the first time; taken if it
@@ -254,24 +223,21 @@ def _whole_text_hash(parts: list[str], hashes: list[int], ignore: set[int]) -> b
                            digest_size=8).digest()
 
 
-def _host(url: str) -> str:
-    rest = url.split("://", 1)[-1]
-    return rest.split("/", 1)[0].split("?", 1)[0].lower()
-
-
 class PageStore(Protocol):
-    """Where the pages' memories are shared between processes (``crawl/shared_pages.py``):
-    ``load`` gives None when it has none for the page (or cannot be read now); ``touch``
-    keeps the stored copy (the same bytes came again); ``failures`` counts the calls that
-    failed."""
+    """Where the pages' memories and the hosts' masks are shared between processes
+    (``crawl/shared_pages.py``): ``load`` gives None when it has no memory of the page (or
+    cannot be read now), and folds into ``host`` what other processes learned of the page's
+    host; ``save`` stores the page's memory and writes what this process learned of the host;
+    ``touch`` keeps the stored copy (the same bytes came again); ``failures`` counts the calls
+    that failed."""
 
     failures: int
 
-    def load(self, url: str) -> PageMemory | None: ...
+    def load(self, url: str, host: HostMask) -> PageMemory | None: ...
 
-    def save(self, url: str, memory: PageMemory) -> None: ...
+    def save(self, url: str, memory: PageMemory, host: HostMask) -> None: ...
 
-    def touch(self, url: str) -> None: ...
+    def touch(self, url: str, host: HostMask) -> None: ...
 
 
 class ContentDetector:
@@ -305,7 +271,7 @@ class ContentDetector:
     def _host_mask(self, host: str) -> HostMask:
         mask = self._hosts.get(host)
         if mask is None:
-            mask = self._hosts[host] = HostMask(self.host_segments)
+            mask = self._hosts[host] = HostMask(self.host_segments, self.shared is not None)
             if len(self._hosts) > self.max_hosts:
                 self._hosts.popitem(last=False)
         else:
@@ -318,19 +284,20 @@ class ContentDetector:
         body); ``suffix``: bytes hashed in after the content (the truncation length)."""
         if text is None:
             return Detection(_non_html_fingerprint(body, content_type, suffix))
+        host = self._host_mask(host_of(url))
         if self.shared is None:
-            return self._compare(text, body, url, suffix, self._pages.get(url))
-        memory = loaded = self.shared.load(url)
+            return self._compare(text, body, url, suffix, self._pages.get(url), host)
+        memory = loaded = self.shared.load(url, host)
         if loaded is not None:
             self._remember(url, loaded)
         else:  # none shared (never written, expired, or Redis failed): this process's own
             memory = self._pages.get(url)
-        detection = self._compare(text, body, url, suffix, memory)
+        detection = self._compare(text, body, url, suffix, memory, host)
         kept = self._pages.get(url)
         if loaded is not None and detection.segments == -1:  # its bytes again: it stands
-            self.shared.touch(url)
+            self.shared.touch(url, host)
         elif kept is not None:
-            self.shared.save(url, kept)
+            self.shared.save(url, kept, host)
         return detection
 
     def _remember(self, url: str, memory: PageMemory) -> None:
@@ -340,9 +307,10 @@ class ContentDetector:
             self._pages.popitem(last=False)
 
     def _compare(self, text: str, body: bytes, url: str, suffix: bytes,
-                 memory: PageMemory | None) -> Detection:
+                 memory: PageMemory | None, host: HostMask) -> Detection:
         """``detect`` of an HTML answer against ``memory``, the page's last copy (None: no
-        copy known); the page's memory in ``_pages`` becomes this copy's."""
+        copy known), with ``host``'s mask; the page's memory in ``_pages`` becomes this
+        copy's."""
         raw = zlib.crc32(suffix, zlib.crc32(body)) ^ (len(body) << 32)
         if memory is not None and memory.raw == raw:  # the same bytes as the last copy
             self._pages.move_to_end(url)
@@ -365,7 +333,6 @@ class ContentDetector:
                 memory.rejected += 1  # another page served in its place (a redirect target)
                 self.not_content += 1
                 return Detection(None, "replaced")
-        host = self._host_mask(_host(url))
         page_id = zlib.crc32(url.encode("utf-8", "surrogatepass"))
         ignore = _ignored_here(lengths, hashes, host.masked)
         ignored = changed = 0

@@ -27,6 +27,16 @@ import logging
 import time
 from typing import Any
 
+from frontier_rate.crawl.host_mask import (
+    COMPACT_AFTER,
+    HEADER,
+    HostMask,
+    host_of,
+    log_generation,
+    new_generation,
+    read_log,
+    write_log,
+)
 from frontier_rate.crawl.page_memory import PageMemory, pack, unpack
 from frontier_rate.engine.validation import parse_url
 from frontier_rate.store.connection import connect, describe_error
@@ -82,34 +92,119 @@ class SharedPages:
 
     def key(self, url: str) -> str:
         """The page's memory key, in its shard (the host as the frontier reads it)."""
+        return self._key_pair(url)[0]
+
+    def _key_pair(self, url: str) -> tuple[str, str]:
+        """The page's memory key and its host's mask key, both in the page's shard."""
         try:
             host = parse_url(url)
         except ValueError:  # a URL the frontier would refuse: still one key per URL
             host = ""
-        return self._keys.page_memory(shard_of(host, self._keys.shards), page_id(url))
+        shard = shard_of(host, self._keys.shards)
+        return (self._keys.page_memory(shard, page_id(url)),
+                self._keys.host_mask(shard, host_of(url)))
 
-    def load(self, url: str) -> PageMemory | None:
+    def load(self, url: str, host: HostMask | None = None) -> PageMemory | None:
         """The memory of the page's last copy, or None (none stored, unreadable, Redis
-        failed)."""
-        data = self._call(self._client.get, self.key(url))
+        failed); with ``host``, the page's host's mask first learns what the other
+        processes wrote of it since it last read (one round trip for both)."""
+        page_key, mask_key = self._key_pair(url)
+        if host is None or host.events is None:
+            data = self._call(self._client.get, page_key)
+        else:
+            pipe = self._client.pipeline(transaction=False)
+            pipe.get(page_key)
+            pipe.getrange(mask_key, 0, HEADER.size - 1)
+            pipe.getrange(mask_key, host.offset, -1)
+            replies = self._call(pipe.execute)
+            if replies is None:
+                return None
+            data, head, tail = replies
+            self._fold(url, mask_key, host, head, tail)
         if data is None:
             return None
         try:
             return unpack(data)
         except ValueError as exc:
-            self.unreadable += 1
-            if self.unreadable == 1:
-                logger.warning("frontier-rate: the shared memory of %s is unreadable (%s); "
-                               "its answer is compared without it", url, exc)
+            self._unreadable(f"the shared memory of {url}", exc)
             return None
 
-    def save(self, url: str, memory: PageMemory) -> None:
-        """Store ``memory`` as the page's last copy (expiring, module docstring)."""
-        self._call(self._client.set, self.key(url), pack(memory), px=self._ttl_ms)
+    def save(self, url: str, memory: PageMemory, host: HostMask | None = None) -> None:
+        """Store ``memory`` as the page's last copy (expiring, module docstring), and what
+        this process learned of its host."""
+        page_key, mask_key = self._key_pair(url)
+        pipe = self._client.pipeline(transaction=False)
+        pipe.set(page_key, pack(memory), px=self._ttl_ms)
+        self._write_mask(pipe, mask_key, host, 1)
 
-    def touch(self, url: str) -> None:
-        """The page's stored copy stands (its bytes came again): only its expiry moves."""
-        self._call(self._client.pexpire, self.key(url), self._ttl_ms)
+    def touch(self, url: str, host: HostMask | None = None) -> None:
+        """The page's stored copy stands (its bytes came again): only its expiry moves (and
+        its host's, with what this process learned of the host and has not written)."""
+        page_key, mask_key = self._key_pair(url)
+        pipe = self._client.pipeline(transaction=False)
+        pipe.pexpire(page_key, self._ttl_ms)
+        self._write_mask(pipe, mask_key, host, 1)
+
+    def _fold(self, url: str, key: str, host: HostMask, head: bytes, tail: bytes) -> None:
+        """Mask in ``host`` the hashes of the log read from its offset (``tail``); the log's
+        header (``head``) says whether it was written afresh since (then it is read whole)."""
+        generation = log_generation(head)
+        if generation != host.generation:
+            if host.offset > 0:  # another process compacted the log: read it from its start
+                tail = self._call(self._client.get, key) or b""
+            host.generation, host.offset = generation, 0
+        try:
+            hashes = read_log(tail, whole=host.offset == 0)
+        except ValueError as exc:
+            self._unreadable(f"the shared mask of the host of {url}", exc)
+            host.compact = True  # this process's masks replace it at its next write
+            return
+        host.offset += len(tail)
+        host.fold(hashes)
+        if host.offset > HEADER.size + 8 * COMPACT_AFTER:
+            host.compact = True
+
+    def _write_mask(self, pipe: Any, key: str, host: HostMask | None, before: int) -> None:
+        """Run ``pipe`` (``before`` commands queued) with the writes of ``host``'s events,
+        or of its whole state when it is to be compacted; the events are dropped once
+        written. The log's offset moves past them when nothing else was written between."""
+        events = host.events if host is not None else None
+        if events is None:
+            self._call(pipe.execute)
+            return
+        count = len(events)
+        if host.compact:
+            generation = new_generation()
+            data = write_log(host.state(), generation)
+            pipe.set(key, data, px=self._ttl_ms)
+            if self._call(pipe.execute) is not None:
+                host.generation, host.offset, host.compact = generation, len(data), False
+                del events[:count]
+            return
+        if not events:
+            pipe.pexpire(key, self._ttl_ms)
+            self._call(pipe.execute)
+            return
+        generation = new_generation()
+        data = write_log(events)
+        pipe.set(key, write_log((), generation), nx=True, px=self._ttl_ms)
+        pipe.append(key, data)
+        pipe.pexpire(key, self._ttl_ms)
+        replies = self._call(pipe.execute)
+        if replies is None:
+            return  # kept for the next write (at most PENDING_LIMIT: HostMask)
+        del events[:count]
+        created, length = replies[before], replies[before + 1]
+        if created:  # the log is this header and these events
+            host.generation, host.offset = generation, length
+        elif length == host.offset + len(data):  # nothing else written since it last read
+            host.offset = length
+
+    def _unreadable(self, what: str, exc: ValueError) -> None:
+        self.unreadable += 1
+        if self.unreadable == 1:
+            logger.warning("frontier-rate: %s is unreadable (%s); its answer is compared "
+                           "without it", what, exc)
 
     def _call(self, command: Any, *args: Any, **options: Any) -> Any:
         """One Redis call; None, and the process's own memory for ``BACKOFF`` s, when it

@@ -56,6 +56,10 @@ key                                   type   content
                                              detection compares with it (only with
                                              ``FRONTIER_RATE_SHARED_PAGE_MEMORY``;
                                              crawl/shared_pages.py), expiring
+``fr:{ns:s}:hm:<host id>``            str    what the ``"content"`` detection learned of a
+                                             host's boilerplate, a log of 16-byte events
+                                             (with the setting above; crawl/host_mask.py),
+                                             expiring
 ====================================  =====  ==============================================
 
 A page id is the first 8 bytes of BLAKE2b(URL). Pages live in bucketed small
@@ -257,3 +261,8 @@ class Keys:
     def page_memory(self, shard: int, pid: bytes) -> str:
         """str: one page's detection memory (crawl/shared_pages.py), expiring."""
         return f"{self.prefix(shard)}pm:{pid.hex()}"
+
+    def host_mask(self, shard: int, host: str) -> str:
+        """str: one host's learned boilerplate as a log of events (crawl/host_mask.py),
+        expiring; named by the BLAKE2b of the host, as a page by that of its URL."""
+        return f"{self.prefix(shard)}hm:{page_id(host).hex()}"
