@@ -16,10 +16,11 @@ nothing stored. Scores against the corpus labels:
 frontier: each capture goes to one of K ``Fingerprinter`` objects (a seeded draw), and the
 frontier keeps the last fingerprint whichever process sent it. Each process learns its own
 host masks and remembers only the copies it fetched itself, or, in the "memory shared"
-runs, reads and writes each page's memory in Redis (``crawl/shared_pages.py``; the
-embedded server unless ``--url``). ``--restarts 4,40``: one process started afresh N
-times over the replay, with and without the shared memory (at 40 a process sees each page
-about once, as a crawl run as a periodic job does).
+runs, reads and writes each page's memory and each host's masks in Redis
+(``crawl/shared_pages.py``, ``crawl/host_mask.py``; the embedded server unless ``--url``).
+``--restarts 4,40``: one process started afresh N times over the replay, with and without
+the shared memory (at 40 a process sees each page about once, as a crawl run as a periodic
+job does).
 
 Run: ``python benchmarks/change_detection.py --corpus /work/html-corpus --write``
 (``--quick``: every eighth page; writes nothing unless ``--write``).
@@ -271,16 +272,19 @@ def main() -> None:
             rows.append([f"`{mode}`", group, f"{c['false_share']:.1%} of {c['unchanged']}",
                          f"{c['missed_share']:.1%} of {c['changed']}",
                          f"{r['median_ms']:.2f}" if group == "all" else "",
-                         f"{r['p99_ms']:.2f}" if group == "all" else ""])
+                         f"{r['p99_ms']:.2f}" if group == "all" else "", ""])
     for count, r in shared.items():
         for group in ("all", "terms/privacy"):
             c = r["groups"].get(group)
             if c is not None:
+                in_redis = (f"{r['memory_bytes_per_page']:,.0f} B / "
+                            f"{r['memory_bytes_per_host']:,.0f} B"
+                            if group == "all" and "memory_bytes_per_page" in r else "")
                 rows.append([f"`content`, {count}", group,
                              f"{c['false_share']:.1%} of {c['unchanged']}",
                              f"{c['missed_share']:.1%} of {c['changed']}",
                              f"{r['median_ms']:.2f}" if group == "all" else "",
-                             f"{r['p99_ms']:.2f}" if group == "all" else ""])
+                             f"{r['p99_ms']:.2f}" if group == "all" else "", in_redis])
     content = results.get("content")
     note = ""
     if content:
@@ -304,12 +308,13 @@ replayed oldest first through one `Fingerprinter` per mode, as one crawler proce
 "K processes": K crawler processes on one frontier, each capture fetched by one of them
 (a seeded draw), each with its own masks and memory of the copies it fetched; "N restarts":
 one process started afresh N times, evenly over the replay; "memory shared": the same with
-each page's memory in Redis (`FRONTIER_RATE_SHARED_PAGE_MEMORY`), masks still per process.
+each page's memory and each host's masks in Redis (`FRONTIER_RATE_SHARED_PAGE_MEMORY`;
+Redis memory a page and a host, `MEMORY USAGE`, in the last column).
 Time: `Fingerprinter.detect` per response on this 2-core machine shared with other
 jobs (load in the JSON).
 
 {table(["mode", "pages", "unchanged-content revisits called changed",
-        "real changes missed", "median ms", "p99 ms"], rows)}
+        "real changes missed", "median ms", "p99 ms", "in Redis: a page / a host"], rows)}
 {note}""")
 
 

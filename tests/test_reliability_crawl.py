@@ -20,6 +20,7 @@ from redis_servers import RedisServer, redis_cluster  # noqa: I001
 from scrapy_support.harness import Crawl, finish_crawl, open_frontier, run_crawl, start_crawl
 from scrapy_support.server import ChangingSite
 
+from frontier_rate.crawl.host_mask import read_log
 from frontier_rate.crawl.shared_pages import SharedPages
 from frontier_rate.store.keys import Keys
 
@@ -76,10 +77,12 @@ def test_two_crawlers_share_a_frontier_on_redis_cluster(cluster_url, sites, tmp_
     hosts = sites(3)
     pages = [(site, f"/p{j}") for site in hosts for j in range(4)]
     for site, path in pages:
-        site.set(path, f"<p>{path} {{n}}</p>", template=True)
+        site.set(path, f"<nav><p>Home</p><p>About us</p></nav><p>{path} {{n}}</p>",
+                 template=True)
     start = [{"url": site.url(path)} for site, path in pages]
     # due times as the exclusivity check: no page is leased before it is due; the pages'
-    # detection memory in the cluster too (each in its page's slot, from each detection process)
+    # detection memory in the cluster too (each in its page's slot, from each detection
+    # process), and each host's masks (the menu on every page)
     settings = {"FRONTIER_RATE_CLOSE_AFTER": 5, "FRONTIER_RATE_FILL_BUDGET": False,
                 "FRONTIER_RATE_SHARED_PAGE_MEMORY": True}
     runs = [start_crawl(tmp_path, f"w{i}", cluster_url, "shared", start, settings) for i in (0, 1)]
@@ -103,6 +106,8 @@ def test_two_crawlers_share_a_frontier_on_redis_cluster(cluster_url, sites, tmp_
         assert frontier.stats()["fetches"] == total
         memory = SharedPages(frontier.client, "shared", frontier.shards, 3600.0)
         assert all(frontier.client.exists(memory.key(site.url(path))) for site, path in pages)
+        assert all(len(read_log(frontier.client.get(memory.mask_key(site.url("/p0"))),
+                                whole=True)) >= 2 for site in hosts)
         assert [c.stats.get("frontier_rate/page_memory_failures") for c in crawls] == [0, 0]
         assert not any("detection process stopped" in c.log for c in crawls)
     finally:
@@ -201,7 +206,8 @@ def test_two_namespaces_on_one_redis_stay_apart(redis_url, namespace, sites, tmp
     own = {"x": [f"/x{i}" for i in range(5)], "y": [f"/y{i}" for i in range(3)]}
     for paths in own.values():
         for path in paths:
-            site.set(path, f"<p>{path} {{n}}</p>", template=True)
+            site.set(path, f"<nav><p>Home</p><p>About us</p></nav><p>{path} {{n}}</p>",
+                 template=True)
     settings = {"FRONTIER_RATE_CLOSE_AFTER": 4, "FRONTIER_RATE_LOG_INTERVAL": 0.5}
     runs = {name: start_crawl(tmp_path, name, redis_url, f"{namespace}-{name}",
                               [{"url": site.url(p)} for p in paths], settings)

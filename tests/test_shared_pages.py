@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 
 from frontier_rate.crawl.detection_worker import READY, frame, read_line
 from frontier_rate.crawl.fingerprint import Fingerprinter
-from frontier_rate.crawl.host_mask import COMPACT_AFTER, HEADER, log_generation, read_log, write_log
+from frontier_rate.crawl.host_mask import COMPACT_AFTER, log_generation, read_log, write_log
+from frontier_rate.crawl.host_mask import HEADER as LOG_HEADER
 from frontier_rate.crawl.page_memory import HEADER, PageMemory, pack, unpack
 from frontier_rate.crawl.shared_pages import (
     ENVIRONMENT,
@@ -196,6 +197,7 @@ def test_a_fresh_process_masks_what_another_process_learned_of_the_host(redis_cl
     again.share(pages)
     after = again.detect(_shop_page("a", "Summer sale"), "http://shop.test/a", HTML)
     mask_key = Keys(namespace, 4).host_mask(shard_of("shop.test", 4), "shop.test")
+    assert pages.mask_key("http://shop.test/b") == mask_key  # the host's, in its pages' shard
     if store is SharedPages:
         assert after.fingerprint == before.fingerprint
         logged = read_log(redis_client.get(mask_key), whole=True)
@@ -214,7 +216,7 @@ def test_a_log_past_its_bound_is_written_afresh_and_read_again_by_every_process(
     old log reads the new one from its start and keeps every mask in it."""
     url = "http://shop.test/a"
     pages = _pages(redis_client, namespace)
-    key = pages._key_pair(url)[1]
+    key = pages.mask_key(url)
     redis_client.set(key, write_log(range(1, 11), generation=7))
     reader = Fingerprinter("content")
     reader.share(pages)
@@ -224,7 +226,7 @@ def test_a_log_past_its_bound_is_written_afresh_and_read_again_by_every_process(
     writer.share(pages)
     writer.detect(_shop_page("b", "Spring sale"), "http://shop.test/b", HTML)
     log = redis_client.get(key)
-    generation = log_generation(log[:HEADER.size])
+    generation = log_generation(log[:LOG_HEADER.size])
     assert generation not in (None, 7)
     kept = read_log(log, whole=True)
     assert sorted(kept) == sorted(writer._detector._hosts["shop.test"].masked)
@@ -238,7 +240,7 @@ def test_a_damaged_mask_log_costs_its_masks_not_the_answer_and_is_written_again(
         redis_client, namespace, caplog):
     url = "http://shop.test/a"
     pages = _pages(redis_client, namespace)
-    key = pages._key_pair(url)[1]
+    key = pages.mask_key(url)
     redis_client.set(key, b"x" * 13)
     fingerprinter = Fingerprinter("content")
     fingerprinter.share(pages)
@@ -248,7 +250,7 @@ def test_a_damaged_mask_log_costs_its_masks_not_the_answer_and_is_written_again(
     assert found.fingerprint and pages.unreadable == 1
     assert "shared mask of the host of http://shop.test/a is unreadable" in caplog.text
     log = redis_client.get(key)
-    assert log_generation(log[:HEADER.size]) is not None
+    assert log_generation(log[:LOG_HEADER.size]) is not None
     assert len(read_log(log, whole=True)) == 3
 
 

@@ -41,10 +41,12 @@ other type (XML, PDF, text, images) by its bytes.
 
 State and memory (process-local and bounded unless shared, rebuilt after a restart):
 
-- per host (``HostMask``): up to ``host_segments`` segment hashes (8 bytes each) with
-  the 4-byte id of the first page they were seen on, plus the masked hashes; an LRU of
-  ``max_hosts`` hosts. About 16 bytes per remembered segment: 2,048 segments take
-  ~32 KiB of payload per host (Python object overhead on top).
+- per host (``host_mask.HostMask``): up to ``host_segments`` segment hashes (8 bytes each)
+  with the 4-byte id of the first page they were seen on, plus the masked hashes; an LRU
+  of ``max_hosts`` hosts. About 16 bytes per remembered segment: 2,048 segments take
+  ~32 KiB of payload per host (Python object overhead on top). With ``shared``, the masks
+  other processes learned of the host are read with the page's memory, and those this
+  process learns are written with it.
 - per URL (``page_memory.PageMemory``): the fingerprint returned last, a CRC-32 of its
   bytes (the same bytes again are not parsed), the 8-byte hashes of its segments (an
   ``array('Q')``) and its text length; an LRU of ``max_pages`` URLs (a page with 300
