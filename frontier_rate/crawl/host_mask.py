@@ -16,8 +16,8 @@ appended before it compares a copy of one of the host's pages:
 - reading it masks each hash (``fold``): masking twice, or a hash this process appended
   itself, changes nothing;
 - only masks are shared, not which page each segment was first seen on: that would cost
-  ~16 bytes for every segment of every page (~25 KB a host on the real-HTML corpus against
-  ~3.5 KB) for 0.1 point fewer false changes (docs/CHANGE_DETECTION.md);
+  ~16 bytes for every segment of every page (22-31 KB a host on the real-HTML corpus
+  against ~1.8 KB) for 0.1 point fewer false changes (docs/CHANGE_DETECTION.md);
 - when the log holds more than ``COMPACT_AFTER`` hashes, the next writer replaces it with its
   own masks under a new generation, and a reader that finds another generation reads it
   again from its start. Hashes another process appended during that replacement are lost:
