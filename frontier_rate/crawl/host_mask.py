@@ -18,8 +18,8 @@ appended before it compares a copy of one of the host's pages:
 - only masks are shared, not which page each segment was first seen on: that would cost
   ~16 bytes for every segment of every page (22-31 KB a host on the real-HTML corpus
   against ~1.8 KB) for 0.1 point fewer false changes (docs/CHANGE_DETECTION.md);
-- when the log holds more than ``COMPACT_AFTER`` hashes, the next writer replaces it with its
-  own masks under a new generation, and a reader that finds another generation reads it
+- when the log holds more than ``COMPACT_AFTER`` hashes (and twice the reader's masks), the
+  next writer replaces it with its own masks under a new generation, and a reader that finds another generation reads it
   again from its start. Hashes another process appended during that replacement are lost:
   a segment it had just masked is learned again.
 """

@@ -172,8 +172,8 @@ class SharedPages:
             return
         host.offset += len(tail)
         host.fold(hashes)
-        if host.offset > HEADER.size + 8 * COMPACT_AFTER:
-            host.compact = True
+        if host.offset > HEADER.size + 8 * max(COMPACT_AFTER, 2 * len(host.masked)):
+            host.compact = True  # (a log no shorter than the masks it would be replaced by)
 
     def _write_mask(self, pipe: Any, key: str, host: HostMask | None, before: int) -> None:
         """Run ``pipe`` (``before`` commands queued) with the writes of ``host``'s events,
@@ -206,8 +206,9 @@ class SharedPages:
             return  # kept for the next write (at most PENDING_LIMIT: HostMask)
         del events[:count]
         created, length = replies[before], replies[before + 1]
-        if created:  # the log is this header and these events
-            host.generation, host.offset = generation, length
+        if created:  # a new log: this header, these events and any appended since
+            host.generation = generation
+            host.offset = length if length == HEADER.size + len(data) else 0
         elif length == host.offset + len(data):  # nothing else written since it last read
             host.offset = length
 
