@@ -240,7 +240,8 @@ class SharedPages:
 
 def use_page_memory(shared: bool, client: Any, fingerprinter: Any,
                     process: Any = None) -> SharedPages | None:
-    """``shared``: share the pages' memories of the namespace of ``client`` (an open
+    """``shared``: share the pages' memories and the hosts' masks of the namespace of
+    ``client`` (an open
     ``FrontierClient``): ``fingerprinter`` (the crawl's own detection, also the one used once
     a detection process stopped) and ``process`` (a ``DetectionProcess`` not started yet, or
     None) read and write them in Redis. Not shared, on a namespace that holds pages already
@@ -252,7 +253,8 @@ def use_page_memory(shared: bool, client: Any, fingerprinter: Any,
                         "compared without their last copy the first time it fetches each "
                         "(a change is then more likely to be called): "
                         "FRONTIER_RATE_SHARED_PAGE_MEMORY = True keeps each page's last copy "
-                        "in Redis for every process (~2.4 KB a page; docs/CHANGE_DETECTION.md)")
+                        "and each host's learned masks in Redis for every process (~2.4 KB a "
+                        "page; docs/CHANGE_DETECTION.md)")
         return None
     text = spec(client.frontier)
     try:
