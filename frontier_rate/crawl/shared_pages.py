@@ -241,12 +241,12 @@ class SharedPages:
 def use_page_memory(shared: bool, client: Any, fingerprinter: Any,
                     process: Any = None) -> SharedPages | None:
     """``shared``: share the pages' memories and the hosts' masks of the namespace of
-    ``client`` (an open
-    ``FrontierClient``): ``fingerprinter`` (the crawl's own detection, also the one used once
-    a detection process stopped) and ``process`` (a ``DetectionProcess`` not started yet, or
-    None) read and write them in Redis. Not shared, on a namespace that holds pages already
-    (a restart, or another process): one INFO line saying what that costs and which setting
-    keeps the memories. A Redis that cannot be reached now: one WARNING, not shared."""
+    ``client`` (an open ``FrontierClient``): ``fingerprinter`` (the crawl's own detection,
+    also the one used once a detection process stopped) and ``process`` (a
+    ``DetectionProcess`` not started yet, or None) read and write them in Redis. Not shared,
+    on a namespace that holds pages already (a restart, or another process): one INFO line
+    saying what that costs and which setting keeps the memories. A Redis that cannot be
+    reached now: one WARNING, not shared."""
     if not shared:
         if client.known_pages:
             logger.info("frontier-rate: pages fetched before this process started are "
