@@ -37,7 +37,8 @@ class PageMemory:
         self.raw = -1  # CRC-32 and length of the last copy's bytes
 
 
-def _little(values: array) -> bytes:
+def little_endian(values: array) -> bytes:
+    """8-byte hashes as little-endian bytes (the stored form on every machine)."""
     if sys.byteorder == "little":
         return values.tobytes()
     swapped = array("Q", values)
@@ -45,7 +46,8 @@ def _little(values: array) -> bytes:
     return swapped.tobytes()
 
 
-def _hashes(data: bytes) -> array:
+def hashes_of(data: bytes) -> array:
+    """The 8-byte hashes of ``little_endian``'s bytes."""
     values = array("Q")
     values.frombytes(data)
     if sys.byteorder != "little":
@@ -59,7 +61,7 @@ def pack(memory: PageMemory) -> bytes:
     return b"".join((
         HEADER.pack(VERSION, memory.raw, memory.length, min(memory.rejected, 255),
                     memory.whole, len(fingerprint), len(memory.hashes), len(memory.gone)),
-        fingerprint, _little(memory.hashes), _little(memory.gone)))
+        fingerprint, little_endian(memory.hashes), little_endian(memory.gone)))
 
 
 def unpack(data: bytes) -> PageMemory:
@@ -80,7 +82,7 @@ def unpack(data: bytes) -> PageMemory:
     except UnicodeDecodeError:
         raise ValueError("page memory whose fingerprint is not ASCII") from None
     middle = start + 8 * count
-    memory = PageMemory(fingerprint, _hashes(data[start:middle]), length,
-                        _hashes(data[middle:]), whole)
+    memory = PageMemory(fingerprint, hashes_of(data[start:middle]), length,
+                        hashes_of(data[middle:]), whole)
     memory.rejected, memory.raw = rejected, raw
     return memory

@@ -146,7 +146,7 @@ class SharedPages:
         page_key, mask_key = self._key_pair(url)
         pipe = self._client.pipeline(transaction=False)
         pipe.set(page_key, pack(memory), px=self._ttl_ms)
-        self._write_mask(pipe, mask_key, host, 1)
+        self._write_mask(pipe, mask_key, host)
 
     def touch(self, url: str, host: HostMask | None = None) -> None:
         """The page's stored copy stands (its bytes came again): only its expiry moves (and
@@ -154,7 +154,7 @@ class SharedPages:
         page_key, mask_key = self._key_pair(url)
         pipe = self._client.pipeline(transaction=False)
         pipe.pexpire(page_key, self._ttl_ms)
-        self._write_mask(pipe, mask_key, host, 1)
+        self._write_mask(pipe, mask_key, host)
 
     def _fold(self, url: str, key: str, host: HostMask, head: bytes, tail: bytes) -> None:
         """Mask in ``host`` the hashes of the log read from its offset (``tail``); the log's
@@ -175,9 +175,9 @@ class SharedPages:
         if host.offset > HEADER.size + 8 * max(COMPACT_AFTER, 2 * len(host.masked)):
             host.compact = True  # (a log no shorter than the masks it would be replaced by)
 
-    def _write_mask(self, pipe: Any, key: str, host: HostMask | None, before: int) -> None:
-        """Run ``pipe`` (``before`` commands queued) with the writes of ``host``'s events,
-        or of its whole state when it is to be compacted; the events are dropped once
+    def _write_mask(self, pipe: Any, key: str, host: HostMask | None) -> None:
+        """Run ``pipe`` (the page memory's command queued) with the writes of ``host``'s
+        events, or of its whole state when it is to be compacted; the events are dropped once
         written. The log's offset moves past them when nothing else was written between."""
         events = host.events if host is not None else None
         if events is None:
@@ -205,7 +205,7 @@ class SharedPages:
         if replies is None:
             return  # kept for the next write (at most PENDING_LIMIT: HostMask)
         del events[:count]
-        created, length = replies[before], replies[before + 1]
+        created, length = replies[-3], replies[-2]  # SET NX, APPEND (then PEXPIRE)
         if created:  # a new log: this header, these events and any appended since
             host.generation = generation
             host.offset = length if length == HEADER.size + len(data) else 0
