@@ -9,14 +9,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from frontier_rate.crawl.host_mask import (
+    BOILERPLATE_PAGES,
+    BOILERPLATE_SHARE,
+    COUNTED_PAGES,
     HEADER,
     PENDING_LIMIT,
+    SPREAD_MARK,
     HostMask,
     host_of,
     log_generation,
+    page_bit,
     read_log,
+    spread_threshold,
     write_log,
 )
+from frontier_rate.crawl.segments import SHORT_BIT
 
 hashes = st.lists(st.integers(0, 2**64 - 1), max_size=200)
 
@@ -38,30 +45,62 @@ def test_a_damaged_log_is_refused_by_name():
         read_log(b"x" * 13, whole=False)
 
 
+def words(events: list[int]) -> tuple[list[int], list[int]]:
+    """The hashes of log words: (masked for their spread, masked by another rule), sorted."""
+    spread, other, marked = [], [], False
+    for word in events:
+        if word == SPREAD_MARK:
+            marked = True
+        else:
+            (spread if marked else other).append(word)
+            marked = False
+    return sorted(spread), sorted(other)
+
+
 def test_only_what_this_process_masks_becomes_an_event_and_each_once():
     mask = HostMask(limit=100, shared=True)
     mask.see({1, 2, 3}, page=10)
     assert mask.events == [] and not mask.masked  # seen on one page: content so far
     mask.see({2, 3, 4}, page=11)
-    assert sorted(mask.events) == [2, 3] and mask.masked == {2, 3}
+    assert words(mask.events) == ([2, 3], []) and mask.masked == {2, 3}
     mask.see({2, 3}, page=12)
     mask.mask(3)
     mask.mask(7)
-    assert sorted(mask.events) == [2, 3, 7]
+    assert words(mask.events) == ([2, 3], [7])
     mask.fold([8, 9, 2])  # masked by other processes: learned, not written again
-    assert mask.masked == {2, 3, 7, 8, 9} and sorted(mask.events) == [2, 3, 7]
-    assert sorted(mask.state()) == [2, 3, 7, 8, 9]
+    assert mask.masked == {2, 3, 7, 8, 9} and words(mask.events) == ([2, 3], [7])
+    assert words(mask.state()) == ([], [2, 3, 7, 8, 9])  # 2 folded as a rule's mask
     alone = HostMask(limit=100)
     alone.see({1, 2}, page=10)
     alone.see({1, 2}, page=11)
     assert alone.events is None and alone.masked == {1, 2}
 
 
+def test_a_spread_mask_from_another_process_holds_only_while_few_of_the_hosts_pages_are_known():
+    learned = HostMask(limit=1000, shared=True)
+    learned.see({1, 50}, page=0)
+    learned.see({1, 50}, page=1)  # two pages known: both masked for their spread
+    log = write_log(learned.events, generation=5)
+    small = HostMask(limit=1000)
+    small.fold(read_log(log, whole=True))
+    assert small.masked == {1, 50}  # a host as small here: taken
+    for page in range(2, 40):
+        small.see({1}, page=page)
+    assert small.masked == {1}  # 40 pages known here: 50 is on too few of them
+    large = HostMask(limit=1000)
+    for page in range(40):
+        large.see({1, 1000 + page}, page=page)
+    large.fold(read_log(log, whole=True))
+    assert large.masked == {1}
+    large.fold([SPREAD_MARK, 50, 60])  # a hash without the mark: masked by a rule
+    assert large.masked == {1, 60}
+
+
 def test_folding_keeps_the_mask_within_its_bound_and_too_many_unwritten_events_compact():
     mask = HostMask(limit=10, shared=True)
     mask.see(range(5), page=1)
     mask.fold(range(100, 120))
-    assert len(mask.first_page) == 10 and mask.masked == set(range(110, 120))
+    assert len(mask.seen) == 10 and mask.masked == set(range(110, 120))
     mask.events.extend(range(PENDING_LIMIT))  # Redis did not answer for a long time
     mask.mask(10**6)
     assert mask.events == [] and mask.compact  # its whole set is written next time
@@ -70,3 +109,65 @@ def test_folding_keeps_the_mask_within_its_bound_and_too_many_unwritten_events_c
 def test_a_mask_is_kept_per_authority():
     assert host_of("https://Docs.Example.org:8443/a/b?c=1") == "docs.example.org:8443"
     assert host_of("http://example.org?q") == "example.org"
+
+
+def test_the_spread_threshold_is_a_share_of_the_hosts_pages_between_two_and_its_cap():
+    # independent computation: max(2, min(32, ceil(0.2 * pages)))
+    for pages, needed in ((0, 2), (1, 2), (10, 2), (11, 3), (20, 4), (36, 8), (40, 8), (100, 20),
+                          (156, 32), (160, 32), (5000, 32)):
+        assert spread_threshold(pages) == needed, pages
+    assert COUNTED_PAGES == 160 and BOILERPLATE_SHARE == 0.2 and BOILERPLATE_PAGES == 32
+
+
+def test_a_value_on_a_few_pages_of_a_large_host_is_content_and_template_text_is_boilerplate():
+    mask = HostMask(limit=10_000)
+    for page in range(40):  # a shop: every page has the menu, each price is on three pages
+        price = 1000 + page // 3
+        mask.see({1, 2, price}, page=page)
+    assert {1, 2} <= mask.masked and mask.threshold == 8
+    assert not mask.masked & set(range(1000, 1014))
+
+
+def test_what_was_masked_while_the_host_was_small_is_content_again_once_it_grows():
+    mask = HostMask(limit=10_000)
+    mask.see({1, 50}, page=0)  # the home page lists a book (50) ...
+    mask.see({1, 50}, page=1)  # ... and so does its category page: two pages known
+    assert mask.masked == {1, 50}
+    for page in range(2, 40):
+        mask.see({1}, page=page)
+    assert mask.masked == {1}  # 50 is on 2 of 40 pages: content
+    mask.mask(50)  # masked by another rule: stays masked whatever the spread
+    mask.see({1}, page=40)
+    assert 50 in mask.masked
+
+
+def test_the_same_page_seen_again_never_adds_to_a_segments_spread():
+    mask = HostMask(limit=100)
+    for _ in range(10):
+        mask.see({7}, page=3)
+    assert not mask.masked
+    assert page_bit(3) == page_bit(3) and page_bit(3).bit_count() == 1
+
+
+def test_a_slot_is_volatile_when_many_texts_rotate_there_on_most_revisits_of_several_pages():
+    deal = HostMask(limit=100)
+    for revisit, text in enumerate((11, 12, 13, 14)):
+        deal.revisited([9, 100])  # anchor 9 (the menu's last item), then the slot's text
+        deal.slot_replaced(9, text, page=revisit % 2)
+    assert deal.volatile_slots == {9}
+    assert deal.in_volatile_slots([9, 77 | SHORT_BIT, 5]) == {77 | SHORT_BIT}
+    assert deal.in_volatile_slots([9, 77, 5]) == set()  # a long segment is never a slot's
+
+
+def test_one_template_edit_or_rare_edits_of_each_pages_line_make_no_slot():
+    template = HostMask(limit=100)
+    for page in range(10):  # a menu item renamed on every page: one text
+        template.revisited([9])
+        template.slot_replaced(9, 42, page=page)
+    assert not template.volatile_slots
+    dated = HostMask(limit=100)
+    for page in range(6):  # each page's own "updated" line after a shared heading
+        for _ in range(5):
+            dated.revisited([9])
+        dated.slot_replaced(9, 100 + page, page=page)  # changed once in five revisits
+    assert not dated.volatile_slots

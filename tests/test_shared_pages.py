@@ -22,7 +22,13 @@ from hypothesis import strategies as st
 
 from frontier_rate.crawl.detection_worker import READY, frame, read_line
 from frontier_rate.crawl.fingerprint import Fingerprinter
-from frontier_rate.crawl.host_mask import COMPACT_AFTER, log_generation, read_log, write_log
+from frontier_rate.crawl.host_mask import (
+    COMPACT_AFTER,
+    log_generation,
+    log_hashes,
+    read_log,
+    write_log,
+)
 from frontier_rate.crawl.host_mask import HEADER as LOG_HEADER
 from frontier_rate.crawl.page_memory import HEADER, PageMemory, pack, unpack
 from frontier_rate.crawl.shared_pages import (
@@ -200,7 +206,7 @@ def test_a_fresh_process_masks_what_another_process_learned_of_the_host(redis_cl
     assert pages.mask_key("http://shop.test/b") == mask_key  # the host's, in its pages' shard
     if store is SharedPages:
         assert after.fingerprint == before.fingerprint
-        logged = read_log(redis_client.get(mask_key), whole=True)
+        logged = log_hashes(read_log(redis_client.get(mask_key), whole=True))
         # Home, Spring sale, Contact us (A), Summer sale (B, as menu): each once
         assert len(logged) == len(set(logged)) == 4
         assert MIN_TTL * 1000 - 10_000 < redis_client.pttl(mask_key) <= MIN_TTL * 1000
@@ -228,7 +234,7 @@ def test_a_log_past_its_bound_is_written_afresh_and_read_again_by_every_process(
     log = redis_client.get(key)
     generation = log_generation(log[:LOG_HEADER.size])
     assert generation not in (None, 7)
-    kept = read_log(log, whole=True)
+    kept = log_hashes(read_log(log, whole=True))
     assert sorted(kept) == sorted(writer._detector._hosts["shop.test"].masked)
     assert 2000 < len(kept) <= 2048  # the newest of the masks the writer read (its bound)
     reader.detect(_shop_page("a", "Summer sale"), url, HTML)
@@ -251,7 +257,7 @@ def test_a_damaged_mask_log_costs_its_masks_not_the_answer_and_is_written_again(
     assert "shared mask of the host of http://shop.test/a is unreadable" in caplog.text
     log = redis_client.get(key)
     assert log_generation(log[:LOG_HEADER.size]) is not None
-    assert len(read_log(log, whole=True)) == 3
+    assert len(log_hashes(read_log(log, whole=True))) == 3
 
 
 def test_the_memory_lives_in_its_pages_shard_expires_and_goes_with_the_namespace(

@@ -72,7 +72,7 @@ import zlib
 from array import array
 from collections import OrderedDict
 from dataclasses import dataclass
-from itertools import compress, filterfalse
+from itertools import compress, filterfalse, pairwise
 from operator import not_
 from typing import Any, Protocol
 
@@ -179,6 +179,27 @@ def boilerplate_runs(order: list[int] | array, fresh: set[int], masked: set[int]
     return found
 
 
+def replaced_slots(order: list[int] | array, before: list[int] | array, added: set[int],
+                   removed: set[int], masked: set[int]) -> list[tuple[int, int]]:
+    """``(anchor, text)`` for each boilerplate segment (``masked``) after which one short
+    segment of the last copy (``before``, ``removed``) was replaced by ``text`` (``added``)
+    in this copy (``order``): the slots of ``HostMask.slot_replaced``."""
+    if not added or not removed:
+        return []
+    items = list(order)
+    starts = [i for i in compress(range(1, len(items)), map(added.__contains__, items[1:]))
+              if items[i] & _SHORT_BIT and items[i - 1] in masked]
+    if not starts:
+        return []
+    after = dict(pairwise(before))
+    found = []
+    for i in starts:
+        old = after.get(items[i - 1])
+        if old is not None and old in removed and old & _SHORT_BIT:
+            found.append((items[i - 1], items[i]))
+    return found
+
+
 @dataclass(frozen=True)
 class Detection:
     """What one response says: ``fingerprint`` (None for a not-content answer),
@@ -214,6 +235,15 @@ def _ignored_here(lengths: list[int], hashes: list[int], masked: set[int]) -> se
     if covered <= MAJORITY * total:
         return masked
     return {h for h in hashes if h in masked and h & _SHORT_BIT}
+
+
+def _with_slots(ignore: set[int], host: HostMask, *orders: list[int] | array) -> set[int]:
+    """``ignore`` and the segments of ``orders`` (this copy, the last one) in the host's
+    volatile slots. ``ignore`` itself when there are none: it may be the host's mask, which
+    ``HostMask.see`` grows before the fingerprint is taken (a segment this copy makes
+    boilerplate is not hashed in it)."""
+    extra = set().union(*map(host.in_volatile_slots, orders))
+    return ignore | extra if extra else ignore
 
 
 def _whole_text_hash(parts: list[str], hashes: list[int], ignore: set[int]) -> bytes:
@@ -336,7 +366,7 @@ class ContentDetector:
                 self.not_content += 1
                 return Detection(None, "replaced")
         page_id = zlib.crc32(url.encode("utf-8", "surrogatepass"))
-        ignore = _ignored_here(lengths, hashes, host.masked)
+        ignore = _with_slots(_ignored_here(lengths, hashes, host.masked), host, hashes)
         ignored = changed = 0
         fingerprint: str | None = None
         if memory is not None:
@@ -346,11 +376,16 @@ class ContentDetector:
             for h in added:
                 if h in gone and h & _SHORT_BIT:  # a short block went and came back
                     host.mask(h)
+            host.revisited(hashes)
+            for anchor, text in replaced_slots(hashes, memory.hashes, added, removed,
+                                               host.masked):
+                host.slot_replaced(anchor, text, page_id)
             for h in boilerplate_runs(hashes, added, ignore) | \
                     boilerplate_runs(memory.hashes, removed, ignore) | \
                     consent_runs(hashes, added) | consent_runs(memory.hashes, removed):
                 host.mask(h)
-            ignore = _ignored_here(lengths, hashes, host.masked)
+            ignore = _with_slots(_ignored_here(lengths, hashes, host.masked), host, hashes,
+                                 memory.hashes)
             whole = _whole_text_hash(parts, hashes, ignore)
             counted = {h for h in added | removed if h not in ignore}
             inside = inside_content(hashes, added, ignore) | \

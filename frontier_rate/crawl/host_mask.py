@@ -26,13 +26,16 @@ appended before it compares a copy of one of the host's pages:
 
 from __future__ import annotations
 
+import math
 import random
 import struct
 from array import array
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from itertools import pairwise
 
 from frontier_rate.crawl.page_memory import hashes_of, little_endian
+from frontier_rate.crawl.segments import SHORT_BIT
 
 HEADER = struct.Struct("<8sQ")
 """The log's first 16 bytes: ``MAGIC`` and its generation."""
@@ -45,71 +48,212 @@ PENDING_LIMIT = 4096
 its whole set is written once Redis answers (``compact``)."""
 
 
+BOILERPLATE_SHARE = 0.2
+"""A segment is a host's boilerplate once it is on this share of the host's pages (at least
+two pages, at most ``BOILERPLATE_PAGES``). Template text (navigation, footer, a sidebar) is on
+most of a host's pages; a value a site shows on a few of them (a product's price and stock on
+its page, its category's list and the home page; a listing's entries) is content, and on a
+shop its changes are what a revisiting crawler is for (issue 59). On a host of up to ten
+pages (a service's legal documents) two pages are enough, as before."""
+BOILERPLATE_PAGES = 32
+"""The most pages a segment needs to be on to be boilerplate, however large the host: the
+mask remembers a bounded number of segments, so a count over hundreds of pages would be
+forgotten before it is reached."""
+COUNTED_PAGES = math.ceil(BOILERPLATE_PAGES / BOILERPLATE_SHARE)
+"""How many of a host's pages are counted (past it the threshold no longer moves)."""
+SLOT_VALUES = 4
+"""A slot (the place right after one of the host's boilerplate segments) whose short text was
+replaced by this many different texts, on revisits of at least two pages, and on at least
+``SLOT_SHARE`` of the revisits that showed the slot, is volatile: a "deal of the moment" box,
+a rotating teaser after the menu. What sits there is ignored on the host's pages. One edit of
+the host's template (a menu item renamed on every page) is one text, however many pages show
+it; each page's own "updated" line after the same heading changes on few of its revisits; a
+value a few pages show (a price, a stock line) follows the page's own text, not the host's
+template, so it never makes a slot."""
+SLOT_SHARE = 0.5
+SLOTS = 256
+"""Slots remembered per host (the oldest forgotten first)."""
+_EXPLICIT = -1
+"""``HostMask.seen`` value of a segment masked by a rule other than its spread (``mask``)."""
+_FOLDED = -2
+"""``HostMask.seen`` value of a segment another process masked for its spread (``fold``)."""
+SPREAD_MARK = 0
+"""In a shared log, the word before a hash masked for its spread (no segment hashes to 0: its
+Adler-32 half is never 0). A process that knows more of the host's pages than another may
+find it is on too few of them, so such a mask is kept only while few pages of the host are
+known here (``fold``); a hash without the mark was masked by a rule that always holds."""
+
+
+def spread_threshold(pages: int) -> int:
+    """On how many pages of a host of ``pages`` known pages a segment must be seen to be its
+    boilerplate (``BOILERPLATE_SHARE``, between 2 and ``BOILERPLATE_PAGES``)."""
+    return max(2, min(BOILERPLATE_PAGES, math.ceil(BOILERPLATE_SHARE * pages)))
+
+
+def page_bit(page: int) -> int:
+    """The bit of a page in a segment's page set: a 256-bit set, the page's 32-bit id hashed to
+    one of 256 bits (Fibonacci hashing). Two pages on one bit count once: a segment's spread
+    is never over-counted, at worst under-counted (on ~34 distinct pages for a threshold of
+    32)."""
+    return 1 << (((page & 0xFFFFFFFF) * 0x9E3779B1 & 0xFFFFFFFF) >> 24)
+
+
 class HostMask:
-    """One host's learned boilerplate: segment hash -> first page id (or -1 once seen on
-    two pages), and the set of masked hashes. Bounded (oldest entries dropped first).
+    """One host's learned boilerplate: segment hash -> the set of the host's pages it was seen
+    on (``page_bit``; ``_EXPLICIT`` once masked by another rule), the set of masked hashes, the
+    host's pages counted (up to ``COUNTED_PAGES``), and the slots after boilerplate whose text
+    was replaced (``slot_replaced``). Bounded: the segments seen least recently are dropped
+    first.
+
+    A segment is masked once it is on ``spread_threshold`` pages; as the host's known pages
+    grow the threshold rises and a segment below it is content again (a book's title seen
+    on the home page and its category's page before the rest of the shop was known).
 
     ``events``: the hashes this process masked and has not written to the shared log yet
     (None: not shared); ``generation`` / ``offset``: how much of the shared log it has
-    folded in; ``compact``: write all its masks instead of the events next time."""
+    folded in; ``compact``: write all its masks instead of the events next time. Masks are
+    shared as they are learned; a segment another process masked stays masked here."""
 
-    __slots__ = ("first_page", "masked", "limit", "events", "generation", "offset", "compact")
+    __slots__ = ("seen", "masked", "limit", "pages", "threshold", "slots", "volatile_slots",
+                 "events", "generation", "offset", "compact")
 
     def __init__(self, limit: int, shared: bool = False) -> None:
-        self.first_page: OrderedDict[int, int] = OrderedDict()
+        self.seen: OrderedDict[int, int] = OrderedDict()
         self.masked: set[int] = set()
         self.limit = limit
+        self.pages: set[int] = set()
+        self.threshold = spread_threshold(0)
+        self.slots: dict[int, list[int]] = {}
+        self.volatile_slots: set[int] = set()
         self.events: list[int] | None = [] if shared else None
         self.generation: int | None = None
         self.offset = 0
         self.compact = False
 
     def see(self, hashes: Iterable[int], page: int) -> None:
-        """Record the segments of one copy of ``page``; a segment already seen on another
-        page of this host becomes boilerplate."""
-        first = self.first_page
-        events = self.events
+        """Record the segments of one copy of ``page`` (a 32-bit id); a segment now on
+        ``threshold`` pages of this host becomes boilerplate."""
+        if page not in self.pages and len(self.pages) < COUNTED_PAGES:
+            self.pages.add(page)
+            self._rethreshold()
+        seen = self.seen
+        masked = self.masked
+        threshold = self.threshold
+        bit = page_bit(page)
         for h in hashes:
-            known = first.get(h)
+            known = seen.get(h)
             if known is None:
-                first[h] = page
-                if len(first) > self.limit:
+                seen[h] = bit
+                if len(seen) > self.limit:
                     self._forget_oldest()
-            elif known != page and known != -1:
-                first[h] = -1
-                if events is not None and h not in self.masked:
-                    events.append(h)
-                self.masked.add(h)
+                continue
+            seen.move_to_end(h)
+            if known == _FOLDED:  # masked elsewhere: counted here from now on
+                seen[h] = bit
+                continue
+            if known == _EXPLICIT or known & bit:
+                continue
+            known |= bit
+            seen[h] = known
+            if known.bit_count() >= threshold and h not in masked:
+                if self.events is not None:
+                    self.events += (SPREAD_MARK, h)
+                masked.add(h)
         self._bound_events()
 
     def mask(self, h: int) -> None:
-        """Mask ``h`` on this host (learned by a rule other than "seen on two pages")."""
+        """Mask ``h`` on this host (learned by a rule other than its spread)."""
         if self.events is not None and h not in self.masked:
             self.events.append(h)
             self._bound_events()
         self.masked.add(h)
-        if h not in self.first_page:
-            self.first_page[h] = -1
+        self.seen[h] = _EXPLICIT
+        self.seen.move_to_end(h)
 
     def fold(self, hashes: Iterable[int]) -> None:
-        """Mask the hashes other processes masked (``read_log``), as if this process had
-        learned them; none of them becomes an event of this process. The oldest remembered
-        segments make room, as ``see`` does."""
+        """Mask the hashes other processes masked (``read_log``: each after ``SPREAD_MARK``
+        when masked for its spread), as if this process had learned them; none of them becomes
+        an event of this process. A spread mask is taken only while the threshold here is 2
+        (few of the host's pages known); then the host's own pages decide. The oldest
+        remembered segments make room, as ``see`` does."""
         events, self.events = self.events, None
+        spread = False
         try:
             for h in hashes:
-                self.mask(h)
+                if h == SPREAD_MARK:
+                    spread = True
+                elif not spread:
+                    self.mask(h)
+                else:
+                    spread = False
+                    if self.seen.get(h) == _EXPLICIT:
+                        continue
+                    if self.threshold <= 2:
+                        self.masked.add(h)
+                    self.seen[h] = _FOLDED
+                    self.seen.move_to_end(h)
         finally:
             self.events = events
-        while len(self.first_page) > self.limit:
+        while len(self.seen) > self.limit:
             self._forget_oldest()
 
     def state(self) -> list[int]:
-        """What a compacted log holds: every hash masked here."""
-        return list(self.masked)
+        """What a compacted log holds: every hash masked here (``SPREAD_MARK`` before those
+        masked for their spread)."""
+        found: list[int] = []
+        for h in self.masked:
+            if self.seen.get(h) == _EXPLICIT:
+                found.append(h)
+            else:
+                found += (SPREAD_MARK, h)
+        return found
+
+    def revisited(self, order: Iterable[int]) -> None:
+        """A revisit of a page whose copy is ``order``: each slot it shows was revisited."""
+        slots = self.slots
+        if slots:
+            for h in order:
+                slot = slots.get(h)
+                if slot is not None:
+                    slot[3] += 1
+
+    def slot_replaced(self, anchor: int, text: int, page: int) -> None:
+        """The short text right after boilerplate segment ``anchor`` was replaced by the
+        segment ``text`` on a revisit of ``page`` (after ``revisited``); the slot's rule is
+        ``SLOT_VALUES``."""
+        slot = self.slots.pop(anchor, None)  # re-inserted last: the oldest first
+        if slot is None:  # [pages, texts, replacements, revisits]
+            slot = [0, 0, 0, 1]
+        slot[0] |= page_bit(page)
+        slot[1] |= page_bit(text ^ (text >> 32))
+        slot[2] += 1
+        self.slots[anchor] = slot
+        if len(self.slots) > SLOTS:
+            del self.slots[next(iter(self.slots))]
+        if slot[1].bit_count() >= SLOT_VALUES and slot[0].bit_count() >= 2 \
+                and slot[2] >= SLOT_SHARE * slot[3]:
+            self.volatile_slots.add(anchor)
+
+    def in_volatile_slots(self, order: Sequence[int]) -> set[int]:
+        """The short segments of ``order`` (a copy's hashes) that sit in a volatile slot."""
+        slots = self.volatile_slots
+        if not slots:
+            return set()
+        return {h for anchor, h in pairwise(order) if anchor in slots and h & SHORT_BIT}
+
+    def _rethreshold(self) -> None:
+        """A new page counted: when the threshold rises, the segments masked for their spread
+        that are now below it are content again."""
+        threshold = spread_threshold(len(self.pages))
+        if threshold == self.threshold:
+            return
+        self.threshold = threshold
+        seen = self.seen
+        self.masked = {h for h in self.masked if seen.get(h, _EXPLICIT) == _EXPLICIT
+                       or seen[h] != _FOLDED and seen[h].bit_count() >= threshold}
 
     def _forget_oldest(self) -> None:
-        old, _ = self.first_page.popitem(last=False)
+        old, _ = self.seen.popitem(last=False)
         self.masked.discard(old)
 
     def _bound_events(self) -> None:
@@ -154,3 +298,8 @@ def read_log(data: bytes, whole: bool) -> list[int]:
         raise ValueError(f"host mask log of {len(data)} bytes is not a whole number of "
                          "8-byte hashes")
     return hashes_of(data).tolist()
+
+
+def log_hashes(words: Iterable[int]) -> list[int]:
+    """The masked hashes of a log's words (``read_log``), without the ``SPREAD_MARK``s."""
+    return [word for word in words if word != SPREAD_MARK]

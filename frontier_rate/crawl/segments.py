@@ -227,7 +227,9 @@ def _token(match: re.Match[str]) -> str:
 SHORT_BLOCK = 64
 """Segments up to this many characters may be learned as boilerplate from their place
 (a menu item, a widget line); longer ones (paragraphs) only from other pages."""
-_SHORT_BIT = 1 << 63
+SHORT_BIT = 1 << 63
+"""Set in the hash of a segment of at most ``SHORT_BLOCK`` characters."""
+_SHORT_BIT = SHORT_BIT
 _CONSENT_BIT = 1 << 62
 CONSENT_WORDS = (
     "cookie", "consent", "partners can use", "privacy choices", "privacy preference",
