@@ -7,7 +7,6 @@ page changes though a "deal of the moment" box names another book on every answe
 
 from __future__ import annotations
 
-import re
 import sys
 import threading
 import time
@@ -17,11 +16,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from shop_support.project import Project  # noqa: E402
-from shop_support.shop import Shop, catalogue  # noqa: E402
 from shop_support.site import ShopSite  # noqa: E402
 
+from frontier_rate.testbed.shop import Shop, catalogue  # noqa: E402
+
 pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
-_DEAL = re.compile(r'<div class="deal">.*?</div>')
 
 
 def frontier_settings(redis_url: str, namespace: str, **more: object) -> dict[str, object]:
@@ -34,9 +33,6 @@ def book_items(items: list[dict]) -> set[tuple]:
     return {(item["url"], item["title"], item["price"], item["stock"]) for item in items}
 
 
-def content(shop: Shop) -> dict[str, str]:
-    """Each page's HTML without the deal box: the truth a test compares."""
-    return {path: _DEAL.sub("", body) for path, body in shop.pages().items()}
 
 
 def test_the_first_pass_gives_scrapys_items_and_edits_are_found_on_every_page_showing_them(
@@ -58,7 +54,7 @@ def test_the_first_pass_gives_scrapys_items_and_edits_are_found_on_every_page_sh
     with ShopSite(shop) as site:
         project = Project(tmp_path / "edited")
         answers = project.folder / "answers-1.jsonl"
-        before = content(shop)
+        before = shop.pages(deal=False)
         edited_at = []
 
         def edit_after_three_passes() -> None:
@@ -78,7 +74,7 @@ def test_the_first_pass_gives_scrapys_items_and_edits_are_found_on_every_page_sh
         editor.join(timeout=1)
     assert run.returncode == 0, run.log[-3000:]
     assert edited_at, "the crawl never made three passes"
-    after = content(shop)
+    after = shop.pages(deal=False)
     expected = {site.url(path) for path in before if before[path] != after[path]}
     assert expected == {site.url(p) for p in ("/", "/catalogue/travel/page-1.html",
                                                "/book/book-3.html", "/book/book-7.html",

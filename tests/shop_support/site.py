@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler
 
 from scrapy_support.server import LoopbackSite
 
-from shop_support.shop import Shop
+from frontier_rate.testbed.shop import Shop
 
 BOT_WALL = ("<html><head><title>Just a moment...</title></head><body><p>Checking your browser "
             "before accessing the shop. Please complete the captcha.</p></body></html>")
