@@ -76,6 +76,7 @@ from itertools import compress, filterfalse, pairwise
 from operator import not_
 from typing import Any, Protocol
 
+from frontier_rate.crawl.content_rules import ContentRule
 from frontier_rate.crawl.host_mask import HostMask, host_of
 from frontier_rate.crawl.page_memory import PageMemory
 from frontier_rate.crawl.segments import (
@@ -311,20 +312,22 @@ class ContentDetector:
         return mask
 
     def detect(self, text: str | None, body: bytes, url: str, content_type: str | None,
-               suffix: bytes = b"") -> Detection:
+               suffix: bytes = b"", rule: ContentRule | None = None) -> Detection:
         """Fingerprint one 2xx answer. ``text``: the decoded body (None for a non-HTML
-        body); ``suffix``: bytes hashed in after the content (the truncation length)."""
+        body), or the part of it ``rule`` selects; ``suffix``: bytes hashed in after the
+        content (the truncation length); ``rule``: its ignore-text patterns are removed from
+        each segment."""
         if text is None:
             return Detection(_non_html_fingerprint(body, content_type, suffix))
         host = self._host_mask(host_of(url))
         if self.shared is None:
-            return self._compare(text, body, url, suffix, self._pages.get(url), host)
+            return self._compare(text, body, url, suffix, self._pages.get(url), host, rule)
         memory = loaded = self.shared.load(url, host)
         if loaded is not None:
             self._remember(url, loaded)
         else:  # none shared (never written, expired, or Redis failed): this process's own
             memory = self._pages.get(url)
-        detection = self._compare(text, body, url, suffix, memory, host)
+        detection = self._compare(text, body, url, suffix, memory, host, rule)
         kept = self._pages.get(url)
         if loaded is not None and detection.segments == -1:  # its bytes again: it stands
             self.shared.touch(url, host)
@@ -339,7 +342,8 @@ class ContentDetector:
             self._pages.popitem(last=False)
 
     def _compare(self, text: str, body: bytes, url: str, suffix: bytes,
-                 memory: PageMemory | None, host: HostMask) -> Detection:
+                 memory: PageMemory | None, host: HostMask,
+                 rule: ContentRule | None = None) -> Detection:
         """``detect`` of an HTML answer against ``memory``, the page's last copy (None: no
         copy known), with ``host``'s mask; the page's memory in ``_pages`` becomes this
         copy's."""
@@ -348,6 +352,9 @@ class ContentDetector:
             self._pages.move_to_end(url)
             return Detection(memory.fingerprint, None, 0, 0, -1)
         parts = segments(text)
+        if rule is not None and rule.ignore_text:
+            parts = [part for part in (" ".join(rule.remove_ignored(p).split()) for p in parts)
+                     if part]
         lengths = list(map(len, parts))
         length = sum(lengths)
         reason = _not_content(parts, length, memory.length if memory else None)

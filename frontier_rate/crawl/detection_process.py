@@ -33,6 +33,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.protocol import ProcessProtocol
 
 from frontier_rate.crawl import scrapy_compat as compat
+from frontier_rate.crawl.content_rules import ContentRule
 from frontier_rate.crawl.detection_worker import READY, Found, frame, read_line
 from frontier_rate.crawl.shared_pages import ENVIRONMENT
 
@@ -85,7 +86,7 @@ class DetectionProcess:
         self._shared = spec
 
     def submit(self, body: bytes, url: str, content_type: str | None, *, truncated: bool,
-               full_length: int | None, done: Done) -> bool:
+               full_length: int | None, done: Done, rule: ContentRule | None = None) -> bool:
         """Send one 2xx answer; ``done`` gets its detection on the event loop. False (and
         ``done`` is never called) while the child starts and once it has stopped: the
         caller detects the answer itself. While it starts the answer is sent all the same,
@@ -98,7 +99,7 @@ class DetectionProcess:
             if self.stopped:
                 return False
         assert self._worker is not None and self._worker.transport is not None
-        data = frame(bytes(body), url, content_type, truncated, full_length)
+        data = frame(bytes(body), url, content_type, truncated, full_length, rule)
         taken = self.ready
         if not taken:
             self._sent_starting += len(data)

@@ -7,7 +7,8 @@ and needs no thread in the crawl's process (``detection_process.py`` talks to it
 the event loop's pipes).
 
 A frame in: ``FRAME.pack(len(meta), len(body))``, the JSON ``meta`` (``url``,
-``content_type``, ``truncated``, ``full_length``), the body. A line out: ``{"detection":
+``content_type``, ``truncated``, ``full_length``, ``rule``: the page's ``ContentRule`` as
+JSON or null), the body. A line out: ``{"detection":
 [fingerprint, reason, ignored, changed_segments, segments], "counters": {...}}``, or
 ``{"error": "..."}`` when the detection raised (the crawl then detects that answer
 itself). The first line, ``ready``, says the worker has started (importing takes ~1 s: until
@@ -24,6 +25,7 @@ import sys
 from typing import Any, BinaryIO
 
 from frontier_rate.crawl.change_detection import Detection, PageStore
+from frontier_rate.crawl.content_rules import ContentRule
 from frontier_rate.crawl.fingerprint import Fingerprinter
 
 FRAME = struct.Struct(">II")
@@ -36,10 +38,11 @@ Found = tuple[Detection, dict[str, int]]
 
 
 def frame(body: bytes, url: str, content_type: str | None, truncated: bool,
-          full_length: int | None) -> bytes:
+          full_length: int | None, rule: ContentRule | None = None) -> bytes:
     """One answer as the bytes the worker reads."""
     meta = json.dumps({"url": url, "content_type": content_type, "truncated": truncated,
-                       "full_length": full_length}).encode()
+                       "full_length": full_length,
+                       "rule": rule.as_json() if rule is not None else None}).encode()
     return FRAME.pack(len(meta), len(body)) + meta + body
 
 
@@ -83,7 +86,8 @@ def serve(config: dict[str, Any], stdin: BinaryIO, stdout: BinaryIO,
         try:
             found = fingerprinter.detect(body, meta["url"], headers,
                                          truncated=meta["truncated"],
-                                         full_length=meta["full_length"])
+                                         full_length=meta["full_length"],
+                                         rule=ContentRule.from_json(meta.get("rule")))
             line = answer_line(found, fingerprinter.stats())
         except Exception as exc:  # the crawl detects this answer itself
             line = json.dumps({"error": repr(exc)}).encode() + b"\n"

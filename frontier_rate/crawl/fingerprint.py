@@ -44,6 +44,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from frontier_rate.crawl.change_detection import ContentDetector, Detection, PageStore, is_html
+from frontier_rate.crawl.content_rules import ContentRule, select
 from frontier_rate.engine.validation import MAX_VALIDATOR_LENGTH
 
 __all__ = [
@@ -287,10 +288,16 @@ class Fingerprinter:
         return digest.hexdigest()
 
     def detect(self, body: bytes, url: str = "", headers: Any = None, *,
-               truncated: bool = False, full_length: int | None = None) -> Detection:
+               truncated: bool = False, full_length: int | None = None,
+               rule: ContentRule | None = None) -> Detection:
         """The ``Detection`` for one 2xx answer: in ``"content"`` mode its fingerprint, or
         None with the reason when the answer is no copy of the page (bot wall, empty,
-        error page); in the other modes ``Detection(self(...))``."""
+        error page, a ``rule`` whose selector matches nothing); in the other modes
+        ``Detection(self(...))``. ``rule`` (``content_rules.ContentRule``): the part of an
+        HTML page that counts and the text to ignore, in ``"content"`` and ``"text"``
+        modes (the others hash what they hash: a rule there is refused by the adapters)."""
+        if rule is not None and self.mode == "text" and self._custom is None:
+            return self._detect_text(body, headers, rule, truncated, full_length)
         if self._detector is None:
             return Detection(self(body, url, headers, truncated=truncated,
                                   full_length=full_length))
@@ -309,10 +316,36 @@ class Fingerprinter:
             text = _decode(head, headers)
             for pattern in self._text_patterns:
                 text = pattern.sub("", text)
+            if rule is not None and rule.select is not None:
+                text = select(text, rule.select)
+                if text is None:
+                    self._detector.not_content += 1
+                    return Detection(None, f"content selector {rule.select!r} matched nothing")
         else:
             for byte_pattern in self._byte_patterns:
                 head = byte_pattern.sub(b"", head)
-        return self._detector.detect(text, head, url, content_type, suffix)
+        return self._detector.detect(text, head, url, content_type, suffix, rule)
+
+    def _detect_text(self, body: bytes, headers: Any, rule: ContentRule, truncated: bool,
+                     full_length: int | None) -> Detection:
+        """``"text"`` mode with a rule: the visible text of the selected part of an HTML
+        page, the ignored text removed; any other body as without a rule."""
+        head = bytes(memoryview(body)[: self.max_body])
+        if not is_html(head, header_value(headers, "Content-Type")):
+            return Detection(self(body, "", headers, truncated=truncated, full_length=full_length))
+        text = _decode(head, headers)
+        for pattern in self._text_patterns:
+            text = pattern.sub("", text)
+        if rule.select is not None:
+            text = select(text, rule.select)
+            if text is None:
+                return Detection(None, f"content selector {rule.select!r} matched nothing")
+        visible = _SPACE.sub(" ", rule.remove_ignored(visible_text(text))).strip()
+        digest = hashlib.blake2b(visible.encode("utf-8"), digest_size=DIGEST_SIZE)
+        if truncated or len(body) > self.max_body:
+            digest.update(b"\x00len=%d" % (full_length if truncated and full_length is not None
+                                             and full_length >= 0 else len(body)))
+        return Detection(digest.hexdigest())
 
     def share(self, pages: PageStore) -> None:
         """Keep each page's memory in ``pages`` (``crawl/shared_pages.py``), where every

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from frontier_rate.client.frontier_client import failure_reason
 from frontier_rate.crawl.change_detection import Detection
+from frontier_rate.crawl.content_rules import ContentRule
 from frontier_rate.crawl.fingerprint import Fingerprinter, clean_validator, header_value
 
 if TYPE_CHECKING:
@@ -41,13 +42,14 @@ class Outcome:
 
 def outcome(dispatch: Lease, status: int, headers: Any, body: bytes, url: str,
             fingerprinter: Fingerprinter, now: float, *, truncated: bool = False,
-            detection: Detection | None = None) -> Outcome:
+            detection: Detection | None = None, rule: ContentRule | None = None) -> Outcome:
     """The evidence one answer to ``dispatch`` gives (see the module docstring).
 
     ``headers``: any mapping ``fingerprint.header_value`` reads (Scrapy ``Headers``, a
     dict); ``truncated``: the download was cut at ``max_body`` (the fingerprint then
     covers the body received plus the declared Content-Length); ``detection``: the
-    body's ``Detection`` when it was made elsewhere (a detection process), else made here.
+    body's ``Detection`` when it was made elsewhere (a detection process), else made here;
+    ``rule``: the page's ``ContentRule`` (what counts on it), for a detection made here.
     """
     if not (200 <= status < 300 or status == 304):
         return Outcome("failed", {"reason": failure_reason(status), "status": status})
@@ -69,7 +71,7 @@ def outcome(dispatch: Lease, status: int, headers: Any, body: bytes, url: str,
         if detection is None:
             detection = fingerprinter.detect(
                 body, url, headers, truncated=truncated,
-                full_length=content_length(headers) if truncated else None)
+                full_length=content_length(headers) if truncated else None, rule=rule)
         if detection.fingerprint is None:  # a bot wall, empty or error page: no copy
             return Outcome("failed", {"reason": f"not content: {detection.reason}",
                                       "status": status})
