@@ -177,6 +177,12 @@ class Scheduler:
 
     # -- Scrapy scheduler interface -------------------------------------------------
     def open(self, spider: Spider) -> None:
+        try:
+            self._open(spider)
+        except SettingError as exc:  # the frontier stores other settings: stop, one line
+            Refusing.stand_in(self, exc).open(spider)
+
+    def _open(self, spider: Spider) -> None:
         self.spider = spider
         config = self.settings
         chosen = NamespaceChoice.of(self.crawler.settings, spider, config.frontier.get("namespace"))
