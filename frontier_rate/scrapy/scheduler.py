@@ -75,6 +75,7 @@ from frontier_rate.scrapy.startup import (
     SettingError,
     hand_back_at_exit,
     open_scrapy_frontier,
+    refuses_stored_settings,
     sitemap_callback,
     sitemap_request,
     use_data_dir_setting,
@@ -176,13 +177,8 @@ class Scheduler:
             return Refusing(crawler, exc)  # type: ignore[return-value]
 
     # -- Scrapy scheduler interface -------------------------------------------------
+    @refuses_stored_settings
     def open(self, spider: Spider) -> None:
-        try:
-            self._open(spider)
-        except SettingError as exc:  # the frontier stores other settings: stop, one line
-            Refusing.stand_in(self, exc).open(spider)
-
-    def _open(self, spider: Spider) -> None:
         self.spider = spider
         config = self.settings
         chosen = NamespaceChoice.of(self.crawler.settings, spider, config.frontier.get("namespace"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import atexit
 import difflib
+import functools
 import logging
 import os
 import weakref
@@ -111,6 +112,21 @@ class Refusing:
 
     def __len__(self) -> int:
         return 0
+
+
+def refuses_stored_settings(open_: Callable[[Any, Spider], None]) -> Callable[[Any, Spider], None]:
+    """``Scheduler.open`` that, when the frontier refuses the crawl's settings (a
+    ``SettingError``: an earlier run stored other shared settings), turns the scheduler into
+    a ``Refusing`` stand-in instead of raising into Scrapy's engine (issue 60)."""
+
+    @functools.wraps(open_)
+    def open(scheduler: Any, spider: Spider) -> None:
+        try:
+            open_(scheduler, spider)
+        except SettingError as exc:
+            Refusing.stand_in(scheduler, exc).open(spider)
+
+    return open
 
 
 def sitemap_request(url: str, weight: float) -> Request:
