@@ -156,8 +156,9 @@ def inspect(url: str, redis_url: str | None, namespace: str | None, as_json: boo
     """One page: weight, change-rate estimate, fetches, changes, next due time."""
     frontier = open_frontier(redis_url, namespace)
     try:  # the URL as the Scrapy scheduler stores it (host case, fragment), else as written
-        record = frontier.page(written_page_url(url))
-        if record is None and written_page_url(url) != url:
+        stored = written_page_url(url)
+        record = frontier.page(stored)
+        if record is None and stored != url:
             record = frontier.page(url)
     except ValueError as exc:
         raise Failure(str(exc)) from None

@@ -72,6 +72,7 @@ class Refusing:
 
     def __init__(self, crawler: Crawler, error: SettingError) -> None:
         self.crawler, self.error = crawler, error
+        self._closing = False
 
     @classmethod
     def stand_in(cls, scheduler: Any, error: SettingError) -> Refusing:
@@ -80,14 +81,12 @@ class Refusing:
         refusing = cls(scheduler.crawler, error)
         for name in ("close", "has_pending_requests", "enqueue_request", "next_request"):
             setattr(scheduler, name, getattr(refusing, name))
-        scheduler.refusing = refusing
         return refusing
 
     def open(self, spider: Spider) -> None:
         # weak=False: the engine drops its scheduler when the spider closes
         self.crawler.signals.connect(self._engine_stopped, signal=scrapy_signals.engine_stopped,
                                      weak=False)
-        self._closing = False
 
     def _engine_stopped(self) -> None:
         logger.error("frontier-rate: %s", self.error)
