@@ -24,7 +24,7 @@ from frontier_rate import testbed as bed
 from frontier_rate.crawl import signal_sources as signals
 from frontier_rate.crawl.idle_reason import lease_end
 from frontier_rate.crawl.signal_sources import hints
-from frontier_rate.engine.frontier import Frontier, UnknownNamespace, parse_url
+from frontier_rate.engine.frontier import Frontier, parse_url
 from frontier_rate.math import policy
 from frontier_rate.scrapy.requests import written_page_url
 from frontier_rate.store.connection import FrontierError, connect, redact_url
@@ -97,9 +97,7 @@ def open_frontier(redis_url: str | None, namespace: str | None, *, create: bool 
         if create:
             return Frontier(redis_url, namespace=namespace)
         return Frontier.attach(redis_url, namespace)
-    except UnknownNamespace as exc:  # no such namespace, or no embedded database at all
-        raise Failure(str(exc)) from None
-    except (FrontierError, ValueError) as exc:
+    except (FrontierError, ValueError) as exc:  # UnknownNamespace, NoEmbeddedData too
         raise Failure(str(exc)) from None
 
 

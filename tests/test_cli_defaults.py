@@ -69,7 +69,9 @@ def test_without_n_the_only_namespace_is_used_else_they_are_listed(tmp_path, mon
         dropped = _cli("drop", "--yes", data_dir=data)  # never guessed
         assert dropped.returncode == 2 and "drop needs the namespace named: -n NAME" \
             in dropped.stderr
-        Frontier(None, namespace="shop.news").close()
+        seeds = tmp_path / "seeds.txt"  # a second namespace, made by another process
+        seeds.write_text("http://news.example/1\n")
+        assert _cli("import", str(seeds), "-n", "shop.news", data_dir=data).returncode == 0
         two = _cli("inspect", "http://books.example/1", data_dir=data)
         assert two.returncode == 2 and two.stdout == ""
         assert two.stderr.strip() == ("frontier-rate: 2 frontiers at <embedded redis>: "
