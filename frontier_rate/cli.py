@@ -2,7 +2,7 @@
 
 Every subcommand takes ``--redis URL`` (default ``$FRONTIER_RATE_REDIS_URL``,
 else the embedded Redis), ``--namespace NS`` (default
-``$FRONTIER_RATE_NAMESPACE``, else ``default``) and ``--json``. Human output
+``$FRONTIER_RATE_NAMESPACE``, else the only namespace the server holds) and ``--json``. Human output
 is aligned tables; errors are one line on stderr and exit code 2.
 """
 
@@ -24,8 +24,9 @@ from frontier_rate import testbed as bed
 from frontier_rate.crawl import signal_sources as signals
 from frontier_rate.crawl.idle_reason import lease_end
 from frontier_rate.crawl.signal_sources import hints
-from frontier_rate.engine.frontier import Frontier, UnknownNamespace, parse_url
+from frontier_rate.engine.frontier import Frontier, parse_url
 from frontier_rate.math import policy
+from frontier_rate.scrapy.requests import written_page_url
 from frontier_rate.store.connection import FrontierError, connect, redact_url
 from frontier_rate.store.errors import translate
 from frontier_rate.store.keys import NAMESPACE_RE
@@ -49,23 +50,54 @@ class Failure(click.ClickException):
 def common(command: Callable) -> Callable:
     """The options every subcommand takes."""
     command = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(command)
-    command = click.option("--namespace", "-n", envvar="FRONTIER_RATE_NAMESPACE", default="default",
-                           show_default=True, help="Frontier namespace (Scrapy: <project>.<spider>).")(command)
+    command = click.option("--namespace", "-n", envvar="FRONTIER_RATE_NAMESPACE", default=None,
+                           help="Frontier namespace (Scrapy: <project>.<spider>); default: the "
+                                "only one the server holds.")(command)
     command = click.option("--redis", "redis_url", envvar="FRONTIER_RATE_REDIS_URL", default=None,
                            help="Redis URL (redis://, rediss://, unix://, redis+cluster://); "
                                 "default: the embedded Redis.")(command)
     return command
 
 
-def open_frontier(redis_url: str | None, namespace: str, *, create: bool = False):
-    """The frontier of an existing namespace (or a new one with ``create``), or a one-line failure."""
+def only_namespace(redis_url: str | None) -> str:
+    """The namespace to use when none is given: the only one the server holds; with none or
+    several, a failure that lists them and asks for ``-n`` (a crawl's namespace is
+    ``<BOT_NAME>.<spider>``, so no fixed default would find it)."""
+    names = [row["namespace"] for row in namespace_rows(redis_url)]
+    where = redact_url(redis_url)
+    if len(names) == 1:
+        click.echo(f"frontier-rate: namespace {names[0]!r} (the only one at {where})", err=True)
+        return names[0]
+    if not names:
+        raise Failure(f"no frontiers at {where}; name one with -n NAME")
+    shown = ", ".join(names[:20]) + (f", ... ({len(names)} in all)" if len(names) > 20 else "")
+    raise Failure(f"{len(names)} frontiers at {where}: {shown}; choose one with -n NAME")
+
+
+def namespace_rows(redis_url: str | None) -> list[dict]:
+    """The namespaces of the server (``list_namespaces``), or a one-line failure."""
+    from redis import RedisError
+
+    try:
+        client = connect(redis_url, existing=True)
+        try:
+            return list_namespaces(client)
+        finally:
+            client.close()
+    except (FrontierError, ValueError, RedisError) as exc:
+        raise Failure(str(exc)) from None
+
+
+def open_frontier(redis_url: str | None, namespace: str | None, *, create: bool = False):
+    """The frontier of an existing namespace (or a new one with ``create``), or a one-line
+    failure; ``namespace`` None: the only one there is (``only_namespace``)."""
+    if namespace is None:
+        namespace = only_namespace(redis_url)
     try:
         if create:
             return Frontier(redis_url, namespace=namespace)
         return Frontier.attach(redis_url, namespace)
-    except UnknownNamespace:
-        raise Failure(f"no frontier named {namespace!r} at {redact_url(redis_url)}") from None
-    except (FrontierError, ValueError) as exc:
+    except (FrontierError, ValueError) as exc:  # UnknownNamespace, NoEmbeddedData too
         raise Failure(str(exc)) from None
 
 
@@ -118,18 +150,24 @@ def main() -> None:
 @main.command()
 @click.argument("url")
 @common
-def inspect(url: str, redis_url: str | None, namespace: str, as_json: bool) -> None:
+def inspect(url: str, redis_url: str | None, namespace: str | None, as_json: bool) -> None:
     """One page: weight, change-rate estimate, fetches, changes, next due time."""
     frontier = open_frontier(redis_url, namespace)
-    try:
-        record = frontier.page(url)
+    try:  # the URL as the Scrapy scheduler stores it (host case, fragment), else as written
+        stored = written_page_url(url)
+        record = frontier.page(stored)
+        if record is None and stored != url:
+            record = frontier.page(url)
     except ValueError as exc:
         raise Failure(str(exc)) from None
     if record is None:
-        raise Failure(f"unknown page {url!r} in namespace {namespace!r}")
+        raise Failure(f"unknown page {url!r} in namespace {frontier.namespace!r}")
     now = time.time()
+    record = dict(record)
+    if record["status"] == "leased" and record.get("lease_ends") is not None \
+            and record["lease_ends"] <= now:  # the crawl holding it stopped: due again
+        record["status"] = "due (lease expired)"
     if not as_json:
-        record = dict(record)
         for field in ("last_fetch", "next_due", "lease_ends"):
             if record.get(field) is not None:
                 record[field] = f"{record[field]:.3f} ({when(record[field], now)})"
@@ -139,7 +177,7 @@ def inspect(url: str, redis_url: str | None, namespace: str, as_json: bool) -> N
 @main.command()
 @click.option("--limit", "-l", type=click.IntRange(1, 100_000), default=20, show_default=True)
 @common
-def due(limit: int, redis_url: str | None, namespace: str, as_json: bool) -> None:
+def due(limit: int, redis_url: str | None, namespace: str | None, as_json: bool) -> None:
     """The pages that fall due soonest."""
     frontier = open_frontier(redis_url, namespace)
     now = time.time()
@@ -156,7 +194,7 @@ def due(limit: int, redis_url: str | None, namespace: str, as_json: bool) -> Non
 
 @main.command()
 @common
-def stats(redis_url: str | None, namespace: str, as_json: bool) -> None:
+def stats(redis_url: str | None, namespace: str | None, as_json: bool) -> None:
     """Counters: pages, due now, leased, gone, quarantined, threshold ν, budget use, changes seen;
     the shared settings; what the Redis server promises (eviction policy, persistence, role)
     and whether the namespace is whole, with a warning per way Redis can lose its data."""
@@ -181,12 +219,7 @@ def stats(redis_url: str | None, namespace: str, as_json: bool) -> None:
 
 def show_namespaces(redis_url: str | None, as_json: bool) -> None:
     """List the namespaces of the server (``stats`` without ``-n``)."""
-    from redis import RedisError
-
-    try:
-        rows = list_namespaces(connect(redis_url))
-    except (FrontierError, ValueError, RedisError) as exc:
-        raise Failure(str(exc)) from None
+    rows = namespace_rows(redis_url)
     if as_json:
         emit(rows, True, key_value)
         return
@@ -207,7 +240,8 @@ def show_namespaces(redis_url: str | None, as_json: bool) -> None:
 @click.option("--max-interval", type=float, help="Longest planned revisit interval (s).")
 @click.option("--prior-rate", type=float, help="Change rate (1/s) assumed for a page never fetched.")
 @common
-def settings(redis_url: str | None, namespace: str, as_json: bool, **values: float | None) -> None:
+def settings(redis_url: str | None, namespace: str | None, as_json: bool,
+             **values: float | None) -> None:
     """Show the settings every process of the namespace shares, or change them for all of them."""
     frontier = open_frontier(redis_url, namespace)
     changes = {name: value for name, value in values.items() if value is not None}
@@ -222,8 +256,10 @@ def settings(redis_url: str | None, namespace: str, as_json: bool, **values: flo
 @main.command()
 @click.option("--yes", is_flag=True, help="Really delete every key of the namespace.")
 @common
-def drop(yes: bool, redis_url: str | None, namespace: str, as_json: bool) -> None:
+def drop(yes: bool, redis_url: str | None, namespace: str | None, as_json: bool) -> None:
     """Delete a namespace's keys, e.g. one that lost keys and cannot be opened (SCAN, never KEYS)."""
+    if namespace is None:  # never guessed: the only namespace is no reason to delete it
+        raise Failure("drop needs the namespace named: -n NAME")
     if not NAMESPACE_RE.match(namespace):
         raise Failure(f"namespace must be 1-64 characters of A-Z a-z 0-9 _ . -, got {namespace!r}")
     if not yes:
@@ -231,7 +267,7 @@ def drop(yes: bool, redis_url: str | None, namespace: str, as_json: bool) -> Non
                       "add --yes to do it")
     import redis
 
-    client = connect(redis_url)
+    client = connect(redis_url, existing=True)
     try:
         deleted = drop_namespace(client, namespace)
     except redis.RedisError as exc:
@@ -243,7 +279,7 @@ def drop(yes: bool, redis_url: str | None, namespace: str, as_json: bool) -> Non
 
 @main.command()
 @common
-def quarantine(redis_url: str | None, namespace: str, as_json: bool) -> None:
+def quarantine(redis_url: str | None, namespace: str | None, as_json: bool) -> None:
     """Pages quarantined for corrupt state in Redis: URL and reason ('add' the URL again to reset it)."""
     frontier = open_frontier(redis_url, namespace)
     pages = list(frontier.quarantined())
@@ -259,7 +295,7 @@ def quarantine(redis_url: str | None, namespace: str, as_json: bool) -> None:
 
 @main.command()
 @common
-def clusters(redis_url: str | None, namespace: str, as_json: bool) -> None:
+def clusters(redis_url: str | None, namespace: str | None, as_json: bool) -> None:
     """The policy cells (pages grouped by weight and rate) the threshold is solved over."""
     frontier = open_frontier(redis_url, namespace)
     rows = []
@@ -281,7 +317,7 @@ def clusters(redis_url: str | None, namespace: str, as_json: bool) -> None:
 
 @main.command()
 @common
-def solve(redis_url: str | None, namespace: str, as_json: bool) -> None:
+def solve(redis_url: str | None, namespace: str | None, as_json: bool) -> None:
     """Re-solve the threshold ν from the cell aggregates now, and show it."""
     frontier = open_frontier(redis_url, namespace)
     started = time.perf_counter()
@@ -296,7 +332,7 @@ def solve(redis_url: str | None, namespace: str, as_json: bool) -> None:
 @main.command(name="export")
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "csv"]), default="jsonl", show_default=True)
 @common
-def export_pages(fmt: str, redis_url: str | None, namespace: str, as_json: bool) -> None:
+def export_pages(fmt: str, redis_url: str | None, namespace: str | None, as_json: bool) -> None:
     """Every page's record to stdout (SCAN, never KEYS)."""
     frontier = open_frontier(redis_url, namespace)
     pages = frontier.iter_pages()
@@ -340,7 +376,8 @@ def parse_import(lines: Iterable[str]) -> tuple[list[tuple[str, float]], list[st
 @click.argument("file", type=click.File("r", encoding="utf-8"))
 @click.option("--skip-invalid", is_flag=True, help="Import the valid lines even if some are invalid.")
 @common
-def import_pages(file: Any, skip_invalid: bool, redis_url: str | None, namespace: str, as_json: bool) -> None:
+def import_pages(file: Any, skip_invalid: bool, redis_url: str | None, namespace: str | None,
+                 as_json: bool) -> None:
     """Add pages from FILE ('-' for stdin): one URL per line, optionally followed by a weight."""
     pages, errors = parse_import(file)
     for message in errors:
@@ -378,7 +415,7 @@ def read_push(body: bytes, fmt: str | None, name: str, now: float):
 @click.option("--skip-invalid", is_flag=True, help="Hint the valid entries even if some are invalid.")
 @common
 def hint(file: Any, fmt: str | None, discover: bool, skip_invalid: bool, redis_url: str | None,
-         namespace: str, as_json: bool) -> None:
+         namespace: str | None, as_json: bool) -> None:
     """Hand a push to the frontier: pages of FILE ('-' or left out: stdin) changed (source "push").
 
     Claims move schedules only once pushes have proved right for the host (docs/SIGNALS.md).

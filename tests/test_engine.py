@@ -64,6 +64,30 @@ def test_change_indicator_first_fetch_304_and_fingerprints(redis_url, namespace)
     assert d.etag == '"e3"' and d.last_modified == "Mon, 01 Jan 2024"
 
 
+def test_a_200_without_validators_drops_the_stored_ones(redis_url, namespace):
+    """Issue 60: a site that stops sending ETag / Last-Modified gets no If-None-Match /
+    If-Modified-Since any more; a 304 keeps what it does not send again."""
+    f = frontier(redis_url, namespace)
+    f.add("http://a.example/", now=0.0)
+    t = 0.0
+    steps = [({"fingerprint": "v1", "etag": '"e1"', "last_modified": "Mon, 01 Jan 2024"},
+              ('"e1"', "Mon, 01 Jan 2024")),
+             ({"not_modified": True}, ('"e1"', "Mon, 01 Jan 2024")),  # a bare 304 keeps both
+             ({"fingerprint": "v2", "etag": '"e2"'}, ('"e2"', None)),  # no Last-Modified now
+             ({"fingerprint": "v3"}, (None, None)),  # no validator at all
+             ({"fingerprint": "v3", "last_modified": "Tue, 02 Jan 2024"},
+              (None, "Tue, 02 Jan 2024"))]
+    (d,) = f.next_requests(1, now=t)
+    for kwargs, (etag, last_modified) in steps:
+        obs = f.observe(d, fetched_at=t, **kwargs)
+        assert obs.accepted
+        t = obs.next_due
+        page = f.page(d.url)
+        assert (page["etag"], page["last_modified"]) == (etag, last_modified), kwargs
+        (d,) = f.next_requests(1, now=t)  # what the next (conditional) request sends
+        assert (d.etag, d.last_modified) == (etag, last_modified), kwargs
+
+
 def test_observe_needs_fingerprint_or_not_modified(redis_url, namespace):
     f = frontier(redis_url, namespace)
     f.add("http://a.example/", now=0.0)

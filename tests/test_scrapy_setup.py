@@ -4,7 +4,9 @@ directory as a setting. Unit checks need no Redis; the others run real crawls.""
 from __future__ import annotations
 
 import logging
+import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -75,3 +77,53 @@ def test_data_dir_works_as_a_scrapy_setting(namespace, tmp_path, monkeypatch):
     assert crawl.returncode == 0, crawl.log[-3000:]
     assert len(site.hits_for("/")) == 1
     assert (data / "frontier-rate.db").exists(), crawl.log[-3000:]
+
+
+SPIDER = """
+import scrapy
+
+
+class One(scrapy.Spider):
+    name = "one"
+
+    def __init__(self, url="", **kwargs):
+        super().__init__(**kwargs)
+        self.start_urls = [url]
+
+    def parse(self, response):
+        yield {"url": response.url}
+"""
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("case", ["mismatch", "bad value"])
+def test_a_refused_setting_is_one_line_last_and_a_failed_exit(redis_url, namespace, tmp_path,
+                                                              case):
+    """Issue 60: a settings mismatch printed its line inside two unrelated tracebacks
+    (Scrapy's "Scraper close failure" and CoreStats' AssertionError) and a third one
+    repeating it. Now: that line alone, last, and ``scrapy runspider`` exits with 1."""
+    Frontier(redis_url, namespace=namespace, budget=3.0).close()
+    (tmp_path / "one.py").write_text(SPIDER)
+    budget, shown = ("4", f"namespace {namespace!r}: FRONTIER_RATE_BUDGET = 4.0 but the frontier "
+                     "stores 3.0 from an earlier run. Set FRONTIER_RATE_OVERRIDE_SETTINGS") \
+        if case == "mismatch" else ("abc", "FRONTIER_RATE_BUDGET='abc' is not a valid float")
+    with ChangingSite("127.0.0.1") as site:
+        site.set("/", "<p>home</p>")
+        options = {"SCHEDULER": "frontier_rate.scrapy.Scheduler",
+                   "FRONTIER_RATE_REDIS_URL": redis_url, "FRONTIER_RATE_NAMESPACE": namespace,
+                   "FRONTIER_RATE_BUDGET": budget, "TELNETCONSOLE_ENABLED": "0",
+                   "LOG_LEVEL": "DEBUG"}
+        command = [sys.executable, "-m", "scrapy", "runspider", "one.py", "-a",
+                   f"url={site.url('/')}"]
+        for name, value in options.items():
+            command += ["-s", f"{name}={value}"]
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=90)
+        assert site.hits == []
+    out = done.stdout + done.stderr
+    lines = [line for line in out.splitlines() if line.strip()]
+    assert done.returncode == 1, out[-3000:]
+    assert "Traceback" not in out and "close failure" not in out, out[-3000:]
+    assert shown in lines[-1] and " ERROR: frontier-rate: " in lines[-1], out[-3000:]
+    assert sum(shown in line for line in lines) == 1, out[-3000:]

@@ -15,6 +15,10 @@ listed in docs/ARCHITECTURE.md ("Private Scrapy internals"):
 - ``engine.downloader.handlers.download_request_async`` (2.14+) or
   ``download_request``: take a host's shared send slot at the moment a request is
   sent (``frontier_rate.scrapy.send``; no signal or middleware runs that late).
+- ``crawler.spider`` cleared once the engine stopped (``fail_crawl``): Scrapy's crawler
+  runners count a crawl that ends without a spider as failed (``bootstrap_failed``, so
+  ``scrapy crawl`` exits with 1); the only other way to fail a crawl is an exception,
+  which Scrapy prints with two unrelated tracebacks around it.
 """
 
 from __future__ import annotations
@@ -101,6 +105,14 @@ def warn_if_deferred(output: Any, callback: Any) -> None:
 
     warnings.warn(f"{callback} returned a Deferred. Returning Deferreds from spider callbacks "
                   "is deprecated.", ScrapyDeprecationWarning, stacklevel=3)
+
+
+def fail_crawl(crawler: Crawler) -> None:
+    """Have the crawler's runner count this crawl as failed (``scrapy crawl`` and ``scrapy
+    runspider`` then exit with 1), after the engine stopped cleanly: Scrapy's runners set
+    ``bootstrap_failed`` for a crawler whose ``spider`` is unset when its crawl ends
+    (2.13-2.19). Call it only once the engine has stopped (``engine_stopped``)."""
+    crawler.spider = None
 
 
 def close_spider(crawler: Crawler, reason: str) -> None:

@@ -189,7 +189,7 @@ class Frontier:
         """
         namespace_name(namespace)
         keys = Keys(namespace, 1)
-        client = connect(redis_url)
+        client = connect(redis_url, existing=True)  # creates no embedded database
         try:
             with RedisErrors(redis_url, namespace, "attach"):
                 cfg = client.hgetall(keys.cfg)

@@ -211,7 +211,8 @@ class Inspector:
         planned = float(nu.get(b"planned_rate", 0.0))
         budget = session.settings["budget"]
         return {"pages": int(totals["pages"]), "due_now": int(totals["due_now"]),
-                "leased": int(totals["leased"]), "gone": int(totals["gone"]),
+                "leased": int(totals["leased"]),
+                "leases_expired": int(totals["leases_expired"]), "gone": int(totals["gone"]),
                 "sources": int(totals["sources"]),
                 "quarantined": int(totals["quarantined"]),
                 "fetches": int(totals["fetches"]), "changes": int(totals["changes"]),

@@ -148,10 +148,17 @@ local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_
   FINISHED_LEASES[finished] = id .. host
   due = lib.enqueue(host, id, due)
 
-  if etag_arg or lm_arg then
+  -- validators: a 304 keeps those it does not send again; any other answer replaces both,
+  -- so one the server stopped sending is not sent back (issue 60)
+  if etag_arg or lm_arg or not not_modified then
     local etag, last_modified, meta = lib.xget(id)
-    if etag == nil then etag, last_modified, meta = "", "", "" end  -- malformed: replaced
-    lib.xset(id, etag_arg or etag, lm_arg or last_modified, meta)
+    local malformed = etag == nil
+    if malformed then etag, last_modified, meta = "", "", "" end  -- malformed: replaced
+    local new_etag, new_lm = etag_arg or "", lm_arg or ""
+    if not_modified then new_etag, new_lm = etag_arg or etag, lm_arg or last_modified end
+    if malformed or new_etag ~= etag or new_lm ~= last_modified then
+      lib.xset(id, new_etag, new_lm, meta)
+    end
   end
   return OK, I, lib.reported(s), due, date_bits
 end

