@@ -337,6 +337,15 @@ class Frontier:
         """
         return self.results.release_many(dispatches, self.session.now(now))
 
+    def unsettle_many(self, dispatches: Iterable[Lease], *, now: float | None = None) -> int:
+        """Redo fetches whose output the crawler lost (it stopped by force while their items
+        were still in its pipelines): each page is due at once, its next fetch sends no
+        ``If-None-Match`` / ``If-Modified-Since`` and is reported changed (the estimator
+        still learns whether it changed). A lease still open is closed as ``release`` closes
+        it; a page leased again, or observed with a later lease, is left alone. Returns how
+        many pages were marked."""
+        return self.results.unsettle_many(dispatches, self.session.now(now))
+
     # ------------------------------------------------------------------ signals
 
     def signal_many(self, hints: Iterable, *, now: float | None = None, discover: bool = False,

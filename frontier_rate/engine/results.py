@@ -1,5 +1,5 @@
-"""Fetch results: observations (lua/observe.lua), failures (lua/fail.lua) and leases handed
-back unsent (lua/release.lua).
+"""Fetch results: observations (lua/observe.lua), failures (lua/fail.lua), leases handed
+back unsent (lua/release.lua) and fetches to redo (lua/unsettle.lua).
 
 ``observe`` and ``failed`` are accepted once per lease token, and only while that lease
 is the page's open lease. A replay of an applied token returns the same result and
@@ -50,7 +50,8 @@ GONE_AFTER = 3
 
 
 class Results:
-    """Records what fetches gave: ``observe_many``, ``fail``, ``release_many``."""
+    """Records what fetches gave: ``observe_many``, ``fail``, ``release_many``,
+    ``unsettle_many``."""
 
     def __init__(self, session: Session, calls: ShardCalls, threshold: Threshold,
                  page: Callable[[str], dict | None], trust_log: TrustLog) -> None:
@@ -152,6 +153,25 @@ class Results:
 
         with self.session.errors("release_many"):
             return sum(int(n) for n in self.calls.run_writes(build, lowest, len(groups)))
+
+    def unsettle_many(self, dispatches: Iterable[Lease], now: float) -> int:
+        """``Frontier.unsettle_many``: fetches whose output the crawler lost are redone."""
+        groups: dict[int, list] = defaultdict(list)
+        for item in dispatches:
+            lease(item)
+            host = parse_url(item.url)
+            groups[self.calls.of(host)] += wire.unsettle_args(page_id(item.url), host,
+                                                               token(item))
+        if not groups:
+            return 0
+
+        def build(pipe: Any) -> None:
+            for shard, args in groups.items():
+                self.calls.call(pipe, "unsettle", shard, now, args)
+
+        with self.session.errors("unsettle_many"):
+            return sum(int(n) for n in self.calls.run_writes(
+                build, dict.fromkeys(groups, now), len(groups)))
 
 
 class _ObserveCall:

@@ -102,8 +102,9 @@ STATE = struct.Struct(contract.STRUCTS["STATE"])
 """Packed page state (48 bytes); the same layout as ``STATE`` in lua/lib.lua."""
 STATE_INTERVAL = struct.Struct(contract.STRUCTS["STATE_INTERVAL"])
 """The state of ``interval`` namespaces: two more doubles (64 bytes)."""
-F_LEASED, F_GONE, F_CHANGED, F_APPLIED, F_SOURCE = (
-    contract.FLAGS[name] for name in ("F_LEASED", "F_GONE", "F_CHANGED", "F_APPLIED", "F_SOURCE"))
+F_LEASED, F_GONE, F_CHANGED, F_APPLIED, F_SOURCE, F_UNSETTLED = (
+    contract.FLAGS[name] for name in ("F_LEASED", "F_GONE", "F_CHANGED", "F_APPLIED", "F_SOURCE",
+                                      "F_UNSETTLED"))
 """State flags (lua/lib.lua)."""
 
 
@@ -293,6 +294,11 @@ def fail_args(pid: bytes, host: str, token: str, not_found: bool, backoff_base: 
 def release_args(pid: bytes, host: str, token: str, due: float) -> list:
     """One lease's arguments of lua/release.lua: the page, its token, its old due time."""
     return [pid, host, token, repr(due)]
+
+
+def unsettle_args(pid: bytes, host: str, token: str) -> list:
+    """One lease's arguments of lua/unsettle.lua: the page and its token."""
+    return [pid, host, token]
 
 
 def quarantine_args(pid: bytes, host: str, token: str, reason: str, drop_extras: bool) -> list:
