@@ -133,8 +133,11 @@ class FrontierClient:
                                             daemon=True)
             self._thread.start()
 
-    def close(self, unsent: list[Lease], *, close_frontier: bool = True) -> None:
-        """Last attempt to send, hand back ``unsent`` leases, spool what Redis did not take."""
+    def close(self, unsent: list[Lease], *, close_frontier: bool = True,
+              unsettled: list[Lease] | None = None) -> None:
+        """Last attempt to send, hand back ``unsent`` leases, spool what Redis did not take.
+        ``unsettled``: leases whose answers the crawler could not finish with (a forced
+        stop); after the answers are sent, their pages are redone (``Frontier.unsettle_many``)."""
         if self._thread is not None:
             with self._lock:
                 self._stopping = True
@@ -162,11 +165,16 @@ class FrontierClient:
                 self._outbox.clear()
         if self.outage_since is None:
             self._release(unsent)
+            self._unsettle(unsettled or [])
             self._log_summary()
         elif unsent:
             logger.info("frontier-rate: %d leases not sent to the crawler are not handed back "
                         "(Redis %s); they expire after %.0f s", len(unsent),
                         self.breaker.condition, self._frontier.lease_timeout)
+        if unsettled and self.outage_since is not None:
+            logger.warning("frontier-rate: %d pages whose answers the crawler did not finish "
+                           "with are not marked to fetch again (Redis %s)", len(unsettled),
+                           self.breaker.condition)
         if close_frontier:
             self.frontier.close()
 
@@ -431,6 +439,18 @@ class FrontierClient:
                            "expire after FRONTIER_RATE_LEASE_TIMEOUT", len(dispatches), exc)
             return
         self._stat("released", released, False)
+
+    def _unsettle(self, dispatches: list[Lease]) -> None:
+        """Have the pages of ``dispatches`` fetched again at once, unconditionally."""
+        if not dispatches:
+            return
+        try:
+            marked = self._frontier.unsettle_many(dispatches)
+        except RedisFault as exc:
+            logger.warning("frontier-rate: could not mark %d pages to fetch again (%s); their "
+                           "next fetches are conditional", len(dispatches), exc)
+            return
+        self._stat("unsettled", marked, False)
 
     def _log_summary(self) -> None:
         if self.outage_since is not None:

@@ -70,6 +70,7 @@ from frontier_rate.scrapy.requests import (
     stored_priority,
 )
 from frontier_rate.scrapy.send import SharedSend
+from frontier_rate.scrapy.settling import Settling
 from frontier_rate.scrapy.startup import (
     Refusing,
     SettingError,
@@ -152,6 +153,7 @@ class Scheduler:
         self._answered: set[str] = set()
         self._results: dict[str, Call] = {}
         self._not_modified: set[str] = set()
+        self._settling = Settling(crawler.signals, MAX_TRACKED)  # answers the spider is done with
         self._flights = 0
         self._starved_until = 0.0
         self._starved_backoff = 0.0
@@ -239,7 +241,8 @@ class Scheduler:
             if not self.stats.get_value("scheduler/dequeued/redis"):
                 log_why_nothing(self.client.frontier, self.clock(), logger)
             self._queue_new_pages()
-            self.client.close([dispatch for dispatch, _ in self._buffer])
+            self.client.close([dispatch for dispatch, _ in self._buffer],
+                              unsettled=self._settling.unsettled())
             self._buffer.clear()
         self.dupefilter.close(reason)
         return stopped  # the detection process's exit
@@ -503,6 +506,7 @@ class Scheduler:
         if len(self._results) >= MAX_TRACKED:
             self._results.clear()  # callbacks some middleware swallowed
         self._results[flight] = call
+        self._settling.answered(flight, dispatch)
 
     def _send(self, result: Outcome, dispatch: Lease, url: str, now: float) -> Call | None:
         return send_outcome(self._client, self.stats, result, dispatch, url, now)
@@ -528,10 +532,11 @@ class Scheduler:
                                                         first=first)
             if response.status == 304 and flight in self._not_modified:
                 self._not_modified.discard(flight)
+                self._settling.settled(flight)
                 return None
             output = callback(response, **kwargs)
             compat.warn_if_deferred(output, callback)
-            return output
+            return self._settling.track(flight, output)  # counts its items (issue 60)
 
         frontier_rate_callback.frontier_rate_wraps = callback  # type: ignore[attr-defined]
         return frontier_rate_callback
@@ -543,6 +548,7 @@ class Scheduler:
         def frontier_rate_errback(failure: Failure) -> Any:
             request = getattr(failure, "request", None)
             token = request.meta.get(TOKEN_KEY) if request is not None else None
+            self._settling.settled(token)  # a failure or a 304: nothing for the pipelines
             if token in self._not_modified:
                 self._not_modified.discard(token)
                 self._results.pop(token, None)
