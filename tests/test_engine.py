@@ -497,6 +497,32 @@ def test_unsettle_redoes_a_fetch_unconditionally_and_reports_it_changed(redis_ur
     assert f.observe(later, fingerprint="v1", fetched_at=500.0).changed is False
 
 
+def test_a_copy_observed_to_settle_later_counts_once_settled(redis_url, namespace):
+    """``settle_later`` (issue 60, a crawler killed with its items in its pipelines): until
+    ``settle_many``, the page's next fetch sends no validators and says changed; settled, it
+    is conditional again. A 304 leaves nothing to settle; a stale settle does nothing."""
+    f = frontier(redis_url, namespace)
+    f.add_many(["http://a.example/1", "http://a.example/2"], now=0.0)
+    first = {d.url: d for d in f.next_requests(10, now=0.0)}
+    for d in first.values():
+        assert f.observe(d, fingerprint="v1", etag='"e1"', fetched_at=0.0,
+                         settle_later=True).accepted
+    assert f.settle_many([first["http://a.example/2"]], now=1.0) == 1  # /1 never settled
+    assert f.settle_many([first["http://a.example/2"]], now=1.0) == 0
+    later = {d.url: d for d in f.next_requests(10, now=100.0)}
+    assert later["http://a.example/1"].etag is None  # the crawler died with its items
+    assert later["http://a.example/2"].etag == '"e1"'
+    redone = f.observe(later["http://a.example/1"], fingerprint="v1", fetched_at=100.0,
+                       settle_later=True)
+    assert redone.changed is True and f.page("http://a.example/1")["changes"] == 0
+    assert f.observe(later["http://a.example/2"], not_modified=True, fetched_at=100.0,
+                     settle_later=True).changed is False
+    assert f.settle_many([first["http://a.example/1"]], now=101.0) == 0  # stale token
+    assert f.settle_many(later.values(), now=101.0) == 1  # /2's 304 had nothing to settle
+    again = {d.url: d for d in f.next_requests(10, now=300.0)}
+    assert again["http://a.example/1"].etag == '"e1"' and again["http://a.example/2"].etag
+
+
 def _shard_scripts_run(f: Frontier) -> int:
     """Scripts (EVALSHA, or FCALL on Redis 7) the server ran so far."""
     stats = f.client.info("commandstats")

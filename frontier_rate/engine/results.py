@@ -93,19 +93,22 @@ class Results:
               not_modified: bool = False, status: int = 200,
               fetched_at: float | None = None, etag: str | None = None,
               last_modified: str | None = None, served_at: str | None = None,
-              changed_at: float | None = None) -> tuple:
+              changed_at: float | None = None, settle_later: bool = False) -> tuple:
         """Validate one observe call: ("observe", dispatch, now, ...) or ("fail", ...)."""
-        return _check_observe(self.session, dispatch_, fingerprint, not_modified, status,
-                              fetched_at, etag, last_modified, served_at, changed_at)
+        return (*_check_observe(self.session, dispatch_, fingerprint, not_modified, status,
+                                fetched_at, etag, last_modified, served_at, changed_at),
+                bool(settle_later))
 
     def pack(self, call: tuple) -> tuple[int, bytes]:
         """(shard, packed argument of lua/observe.lua) for a checked observe call."""
-        _, dispatch_, now, host, token_, fingerprint_, not_modified, etag, lm, changed_at = call
+        (_, dispatch_, now, host, token_, fingerprint_, not_modified, etag, lm, changed_at,
+         settle_later) = call
         fp = b"" if fingerprint_ is None else digest(fingerprint_)
         packed = wire.observation(page_id(dispatch_.url), token_, now, host.encode("utf-8"),
                                   not_modified, fp, etag, lm, changed_at,
                                   1.0 - self.session.options.rng.random(),
-                                  claim_dates=self.session.options.change_dates)
+                                  claim_dates=self.session.options.change_dates,
+                                  settle_later=settle_later)
         return self.calls.of(host), packed
 
     def fail(self, dispatch_: Lease, reason: str, status: int | None, now: float,
@@ -154,14 +157,32 @@ class Results:
         with self.session.errors("release_many"):
             return sum(int(n) for n in self.calls.run_writes(build, lowest, len(groups)))
 
-    def unsettle_many(self, dispatches: Iterable[Lease], now: float) -> int:
-        """``Frontier.unsettle_many``: fetches whose output the crawler lost are redone."""
+    def settle_many(self, dispatches: Iterable[Lease], now: float) -> int:
+        """``Frontier.settle_many``: the crawler is done with these fetches' copies."""
+        groups = self._by_shard(dispatches)
+        if not groups:
+            return 0
+
+        def build(pipe: Any) -> None:
+            for shard, args in groups.items():
+                self.calls.call(pipe, "settle", shard, now, args)
+
+        with self.session.errors("settle_many"):
+            return sum(int(n) for n in self.session.scripts.run(build))
+
+    def _by_shard(self, dispatches: Iterable[Lease]) -> dict[int, list]:
+        """lua/settle.lua's and lua/unsettle.lua's arguments, by shard."""
         groups: dict[int, list] = defaultdict(list)
         for item in dispatches:
             lease(item)
             host = parse_url(item.url)
             groups[self.calls.of(host)] += wire.unsettle_args(page_id(item.url), host,
                                                                token(item))
+        return groups
+
+    def unsettle_many(self, dispatches: Iterable[Lease], now: float) -> int:
+        """``Frontier.unsettle_many``: fetches whose output the crawler lost are redone."""
+        groups = self._by_shard(dispatches)
         if not groups:
             return 0
 

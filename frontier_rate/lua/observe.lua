@@ -4,8 +4,8 @@
 -- "<c8I2dBdc4I2I2I2d" = id, token, fetched_at, bits (1 not_modified,
 -- 2 fingerprint given, 4 etag given, 8 last_modified given, 16 changed_at
 -- given, 32 a confirmed claim of a trusted source (lua/signals.lua) may date the
--- change: wire.CLAIM_DATES), u (uniform in (0, 1] for the exponential draw),
--- fingerprint digest, lengths of host, etag, last_modified, changed_at (the page's
+-- change: wire.CLAIM_DATES, 64 the new copy is F_UNSETTLED until settle.lua:
+-- wire.SETTLE_LATER), u (uniform in (0, 1] for the exponential draw), fingerprint digest, lengths of host, etag, last_modified, changed_at (the page's
 -- last change time the server told: Last-Modified or a sitemap lastmod); then those
 -- three strings.
 -- Accepted once per lease token: the page must hold an open lease with this
@@ -63,7 +63,7 @@ end
 local FINISHED_LEASES, finished = {}, 0
 
 local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_arg, u,
-    changed_at, claim_dates)
+    changed_at, claim_dates, settle_later)
   local s, problem, raw = lib.load_state(id)
   if problem then
     lib.quarantine(id, host, problem, raw, false)
@@ -143,9 +143,11 @@ local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_
     due = now - math.log(u) * mean
   end
 
-  -- leased and changed cleared, gone and source kept, applied set, changed = I
+  -- leased, changed and unsettled cleared, gone and source kept, applied set, changed = I;
+  -- a new copy the crawler has yet to process is unsettled until settle.lua
   local source = 0
   if lib.has(s.flags, F_SOURCE) then source = F_SOURCE end
+  if settle_later and not not_modified then source = source + F_UNSETTLED end
   s.flags = s.flags % 4 - s.flags % 2 + F_APPLIED + F_CHANGED * I + source
   lib.save(id, s)
   finished = finished + 1
@@ -173,7 +175,7 @@ for i = H + 1, #ARGV do
   if bits % 4 < 2 then fp = "" end
   if bits % 32 < 16 or changed_at ~= changed_at then changed_at = nil end
   local status, changed, est, due, date_bits, reason, learned = observe_one(id, host, token,
-    now, fp, bits % 2 == 1, etag, last_modified, u, changed_at, bits >= 32)
+    now, fp, bits % 2 == 1, etag, last_modified, u, changed_at, bits % 64 >= 32, bits >= 64)
   if status == OK then
     fetches = fetches + 1
     changes = changes + learned
