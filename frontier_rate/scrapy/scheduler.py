@@ -153,7 +153,8 @@ class Scheduler:
         self._answered: set[str] = set()
         self._results: dict[str, Call] = {}
         self._not_modified: set[str] = set()
-        self._settling = Settling(crawler.signals, MAX_TRACKED)  # answers the spider is done with
+        self._settling = Settling(crawler.signals, MAX_TRACKED,  # answers the spider is done with
+                                  lambda lease: self._client.settle(lease))
         self._flights = 0
         self._starved_until = 0.0
         self._starved_backoff = 0.0
@@ -241,8 +242,7 @@ class Scheduler:
             if not self.stats.get_value("scheduler/dequeued/redis"):
                 log_why_nothing(self.client.frontier, self.clock(), logger)
             self._queue_new_pages()
-            self.client.close([dispatch for dispatch, _ in self._buffer],
-                              unsettled=self._settling.unsettled())
+            self.client.close([dispatch for dispatch, _ in self._buffer])
             self._buffer.clear()
         self.dupefilter.close(reason)
         return stopped  # the detection process's exit
@@ -506,7 +506,7 @@ class Scheduler:
         if len(self._results) >= MAX_TRACKED:
             self._results.clear()  # callbacks some middleware swallowed
         self._results[flight] = call
-        self._settling.answered(flight, dispatch)
+        self._settling.answered(flight, dispatch, response.status)
 
     def _send(self, result: Outcome, dispatch: Lease, url: str, now: float) -> Call | None:
         return send_outcome(self._client, self.stats, result, dispatch, url, now)

@@ -5,12 +5,15 @@ yielded has left the item pipelines (Scrapy's ``item_scraped``, ``item_dropped``
 (Ctrl-C twice) has the pages of the unsettled answers fetched again at once, without
 validators (``Frontier.unsettle_many``): their items may never have reached the database or
 the feed, and a conditional revisit would get a 304, which never reaches the callback
-(issue 60)."""
+(issue 60). The scheduler observes every 2xx with ``settle_later``, and each settled answer
+is sent to Redis (``Frontier.settle_many``), so that a crawl killed outright (SIGKILL: no
+exit hook runs) loses nothing either: the pages it never settled are fetched without
+validators at their next revisit."""
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -45,22 +48,28 @@ class Settling:
     ``limit`` (the oldest is forgotten: a middleware that swallows items leaves its
     answers here)."""
 
-    def __init__(self, signal_manager: SignalManager, limit: int) -> None:
+    def __init__(self, signal_manager: SignalManager, limit: int,
+                 on_settled: Callable[[Lease], None]) -> None:
         self.limit = limit
+        self._on_settled = on_settled  # the lease's copy is processed: tell Redis
         self._answers: dict[str, _Answer] = {}
         for signal in ITEM_SIGNALS:
             signal_manager.connect(self._item_left, signal=signal)
 
-    def answered(self, flight: str, lease: Lease) -> None:
-        """An answer of ``lease`` was observed; it goes to the spider next."""
+    def answered(self, flight: str, lease: Lease, status: int) -> None:
+        """An answer of ``lease`` was observed; it goes to the spider next (a 304 brings no
+        new copy: nothing to settle)."""
+        if status == 304:
+            return
         if len(self._answers) >= self.limit:
             self._answers.pop(next(iter(self._answers)))
         self._answers[flight] = _Answer(lease)
 
     def settled(self, flight: str | None) -> None:
         """Nothing of this answer goes to the pipelines (a 304, a failure)."""
-        if flight is not None:
-            self._answers.pop(flight, None)
+        answer = self._answers.pop(flight, None) if flight is not None else None
+        if answer is not None:
+            self._on_settled(answer.lease)
 
     def unsettled(self) -> list[Lease]:
         """The leases of the answers whose output may not have left the pipelines."""
@@ -112,7 +121,7 @@ class Settling:
 
     def _check(self, flight: str, answer: _Answer) -> None:
         if answer.exhausted and answer.left >= answer.yielded:
-            self._answers.pop(flight, None)
+            self.settled(flight)
 
     def _item_left(self, item: Any = None, response: Any = None, **kwargs: Any) -> None:
         """``item_scraped`` / ``item_dropped`` / ``item_error``: one item of ``response``'s
