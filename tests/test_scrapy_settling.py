@@ -24,7 +24,7 @@ from scrapy_support.harness import (  # noqa: E402
 )
 from scrapy_support.server import ChangingSite, Hit  # noqa: E402
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.reliability, pytest.mark.timeout(180)]
 
 BOOKS = 8
 BOOK_PATHS = [f"/book/{i}" for i in range(BOOKS)]
