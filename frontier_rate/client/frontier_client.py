@@ -63,7 +63,8 @@ MIN_WAKE = 0.05
 WORKER_THREAD = "frontier-rate-io"
 """The name of the worker thread a background client runs its Redis calls on."""
 SETTLE_WAIT = 1.0
-"""Longest time (s) a settle waits for the worker's next step, so that settles go in batches."""
+"""Seconds settles wait (from the first of them) to go as one ``settle_many``: a busy crawl
+sends one settle call per shard a second, not one per round of observations."""
 MAX_SETTLES = 100_000
 """Settles held while Redis is away; the oldest beyond are dropped (their pages' next fetch
 is then unconditional: ``Frontier.settle_many``)."""
@@ -356,7 +357,8 @@ class FrontierClient:
             if self.outage_since is not None and not self._outbox:
                 self.next_due = self._frontier.next_due_time()  # the probe
             self._send_outbox()
-            self._send_settles()
+            if force or now >= self._settle_by - CLOCK_SLACK:
+                self._send_settles()
             if self.outage_since is not None:
                 self._up()
             if lease and not self._outbox and now >= self._next_poll - CLOCK_SLACK:
