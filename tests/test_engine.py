@@ -521,6 +521,12 @@ def test_a_copy_observed_to_settle_later_counts_once_settled(redis_url, namespac
     assert f.settle_many(later.values(), now=101.0) == 1  # /2's 304 had nothing to settle
     again = {d.url: d for d in f.next_requests(10, now=300.0)}
     assert again["http://a.example/1"].etag == '"e1"' and again["http://a.example/2"].etag
+    # a settle that comes after the page was leased again still counts for its copy
+    f.observe(again["http://a.example/1"], fingerprint="v1", fetched_at=300.0, settle_later=True)
+    (soon,) = [d for d in f.next_requests(10, now=500.0) if d.url == "http://a.example/1"]
+    assert soon.etag is None  # due before the settle came
+    assert f.settle_many([again["http://a.example/1"]], now=500.5) == 1
+    assert f.observe(soon, fingerprint="v1", fetched_at=501.0).changed is False
 
 
 def _shard_scripts_run(f: Frontier) -> int:

@@ -62,9 +62,10 @@ MIN_WAKE = 0.05
 """Shortest sleep between lease polls when nothing was due."""
 WORKER_THREAD = "frontier-rate-io"
 """The name of the worker thread a background client runs its Redis calls on."""
-SETTLE_WAIT = 1.0
+SETTLE_WAIT = 0.1
 """Seconds settles wait (from the first of them) to go as one ``settle_many``: a busy crawl
-sends one settle call per shard a second, not one per round of observations."""
+sends at most ten settle calls per shard a second, not one per round of observations, and
+a page due again soon after its answer is settled before it is leased."""
 MAX_SETTLES = 100_000
 """Settles held while Redis is away; the oldest beyond are dropped (their pages' next fetch
 is then unconditional: ``Frontier.settle_many``)."""

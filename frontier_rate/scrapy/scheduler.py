@@ -154,7 +154,7 @@ class Scheduler:
         self._results: dict[str, Call] = {}
         self._not_modified: set[str] = set()
         self._settling = Settling(crawler.signals, MAX_TRACKED,  # answers the spider is done with
-                                  lambda lease: self._client.settle(lease))
+                                  lambda lease: self._closing or self._client.settle(lease))
         self._flights = 0
         self._starved_until = 0.0
         self._starved_backoff = 0.0
@@ -532,7 +532,6 @@ class Scheduler:
                                                         first=first)
             if response.status == 304 and flight in self._not_modified:
                 self._not_modified.discard(flight)
-                self._settling.settled(flight)
                 return None
             output = callback(response, **kwargs)
             compat.warn_if_deferred(output, callback)
@@ -548,7 +547,7 @@ class Scheduler:
         def frontier_rate_errback(failure: Failure) -> Any:
             request = getattr(failure, "request", None)
             token = request.meta.get(TOKEN_KEY) if request is not None else None
-            self._settling.settled(token)  # a failure or a 304: nothing for the pipelines
+            self._settling.settled(token)  # a failure: nothing for the pipelines
             if token in self._not_modified:
                 self._not_modified.discard(token)
                 self._results.pop(token, None)

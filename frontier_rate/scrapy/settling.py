@@ -49,7 +49,7 @@ class Settling:
     answers here)."""
 
     def __init__(self, signal_manager: SignalManager, limit: int,
-                 on_settled: Callable[[Lease], None]) -> None:
+                 on_settled: Callable[[Lease], object]) -> None:
         self.limit = limit
         self._on_settled = on_settled  # the lease's copy is processed: tell Redis
         self._answers: dict[str, _Answer] = {}
