@@ -66,7 +66,8 @@ class Settling:
         self._answers[flight] = _Answer(lease)
 
     def settled(self, flight: str | None) -> None:
-        """Nothing of this answer goes to the pipelines (a 304, a failure)."""
+        """The spider is done with this answer (its items left the pipelines, or the
+        request failed: nothing goes to them); Redis is told (``on_settled``)."""
         answer = self._answers.pop(flight, None) if flight is not None else None
         if answer is not None:
             self._on_settled(answer.lease)
