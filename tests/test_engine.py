@@ -491,6 +491,68 @@ def test_release_hands_unsent_leases_back_at_their_due_time(redis_url, namespace
     assert f.page("http://a.example/1")["fetches"] == 1
 
 
+def test_unsettle_redoes_a_fetch_unconditionally_and_reports_it_changed(redis_url, namespace):
+    """A fetch whose output the crawler lost (issue 60): the page is due at once, its next
+    lease carries no validators, its next observation says changed although the content is
+    the same (the estimator does not count it), and the one after is conditional again."""
+    f = frontier(redis_url, namespace)
+    f.add_many(["http://a.example/1", "http://a.example/2", "http://a.example/3"], now=0.0)
+    first = {d.url: d for d in f.next_requests(10, now=0.0)}
+    for url in ("http://a.example/1", "http://a.example/2"):
+        assert f.observe(first[url], fingerprint="v1", etag='"e1"', fetched_at=0.0).accepted
+    # /1 and /2 observed, /3 still leased (its answer never reached Redis); all three lost
+    assert f.unsettle_many(first.values(), now=1.0) == 3
+    assert f.unsettle_many(first.values(), now=1.0) == 2  # /3's lease is closed now
+    assert f.stats(now=1.0)["leased"] == 0
+    assert f.page("http://a.example/2")["next_due"] == 1.0
+    again = {d.url: d for d in f.next_requests(10, now=1.0)}
+    assert set(again) == set(first)
+    assert again["http://a.example/1"].etag is None
+    assert again["http://a.example/1"].last_modified is None
+    assert again["http://a.example/1"].first is False and again["http://a.example/3"].first is True
+    assert f.unsettle_many([first["http://a.example/1"]], now=1.5) == 0  # re-leased: left alone
+    redone = f.observe(again["http://a.example/1"], fingerprint="v1", etag='"e1"', fetched_at=2.0)
+    assert redone.accepted and redone.changed is True
+    assert f.page("http://a.example/1")["changes"] == 0  # the content did not change
+    f.observe(again["http://a.example/2"], fingerprint="v1", fetched_at=2.0)
+    f.observe(again["http://a.example/3"], fingerprint="v1", fetched_at=2.0)
+    (later,) = [d for d in f.next_requests(10, now=500.0) if d.url == "http://a.example/1"]
+    assert later.etag == '"e1"'  # settled: conditional again
+    assert f.observe(later, fingerprint="v1", fetched_at=500.0).changed is False
+
+
+def test_a_copy_observed_to_settle_later_counts_once_settled(redis_url, namespace):
+    """``settle_later`` (issue 60, a crawler killed with its items in its pipelines): until
+    ``settle_many``, the page's next fetch sends no validators and says changed; settled, it
+    is conditional again. A 304 leaves nothing to settle; a stale settle does nothing."""
+    f = frontier(redis_url, namespace)
+    f.add_many(["http://a.example/1", "http://a.example/2"], now=0.0)
+    first = {d.url: d for d in f.next_requests(10, now=0.0)}
+    for d in first.values():
+        assert f.observe(d, fingerprint="v1", etag='"e1"', fetched_at=0.0,
+                         settle_later=True).accepted
+    assert f.settle_many([first["http://a.example/2"]], now=1.0) == 1  # /1 never settled
+    assert f.settle_many([first["http://a.example/2"]], now=1.0) == 0
+    later = {d.url: d for d in f.next_requests(10, now=100.0)}
+    assert later["http://a.example/1"].etag is None  # the crawler died with its items
+    assert later["http://a.example/2"].etag == '"e1"'
+    redone = f.observe(later["http://a.example/1"], fingerprint="v1", fetched_at=100.0,
+                       settle_later=True)
+    assert redone.changed is True and f.page("http://a.example/1")["changes"] == 0
+    assert f.observe(later["http://a.example/2"], not_modified=True, fetched_at=100.0,
+                     settle_later=True).changed is False
+    assert f.settle_many([first["http://a.example/1"]], now=101.0) == 0  # stale token
+    assert f.settle_many(later.values(), now=101.0) == 1  # /2's 304 had nothing to settle
+    again = {d.url: d for d in f.next_requests(10, now=300.0)}
+    assert again["http://a.example/1"].etag == '"e1"' and again["http://a.example/2"].etag
+    # a settle that comes after the page was leased again still counts for its copy
+    f.observe(again["http://a.example/1"], fingerprint="v1", fetched_at=300.0, settle_later=True)
+    (soon,) = [d for d in f.next_requests(10, now=500.0) if d.url == "http://a.example/1"]
+    assert soon.etag is None  # due before the settle came
+    assert f.settle_many([again["http://a.example/1"]], now=500.5) == 1
+    assert f.observe(soon, fingerprint="v1", fetched_at=501.0).changed is False
+
+
 def _shard_scripts_run(f: Frontier) -> int:
     """Scripts (EVALSHA, or FCALL on Redis 7) the server ran so far."""
     stats = f.client.info("commandstats")

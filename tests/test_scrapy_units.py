@@ -101,3 +101,64 @@ def test_settings_parsing() -> None:
         "budget": 3.0, "policy": "lagrangian", "min_host_delay": 0.5}
     with pytest.raises(ValueError, match="FRONTIER_RATE_BUDGET='lots'"):
         _frontier_kwargs(Settings({"FRONTIER_RATE_BUDGET": "lots"}).get)
+
+
+def _answer_of(flight: str) -> scrapy.http.HtmlResponse:
+    request = scrapy.Request("http://a.example/", meta={TOKEN_KEY: flight})
+    return scrapy.http.HtmlResponse(request.url, request=request, body=b"")
+
+
+def test_an_answer_settles_once_its_output_is_exhausted_and_its_items_left_the_pipelines():
+    """settling.Settling (issue 60): counted per answer, whatever shape the callback's
+    output has; one of item_scraped / item_dropped / item_error per item."""
+    import asyncio
+
+    from scrapy.signalmanager import SignalManager
+
+    from frontier_rate.engine.records import Lease
+    from frontier_rate.scrapy.settling import Settling
+
+    signal_manager, done = SignalManager(), []
+    settling = Settling(signal_manager, 3, done.append)
+    leases = {flight: Lease(f"http://a.example/{flight}", flight, "a.example")
+              for flight in "123456"}
+
+    def left(signal, flight: str, **kwargs) -> None:
+        signal_manager.send_catch_log(signal, item={}, response=_answer_of(flight), spider=None,
+                                      **kwargs)
+
+    settling.answered("1", leases["1"], 200)
+    output = settling.track("1", [{"n": 1}, scrapy.Request("http://a.example/b"), {"n": 2}])
+    assert len(list(output)) == 3 and done == []  # two items in the pipelines
+    left(scrapy.signals.item_scraped, "1")
+    left(scrapy.signals.item_dropped, "2")  # another answer's item: not this one's
+    assert done == [] and settling.unsettled() == [leases["1"]]
+    left(scrapy.signals.item_error, "1", failure=None)
+    assert done == [leases["1"]] and settling.unsettled() == []
+
+    settling.answered("2", leases["2"], 200)
+    assert settling.track("2", {"n": 1}) == {"n": 1}  # one item, returned as it is
+    left(scrapy.signals.item_scraped, "2")
+    settling.answered("3", leases["3"], 200)
+    assert settling.track("3", None) is None  # nothing for the pipelines
+    settling.answered("4", leases["4"], 304)  # a 304: no new copy, nothing to settle
+    assert done == [leases["1"], leases["2"], leases["3"]] and settling.unsettled() == []
+
+    async def items():
+        yield {"n": 1}
+
+    async def returns_items():
+        return [{"n": 1}]
+
+    async def drain():
+        settling.answered("5", leases["5"], 200)
+        settling.answered("6", leases["6"], 200)
+        first = [value async for value in settling.track("5", items())]
+        second = list(await settling.track("6", returns_items()))
+        return first + second
+
+    assert asyncio.run(drain()) == [{"n": 1}, {"n": 1}]
+    assert settling.unsettled() == [leases["5"], leases["6"]]  # their items are not out
+    settling.answered("7", Lease("http://a.example/7", "7", "a.example"), 200)
+    settling.answered("8", Lease("http://a.example/8", "8", "a.example"), 200)
+    assert [lease.token for lease in settling.unsettled()] == ["6", "7", "8"]  # at most 3

@@ -62,6 +62,13 @@ MIN_WAKE = 0.05
 """Shortest sleep between lease polls when nothing was due."""
 WORKER_THREAD = "frontier-rate-io"
 """The name of the worker thread a background client runs its Redis calls on."""
+SETTLE_WAIT = 0.1
+"""Seconds settles wait (from the first of them) to go as one ``settle_many``: a busy crawl
+sends at most ten settle calls per shard a second, not one per round of observations, and
+a page due again soon after its answer is settled before it is leased."""
+MAX_SETTLES = 100_000
+"""Settles held while Redis is away; the oldest beyond are dropped (their pages' next fetch
+is then unconditional: ``Frontier.settle_many``)."""
 SWITCH_INTERVAL = 0.001
 """GIL switch interval (s) while a background client runs. After each Redis reply the worker
 waits for the GIL; at Python's default 5 ms that wait, once per round trip, was most of the
@@ -95,6 +102,8 @@ class FrontierClient:
         self._lock = threading.Condition()
         self._outbox: deque[Call] = deque()
         self._leases: deque[tuple[Lease, float]] = deque()
+        self._settles: deque[Lease] = deque(maxlen=MAX_SETTLES)
+        self._settle_by = float("inf")  # when the oldest waiting settle is sent at the latest
         self._want = 0
         self._next_poll = 0.0
         self.next_due: float | None = None
@@ -133,8 +142,11 @@ class FrontierClient:
                                             daemon=True)
             self._thread.start()
 
-    def close(self, unsent: list[Lease], *, close_frontier: bool = True) -> None:
-        """Last attempt to send, hand back ``unsent`` leases, spool what Redis did not take."""
+    def close(self, unsent: list[Lease], *, close_frontier: bool = True,
+              unsettled: list[Lease] | None = None) -> None:
+        """Last attempt to send, hand back ``unsent`` leases, spool what Redis did not take.
+        ``unsettled``: leases whose answers the crawler could not finish with (a forced
+        stop); after the answers are sent, their pages are redone (``Frontier.unsettle_many``)."""
         if self._thread is not None:
             with self._lock:
                 self._stopping = True
@@ -162,11 +174,16 @@ class FrontierClient:
                 self._outbox.clear()
         if self.outage_since is None:
             self._release(unsent)
+            self._unsettle(unsettled or [])
             self._log_summary()
         elif unsent:
             logger.info("frontier-rate: %d leases not sent to the crawler are not handed back "
                         "(Redis %s); they expire after %.0f s", len(unsent),
                         self.breaker.condition, self._frontier.lease_timeout)
+        if unsettled and self.outage_since is not None:
+            logger.warning("frontier-rate: %d pages whose answers the crawler did not finish "
+                           "with are not marked to fetch again (Redis %s)", len(unsettled),
+                           self.breaker.condition)
         if close_frontier:
             self.frontier.close()
 
@@ -195,6 +212,16 @@ class FrontierClient:
         """``Frontier.failed`` (``park``: robots.txt forbids the page)."""
         return self.submit(Call("failed", dispatch, {"reason": reason, "status": status,
                                                      "now": now, "park": park}))
+
+    def settle(self, dispatch: Lease) -> None:
+        """The adapter is done with the copy ``dispatch``'s observation brought (observed
+        with ``settle_later``); sent after the outbox, in batches (``Frontier.settle_many``)."""
+        with self._lock:
+            if not self._settles:
+                self._settle_by = self.clock() + SETTLE_WAIT
+            self._settles.append(dispatch)
+        if self.handoff.post is None:
+            self._step(lease=False)
 
     def host_delay(self, host: str, seconds: float) -> Call:
         return self.submit(Call("host_delay", None, {"host": host, "seconds": seconds}))
@@ -304,7 +331,7 @@ class FrontierClient:
             return True
         if self.outage_since is not None:
             return now >= self.retry_at - CLOCK_SLACK
-        if self._outbox:
+        if self._outbox or (self._settles and now >= self._settle_by - CLOCK_SLACK):
             return True
         return len(self._leases) < self._want and now >= self._next_poll - CLOCK_SLACK
 
@@ -315,6 +342,8 @@ class FrontierClient:
             until.append(self.retry_at)
         elif len(self._leases) < self._want:
             until.append(self._next_poll)  # else ``take`` or ``want`` wakes it
+        if self._settles:
+            until.append(self._settle_by)
         return min(WAKE_LIMIT, max(0.001, min(until) - now))
 
     def _step(self, *, force: bool = False, lease: bool = True) -> None:
@@ -329,6 +358,8 @@ class FrontierClient:
             if self.outage_since is not None and not self._outbox:
                 self.next_due = self._frontier.next_due_time()  # the probe
             self._send_outbox()
+            if force or now >= self._settle_by - CLOCK_SLACK:
+                self._send_settles()
             if self.outage_since is not None:
                 self._up()
             if lease and not self._outbox and now >= self._next_poll - CLOCK_SLACK:
@@ -369,6 +400,22 @@ class FrontierClient:
                 for _ in batch:
                     self._outbox.popleft()
             self.breaker.replayed += self.handoff.settle(batch)
+
+    def _send_settles(self) -> None:
+        """The settles waiting, in one ``settle_many`` (kept for the next try if it fails)."""
+        with self._lock:
+            settles = list(self._settles)
+            self._settles.clear()
+            self._settle_by = float("inf")
+        if not settles:
+            return
+        try:
+            self._frontier.settle_many(settles)
+        except RedisFault:
+            with self._lock:
+                self._settles.extendleft(reversed(settles))
+                self._settle_by = self.clock()
+            raise
 
     def _lease(self, now: float) -> None:
         with self._lock:
@@ -431,6 +478,18 @@ class FrontierClient:
                            "expire after FRONTIER_RATE_LEASE_TIMEOUT", len(dispatches), exc)
             return
         self._stat("released", released, False)
+
+    def _unsettle(self, dispatches: list[Lease]) -> None:
+        """Have the pages of ``dispatches`` fetched again at once, unconditionally."""
+        if not dispatches:
+            return
+        try:
+            marked = self._frontier.unsettle_many(dispatches)
+        except RedisFault as exc:
+            logger.warning("frontier-rate: could not mark %d pages to fetch again (%s); their "
+                           "next fetches are conditional", len(dispatches), exc)
+            return
+        self._stat("unsettled", marked, False)
 
     def _log_summary(self) -> None:
         if self.outage_since is not None:

@@ -272,7 +272,8 @@ class Frontier:
     def observe(self, dispatch: Lease, *, fingerprint: str | bytes | None = None,
                 not_modified: bool = False, status: int = 200, fetched_at: float | None = None,
                 etag: str | None = None, last_modified: str | None = None,
-                served_at: str | None = None, changed_at: float | None = None) -> Observation:
+                served_at: str | None = None, changed_at: float | None = None,
+                settle_later: bool = False) -> Observation:
         """Record a fetch: change indicator, estimator update, next due time (one Lua step).
 
         The page changed if ``fingerprint`` differs from the stored one; a
@@ -287,13 +288,19 @@ class Frontier:
         agrees with the fingerprint; a host whose dates disagree with its
         content (always "now", constant, in the future) has its dates ignored
         (lua/observe.lua, docs/MATH.md "Inside the engine").
+
+        ``settle_later``: the crawler has yet to process the new copy (its items are on
+        their way through pipelines); until ``settle_many`` says so, the page's next fetch
+        sends no validators and is reported changed, so a crawler that dies first loses
+        nothing (docs/SCRAPY.md).
         """
         return self.observe_many([(dispatch, {"fingerprint": fingerprint,
                                               "not_modified": not_modified, "status": status,
                                               "fetched_at": fetched_at, "etag": etag,
                                               "last_modified": last_modified,
                                               "served_at": served_at,
-                                              "changed_at": changed_at})])[0]
+                                              "changed_at": changed_at,
+                                              "settle_later": settle_later})])[0]
 
     def observe_many(self, results: Iterable[tuple[Lease, Mapping[str, Any]]]
                      ) -> list[Observation]:
@@ -336,6 +343,21 @@ class Frontier:
         again is left alone. Returns how many leases were released.
         """
         return self.results.release_many(dispatches, self.session.now(now))
+
+    def settle_many(self, dispatches: Iterable[Lease], *, now: float | None = None) -> int:
+        """The crawler is done with the copies these leases' observations (``settle_later``)
+        brought: the pages' next fetches are conditional again. A page observed again since
+        is left alone. Returns how many pages were settled."""
+        return self.results.settle_many(dispatches, self.session.now(now))
+
+    def unsettle_many(self, dispatches: Iterable[Lease], *, now: float | None = None) -> int:
+        """Redo fetches whose output the crawler lost (it stopped by force while their items
+        were still in its pipelines): each page is due at once, its next fetch sends no
+        ``If-None-Match`` / ``If-Modified-Since`` and is reported changed (the estimator
+        still learns whether it changed). A lease still open is closed as ``release`` closes
+        it; a page leased again, or observed with a later lease, is left alone. Returns how
+        many pages were marked."""
+        return self.results.unsettle_many(dispatches, self.session.now(now))
 
     # ------------------------------------------------------------------ signals
 

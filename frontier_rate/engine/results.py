@@ -1,5 +1,5 @@
-"""Fetch results: observations (lua/observe.lua), failures (lua/fail.lua) and leases handed
-back unsent (lua/release.lua).
+"""Fetch results: observations (lua/observe.lua), failures (lua/fail.lua), leases handed
+back unsent (lua/release.lua) and fetches to redo (lua/unsettle.lua).
 
 ``observe`` and ``failed`` are accepted once per lease token, and only while that lease
 is the page's open lease. A replay of an applied token returns the same result and
@@ -50,7 +50,8 @@ GONE_AFTER = 3
 
 
 class Results:
-    """Records what fetches gave: ``observe_many``, ``fail``, ``release_many``."""
+    """Records what fetches gave: ``observe_many``, ``fail``, ``release_many``,
+    ``unsettle_many``."""
 
     def __init__(self, session: Session, calls: ShardCalls, threshold: Threshold,
                  page: Callable[[str], dict | None], trust_log: TrustLog) -> None:
@@ -92,19 +93,22 @@ class Results:
               not_modified: bool = False, status: int = 200,
               fetched_at: float | None = None, etag: str | None = None,
               last_modified: str | None = None, served_at: str | None = None,
-              changed_at: float | None = None) -> tuple:
+              changed_at: float | None = None, settle_later: bool = False) -> tuple:
         """Validate one observe call: ("observe", dispatch, now, ...) or ("fail", ...)."""
-        return _check_observe(self.session, dispatch_, fingerprint, not_modified, status,
-                              fetched_at, etag, last_modified, served_at, changed_at)
+        return (*_check_observe(self.session, dispatch_, fingerprint, not_modified, status,
+                                fetched_at, etag, last_modified, served_at, changed_at),
+                bool(settle_later))
 
     def pack(self, call: tuple) -> tuple[int, bytes]:
         """(shard, packed argument of lua/observe.lua) for a checked observe call."""
-        _, dispatch_, now, host, token_, fingerprint_, not_modified, etag, lm, changed_at = call
+        (_, dispatch_, now, host, token_, fingerprint_, not_modified, etag, lm, changed_at,
+         settle_later) = call
         fp = b"" if fingerprint_ is None else digest(fingerprint_)
         packed = wire.observation(page_id(dispatch_.url), token_, now, host.encode("utf-8"),
                                   not_modified, fp, etag, lm, changed_at,
                                   1.0 - self.session.options.rng.random(),
-                                  claim_dates=self.session.options.change_dates)
+                                  claim_dates=self.session.options.change_dates,
+                                  settle_later=settle_later)
         return self.calls.of(host), packed
 
     def fail(self, dispatch_: Lease, reason: str, status: int | None, now: float,
@@ -152,6 +156,43 @@ class Results:
 
         with self.session.errors("release_many"):
             return sum(int(n) for n in self.calls.run_writes(build, lowest, len(groups)))
+
+    def settle_many(self, dispatches: Iterable[Lease], now: float) -> int:
+        """``Frontier.settle_many``: the crawler is done with these fetches' copies."""
+        groups = self._by_shard(dispatches)
+        if not groups:
+            return 0
+
+        def build(pipe: Any) -> None:
+            for shard, args in groups.items():
+                self.calls.call(pipe, "settle", shard, now, args)
+
+        with self.session.errors("settle_many"):
+            return sum(int(n) for n in self.session.scripts.run(build))
+
+    def _by_shard(self, dispatches: Iterable[Lease]) -> dict[int, list]:
+        """lua/settle.lua's and lua/unsettle.lua's arguments, by shard."""
+        groups: dict[int, list] = defaultdict(list)
+        for item in dispatches:
+            lease(item)
+            host = parse_url(item.url)
+            groups[self.calls.of(host)] += wire.unsettle_args(page_id(item.url), host,
+                                                               token(item))
+        return groups
+
+    def unsettle_many(self, dispatches: Iterable[Lease], now: float) -> int:
+        """``Frontier.unsettle_many``: fetches whose output the crawler lost are redone."""
+        groups = self._by_shard(dispatches)
+        if not groups:
+            return 0
+
+        def build(pipe: Any) -> None:
+            for shard, args in groups.items():
+                self.calls.call(pipe, "unsettle", shard, now, args)
+
+        with self.session.errors("unsettle_many"):
+            return sum(int(n) for n in self.calls.run_writes(
+                build, dict.fromkeys(groups, now), len(groups)))
 
 
 class _ObserveCall:

@@ -5,7 +5,8 @@
 -- lease zset (deadline now + lease_timeout), its lease counter (the token)
 -- goes up, and the host's next dispatch moves to now + host delay.
 -- A queued candidate with a corrupt state (or one marked leased or gone), no
--- URL or malformed extras is quarantined instead.
+-- URL or malformed extras is quarantined instead. A page marked F_UNSETTLED is leased
+-- without its validators (lua/unsettle.lua).
 -- Returns {one string of packed leases, each "<dI2BI2I2I2I2I4" due, token, first (1: the
 -- page was never fetched), lengths of host, url, etag, last_modified, meta, then the
 -- 8-byte id and those five strings
@@ -56,6 +57,8 @@ for i = H + 2, #ARGV, 2 do
     leased_hosts[host] = {now + delay, stored_delay}
     local first = 0
     if s.fetches == 0 then first = 1 end
+    -- the last fetch's output never got through the crawler (unsettle.lua): no validators
+    if lib.has(s.flags, F_UNSETTLED) then etag, last_modified = "", "" end
     out[#out + 1] = struct.pack(LEASE_FORMAT, due, s.leases, first, #host, #url, #etag,
       #last_modified, #meta) .. id .. host .. url .. etag .. last_modified .. meta
   end

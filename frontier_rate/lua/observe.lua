@@ -4,8 +4,8 @@
 -- "<c8I2dBdc4I2I2I2d" = id, token, fetched_at, bits (1 not_modified,
 -- 2 fingerprint given, 4 etag given, 8 last_modified given, 16 changed_at
 -- given, 32 a confirmed claim of a trusted source (lua/signals.lua) may date the
--- change: wire.CLAIM_DATES), u (uniform in (0, 1] for the exponential draw),
--- fingerprint digest, lengths of host, etag, last_modified, changed_at (the page's
+-- change: wire.CLAIM_DATES, 64 the new copy is F_UNSETTLED until settle.lua:
+-- wire.SETTLE_LATER), u (uniform in (0, 1] for the exponential draw), fingerprint digest, lengths of host, etag, last_modified, changed_at (the page's
 -- last change time the server told: Last-Modified or a sitemap lastmod); then those
 -- three strings.
 -- Accepted once per lease token: the page must hold an open lease with this
@@ -15,10 +15,10 @@
 -- A page whose state is corrupt is quarantined (and the observation dropped);
 -- the other fetches of the batch go on.
 -- Returns {one string: per fetch a packed "<BBddBI2": status (0 ok, 1 replay, 2 stale,
--- 3 missing, 4 quarantined), changed, estimate, next_due (0 when not queued), date bits
--- (1 the change time was learned, 2 this fetch made the host's dates ignored,
--- 4 trusted again, 8 the change time came from a claim: sitemap, feed, push),
--- length of the reason, then the reason (when quarantined); SIGNAL_EVENTS
+-- 3 missing, 4 quarantined), changed (1 also for a page unsettle.lua marked), estimate,
+-- next_due (0 when not queued), date bits (1 the change time was learned, 2 this fetch
+-- made the host's dates ignored, 4 trusted again, 8 the change time came from a claim:
+-- sitemap, feed, push), length of the reason, then the reason (when quarantined); SIGNAL_EVENTS
 -- (lua/signals.lua: trust changes of (host, source) pairs)} (wire.observe_replies).
 
 local OK, REPLAY, STALE, MISSING, QUARANTINED = 0, 1, 2, 3, 4
@@ -63,7 +63,7 @@ end
 local FINISHED_LEASES, finished = {}, 0
 
 local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_arg, u,
-    changed_at, claim_dates)
+    changed_at, claim_dates, settle_later)
   local s, problem, raw = lib.load_state(id)
   if problem then
     lib.quarantine(id, host, problem, raw, false)
@@ -86,6 +86,10 @@ local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_
   -- change indicator: the first fetch is no change; 304 is no change
   local I = 0
   if s.fetches > 0 and not not_modified and fp ~= "" and fp ~= s.fp then I = 1 end
+  -- the last copy never got through the crawler (unsettle.lua): reported changed, so that
+  -- the crawler processes this one; the estimator still learns I
+  local reported = I
+  if lib.has(s.flags, F_UNSETTLED) then reported = 1 end
   if fp ~= "" then s.fp = fp end
   local since, date_bits = nil, 0
   if changed_at and s.fetches > 0 then
@@ -139,9 +143,11 @@ local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_
     due = now - math.log(u) * mean
   end
 
-  -- leased and changed cleared, gone and source kept, applied set, changed = I
+  -- leased, changed and unsettled cleared, gone and source kept, applied set, changed = I;
+  -- a new copy the crawler has yet to process is unsettled until settle.lua
   local source = 0
   if lib.has(s.flags, F_SOURCE) then source = F_SOURCE end
+  if settle_later and not not_modified then source = source + F_UNSETTLED end
   s.flags = s.flags % 4 - s.flags % 2 + F_APPLIED + F_CHANGED * I + source
   lib.save(id, s)
   finished = finished + 1
@@ -160,7 +166,7 @@ local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_
       lib.xset(id, new_etag, new_lm, meta)
     end
   end
-  return OK, I, lib.reported(s), due, date_bits
+  return OK, reported, lib.reported(s), due, date_bits, nil, I
 end
 
 local out, n_out = {}, 0
@@ -175,11 +181,11 @@ for i = H + 1, #ARGV do
   if bits % 16 >= 8 then last_modified = string.sub(arg, 46 + lh + le, 45 + lh + le + ll) end
   if bits % 4 < 2 then fp = "" end
   if bits % 32 < 16 or changed_at ~= changed_at then changed_at = nil end
-  local status, changed, est, due, date_bits, reason = observe_one(id, host, token, now, fp,
-    bits % 2 == 1, etag, last_modified, u, changed_at, bits >= 32)
+  local status, changed, est, due, date_bits, reason, learned = observe_one(id, host, token,
+    now, fp, bits % 2 == 1, etag, last_modified, u, changed_at, bits % 64 >= 32, bits >= 64)
   if status == OK then
     fetches = fetches + 1
-    changes = changes + changed
+    changes = changes + learned
     dated = dated + date_bits % 2
   end
   n_out = n_out + 1

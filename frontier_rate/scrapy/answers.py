@@ -55,7 +55,8 @@ def send_outcome(client: FrontierClient, stats: StatsCollector, result: Outcome,
     if result.kind == "failed":
         client.failed(dispatch, result.args["reason"], result.args["status"], now)
         return None
-    return client.observe(dispatch, result.args)
+    # the copy counts once the spider's items left the pipelines (settling.py, issue 60)
+    return client.observe(dispatch, {**result.args, "settle_later": True})
 
 
 def set_counters(stats: StatsCollector, fingerprinter: Fingerprinter,

@@ -70,6 +70,7 @@ from frontier_rate.scrapy.requests import (
     stored_priority,
 )
 from frontier_rate.scrapy.send import SharedSend
+from frontier_rate.scrapy.settling import Settling
 from frontier_rate.scrapy.startup import (
     Refusing,
     SettingError,
@@ -153,6 +154,8 @@ class Scheduler:
         self._answered: set[str] = set()
         self._results: dict[str, Call] = {}
         self._not_modified: set[str] = set()
+        self._settling = Settling(crawler.signals, MAX_TRACKED,  # answers the spider is done with
+                                  lambda lease: self._closing or self._client.settle(lease))
         self._flights = 0
         self._starved_until = 0.0
         self._starved_backoff = 0.0
@@ -505,6 +508,7 @@ class Scheduler:
         if len(self._results) >= MAX_TRACKED:
             self._results.clear()  # callbacks some middleware swallowed
         self._results[flight] = call
+        self._settling.answered(flight, dispatch, response.status)
 
     def _send(self, result: Outcome, dispatch: Lease, url: str, now: float) -> Call | None:
         return send_outcome(self._client, self.stats, result, dispatch, url, now)
@@ -533,7 +537,7 @@ class Scheduler:
                 return None
             output = callback(response, **kwargs)
             compat.warn_if_deferred(output, callback)
-            return output
+            return self._settling.track(flight, output)  # counts its items (issue 60)
 
         frontier_rate_callback.frontier_rate_wraps = callback  # type: ignore[attr-defined]
         return frontier_rate_callback
@@ -545,6 +549,7 @@ class Scheduler:
         def frontier_rate_errback(failure: Failure) -> Any:
             request = getattr(failure, "request", None)
             token = request.meta.get(TOKEN_KEY) if request is not None else None
+            self._settling.settled(token)  # a failure: nothing for the pipelines
             if token in self._not_modified:
                 self._not_modified.discard(token)
                 self._results.pop(token, None)

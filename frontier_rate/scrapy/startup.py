@@ -222,8 +222,9 @@ def hand_back_at_exit(scheduler: Any) -> Callable[[], None]:
     (a double Ctrl-C stops Scrapy's reactor at once; ``close`` never runs). Before issue
     33 those pages stayed leased for ``FRONTIER_RATE_LEASE_TIMEOUT`` (300 s) and the next
     run fetched nothing. Leases buffered or in flight without an answer go back at exit;
-    answers already received are sent first (``FrontierClient.close``). A process killed
-    outright (SIGKILL, power loss) still leaves its leases to expire."""
+    answers already received are sent first (``FrontierClient.close``), then the pages of
+    answers whose items had not left the item pipelines are redone (``settling.py``, issue
+    60). A process killed outright (SIGKILL, power loss) still leaves its leases to expire."""
     ref = weakref.ref(scheduler)
 
     def at_exit() -> None:
@@ -233,10 +234,13 @@ def hand_back_at_exit(scheduler: Any) -> Callable[[], None]:
         s._closing = True
         unsent = [d for d, _ in s._buffer] + [d for flight, d in s._in_flight.items()
                                               if flight not in s._answered]
+        unsettled = s._settling.unsettled()
         logger.warning("frontier-rate: the crawl stopped without closing; handing back %d "
-                       "leases", len(unsent))
+                       "leases, and %d pages whose answers had not gone through the item "
+                       "pipelines (fetched again at once, without validators)", len(unsent),
+                       len(unsettled))
         try:
-            s.client.close(unsent)
+            s.client.close(unsent, unsettled=unsettled)
         except Exception as exc:  # at exit: say it, never raise
             logger.warning("frontier-rate: leases not handed back (%r); they expire after "
                            "FRONTIER_RATE_LEASE_TIMEOUT", exc)

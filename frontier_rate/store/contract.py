@@ -83,8 +83,11 @@ of its replies; CANDIDATE one reply of candidates.lua; LEASE one reply of lease.
 
 # --------------------------------------------------------------------------- flags and constants
 
-FLAGS = {"F_LEASED": 1, "F_GONE": 2, "F_CHANGED": 4, "F_APPLIED": 8, "F_SOURCE": 16}
-"""Bits of a page state's ``flags``."""
+FLAGS = {"F_LEASED": 1, "F_GONE": 2, "F_CHANGED": 4, "F_APPLIED": 8, "F_SOURCE": 16,
+         "F_UNSETTLED": 32}
+"""Bits of a page state's ``flags``. ``F_UNSETTLED``: the crawler stopped before the last
+fetch's output was through its pipelines (lua/unsettle.lua); the next fetch sends no
+validators and is reported changed (lua/lease.lua, lua/observe.lua)."""
 FLAGS_END = 2 * max(FLAGS.values())
 """A state's ``flags`` are below this; a larger value is corrupt (lua/lib.lua, wire.py)."""
 DATE_TRUST = 10

@@ -38,7 +38,8 @@ from frontier_rate.store import contract
 LIB_FILES = ("lib.lua", "lib_policy.lua", "lib_hosts.lua", "lib_pages.lua")
 """The library every shard script starts with, in this order (lib.lua's sections)."""
 SHARD_SCRIPTS = ("add", "candidates", "lease", "observe", "fail", "refresh", "host_delay",
-                 "host_index", "stats", "quarantine", "release", "hint")
+                 "host_index", "stats", "quarantine", "release", "settle", "unsettle",
+                 "hint")
 SIGNAL_SCRIPTS = ("observe", "hint", "refresh", "candidates")
 """Shard scripts that also get lua/signals.lua (claims of sitemaps, feeds, pushes)."""
 READ_ONLY_SCRIPTS = ("stats",)

@@ -102,8 +102,9 @@ STATE = struct.Struct(contract.STRUCTS["STATE"])
 """Packed page state (48 bytes); the same layout as ``STATE`` in lua/lib.lua."""
 STATE_INTERVAL = struct.Struct(contract.STRUCTS["STATE_INTERVAL"])
 """The state of ``interval`` namespaces: two more doubles (64 bytes)."""
-F_LEASED, F_GONE, F_CHANGED, F_APPLIED, F_SOURCE = (
-    contract.FLAGS[name] for name in ("F_LEASED", "F_GONE", "F_CHANGED", "F_APPLIED", "F_SOURCE"))
+F_LEASED, F_GONE, F_CHANGED, F_APPLIED, F_SOURCE, F_UNSETTLED = (
+    contract.FLAGS[name] for name in ("F_LEASED", "F_GONE", "F_CHANGED", "F_APPLIED", "F_SOURCE",
+                                      "F_UNSETTLED"))
 """State flags (lua/lib.lua)."""
 
 
@@ -295,6 +296,11 @@ def release_args(pid: bytes, host: str, token: str, due: float) -> list:
     return [pid, host, token, repr(due)]
 
 
+def unsettle_args(pid: bytes, host: str, token: str) -> list:
+    """One lease's arguments of lua/unsettle.lua or lua/settle.lua: the page and its token."""
+    return [pid, host, token]
+
+
 def quarantine_args(pid: bytes, host: str, token: str, reason: str, drop_extras: bool) -> list:
     """lua/quarantine.lua: a leased page the crawler could not read, and why."""
     return [pid, host, token, reason, "1" if drop_extras else "0"]
@@ -344,15 +350,19 @@ NOT_MODIFIED, FINGERPRINT, ETAG, LAST_MODIFIED, CHANGED_AT = 1, 2, 4, 8, 16
 CLAIM_DATES = 32
 """Observation bit: a claim of a trusted source (a sitemap's lastmod, lua/signals.lua) that
 this fetch confirmed may date the change (``change_dates``)."""
+SETTLE_LATER = 64
+"""Observation bit: the new copy counts as processed only once ``settle_many`` says so (until
+then the page is ``F_UNSETTLED``: lua/observe.lua, lua/settle.lua)."""
 
 
 def observation(pid: bytes, token: int, now: float, host: bytes, not_modified: bool,
                 fp: bytes, etag: bytes | None, lm: bytes | None, changed_at: float | None,
-                u: float, claim_dates: bool = False) -> bytes:
+                u: float, claim_dates: bool = False, settle_later: bool = False) -> bytes:
     """One argument of lua/observe.lua: a fetch result packed (``OBSERVATION``)."""
     bits = (NOT_MODIFIED if not_modified else 0) | (FINGERPRINT if fp else 0) \
         | (ETAG if etag is not None else 0) | (LAST_MODIFIED if lm is not None else 0) \
-        | (CHANGED_AT if changed_at is not None else 0) | (CLAIM_DATES if claim_dates else 0)
+        | (CHANGED_AT if changed_at is not None else 0) | (CLAIM_DATES if claim_dates else 0) \
+        | (SETTLE_LATER if settle_later else 0)
     return OBSERVATION.pack(pid, token, now, bits, u, fp or b"\0\0\0\0", len(host),
                             len(etag or b""), len(lm or b""),
                             math.nan if changed_at is None else changed_at) \
