@@ -20,6 +20,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from scrapy_support.harness import run_crawl  # noqa: E402
 from scrapy_support.server import ChangingSite, Hit  # noqa: E402
 
+from frontier_rate.crawl.settings import adapter_settings  # noqa: E402
+
 pytestmark = pytest.mark.timeout(120)
 
 LATENCY = 1.0
@@ -113,3 +115,14 @@ def test_autothrottle_never_takes_a_host_below_the_frontier_delay(redis_url, nam
     assert len(hits) == pages, crawl.log[-3000:]
     gaps = start_gaps(hits)
     assert min(gaps) >= delay - TOLERANCE, gaps
+
+
+def test_requests_in_flight_per_host_are_scrapys_per_ip_limit_when_set():
+    """Scrapy's download slots allow CONCURRENT_REQUESTS_PER_IP when it is set, else
+    CONCURRENT_REQUESTS_PER_DOMAIN; the scheduler hands over as many per host."""
+    assert adapter_settings({}.get).per_host == 8
+    assert adapter_settings({"CONCURRENT_REQUESTS_PER_DOMAIN": 3}.get).per_host == 3
+    assert adapter_settings({"CONCURRENT_REQUESTS_PER_DOMAIN": 3,
+                             "CONCURRENT_REQUESTS_PER_IP": 5}.get).per_host == 5
+    assert adapter_settings({"CONCURRENT_REQUESTS_PER_DOMAIN": 3,
+                             "CONCURRENT_REQUESTS_PER_IP": 0}.get).per_host == 3
