@@ -25,7 +25,7 @@ from frontier_rate.crawl.settings import adapter_settings  # noqa: E402
 pytestmark = pytest.mark.timeout(120)
 
 LATENCY = 1.0
-"""Seconds the slow site takes to answer each request."""
+"""Seconds the slow site takes to answer each request (unless a test says)."""
 TOLERANCE = 0.05
 """Loopback latency and the arrival clock (as tests/test_scrapy_shared_politeness.py)."""
 ONE_PASS = {"FRONTIER_RATE_MIN_HOST_DELAY": None, "FRONTIER_RATE_CLOSE_AFTER": "idle",
@@ -34,14 +34,16 @@ ONE_PASS = {"FRONTIER_RATE_MIN_HOST_DELAY": None, "FRONTIER_RATE_CLOSE_AFTER": "
 
 
 def crawl_slow_site(tmp_path: Path, redis_url: str, namespace: str, pages: int,
-                    settings: dict) -> list[Hit]:
-    """Crawl ``pages`` pages of a site answering in ``LATENCY``; its hits by arrival."""
+                    settings: dict, latency: float = LATENCY,
+                    start_pause: float = 0.0) -> list[Hit]:
+    """Crawl ``pages`` pages of a site answering in ``latency``; its hits by arrival.
+    ``start_pause``: seconds between the spider's first start request and the others."""
     with ChangingSite("127.0.0.1") as site:
         for i in range(pages):
-            site.set(f"/s{i}", f"<p>slow {i}</p>", delay=LATENCY)
+            site.set(f"/s{i}", f"<p>slow {i}</p>", delay=latency)
         crawl = run_crawl(tmp_path, redis_url, namespace,
                           [{"url": site.url(f"/s{i}")} for i in range(pages)],
-                          {**ONE_PASS, **settings})
+                          {**ONE_PASS, **settings}, args={"start_pause": str(start_pause)})
         assert crawl.returncode == 0, crawl.log[-3000:]
         hits = sorted(site.hits, key=lambda hit: hit.started)
     assert sorted(hit.path for hit in hits) == sorted(f"/s{i}" for i in range(pages)), \
@@ -65,17 +67,22 @@ def most_in_flight(hits: list[Hit]) -> int:
 
 def test_a_slow_host_gets_a_request_every_delay_with_several_in_flight(redis_url, namespace,
                                                                        tmp_path):
-    """DOWNLOAD_DELAY 0.5 s, answers in 1 s, 4 per domain: a request starts every 0.5 s
-    (never closer), several are in flight at once, and 8 pages take ~4.5 s, not the
-    8 x (1 + 0.5) = 12 s of one request at a time."""
-    pages, delay = 8, 0.5
+    """DOWNLOAD_DELAY 0.5 s, answers in 2 s, 4 per domain: a request starts every 0.5 s
+    (never closer), several are in flight at once, and 8 pages take ~5.5 s, not the
+    8 x (2 + 0.5) = 20 s of one request at a time. No request waits for an answer: the
+    start requests found within 50 ms of the first (here 20 ms later) were not sent to
+    the frontier until its answer came (their wake-up was lost to the first one's), so
+    the second request started 2 s after the first."""
+    pages, delay, latency = 8, 0.5, 2.0
     hits = crawl_slow_site(tmp_path, redis_url, namespace, pages,
-                           {"DOWNLOAD_DELAY": delay, "CONCURRENT_REQUESTS_PER_DOMAIN": 4})
+                           {"DOWNLOAD_DELAY": delay, "CONCURRENT_REQUESTS_PER_DOMAIN": 4},
+                           latency, start_pause=0.02)
     gaps = start_gaps(hits)
     assert min(gaps) >= delay - TOLERANCE, gaps
+    assert max(gaps) < latency - 0.5, gaps
     assert most_in_flight(hits) >= 2, hits
     took = hits[-1].time - hits[0].started
-    assert took < 0.6 * pages * (LATENCY + delay), (took, gaps)
+    assert took < 0.6 * pages * (latency + delay), (took, gaps)
 
 
 def test_autothrottle_delay_is_the_slots_between_request_starts(redis_url, namespace, tmp_path):

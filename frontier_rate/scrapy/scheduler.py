@@ -285,6 +285,8 @@ class Scheduler:
         if self._new_pages and (now - self._new_since >= FLUSH_DELAY - CLOCK_SLACK
                                 or not self._in_flight):
             self._queue_new_pages()
+        elif self._new_pages:  # woken early (for pages sent since): wake again for these
+            self._wake_at(self._new_since + FLUSH_DELAY)
         if self._one_off:
             request = self._one_off.popleft()
             host = urlsplit(request.url).hostname
