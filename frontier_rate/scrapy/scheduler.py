@@ -13,7 +13,8 @@ How a request travels (DESIGN.md section 5 has the Scrapy facts this rests on):
    as JSON, never pickled). Non-GET requests, ``meta["dont_revisit"]``, other
    URL schemes, requests the frontier cannot store (named in a WARNING), a
    ``dont_filter`` repeat of a page of this crawl and the retries/redirects of
-   a request this scheduler sent are fetched once from a local queue.
+   a request this scheduler sent are fetched once from a local queue (a redirect
+   hop the dupefilter drops fails the page's fetch: ``scrapy/redirects.py``).
 2. ``next_request``: leased pages come from a local buffer that
    ``frontier_rate.client.frontier_client.FrontierClient`` fills from a background thread,
    and leave (past ``politeness.HostGate``) as Requests rebuilt from what was
@@ -285,7 +286,7 @@ class Scheduler:
         if self._new_pages and (now - self._new_since >= FLUSH_DELAY - CLOCK_SLACK
                                 or not self._in_flight):
             self._queue_new_pages()
-        elif self._new_pages:  # woken early (for pages sent since): wake again for these
+        elif self._new_pages:  # woken for an earlier batch's flush: wake for this one
             self._wake_at(self._new_since + FLUSH_DELAY)
         if self._one_off:
             request = self._one_off.popleft()
