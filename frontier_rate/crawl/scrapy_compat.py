@@ -7,10 +7,10 @@ listed in docs/ARCHITECTURE.md ("Private Scrapy internals"):
 
 - ``engine._slot.nextcall``: wake the engine now instead of on its 5 s
   heartbeat (no public API in any version).
-- ``engine.downloader.slots`` / ``per_slot_settings`` and ``Slot.delay``,
-  ``concurrency``, ``lastseen`` and ``jitter`` (2.19) or ``randomize_delay``
-  (2.13-2.18): pace a host's download slot (DOWNLOAD_SLOTS can only be set
-  before a crawl starts, a robots.txt Crawl-delay is learned during it).
+- ``engine.downloader.slots`` / ``per_slot_settings`` and ``Slot.delay`` and
+  ``jitter`` (2.19) or ``randomize_delay`` (2.13-2.18): pace a host's download
+  slot (DOWNLOAD_SLOTS can only be set before a crawl starts, a robots.txt
+  Crawl-delay is learned during it).
 - ``engine._slot.scheduler`` before 2.14, where ``engine.scheduler`` is not public.
 - ``engine.downloader.handlers.download_request_async`` (2.14+) or
   ``download_request``: take a host's shared send slot at the moment a request is
@@ -24,7 +24,6 @@ listed in docs/ARCHITECTURE.md ("Private Scrapy internals"):
 from __future__ import annotations
 
 import inspect
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -185,7 +184,11 @@ _JITTER = None
 
 
 def pace_slot(crawler: Crawler, host: str, delay: float) -> bool:
-    """Give ``host``'s download slot ``delay``, no randomisation, one request at a time.
+    """Keep ``delay`` seconds between the *starts* of requests on ``host``'s download slot,
+    without randomisation, as Scrapy keeps ``DOWNLOAD_DELAY``: up to the slot's concurrency
+    (Scrapy's own: ``CONCURRENT_REQUESTS_PER_DOMAIN`` or ``_PER_IP``) may be in flight.
+    Under AutoThrottle ``delay`` is a floor: AutoThrottle's longer delay (from
+    ``AUTOTHROTTLE_START_DELAY`` on a new slot) stays the slot's, as with Scrapy's scheduler.
 
     Private API (the downloader's slots and per-slot settings), guarded:
     False when this Scrapy does not have them.
@@ -198,24 +201,17 @@ def pace_slot(crawler: Crawler, host: str, delay: float) -> bool:
     slots = getattr(downloader, "slots", None)
     if not isinstance(per_slot, dict) or not isinstance(slots, dict):
         return False
+    settings = crawler.settings
+    throttled = settings.getbool("AUTOTHROTTLE_ENABLED")
+    start = max(delay, settings.getfloat("DOWNLOAD_DELAY"),
+                settings.getfloat("AUTOTHROTTLE_START_DELAY")) if throttled else delay
     off: Any = 0.0 if _JITTER == "jitter" else False
-    per_slot[host] = {**per_slot.get(host, {}), "delay": delay, _JITTER: off, "concurrency": 1}
+    per_slot[host] = {**per_slot.get(host, {}), "delay": start, _JITTER: off}
     slot = slots.get(host)
     if slot is not None:
-        slot.delay, slot.concurrency = delay, 1
+        slot.delay = max(slot.delay, delay) if throttled else delay
         setattr(slot, _JITTER, off)
     return True
-
-
-def restart_slot_clock(crawler: Crawler, key: Any) -> None:
-    """Count a paced slot's delay from now (an answer arrived), on the downloader's clock."""
-    from scrapy.core import downloader as module
-
-    downloader = getattr(crawler.engine, "downloader", None)
-    slot = getattr(downloader, "slots", {}).get(key)
-    if slot is not None and hasattr(slot, "lastseen"):
-        clock = getattr(module, "monotonic", None) or getattr(module, "time", time.time)
-        slot.lastseen = max(slot.lastseen, clock())
 
 
 def before_download(crawler: Crawler, hook: Callable[[Request], Any]) -> bool:

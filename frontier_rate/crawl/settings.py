@@ -320,7 +320,8 @@ def adapter_settings(get: Callable[[str], Any]) -> AdapterSettings:
         max_crawl_delay=number(get, "FRONTIER_RATE_MAX_CRAWL_DELAY", float,
                                DEFAULT_MAX_CRAWL_DELAY),
         robots_agent=get("ROBOTSTXT_USER_AGENT") or get("USER_AGENT") or "*",
-        per_host=max(1, number(get, "CONCURRENT_REQUESTS_PER_DOMAIN", int, 8)),
+        per_host=max(1, number(get, "CONCURRENT_REQUESTS_PER_IP", int, 0)
+                     or number(get, "CONCURRENT_REQUESTS_PER_DOMAIN", int, 8)),
         framework_reads_robots=robots_obey,
         frontera_driver=frontera_driver(get("FRONTIER_RATE_FRONTERA_DRIVER")),
         **sitemap_settings(get),

@@ -6,9 +6,10 @@ back until a host may be fetched. Two things only Scrapy's side can do are here:
 
 - read the Crawl-delay of every robots.txt answer that reaches the engine (Scrapy never
   applies it) and fetch robots.txt first where Scrapy's middleware does not;
-- pace the host's download slot, so the gap holds when requests are *sent*: Scrapy's
-  downloader may send leased requests in a burst (private Scrapy internals, guarded in
-  ``scrapy_compat``; docs/ARCHITECTURE.md lists them).
+- pace the host's download slot, so the gap holds between the moments requests are
+  *sent* (Scrapy's ``DOWNLOAD_DELAY`` semantics; its downloader may otherwise send
+  leased requests in a burst; private Scrapy internals, guarded in ``scrapy_compat``;
+  docs/ARCHITECTURE.md lists them).
 """
 
 from __future__ import annotations
@@ -87,22 +88,25 @@ class ScrapyPoliteness:
         self.pace(host)
 
     def pace(self, host: str) -> None:
-        """Have Scrapy's downloader keep ``host``'s delay between requests on the wire.
+        """Have Scrapy's downloader keep ``host``'s delay between request starts.
 
-        The host's download slot gets the delay plus ``PACE_MARGIN``, no jitter and one
-        request at a time, and ``on_downloaded`` restarts the slot's clock when each
-        answer arrives. A host with no delay at all (no frontier delay, no Crawl-delay)
-        keeps Scrapy's own slot settings (``DOWNLOAD_DELAY``, AutoThrottle).
+        The host's download slot gets the delay plus ``PACE_MARGIN`` and no jitter; its
+        concurrency stays Scrapy's, so a slow host has several requests in flight, one
+        started every delay, as with Scrapy's own scheduler (issue 60). Under AutoThrottle
+        the delay is a floor under AutoThrottle's own. A host with no delay at all (no
+        frontier delay, no Crawl-delay) keeps Scrapy's own slot settings
+        (``DOWNLOAD_DELAY``, AutoThrottle).
         """
         delay = self.gate.delay(host)
         if delay <= 0 and host not in self._paced:
             return
         delay += PACE_MARGIN
-        if self._paced.get(host) != delay and compat.pace_slot(self.crawler, host, delay):
+        if compat.pace_slot(self.crawler, host, delay):
             self._paced[host] = delay
 
     def on_downloaded(self, response: Response, request: Request, spider: Spider) -> None:
-        """``response_downloaded`` signal: a paced slot's delay counts from this answer."""
+        """``response_downloaded`` signal: put a paced slot's delay back to its floor if
+        AutoThrottle just lowered it below (it may, down to ``DOWNLOAD_DELAY``)."""
         key = request.meta.get("download_slot")
         if key in self._paced:
-            compat.restart_slot_clock(self.crawler, key)
+            self.pace(key)

@@ -13,7 +13,8 @@ How a request travels (DESIGN.md section 5 has the Scrapy facts this rests on):
    as JSON, never pickled). Non-GET requests, ``meta["dont_revisit"]``, other
    URL schemes, requests the frontier cannot store (named in a WARNING), a
    ``dont_filter`` repeat of a page of this crawl and the retries/redirects of
-   a request this scheduler sent are fetched once from a local queue.
+   a request this scheduler sent are fetched once from a local queue (a redirect
+   hop the dupefilter drops fails the page's fetch: ``scrapy/redirects.py``).
 2. ``next_request``: leased pages come from a local buffer that
    ``frontier_rate.client.frontier_client.FrontierClient`` fills from a background thread,
    and leave (past ``politeness.HostGate``) as Requests rebuilt from what was
@@ -60,6 +61,7 @@ from frontier_rate.crawl.signal_reader import SITEMAP_KEY, SignalReader
 from frontier_rate.scrapy.answers import BodyCap, ChildDetection, send_outcome, set_counters
 from frontier_rate.scrapy.namespace import NamespaceChoice
 from frontier_rate.scrapy.politeness import ScrapyPoliteness
+from frontier_rate.scrapy.redirects import RedirectHops
 from frontier_rate.scrapy.requests import (
     RESULT_KEY,
     TOKEN_KEY,
@@ -149,6 +151,7 @@ class Scheduler:
         self._one_offs = OneOffRedirects()
         self._buffer: deque[tuple[Lease, float]] = deque()
         self._in_flight: dict[str, Lease] = {}
+        self._hops = RedirectHops(self.dupefilter, self.stats, self._in_flight)
         self._sent_at: dict[str, float] = {}
         self._next_sweep = 0.0
         self._answered: set[str] = set()
@@ -257,9 +260,14 @@ class Scheduler:
         ``dont_filter`` request for a page this crawl already took is fetched once more
         as a one-off, with its own callback and meta; the page keeps one schedule.
         """
-        if self._is_continuation(request):
-            self._take_one_off(request)  # a redirect or retry of a page in flight
-            return True
+        flight, dropped = self._hops.continuation(request, self.spider)
+        if flight is not None:  # a redirect or retry of a page in flight: a one-off
+            if dropped is None:  # or a hop Scrapy's scheduler drops: the page's fetch failed
+                self._take_one_off(request)
+                return True
+            self._client.failed(self._in_flight[flight], dropped, None, self.clock())
+            self._finish(flight)
+            return False
         if not request.dont_filter and self.dupefilter.request_seen(request):
             self.dupefilter.log(request, self.spider)
             return False
@@ -283,6 +291,8 @@ class Scheduler:
         if self._new_pages and (now - self._new_since >= FLUSH_DELAY - CLOCK_SLACK
                                 or not self._in_flight):
             self._queue_new_pages()
+        elif self._new_pages:  # woken for an earlier batch's flush: wake for this one
+            self._wake_at(self._new_since + FLUSH_DELAY)
         if self._one_off:
             request = self._one_off.popleft()
             host = urlsplit(request.url).hostname
@@ -394,13 +404,6 @@ class Scheduler:
         due = client.next_due
         return bool(client.unadded() or (due is not None and due <= now))
 
-    def _is_continuation(self, request: Request) -> bool:
-        """A redirect or retry Scrapy made from a request this scheduler sent (it keeps the
-        errback installed here; a spider copying ``response.meta`` does not)."""
-        token = request.meta.get(TOKEN_KEY)
-        return (token is not None and token in self._in_flight
-                and getattr(request.errback, "frontier_rate_token", None) == token)
-
     def _take_ready(self, now: float) -> Lease | None:
         """The first buffered lease whose host the gate lets through (others wait their turn;
         a lease held past half the lease timeout is dropped and expires in Redis)."""
@@ -455,6 +458,7 @@ class Scheduler:
         dispatch = self._in_flight.pop(flight, None)
         self._sent_at.pop(flight, None)
         self._answered.discard(flight)
+        self._hops.forget(flight)
         if dispatch is not None:
             self._politeness.gate.done(dispatch.host)
             if self._buffer:

@@ -3,12 +3,14 @@
 Arguments (``-a`` or ``crawl.py`` config): ``output`` (JSONL path),
 ``start`` (JSON list of ``{"url", "meta", "callback", "weight"}``) and
 ``follow`` ("1" follows ``<a href>`` links with ``parse``; a link ending in
-``/bad-meta`` gets a set in its meta, which JSON cannot carry). At close the
+``/bad-meta`` gets a set in its meta, which JSON cannot carry) and ``start_pause``
+(seconds between the first start request and the others). At close the
 spider records the finish reason and the ``frontier_rate/`` stats.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from typing import Any
@@ -19,14 +21,18 @@ import scrapy
 class RecordingSpider(scrapy.Spider):
     name = "recorder"
 
-    def __init__(self, output: str = "", start: str = "[]", follow: str = "0", **kw: Any):
+    def __init__(self, output: str = "", start: str = "[]", follow: str = "0",
+                 start_pause: str = "0", **kw: Any):
         super().__init__(**kw)
         self.output = output
         self.start_specs = json.loads(start)
         self.follow = follow == "1"
+        self.start_pause = float(start_pause)
 
     async def start(self):
-        for spec in self.start_specs:
+        for index, spec in enumerate(self.start_specs):
+            if index == 1 and self.start_pause:  # the others a moment after the first
+                await asyncio.sleep(self.start_pause)
             yield scrapy.Request(
                 spec["url"],
                 callback=getattr(self, spec.get("callback", "parse")),
