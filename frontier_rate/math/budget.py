@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from frontier_rate.math.index import (
+    MIN_CHANGE_CHANCE,
     N_CELLS,
     N_RATE_BINS,
     N_WEIGHT_BINS,
@@ -27,7 +28,6 @@ from frontier_rate.math.index import (
     _same_length,
     _scalar,
     _vector,
-    MIN_CHANGE_CHANCE,
     effective_weight,
     worth_interval,
 )
@@ -356,8 +356,9 @@ def _host_thresholds(nu: float, rows: np.ndarray, host: np.ndarray, caps: np.nda
     (vectorised bisection on log ν over the rows of the hosts above their cap at ν; inf
     when even every page at max_interval exceeds the cap)."""
     n_hosts = len(caps)
+    # ``rows`` may leave out hosts known to be under
     at_nu = np.bincount(host, weights=_cell_rates(nu, rows, min_interval, max_interval, objective,
-                                                  chance), minlength=n_hosts)  # ``rows`` may leave out hosts known to be under
+                                                  chance), minlength=n_hosts)
     out = np.full(n_hosts, float(nu))
     over = at_nu > caps * (1 + 1e-12)
     if not over.any():
