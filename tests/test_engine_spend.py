@@ -40,14 +40,14 @@ def test_tokens_no_due_page_can_use_go_to_pages_not_due(redis_url, namespace, fi
     """300 pages, 1 fetch/s: each is planned ~300 s after its (free) first fetch; the 2
     tokens in the bucket at t = 20 go to pages not due yet, never within min_interval nor
     before the chance of a change reaches MIN_CHANGE_CHANCE (issue 60: at the starting rate
-    1/300 per s, 0.0513 · 300 = 15.4 s)."""
+    1/300 per s, 0.0202 · 300 = 6.1 s)."""
     f = _frontier(redis_url, namespace, fill_budget=fill, min_interval=2.0)
     urls = [f"http://h{i}.example/p" for i in range(300)]
     f.add_many(urls, now=0.0)
     assert sum(len(_fetch_all(f, 0.0)) for _ in range(3)) == 300
     assert f.next_requests(2, now=1.0) == []  # within min_interval: never, filling or not
-    assert -math.log(1 - policy.MIN_CHANGE_CHANCE) * 300 == pytest.approx(15.39, abs=0.01)
-    assert f.next_requests(2, now=5.0) == []  # a 1.7% chance of a change: not worth a token
+    assert -math.log(1 - policy.MIN_CHANGE_CHANCE) * 300 == pytest.approx(6.06, abs=0.01)
+    assert f.next_requests(2, now=5.0) == []  # a 1.65% chance of a change: not worth a token
     got = f.next_requests(2, now=20.0)
     if not fill:
         assert got == []
