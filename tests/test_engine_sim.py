@@ -169,7 +169,11 @@ def test_lua_optimal_y_and_index_curve_equal_python(redis_client, redis_url, nam
     w = np.exp(rng.uniform(-3, 3, cs.size))
     lam = np.exp(rng.uniform(-9, 0, cs.size))
     nu = cs * w
-    expect = np.clip(policy.interval_for_threshold(nu, lam, w), f.min_interval, f.max_interval)
+    # bounded below by the wait after which a fetch is worth it (issue 60): WORTH_Y / λ
+    worth = np.asarray(policy.worth_interval(lam, f.min_interval, f.max_interval))
+    assert (worth > f.min_interval).sum() > 100, "the floor should bind for some pages"
+    expect = np.minimum(np.maximum(policy.interval_for_threshold(nu, lam, w), worth),
+                        f.max_interval)
     np.testing.assert_allclose(lib_eval(redis_client, f, "planned_interval(a, b, c)", w, lam, nu),
                                expect, rtol=1e-15, atol=0)
 
@@ -264,8 +268,9 @@ def test_lua_source_interval_index_and_pooling_equal_python(redis_client, redis_
     longest = np.array([policy.source_max_interval(w, f.max_interval) for w in weight])
     shortest = np.array([policy.source_min_interval(w, f.min_interval, f.max_interval)
                          for w in weight])
-    py = np.minimum(np.maximum(policy.interval_for_threshold(nu, lam, weight, "freshness"),
-                               shortest), longest)
+    py = np.minimum(np.maximum(np.maximum(policy.interval_for_threshold(nu, lam, weight,
+                                                                        "freshness"),
+                                          shortest), policy.WORTH_Y / lam), longest)
     np.testing.assert_allclose(lua, py, rtol=1e-14, atol=0)
     assert (lua > f.max_interval).sum() > 20, "some sources should plan past max_interval"
     light = weight < 1

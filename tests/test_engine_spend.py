@@ -38,18 +38,22 @@ def _fetch_all(f, now):
 @pytest.mark.parametrize("fill", [True, False])
 def test_tokens_no_due_page_can_use_go_to_pages_not_due(redis_url, namespace, fill):
     """300 pages, 1 fetch/s: each is planned ~300 s after its (free) first fetch; the 2
-    tokens in the bucket at t = 5 go to pages not due yet, never within min_interval."""
+    tokens in the bucket at t = 20 go to pages not due yet, never within min_interval nor
+    before the chance of a change reaches MIN_CHANGE_CHANCE (issue 60: at the starting rate
+    1/300 per s, 0.0202 · 300 = 6.1 s)."""
     f = _frontier(redis_url, namespace, fill_budget=fill, min_interval=2.0)
     urls = [f"http://h{i}.example/p" for i in range(300)]
     f.add_many(urls, now=0.0)
     assert sum(len(_fetch_all(f, 0.0)) for _ in range(3)) == 300
     assert f.next_requests(2, now=1.0) == []  # within min_interval: never, filling or not
-    got = f.next_requests(2, now=5.0)
+    assert -math.log(1 - policy.MIN_CHANGE_CHANCE) * 300 == pytest.approx(6.06, abs=0.01)
+    assert f.next_requests(2, now=5.0) == []  # a 1.65% chance of a change: not worth a token
+    got = f.next_requests(2, now=20.0)
     if not fill:
         assert got == []
         return
     assert len(got) == 2
-    assert all(d.due > 5.0 for d in got), "only pages not due yet were there to lease"
+    assert all(d.due > 20.0 for d in got), "only pages not due yet were there to lease"
     assert {d.url for d in got} <= set(urls)
 
 
@@ -70,15 +74,17 @@ def test_filling_never_breaks_a_host_delay(redis_url, namespace):
 
 
 def test_filling_spends_the_budget_but_never_within_min_interval(redis_url, namespace):
-    """20 pages on 20 hosts, min_interval 2 s, budget 1 fetch/s for 600 s: the budget is
-    spent, and no page is fetched twice within min_interval (filling included)."""
+    """20 pages on 20 hosts that change at every fetch, min_interval 2 s, budget 1 fetch/s
+    for 600 s: the budget is spent, and no page is fetched twice within min_interval
+    (filling included). Pages that never change leave it unspent (issue 60,
+    test_engine_worth.py)."""
     f = _frontier(redis_url, namespace, fill_budget=True, min_interval=2.0)
     f.add_many([f"http://h{i}.example/p" for i in range(20)], now=0.0)
     fetched: dict[str, list[float]] = {}
     for tenth in range(6000):
         now = tenth / 10
         for d in f.next_requests(5, now=now):
-            f.observe(d, fingerprint="v0", fetched_at=now)
+            f.observe(d, fingerprint=f"v{tenth}", fetched_at=now)
             fetched.setdefault(d.url, []).append(now)
     assert sum(map(len, fetched.values())) >= 590  # 600 tokens + 20 free first fetches
     gaps = [b - a for times in fetched.values() for a, b in zip(times, times[1:], strict=False)]

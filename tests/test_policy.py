@@ -459,8 +459,11 @@ def test_cell_of_uses_documented_edges():
 
 
 def _page_total(nu, w, lam, lo, hi, objective):
+    """Σ per page of f(ν) within [1/hi, 1/t_w], t_w = max(lo, t at which the chance of a
+    change 1 − e^{−λt} reaches MIN_CHANGE_CHANCE) (issue 60), computed here on its own."""
     f = P.frequency_for_threshold(nu, lam, w, objective)
-    return float(np.clip(f, 1 / hi, 1 / lo).sum())
+    worth = np.minimum(np.maximum(-np.log(1.0 - P.MIN_CHANGE_CHANCE) / lam, lo), hi)
+    return float(np.minimum(np.maximum(f, 1 / hi), 1 / worth).sum())
 
 
 @pytest.mark.parametrize("objective", ["changes", "freshness"])
@@ -500,7 +503,13 @@ def test_solve_threshold_flags_and_mapping_input():
     assert a == b and a.status == "ok"
     under = P.solve_threshold(cells, 1.0, 60, 86400)  # 4 pages at 1/60 s: 0.067/s < 1/s
     assert under.nu == 0.0 and under.status == "under_budget"
-    assert under.rate == pytest.approx(4 / 60)
+    # each page at most once per max(60 s, the time its chance of a change takes to reach
+    # MIN_CHANGE_CHANCE): the budget left is not worth spending (issue 60)
+    worth = np.maximum(60.0, -np.log(1.0 - P.MIN_CHANGE_CHANCE) / lam)
+    assert under.rate == pytest.approx(float((1.0 / worth).sum()))
+    assert under.rate < 4 / 60
+    bare = P.solve_threshold(cells, 1.0, 60, 86400, chance=0.0)
+    assert bare.status == "under_budget" and bare.rate == pytest.approx(4 / 60)
     over = P.solve_threshold(cells, 1e-6, 60, 86400)  # 4/86400 = 4.6e-5/s > 1e-6/s
     assert over.status == "over_budget" and not over.budget_met
     assert over.nu == pytest.approx(3.0) and over.rate == pytest.approx(4 / 86400)
@@ -675,7 +684,8 @@ def test_solve_threshold_with_hosts_matches_the_exact_host_cap_solve():
     caps = np.full(hosts, budget / hosts * 1.5)
     exact = P.solve_with_host_caps(w, lam, host_of.tolist(), dict(enumerate(caps)), budget,
                                    objective="freshness")
-    sol = P.solve_threshold(rows[:, :3], budget, 1e-9, 1e12, "freshness", hosts=rows, caps=caps)
+    sol = P.solve_threshold(rows[:, :3], budget, 1e-9, 1e12, "freshness", hosts=rows, caps=caps,
+                            chance=0.0)  # the bare solve: solve_with_host_caps has no floor
     assert sol.status == "ok" and sol.rate == pytest.approx(budget, rel=1e-9)
     assert sol.nu == pytest.approx(exact.nu, rel=1e-6)
     for h in range(hosts):
@@ -690,7 +700,8 @@ def test_a_capped_hosts_pages_at_its_threshold_sum_to_its_cap():
     caps = np.full(hosts, budget / hosts * 1.2)
     caps[3] = np.inf
     for objective in ("changes", "freshness"):
-        sol = P.solve_threshold(rows[:, :3], budget, 1e-9, 1e12, objective, hosts=rows, caps=caps)
+        sol = P.solve_threshold(rows[:, :3], budget, 1e-9, 1e12, objective, hosts=rows, caps=caps,
+                                chance=0.0)
         assert sol.host_nu[3] == sol.nu
         for h in np.flatnonzero(sol.host_nu > sol.nu * (1 + 1e-9)):
             mine = host_of == h

@@ -168,8 +168,12 @@ def test_a_source_first_read_is_valued_where_every_fetch_counts(redis_url, names
         assert held not in leased and f.page(held)["fetches"] == 0
         assert few not in leased and f.page(few)["fetches"] == 0
         assert f.page(held)["next_due"] == pytest.approx(1e4)  # held at 0
-        later = _crawl(f, 5000.0, 3.2e4)
+        later = _crawl(f, 5000.0, 1.2e4)
         assert held in later and few not in later
+        # (later the pages that never change are no longer worth the budget, ν falls to 0,
+        # few.test's pages plan enough fetches to check its claims, and it may be read:
+        # issue 60)
+        assert f.stats(now=1.2e4)["nu"] > 0
     else:
         assert held in leased and few in leased
     f.close()
@@ -240,7 +244,7 @@ def test_a_light_source_read_before_is_read_at_most_once_per_max_interval(redis_
     reads: dict[str, list[float]] = {light: [], heavy: []}
     _crawl(f, 0.0, 6e4, changes=lambda url: True, times=reads)
     gaps = {url: [b - a for a, b in itertools.pairwise(ts)] for url, ts in reads.items()}
-    assert 3 <= len(reads[light]) <= 6 and min(gaps[light]) >= 1e4
+    assert 3 <= len(reads[light]) <= 6 and min(gaps[light]) >= 1e4 * (1 - 1e-12)  # µs times
     assert len(reads[heavy]) > 6 and min(gaps[heavy]) < 1e4
     assert f.page(light)["p"] * 1e4 <= 1.0 + 1e-9
     f.close()

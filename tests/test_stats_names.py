@@ -11,8 +11,9 @@ from frontier_rate.engine import Frontier
 
 
 def test_first_fetches_of_pages_an_earlier_run_added_are_not_revisits(redis_url, namespace):
+    # pages believed to change 100 times a second: a revisit after 50 ms is worth it (issue 60)
     frontier = Frontier(redis_url, namespace=namespace, estimator="interval",
-                        min_interval=0.01, min_host_delay=0.0, budget=1000.0)
+                        min_interval=0.01, min_host_delay=0.0, budget=1000.0, prior_rate=100.0)
     try:
         urls = [f"http://h{i}.test/p" for i in range(3)]
         frontier.add_many([(url, 1.0) for url in urls])  # "the earlier run"

@@ -508,6 +508,8 @@ class FrontierClient:
         threshold = summary.get("nu")
         if threshold is not None:
             self.handoff.emit("threshold", threshold, replace=True)
+        if summary.get("budget_use") is not None:  # planned revisits / budget (issue 60)
+            self.handoff.emit("budget_use", summary["budget_use"], replace=True)
         logger.info("frontier-rate [%s]: %s", self.namespace,
                     ", ".join(f"{key}={_short(value)}" for key, value in sorted(summary.items())))
 

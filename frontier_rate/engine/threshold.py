@@ -82,6 +82,8 @@ class Threshold:
         """Shards whose queued pages are still to be re-planned under the current ν."""
         self.max_interval_effective: float | None = None
         """The longest planned interval now (``effective_max_interval``); None before a solve."""
+        self._unspent = False
+        """Did the last solve here leave budget unspent (status "under_budget")?"""
 
     # -- reading ν ------------------------------------------------------------------------
 
@@ -155,10 +157,29 @@ class Threshold:
             else:
                 nu, rate, status = 0.0, 0.0, "empty"
             self._publish(nu, rate, status, capped, now, longest, pages)
+        self._say_unspent(status, rate)
         self._set_nu(nu, now)
         self.solved_at = now
         logger.debug("re-solved nu=%g (planned %g fetches/s, %s)", nu, rate, status)
         return nu
+
+    def _say_unspent(self, status: str, rate: float) -> None:
+        """One INFO line when the pages stop being worth the whole budget, and one when they
+        are again (issue 60): ν = 0 and every page planned at its shortest worthwhile
+        interval (``policy.worth_interval``) still asks for less than the budget."""
+        unspent = status == "under_budget"
+        budget = self.session.settings["budget"]
+        if unspent and not self._unspent:
+            logger.info("namespace %r: the pages are worth %.3g revisits/s, %.1f%% of the budget "
+                        "(%g/s): no page is revisited before min_interval (%g s) nor before the "
+                        "chance that it changed reaches %g (policy.MIN_CHANGE_CHANCE); the rest "
+                        "of the budget is left unspent", self.session.namespace, rate,
+                        100.0 * rate / budget, budget, self.session.settings["min_interval"],
+                        policy.MIN_CHANGE_CHANCE)
+        elif self._unspent and not unspent:
+            logger.info("namespace %r: the pages are worth the whole budget again (%g/s)",
+                        self.session.namespace, budget)
+        self._unspent = unspent
 
     def _use_max_interval(self, longest: float | None, log: bool = False) -> None:
         """Plan with ``longest`` as the max_interval of every script call (the header), or

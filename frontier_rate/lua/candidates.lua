@@ -4,9 +4,10 @@
 -- early ("0": hosts whose head page is due; "1": hosts that may dispatch now
 -- but whose pages are not due yet, for tokens no due page can use; pages in a
 -- failure backoff are left to their retry time, and a page fetched less than its
--- shortest interval ago (lib.shortest_interval: min_interval, max_interval for a light
--- source read before), or that a trusted sitemap, feed or push says is unchanged since
--- its last fetch (lib.signal_says_fresh, lua/signals.lua), is never fetched early),
+-- shortest interval ago (lib.early_interval: min_interval, max_interval for a light
+-- source read before, and never before a fetch of it is worth it, lib.worth_wait), or
+-- that a trusted sitemap, feed or push says is unchanged since its last fetch
+-- (lib.signal_says_fresh, lua/signals.lua), is never fetched early),
 -- value_first_reads ("1" where every fetch takes a token, budget_first_fetches: a
 -- source never read whose host has other pages queued is held while its index, w_eff, is
 -- below its host's threshold, or while it weighs less than one page and either its host's
@@ -103,7 +104,7 @@ for _, host in ipairs(hosts) do
     local s = lib.peek_queued(id, host)
     -- a page waiting out a failure backoff, fetched within its shortest interval, or said
     -- to be unchanged by a trusted source, is never fetched early
-    if s and not (early and (s.fails > 0 or now - s.last_fetch < lib.shortest_interval(s)
+    if s and not (early and (s.fails > 0 or now - s.last_fetch < lib.early_interval(s)
         or lib.signal_says_fresh(id, host, s.last_fetch))) then
       local g = lib.index(s, now)
       if not held_source(id, host, s, g) then

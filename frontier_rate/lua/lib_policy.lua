@@ -57,9 +57,18 @@ function lib.optimal_y(c)
   return y
 end
 
+-- The shortest interval after which a page of rate lam may have changed enough to be worth a
+-- fetch: WORTH_Y / lam, where the chance of a change 1 - e^{-lam t} reaches
+-- index.MIN_CHANGE_CHANCE (issue 60; index.worth_interval); inf for lam = 0 (longest binds).
+function lib.worth_wait(lam)
+  if lam > 0 then return WORTH_Y / lam end
+  return huge
+end
+
 -- Planned (mean) interval at threshold nu (the page's host_nu): t = y(nu / w_eff) / lambda
--- (policy.interval_for_threshold), bounded by [shortest, longest] (default [min_interval,
--- max_interval]).
+-- (policy.interval_for_threshold), bounded below by shortest (default min_interval) and by
+-- the wait after which a fetch is worth it (lib.worth_wait), above by longest (default
+-- max_interval): index.worth_interval.
 function lib.planned_interval(weight, lam, nu, longest, shortest)
   local w_eff = lib.eff_weight(weight, lam)
   local t = huge
@@ -68,7 +77,7 @@ function lib.planned_interval(weight, lam, nu, longest, shortest)
     if w_eff < huge then c = nu / w_eff end
     t = lib.optimal_y(c) / lam
   end
-  return min(max(t, shortest or C.min_interval), longest or C.max_interval)
+  return min(max(t, shortest or C.min_interval, lib.worth_wait(lam)), longest or C.max_interval)
 end
 
 -- The rate a page plans its next interval with. A page whose every observed interval saw a
@@ -101,6 +110,14 @@ end
 function lib.shortest_interval(s)
   if s.fetches > 0 and s.weight < 1 and lib.has(s.flags, F_SOURCE) then return C.max_interval end
   return C.min_interval
+end
+
+-- The shortest interval before page s may be fetched early (candidates.lua, fill_budget):
+-- lib.shortest_interval, and not before its plan rate says a fetch is worth it
+-- (lib.worth_wait, at most max_interval; issue 60: filling the budget revisited pages that
+-- never changed at the host rate).
+function lib.early_interval(s)
+  return max(lib.shortest_interval(s), min(lib.worth_wait(lib.plan_rate(s)), C.max_interval))
 end
 
 -- The planned interval of page s at rate lam (its plan_rate) and threshold nu (its host_nu),

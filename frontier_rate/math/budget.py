@@ -13,14 +13,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from frontier_rate.math.cells import _bin, cell_of, cells_from_pages  # noqa: F401 (re-exported)
 from frontier_rate.math.index import (
-    N_CELLS,
-    N_RATE_BINS,
-    N_WEIGHT_BINS,
-    RATE_BINS_PER_DECADE,
-    RATE_LOG10_MIN,
-    WEIGHT_BINS_PER_DECADE,
-    WEIGHT_LOG10_MIN,
+    MIN_CHANGE_CHANCE,
     _array,
     _check_objective,
     _freqs,
@@ -28,6 +23,7 @@ from frontier_rate.math.index import (
     _scalar,
     _vector,
     effective_weight,
+    worth_interval,
 )
 
 logger = logging.getLogger(__name__)
@@ -211,49 +207,13 @@ def _allocate_groups(w_eff: np.ndarray, rates: np.ndarray, group: np.ndarray,
 # ------------------------------------------------------------------ engine: cells with bounds
 
 
-def cell_of(weight: float, rate: float) -> int:
-    """The (weight, rate) cell of a page: wbin·N_RATE_BINS + rbin.
-
-    wbin = floor((log10(w) − WEIGHT_LOG10_MIN)·WEIGHT_BINS_PER_DECADE) clamped
-    to [0, N_WEIGHT_BINS − 1] (0 when w <= 0); rbin likewise from the rate with
-    RATE_LOG10_MIN, RATE_BINS_PER_DECADE and N_RATE_BINS. Weight bins are finer
-    because a cell straddling the margin w = ν dominates the approximation
-    error. Uses the C library's log10 (``math.log10``), as Lua's ``math.log10``
-    does, so both compute the same id. Store the id with the page so that it is
-    removed from the same cell it was added to.
-    """
-    w = _scalar("weight", weight)
-    lam = _scalar("rate", rate)
-    wbin = _bin(w, WEIGHT_LOG10_MIN, WEIGHT_BINS_PER_DECADE, N_WEIGHT_BINS)
-    return wbin * N_RATE_BINS + _bin(lam, RATE_LOG10_MIN, RATE_BINS_PER_DECADE, N_RATE_BINS)
-
-
-def _bin(x: float, log10_min: float, per_decade: int, n_bins: int) -> int:
-    if x <= 0:
-        return 0
-    b = math.floor((math.log10(x) - log10_min) * per_decade)
-    return min(n_bins - 1, max(0, b))
-
-
-def cells_from_pages(weights, rates) -> np.ndarray:
-    """Accumulate pages into the dense cell table: shape (N_CELLS, 3), columns (n, Σλ, Σw)."""
-    w = _vector("weights", weights)
-    lam = _vector("rates", rates)
-    _same_length(weights=w, rates=lam)
-    ids = np.array([cell_of(a, b) for a, b in zip(w, lam, strict=True)], dtype=np.int64)
-    cells = np.zeros((N_CELLS, 3))
-    np.add.at(cells, (ids, 0), 1.0)
-    np.add.at(cells, (ids, 1), lam)
-    np.add.at(cells, (ids, 2), w)
-    return cells
-
-
 @dataclass(frozen=True)
 class ThresholdSolution:
     """Result of ``solve_threshold``.
 
     ``status``: "ok" (rate == budget up to bisection), "under_budget" (ν = 0,
-    every page at min_interval still uses less than the budget) or
+    every page at its shortest worthwhile interval, ``index.worth_interval``, still uses
+    less than the budget: the rest is not worth spending; ``rate`` says how much is) or
     "over_budget" (every page at max_interval already exceeds it; ν is the
     largest effective weight, above which no page is worth more than that).
     """
@@ -284,8 +244,11 @@ def _cell_table(cells) -> np.ndarray:
 
 
 def cell_rates(nu: float, cells, min_interval: float, max_interval: float,
-               objective: str = "changes") -> np.ndarray:
-    """Fetch rate of each cell at threshold ν: n·clamp(λ̄/y(ν/w̄_eff), 1/max_int, 1/min_int).
+               objective: str = "changes", chance: float = MIN_CHANGE_CHANCE) -> np.ndarray:
+    """Fetch rate of each cell at threshold ν: n·clamp(λ̄/y(ν/w̄_eff), 1/max_int, 1/t_w), with
+    t_w = ``worth_interval``(λ̄) = max(min_int, y_w/λ̄) (at most max_int), y_w = −log(1 −
+    ``chance``): no page is planned before the chance that it changed reaches ``chance``
+    (issue 60; 0: the bare policy, every page up to 1/min_int).
 
     λ̄ = Σλ/n, w̄ = Σw/n, w̄_eff = w̄ (changes) or Σw/Σλ (freshness). Cells whose
     pages are not worth fetching (w̄_eff <= ν or λ̄ = 0) run at 1/max_interval,
@@ -294,7 +257,15 @@ def cell_rates(nu: float, cells, min_interval: float, max_interval: float,
     _check_objective(objective)
     table = _cell_table(cells)
     lo_i, hi_i = _intervals(min_interval, max_interval)
-    return _cell_rates(_scalar("nu", nu), table, lo_i, hi_i, objective)
+    return _cell_rates(_scalar("nu", nu), table, lo_i, hi_i, objective, _chance(chance))
+
+
+def _chance(chance: float) -> float:
+    """``chance`` checked: a probability in [0, 1)."""
+    c = _scalar("chance", chance)
+    if c >= 1.0:
+        raise ValueError(f"chance must be in [0, 1), got {chance!r}")
+    return c
 
 
 def _intervals(min_interval, max_interval) -> tuple[float, float]:
@@ -317,28 +288,34 @@ def _cell_weights(table: np.ndarray, objective: str) -> tuple[np.ndarray, np.nda
 
 
 def _cell_rates(nu, table: np.ndarray, min_interval: float, max_interval: float,
-                objective: str) -> np.ndarray:
+                objective: str, chance: float = MIN_CHANGE_CHANCE) -> np.ndarray:
     """Fetch rate of each cell at threshold ``nu`` (one number, or one per row)."""
     n = table[:, 0]
     nu = np.broadcast_to(np.asarray(nu, dtype=float), n.shape)
     lam_bar, w_eff = _cell_weights(table, objective)
     live = (lam_bar > 0) & (w_eff > 0)
     per_page = np.full(len(n), 1.0 / max_interval)
-    per_page[live & (nu <= 0)] = 1.0 / min_interval
+    # a fetch is worth its token only once the page may have changed (index.worth_interval)
+    fastest = 1.0 / np.asarray(worth_interval(lam_bar, min_interval, max_interval, chance),
+                               dtype=float)
+    zero = live & (nu <= 0)
+    per_page[zero] = fastest[zero]
     pos = live & (nu > 0)
     f = _freqs(nu[pos], w_eff[pos], lam_bar[pos])
-    per_page[pos] = np.clip(f, 1.0 / max_interval, 1.0 / min_interval)
+    per_page[pos] = np.clip(f, 1.0 / max_interval, fastest[pos])
     return n * per_page
 
 
 def _host_thresholds(nu: float, rows: np.ndarray, host: np.ndarray, caps: np.ndarray,
-                     min_interval: float, max_interval: float, objective: str) -> np.ndarray:
+                     min_interval: float, max_interval: float, objective: str,
+                     chance: float = MIN_CHANGE_CHANCE) -> np.ndarray:
     """ν_h = max(ν, τ_h) per host: τ_h is where the host's own cells sum to its cap
     (vectorised bisection on log ν over the rows of the hosts above their cap at ν; inf
     when even every page at max_interval exceeds the cap)."""
     n_hosts = len(caps)
-    at_nu = np.bincount(host, weights=_cell_rates(nu, rows, min_interval, max_interval, objective),
-                        minlength=n_hosts)  # ``rows`` may leave out hosts known to be under
+    # ``rows`` may leave out hosts known to be under
+    at_nu = np.bincount(host, weights=_cell_rates(nu, rows, min_interval, max_interval, objective,
+                                                  chance), minlength=n_hosts)
     out = np.full(n_hosts, float(nu))
     over = at_nu > caps * (1 + 1e-12)
     if not over.any():
@@ -363,7 +340,7 @@ def _host_thresholds(nu: float, rows: np.ndarray, host: np.ndarray, caps: np.nda
             break
         mid = np.where(open_, np.sqrt(lo * hi), hi)
         demand = np.bincount(g, weights=_cell_rates(mid[g], sub, min_interval, max_interval,
-                                                    objective), minlength=len(todo_hosts))
+                                                    objective, chance), minlength=len(todo_hosts))
         above = demand > cap
         lo = np.where(open_ & above, mid, lo)
         hi = np.where(open_ & ~above, mid, hi)
@@ -373,7 +350,8 @@ def _host_thresholds(nu: float, rows: np.ndarray, host: np.ndarray, caps: np.nda
 
 def solve_threshold(cells, budget: float, min_interval: float, max_interval: float,
                     objective: str = "changes", guess: float | None = None,
-                    hosts=None, caps=None) -> ThresholdSolution:
+                    hosts=None, caps=None, chance: float = MIN_CHANGE_CHANCE
+                    ) -> ThresholdSolution:
     """The threshold ν at which the cells' total fetch rate equals ``budget`` (fetches/s).
 
     ``cells``: rows of (count n, Σλ, Σw) -- e.g. ``cells_from_pages`` or a
@@ -393,12 +371,17 @@ def solve_threshold(cells, budget: float, min_interval: float, max_interval: flo
     with D_h(τ_h) = cap_h. Only the hosts over their cap at a quarter of the
     starting ν are evaluated, O(cells + their cells) per step (all hosts if the
     answer falls below that).
+
+    ``chance``: the least chance of a change a fetch must have (``index.MIN_CHANGE_CHANCE``,
+    as the engine's scripts plan; 0 for the bare Lagrangian solve). When even ν = 0 plans
+    less than the budget, the status is "under_budget" and ``rate`` is what the pages are
+    worth (issue 60).
     """
     _check_objective(objective)
     table = _cell_table(cells)
     b = _scalar("budget", budget, positive=True)
     lo_i, hi_i = _intervals(min_interval, max_interval)
-    demand = _Demand(table, hosts, caps, lo_i, hi_i, objective)
+    demand = _Demand(table, hosts, caps, lo_i, hi_i, objective, _chance(chance))
     at_zero = demand.total(0.0)
     if at_zero <= b:
         return demand.solution(0.0, at_zero, "ok" if at_zero == b else "under_budget")
@@ -427,7 +410,7 @@ class _Demand:
     hosts among the rows in use cannot take (memoised per ν)."""
 
     def __init__(self, table: np.ndarray, hosts, caps, min_interval: float,
-                 max_interval: float, objective: str) -> None:
+                 max_interval: float, objective: str, chance: float) -> None:
         host_rows = np.zeros((0, 4)) if hosts is None else \
             np.asarray(hosts, dtype=float).reshape(-1, 4)
         self.host_rows = host_rows[host_rows[:, 0] > 0]
@@ -436,7 +419,7 @@ class _Demand:
         if len(self.host) and (len(self.cap) <= self.host.max() or np.isnan(self.cap).any()
                                or (self.cap < 0).any()):
             raise ValueError("caps must give a non-negative cap (or inf) for every host index")
-        self.table, self.objective = table, objective
+        self.table, self.objective, self.chance = table, objective, chance
         self.lo_i, self.hi_i = min_interval, max_interval
         self.memo: dict[float, float] = {}
         self.rows, self.group = self.host_rows, self.host
@@ -446,7 +429,7 @@ class _Demand:
         if not len(self.host):
             return np.zeros(0, dtype=bool)
         d = np.bincount(self.host, weights=_cell_rates(nu, self.host_rows[:, :3], self.lo_i,
-                                                       self.hi_i, self.objective),
+                                                       self.hi_i, self.objective, self.chance),
                         minlength=len(self.cap))
         return (d > self.cap)[self.host]
 
@@ -460,10 +443,11 @@ class _Demand:
 
     def total(self, nu: float) -> float:
         if nu not in self.memo:
-            rate = float(_cell_rates(nu, self.table, self.lo_i, self.hi_i, self.objective).sum())
+            rate = float(_cell_rates(nu, self.table, self.lo_i, self.hi_i, self.objective,
+                                     self.chance).sum())
             if len(self.group):
                 d = np.bincount(self.group, weights=_cell_rates(
-                    nu, self.rows[:, :3], self.lo_i, self.hi_i, self.objective),
+                    nu, self.rows[:, :3], self.lo_i, self.hi_i, self.objective, self.chance),
                     minlength=len(self.cap))
                 rate -= float(np.maximum(d - self.cap, 0.0)[np.isfinite(self.cap)].sum())
             self.memo[nu] = rate
@@ -473,7 +457,8 @@ class _Demand:
         if not len(self.host):
             return ThresholdSolution(nu, rate, status)
         return ThresholdSolution(nu, rate, status, _host_thresholds(
-            nu, self.rows[:, :3], self.group, self.cap, self.lo_i, self.hi_i, self.objective))
+            nu, self.rows[:, :3], self.group, self.cap, self.lo_i, self.hi_i, self.objective,
+            self.chance))
 
 
 # --------------------------------------------------------------------------- per-host caps

@@ -46,6 +46,7 @@ from frontier_rate.math.index import (  # noqa: F401 (re-exported; the _names fo
     EXPLORE_C,
     EXPLORE_CHANGES,
     INTERVAL_FLOOR_SPAN,
+    MIN_CHANGE_CHANCE,
     N_CELLS,
     N_RATE_BINS,
     N_WEIGHT_BINS,
@@ -61,6 +62,7 @@ from frontier_rate.math.index import (  # noqa: F401 (re-exported; the _names fo
     WEIGHT_BINS_PER_DECADE,
     WEIGHT_LOG10_MAX,
     WEIGHT_LOG10_MIN,
+    WORTH_Y,
     _index_curve,
     _series,
     effective_weight,
@@ -74,4 +76,5 @@ from frontier_rate.math.index import (  # noqa: F401 (re-exported; the _names fo
     source_max_interval,
     source_min_interval,
     whittle_index,
+    worth_interval,
 )

@@ -60,6 +60,7 @@ from frontier_rate.crawl.shared_pages import use_page_memory
 from frontier_rate.crawl.signal_reader import SITEMAP_KEY, SignalReader
 from frontier_rate.scrapy.answers import BodyCap, ChildDetection, send_outcome, set_counters
 from frontier_rate.scrapy.namespace import NamespaceChoice
+from frontier_rate.scrapy.one_pass import OnePass
 from frontier_rate.scrapy.politeness import ScrapyPoliteness
 from frontier_rate.scrapy.redirects import RedirectHops
 from frontier_rate.scrapy.requests import (
@@ -150,6 +151,7 @@ class Scheduler:
         self._one_off: deque[Request] = deque()
         self._one_offs = OneOffRedirects()
         self._buffer: deque[tuple[Lease, float]] = deque()
+        self._one_pass = OnePass(self.stats, config.close_when_idle)  # "idle": once a run
         self._in_flight: dict[str, Lease] = {}
         self._hops = RedirectHops(self.dupefilter, self.stats, self._in_flight)
         self._sent_at: dict[str, float] = {}
@@ -247,7 +249,7 @@ class Scheduler:
             if not self.stats.get_value("scheduler/dequeued/redis"):
                 log_why_nothing(self.client.frontier, self.clock(), logger)
             self._queue_new_pages()
-            self.client.close([dispatch for dispatch, _ in self._buffer])
+            self.client.close([dispatch for dispatch, _ in self._buffer] + self._one_pass.held())
             self._buffer.clear()
         self.dupefilter.close(reason)
         return stopped  # the detection process's exit
@@ -330,7 +332,8 @@ class Scheduler:
             return False
         if not self.settings.close_when_idle:
             return True  # wait for pages due in the future
-        # "idle" mode ends the run once nothing is due beyond a host delay from now.
+        # "idle" mode ends the run once nothing is due beyond a host delay from now (pages
+        # this run fetched are held, not due: scrapy/one_pass.py)
         return due <= self.clock() + self._politeness.gate.longest_delay() + 0.05
 
     def __len__(self) -> int:
@@ -367,7 +370,7 @@ class Scheduler:
 
     def _take_leases(self) -> None:
         """Move the leases the worker fetched into the buffer, the highest priority first."""
-        leases = self._client.take()
+        leases = self._one_pass.keep(self._client.take())  # "idle": a page once a run
         if leases:
             self._starved_backoff, self._starved_until = 0.0, 0.0
             leases.sort(key=lambda lease: -stored_priority(lease[0].meta))
@@ -447,6 +450,7 @@ class Scheduler:
             callback = self._read_sitemap
         errback_name = stored.get("eb")
         self._in_flight[flight], self._sent_at[flight] = dispatch, now
+        self._one_pass.sent(dispatch.url)
         return Request(
             dispatch.url, callback=self._wrap_callback(callback, dispatch.first),
             errback=self._wrap_errback(getattr(self.spider, errback_name) if errback_name

@@ -112,10 +112,12 @@ CONSTANTS = {
     "INTERVAL_FLOOR_SPAN": index.INTERVAL_FLOOR_SPAN,
     "EXPLORE_C": index.EXPLORE_C,
     "EXPLORE_CHANGES": index.EXPLORE_CHANGES,
+    "WORTH_Y": index.WORTH_Y,
 }
 """Numbers both sides use, by their Lua name; each value has one Python home (this module,
 evidence.py for the claims of sitemaps/feeds/pushes, pattern.py for the change pattern,
-index.py for the rate floor and the exploration of always-changed pages)."""
+index.py for the rate floor, the exploration of always-changed pages and the least
+chance of a change a revisit is worth)."""
 
 _LUA_CODES = {"B": "B", "b": "b", "H": "I2", "h": "i2", "I": "I4", "i": "i4", "Q": "I8",
               "q": "i8", "f": "f", "d": "d"}
