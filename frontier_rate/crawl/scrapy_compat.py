@@ -15,13 +15,17 @@ listed in docs/ARCHITECTURE.md ("Private Scrapy internals"):
 - ``engine.downloader.handlers.download_request_async`` (2.14+) or
   ``download_request``: take a host's shared send slot at the moment a request is
   sent (``frontier_rate.scrapy.send``; no signal or middleware runs that late).
+- ``engine.scraper.enqueue_scrape``: settle an answer before the spider middlewares
+  see it (``frontier_rate.scrapy.delivery``; the ``response_received`` signal cannot
+  be awaited, and a spider middleware's ``process_spider_input`` cannot wait).
 """
 
 from __future__ import annotations
 
 import inspect
+import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import IgnoreRequest
@@ -31,6 +35,9 @@ if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
     from scrapy.http import Response
+    from twisted.python.failure import Failure
+
+logger = logging.getLogger(__name__)
 
 try:  # 2.14+
     from scrapy.utils.asyncio import call_later as _call_later
@@ -233,6 +240,34 @@ def before_download(crawler: Crawler, hook: Callable[[Request], Any]) -> bool:
         return await maybe_deferred_to_future(download(request, *args))
 
     handlers.download_request = lambda request, *args: deferred_from_coro(sent(request, *args))
+    return True
+
+
+def before_scrape(crawler: Crawler,
+                  hook: Callable[[Response | Failure, Request], Awaitable[bool]]) -> bool:
+    """Have the engine await ``hook(result, request)`` before it hands a download's result
+    to its scraper (the spider middlewares, then the callback or errback); a False answer
+    keeps the result from the spider. A hook that raises lets the result through (logged).
+
+    Private API (``engine.scraper.enqueue_scrape``, the same call in 2.13 to 2.19),
+    guarded: False when this Scrapy does not have it.
+    """
+    scraper = getattr(getattr(crawler, "engine", None), "scraper", None)
+    enqueue = getattr(scraper, "enqueue_scrape", None)
+    if not callable(enqueue):
+        return False
+
+    async def scrape(result: Any, request: Request, *args: Any) -> None:
+        try:
+            wanted = await hook(result, request)
+        except Exception:
+            logger.exception("frontier-rate: could not settle the answer to %s", request)
+            wanted = True
+        if wanted:
+            await maybe_deferred_to_future(enqueue(result, request, *args))
+
+    scraper.enqueue_scrape = lambda result, request, *args: deferred_from_coro(  # type: ignore[union-attr]
+        scrape(result, request, *args))
     return True
 
 
