@@ -41,15 +41,16 @@ def site():
 
 def test_spider_middlewares_and_callbacks_see_frontier_rate_meta_and_never_a_304(
         site, redis_url, namespace, tmp_path):
-    """A page answering 304s, a page that is a bot wall, a plain page and a one-off POST:
-    every response a spider middleware or callback sees carries meta["frontier_rate"]."""
+    """A page answering 304s, a page that is a bot wall, a plain page, a missing page and a
+    one-off POST: every response a spider middleware or callback sees carries
+    meta["frontier_rate"]."""
     site.set("/etag", "<p>never changes</p>", etag=True)
     site.set("/wall", WALL)
     site.set("/plain", "<p>plain page</p>")
     site.set("/form", "<p>posted</p>")
     crawl = run_crawl(tmp_path, redis_url, namespace, [
         {"url": site.url("/etag")}, {"url": site.url("/wall")}, {"url": site.url("/plain")},
-        {"url": site.url("/form"), "method": "POST"}], MIDDLEWARE)
+        {"url": site.url("/missing")}, {"url": site.url("/form"), "method": "POST"}], MIDDLEWARE)
     assert crawl.returncode == 0 and "Traceback" not in crawl.log, crawl.log[-3000:]
     seen = [r for r in crawl.records if r["kind"] == "middleware"]
     assert seen and all(r["frontier_rate"] is not None for r in seen), seen
@@ -66,6 +67,8 @@ def test_spider_middlewares_and_callbacks_see_frontier_rate_meta_and_never_a_304
     assert len(plain) >= 2, crawl.log[-3000:]  # the first fetch, then revisits
     assert plain[0]["new"] is True and plain[0]["changed"] is True and plain[0]["failed"] is None
     assert all(m["changed"] is False and m["one_off"] is False for m in plain[1:]), plain
+    missing = [r["frontier_rate"] for r in seen if r["url"] == site.url("/missing")]
+    assert missing and all(m["failed"] == "HTTP 404" for m in missing), missing
     form = [r["frontier_rate"] for r in seen if r["method"] == "POST"]
     assert len(form) == 1 and form[0]["one_off"] is True and form[0]["changed"] is True
 
