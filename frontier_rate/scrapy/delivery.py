@@ -27,6 +27,7 @@ from scrapy.http import Response
 
 from frontier_rate.client import Call, result_meta
 from frontier_rate.crawl import scrapy_compat as compat
+from frontier_rate.crawl.signal_reader import SITEMAP_KEY
 from frontier_rate.scrapy.requests import RESULT_KEY, TOKEN_KEY
 
 if TYPE_CHECKING:
@@ -122,7 +123,8 @@ class Delivery:
 
     async def settle(self, response: Response, first: bool) -> bool:
         """Wait for the result of the answer to one page, put it in ``RESULT_KEY``; False
-        for an observed 304, and for an unchanged revisit the setting keeps out."""
+        for an observed 304, and for an unchanged revisit the setting keeps out (never
+        a sitemap or feed: the frontier reads those)."""
         flight = response.meta.get(TOKEN_KEY)
         if response.status == 304 and self.swallow_304(flight):
             return False
@@ -134,7 +136,8 @@ class Delivery:
             finally:
                 self.waiting -= 1
         meta = response.meta[RESULT_KEY] = answer_meta(call, first)
-        if first or call is None or call.kind != "observe" or meta["changed"] is not False:
+        if first or call is None or call.kind != "observe" or meta["changed"] is not False \
+                or response.meta.get(SITEMAP_KEY):  # a sitemap is read by the frontier
             return True
         if self.unchanged_to_callback is False:
             self.stats.inc_value("frontier_rate/unchanged_skipped")
