@@ -150,3 +150,22 @@ def test_unchanged_revisits_reach_the_callback_unless_the_setting_is_off(
             [False] * (len(static) - 1)
         assert "frontier_rate/unchanged_skipped" not in crawl.stats
         assert crawl.log.count(HINT) == 1, crawl.log[-3000:]
+
+
+def test_an_unchanged_sitemap_is_read_again_when_unchanged_revisits_stay_out(
+        site, redis_url, namespace, tmp_path):
+    """The setting is about the spider's callbacks: the frontier's own sitemap reader reads
+    every answer of a sitemap, unchanged ones included."""
+    for path in ("/a", "/b", "/c"):
+        site.set(path, f"<p>{path}</p>")
+    rows = "".join(f"<url><loc>{site.url(p)}</loc></url>" for p in ("/a", "/b", "/c"))
+    site.set("/sitemap.xml", '<?xml version="1.0" encoding="UTF-8"?><urlset xmlns='
+             f'"http://www.sitemaps.org/schemas/sitemap/0.9">{rows}</urlset>',
+             content_type="application/xml")
+    crawl = run_crawl(tmp_path, redis_url, namespace, [{"url": site.url("/a")}], {
+        "FRONTIER_RATE_SITEMAPS": [site.url("/sitemap.xml")],
+        "FRONTIER_RATE_UNCHANGED_TO_CALLBACK": False, "FRONTIER_RATE_CLOSE_AFTER": 5})
+    assert crawl.returncode == 0, crawl.log[-3000:]
+    assert len(site.hits_for("/sitemap.xml")) >= 3, crawl.log[-3000:]
+    assert crawl.stats["frontier_rate/sitemap_entries"] >= 3 * 2  # read at each of 2+ answers
+    assert crawl.stats["frontier_rate/unchanged_skipped"] >= 1  # the pages' revisits: kept out
