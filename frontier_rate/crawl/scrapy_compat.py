@@ -244,30 +244,46 @@ def before_download(crawler: Crawler, hook: Callable[[Request], Any]) -> bool:
 
 
 def before_scrape(crawler: Crawler,
-                  hook: Callable[[Response | Failure, Request], Awaitable[bool]]) -> bool:
-    """Have the engine await ``hook(result, request)`` before it hands a download's result
-    to its scraper (the spider middlewares, then the callback or errback); a False answer
-    keeps the result from the spider. A hook that raises lets the result through (logged).
+                  hook: Callable[[Response | Failure, Request], bool | Awaitable[bool]]) -> bool:
+    """Have the engine ask ``hook(result, request)`` before it hands a download's result to
+    its scraper (the spider middlewares, then the callback or errback): True hands it over
+    at once, as Scrapy does; False keeps it from the spider; an awaitable is awaited first.
+    Whatever is not waited for goes on in the same turn of the event loop, so the engine
+    never sees the result in neither the downloader nor the scraper (it would take the
+    spider for idle). A hook that raises lets the result through (logged).
 
     Private API (``engine.scraper.enqueue_scrape``, the same call in 2.13 to 2.19),
     guarded: False when this Scrapy does not have it.
     """
+    from twisted.internet.defer import succeed
+
     scraper = getattr(getattr(crawler, "engine", None), "scraper", None)
     enqueue = getattr(scraper, "enqueue_scrape", None)
     if not callable(enqueue):
         return False
 
-    async def scrape(result: Any, request: Request, *args: Any) -> None:
+    async def after(wanted: Awaitable[bool], result: Any, request: Request, args: Any) -> None:
         try:
-            wanted = await hook(result, request)
+            go = await wanted
+        except Exception:
+            logger.exception("frontier-rate: could not settle the answer to %s", request)
+            go = True
+        if go:
+            await maybe_deferred_to_future(enqueue(result, request, *args))
+
+    def scrape(result: Any, request: Request, *args: Any) -> Any:
+        try:
+            wanted = hook(result, request)
         except Exception:
             logger.exception("frontier-rate: could not settle the answer to %s", request)
             wanted = True
-        if wanted:
-            await maybe_deferred_to_future(enqueue(result, request, *args))
+        if wanted is True:
+            return enqueue(result, request, *args)
+        if wanted is False:
+            return succeed(None)
+        return deferred_from_coro(after(wanted, result, request, args))
 
-    scraper.enqueue_scrape = lambda result, request, *args: deferred_from_coro(  # type: ignore[union-attr]
-        scrape(result, request, *args))
+    scraper.enqueue_scrape = scrape  # type: ignore[union-attr]
     return True
 
 

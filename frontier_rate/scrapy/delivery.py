@@ -20,7 +20,7 @@ spider middlewares ran.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from scrapy.http import Response
@@ -109,9 +109,11 @@ class Delivery:
         self.results.pop(flight, None)  # type: ignore[arg-type]
         return True
 
-    async def before_scrape(self, result: Response | Failure, request: Request) -> bool:
-        """Fill ``RESULT_KEY`` of a response; False keeps it from the spider. Failures
-        without a response go on to the scheduler's errback wrapper."""
+    def before_scrape(self, result: Response | Failure,
+                      request: Request) -> bool | Coroutine[Any, Any, bool]:
+        """Fill ``RESULT_KEY`` of a response; False keeps it from the spider; a coroutine
+        when its result must be waited for. Failures without a response go on to the
+        scheduler's errback wrapper."""
         if not isinstance(result, Response):
             return True
         callback = (result.request or request).callback
@@ -119,22 +121,30 @@ class Delivery:
         if first is None:  # not a page's fetch: a one-off
             result.meta[RESULT_KEY] = one_off_meta()
             return True
-        return await self.settle(result, first)
+        return self.settle(result, first)
 
-    async def settle(self, response: Response, first: bool) -> bool:
-        """Wait for the result of the answer to one page, put it in ``RESULT_KEY``; False
-        for an observed 304, and for an unchanged revisit the setting keeps out (never
-        a sitemap or feed: the frontier reads those)."""
+    def settle(self, response: Response, first: bool) -> bool | Coroutine[Any, Any, bool]:
+        """The result of the answer to one page in ``RESULT_KEY``, at once when it is
+        settled, else in the coroutine returned (``waiting`` counts it from now: the
+        spider is not idle). False for an observed 304, and for an unchanged revisit the
+        setting keeps out (never a sitemap or feed: the frontier reads those)."""
         flight = response.meta.get(TOKEN_KEY)
         if response.status == 304 and self.swallow_304(flight):
             return False
         call = self.results.pop(flight, None)
-        if call is not None and not call.settled:
-            self.waiting += 1
-            try:
-                await compat.settled(call)
-            finally:
-                self.waiting -= 1
+        if call is None or call.settled:
+            return self._deliver(response, call, first)
+        self.waiting += 1
+        return self._when_settled(response, call, first)
+
+    async def _when_settled(self, response: Response, call: Call, first: bool) -> bool:
+        try:
+            await compat.settled(call)
+        finally:
+            self.waiting -= 1
+        return self._deliver(response, call, first)
+
+    def _deliver(self, response: Response, call: Call | None, first: bool) -> bool:
         meta = response.meta[RESULT_KEY] = answer_meta(call, first)
         if first or call is None or call.kind != "observe" or meta["changed"] is not False \
                 or response.meta.get(SITEMAP_KEY):  # a sitemap is read by the frontier
@@ -163,8 +173,10 @@ class Delivery:
         ~20% of a link-following crawl's throughput)."""
 
         async def frontier_rate_callback(response: Response, **kwargs: Any) -> Any:
-            if RESULT_KEY not in response.meta and not await self.settle(response, first):
-                return None
+            if RESULT_KEY not in response.meta:
+                go = self.settle(response, first)
+                if not (go if isinstance(go, bool) else await go):
+                    return None
             output = callback(response, **kwargs)
             compat.warn_if_deferred(output, callback)
             return output
