@@ -4,9 +4,9 @@ Scrapy's spider middlewares run, and the answers kept from the spider.
 The scheduler records each answer to a page when Scrapy's ``response_received`` signal
 fires (an observe call, or a failed one: an error status, or a 2xx that is no copy of the
 page, such as a bot wall). Before the engine hands the response to its scraper (spider
-middlewares, then the callback or errback), ``Delivery.before_scrape`` waits, without
-blocking the event loop, until that call has settled and puts what it says in
-``RESULT_KEY``. Every response that reaches a spider middleware, a callback or an errback
+middlewares, then the callback or errback), ``Delivery.before_scrape`` puts what that
+call says in ``RESULT_KEY``, after waiting (without blocking the event loop) for it to
+settle if it has not. Every response that reaches a spider middleware, a callback or an errback
 carries it: one-off fetches (``one_off`` True) and answers that are no copy of the page
 (``failed`` naming why) included. Observed 304s stop there, so no spider middleware sees
 their empty bodies, and so do unchanged revisits when ``FRONTIER_RATE_UNCHANGED_TO_CALLBACK``
