@@ -73,7 +73,8 @@ def test_default_content_mode_ignores_tokens_and_sees_text_change(
         site, redis_url, namespace, tmp_path, detection_process):
     """Default settings: tokens, a clock and a counter changing on every fetch are no
     change (counted in the ``volatile_ignored`` stat), a new story is; an empty answer is
-    no copy (reported as failed: its callback gets no result). The same with the
+    no copy (reported as failed: its callback gets ``changed`` False and ``failed`` naming
+    why). The same with the
     detection in a child process (``FRONTIER_RATE_DETECTION_PROCESS``, the default), and
     without it."""
     site.set("/churn", '<div class="c{token}"><p>Same story, told at length here.</p>'
@@ -93,7 +94,8 @@ def test_default_content_mode_ignores_tokens_and_sees_text_change(
     assert [r["meta"]["frontier_rate"]["changed"] for r in news] == [True] * len(news)
     assert crawl.stats["frontier_rate/volatile_ignored"] >= len(churn)
     empty = crawl.responses(site.url("/empty"))
-    assert empty and all("frontier_rate" not in r["meta"] for r in empty)
+    assert empty and all(r["meta"]["frontier_rate"]["failed"] == "not content: empty"
+                         and r["meta"]["frontier_rate"]["changed"] is False for r in empty)
     assert crawl.stats["frontier_rate/not_content"] >= len(empty)
     assert crawl.stats["frontier_rate/failed"] >= len(empty)
     in_process = crawl.stats.get("frontier_rate/detected_in_process", 0)

@@ -19,12 +19,16 @@ listed in docs/ARCHITECTURE.md ("Private Scrapy internals"):
   runners count a crawl that ends without a spider as failed (``bootstrap_failed``, so
   ``scrapy crawl`` exits with 1); the only other way to fail a crawl is an exception,
   which Scrapy prints with two unrelated tracebacks around it.
+- ``engine.scraper.enqueue_scrape``: settle an answer before the spider middlewares
+  see it (``frontier_rate.scrapy.delivery``; the ``response_received`` signal cannot
+  be awaited, and a spider middleware's ``process_spider_input`` cannot wait).
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import IgnoreRequest
@@ -34,6 +38,9 @@ if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
     from scrapy.http import Response
+    from twisted.python.failure import Failure
+
+logger = logging.getLogger(__name__)
 
 try:  # 2.14+
     from scrapy.utils.asyncio import call_later as _call_later
@@ -241,6 +248,50 @@ def before_download(crawler: Crawler, hook: Callable[[Request], Any]) -> bool:
         return await maybe_deferred_to_future(download(request, *args))
 
     handlers.download_request = lambda request, *args: deferred_from_coro(sent(request, *args))
+    return True
+
+
+def before_scrape(crawler: Crawler,
+                  hook: Callable[[Response | Failure, Request], bool | Awaitable[bool]]) -> bool:
+    """Have the engine ask ``hook(result, request)`` before it hands a download's result to
+    its scraper (the spider middlewares, then the callback or errback): True hands it over
+    at once, as Scrapy does; False keeps it from the spider; an awaitable is awaited first.
+    Whatever is not waited for goes on in the same turn of the event loop, so the engine
+    never sees the result in neither the downloader nor the scraper (it would take the
+    spider for idle). A hook that raises lets the result through (logged).
+
+    Private API (``engine.scraper.enqueue_scrape``, the same call in 2.13 to 2.19),
+    guarded: False when this Scrapy does not have it.
+    """
+    from twisted.internet.defer import succeed
+
+    scraper = getattr(getattr(crawler, "engine", None), "scraper", None)
+    enqueue = getattr(scraper, "enqueue_scrape", None)
+    if not callable(enqueue):
+        return False
+
+    async def after(wanted: Awaitable[bool], result: Any, request: Request, args: Any) -> None:
+        try:
+            go = await wanted
+        except Exception:
+            logger.exception("frontier-rate: could not settle the answer to %s", request)
+            go = True
+        if go:
+            await maybe_deferred_to_future(enqueue(result, request, *args))
+
+    def scrape(result: Any, request: Request, *args: Any) -> Any:
+        try:
+            wanted = hook(result, request)
+        except Exception:
+            logger.exception("frontier-rate: could not settle the answer to %s", request)
+            wanted = True
+        if wanted is True:
+            return enqueue(result, request, *args)
+        if wanted is False:
+            return succeed(None)
+        return deferred_from_coro(after(wanted, result, request, args))
+
+    scraper.enqueue_scrape = scrape  # type: ignore[union-attr]
     return True
 
 

@@ -268,6 +268,8 @@ class AdapterSettings:
     per_host: int
     framework_reads_robots: bool
     frontera_driver: str = "auto"
+    unchanged_to_callback: bool | None = None
+    """Scrapy: do unchanged revisits reach the spider's callbacks? None: not set (yes)."""
     sitemaps: list[str] = field(default_factory=list)
     sitemaps_from_robots: bool = False
     sitemap_discover: bool = True
@@ -324,6 +326,8 @@ def adapter_settings(get: Callable[[str], Any]) -> AdapterSettings:
                      or number(get, "CONCURRENT_REQUESTS_PER_DOMAIN", int, 8)),
         framework_reads_robots=robots_obey,
         frontera_driver=frontera_driver(get("FRONTIER_RATE_FRONTERA_DRIVER")),
+        unchanged_to_callback=None if get("FRONTIER_RATE_UNCHANGED_TO_CALLBACK") in (None, "")
+        else flag_setting(get, "FRONTIER_RATE_UNCHANGED_TO_CALLBACK", True),
         **sitemap_settings(get),
     )
 

@@ -4,8 +4,8 @@ detection in the detection process (``ChildDetection``, ``crawl/detection_proces
 
 ``ChildDetection``: a 2xx answer's body goes to the child, and its evidence is sent when the
 child answers, on the event loop. The spider's callback waits on a stand-in ``Call`` that
-settles as the observe call it becomes (or as a failure: a "not content" answer gets no
-result, as inline). Whatever the child does (answers, raises, dies), the stand-in settles:
+settles as the call it becomes: an observe call, or a failed one for a "not content"
+answer, as inline. Whatever the child does (answers, raises, dies), the stand-in settles:
 without the child's answer the body is detected in this process.
 """
 
@@ -40,21 +40,20 @@ logger = logging.getLogger(__name__)
 MAX_CUT_WARNINGS = 100
 """Pages whose cut body is logged at WARNING level per crawl (once each); later ones at DEBUG."""
 
-Send = Callable[[Outcome, "Lease", str, float], "Call | None"]
-"""The scheduler's ``_send``: hand an outcome to the client; the observe call or None."""
+Send = Callable[[Outcome, "Lease", str, float], "Call"]
+"""The scheduler's ``_send``: hand an outcome to the client; the observe or failed call."""
 
 
 def send_outcome(client: FrontierClient, stats: StatsCollector, result: Outcome,
-                 dispatch: Lease, url: str, now: float) -> Call | None:
-    """Hand one answer's evidence to the client: the observe call, or None for a failure
-    (reported as such)."""
+                 dispatch: Lease, url: str, now: float) -> Call:
+    """Hand one answer's evidence to the client: the observe call, or the failed call for
+    a failure (its ``reason`` says why: ``RESULT_KEY``'s ``failed``)."""
     for name, value in result.bad_validators:
         stats.inc_value("frontier_rate/bad_validator")
         logger.debug("not keeping %s %r of %s: not printable ASCII of at most %d characters",
                      name, value[:100], url, MAX_VALIDATOR_LENGTH)
     if result.kind == "failed":
-        client.failed(dispatch, result.args["reason"], result.args["status"], now)
-        return None
+        return client.failed(dispatch, result.args["reason"], result.args["status"], now)
     # the copy counts once the spider's items left the pipelines (settling.py, issue 60)
     return client.observe(dispatch, {**result.args, "settle_later": True})
 
@@ -168,7 +167,7 @@ class ChildDetection:
             call = self._send(result, dispatch, url, now)
         finally:  # the spider's callback waits on pending: it must settle, whatever raised
             if call is None:
-                pending.kind = "failed"
+                pending.kind, pending.args = "failed", {"reason": "not recorded: an error"}
                 pending.settle()
             else:
                 call.when_settled(lambda settled: _settle_as(pending, settled))
@@ -183,8 +182,8 @@ class ChildDetection:
 
 
 def _settle_as(pending: Call, call: Call) -> None:
-    """Settle the stand-in as the observe call it became (the spider's callback reads the
-    observation from it)."""
-    pending.args, pending.observation = call.args, call.observation
+    """Settle the stand-in as the call it became, observe or failed (the spider's answer
+    reads the observation, or the failure's reason, from it)."""
+    pending.kind, pending.args, pending.observation = call.kind, call.args, call.observation
     pending.applied, pending.held = call.applied, call.held
     pending.settle()

@@ -26,9 +26,9 @@ How a request travels (DESIGN.md section 5 has the Scrapy facts this rests on):
    engine, and download errors reach the errback this scheduler wraps around
    the spider's. 2xx -> ``observe`` with a fingerprint; 304 ->
    ``observe(not_modified=True)`` and swallowed; anything else -> ``failed``.
-   The callback this scheduler wraps around the spider's waits (without
-   blocking the event loop) until the observation is settled and puts it in
-   ``response.meta["frontier_rate"]``.
+   Before Scrapy's spider middlewares see a response, ``scrapy/delivery.py``
+   waits (without blocking the event loop) until its result is settled and puts
+   it in ``response.meta["frontier_rate"]``.
 4. When nothing is due the scheduler keeps the spider open; the client wakes
    the engine when leases arrive.
 
@@ -48,7 +48,7 @@ from urllib.parse import urlsplit
 from scrapy import Request, signals
 from scrapy.utils.misc import build_from_crawler, load_object
 
-from frontier_rate.client import Call, FrontierClient, result_meta
+from frontier_rate.client import Call, FrontierClient
 from frontier_rate.crawl import scrapy_compat as compat
 from frontier_rate.crawl.detection_process import DetectionProcess
 from frontier_rate.crawl.fingerprint import Fingerprinter, clean_validator
@@ -59,6 +59,7 @@ from frontier_rate.crawl.settings import CLOCK_SLACK, DONT_REVISIT_KEY, WEIGHT_K
 from frontier_rate.crawl.shared_pages import use_page_memory
 from frontier_rate.crawl.signal_reader import SITEMAP_KEY, SignalReader
 from frontier_rate.scrapy.answers import BodyCap, ChildDetection, send_outcome, set_counters
+from frontier_rate.scrapy.delivery import MAX_TRACKED, Delivery, failed_meta
 from frontier_rate.scrapy.namespace import NamespaceChoice
 from frontier_rate.scrapy.one_pass import OnePass
 from frontier_rate.scrapy.politeness import ScrapyPoliteness
@@ -116,8 +117,6 @@ STARVED_WAIT = 0.25
 """Longest wait (s) for leases when None would read "scheduler empty" (_wait_for_worker)."""
 ENGINE_WAIT = 0.1
 """The same under a running engine, which the leases wake anyway (a round takes ms)."""
-MAX_TRACKED = 10_000
-"""Bound on per-flight bookkeeping a middleware could leave behind (results, 304 tokens)."""
 
 class Scheduler:
     """Scrapy scheduler backed by a ``frontier_rate.Frontier`` (see module docstring)."""
@@ -157,10 +156,10 @@ class Scheduler:
         self._sent_at: dict[str, float] = {}
         self._next_sweep = 0.0
         self._answered: set[str] = set()
-        self._results: dict[str, Call] = {}
-        self._not_modified: set[str] = set()
         self._settling = Settling(crawler.signals, MAX_TRACKED,  # answers the spider is done with
                                   lambda lease: self._closing or self._client.settle(lease))
+        self._delivery = Delivery(self.stats, config.unchanged_to_callback,
+                                  track=self._settling.track, settled=self._settling.settled)
         self._flights = 0
         self._starved_until = 0.0
         self._starved_backoff = 0.0
@@ -230,6 +229,7 @@ class Scheduler:
         self._signals.start()
         self.client.want(BUFFER_BATCHES * self.batch_size)
         hand_back_at_exit(self)
+        self._delivery.install(self.crawler)
         if config.close_after:
             self._timers.append(compat.call_later(config.close_after, self._close_spider,
                                                   "close_after"))
@@ -319,7 +319,8 @@ class Scheduler:
 
     def has_pending_requests(self) -> bool:
         client = self._client
-        if self._one_off or self._new_pages or self._buffer or client.pending():
+        if self._one_off or self._new_pages or self._buffer or client.pending() \
+                or self._delivery.waiting:
             return True
         if self._starved(self.clock()):  # pages said due: leased by now, or not due after all?
             self._wait_for_worker(self.clock())
@@ -452,7 +453,7 @@ class Scheduler:
         self._in_flight[flight], self._sent_at[flight] = dispatch, now
         self._one_pass.sent(dispatch.url)
         return Request(
-            dispatch.url, callback=self._wrap_callback(callback, dispatch.first),
+            dispatch.url, callback=self._delivery.wrap_callback(callback, dispatch.first),
             errback=self._wrap_errback(getattr(self.spider, errback_name) if errback_name
                                        else None, flight),
             dont_filter=True, **kwargs,
@@ -509,46 +510,14 @@ class Scheduler:
                              response.url, self.fingerprinter, now, truncated=truncated)
             set_counters(self.stats, self.fingerprinter, self._detection)
             call = self._send(result, dispatch, response.url, now)
-            if call is None:
-                return
-            if result.not_modified:
-                _bounded_add(self._not_modified, flight)
-        if len(self._results) >= MAX_TRACKED:
-            self._results.clear()  # callbacks some middleware swallowed
-        self._results[flight] = call
-        self._settling.answered(flight, dispatch, response.status)
+            self._delivery.recorded(flight, call, not_modified=result.not_modified)
+        else:
+            self._delivery.recorded(flight, call)
+        if call.kind == "observe":
+            self._settling.answered(flight, dispatch, response.status)
 
-    def _send(self, result: Outcome, dispatch: Lease, url: str, now: float) -> Call | None:
+    def _send(self, result: Outcome, dispatch: Lease, url: str, now: float) -> Call:
         return send_outcome(self._client, self.stats, result, dispatch, url, now)
-
-    def _wrap_callback(self, callback: Callable[..., Any], first: bool) -> Callable[..., Any]:
-        """The callback Scrapy calls: wait for the observation (off the event loop's
-        critical path), fill ``RESULT_KEY``, drop observed 304s, then run the spider's.
-        ``first``: the page's first fetch (``new`` in ``RESULT_KEY``).
-
-        A coroutine that returns the spider's own output: Scrapy then treats that output
-        as if the spider's callback had returned it (a sync generator stays on Scrapy's
-        sync path; wrapping it in an async generator made every item an asyncio task,
-        ~20% of a link-following crawl's throughput)."""
-
-        async def frontier_rate_callback(response: Response, **kwargs: Any) -> Any:
-            flight = response.meta.get(TOKEN_KEY)
-            call = self._results.pop(flight, None)
-            if call is not None:
-                await compat.settled(call)
-            if call is not None and call.kind == "observe":
-                not_modified = call.args.get("not_modified", False)
-                response.meta[RESULT_KEY] = result_meta(call.observation, not_modified=not_modified,
-                                                        first=first)
-            if response.status == 304 and flight in self._not_modified:
-                self._not_modified.discard(flight)
-                return None
-            output = callback(response, **kwargs)
-            compat.warn_if_deferred(output, callback)
-            return self._settling.track(flight, output)  # counts its items (issue 60)
-
-        frontier_rate_callback.frontier_rate_wraps = callback  # type: ignore[attr-defined]
-        return frontier_rate_callback
 
     def _wrap_errback(self, errback: Callable[[Failure], Any] | None,
                       flight: str) -> Callable[[Failure], Any]:
@@ -558,9 +527,7 @@ class Scheduler:
             request = getattr(failure, "request", None)
             token = request.meta.get(TOKEN_KEY) if request is not None else None
             self._settling.settled(token)  # a failure: nothing for the pipelines
-            if token in self._not_modified:
-                self._not_modified.discard(token)
-                self._results.pop(token, None)
+            if self._delivery.swallow_304(token):
                 return None  # a 304, observed as unchanged: not an error for the spider
             dispatch = self._in_flight.get(token) if token else None
             if dispatch is not None and token not in self._answered:
@@ -569,7 +536,8 @@ class Scheduler:
                     self.stats.inc_value("frontier_rate/robots_forbidden")
                 self._client.failed(dispatch, reason, None, self.clock(), park=park)
                 self._finish(token)
-            self._results.pop(token, None)
+                request.meta[RESULT_KEY] = failed_meta(reason, dispatch.first)
+            self._delivery.results.pop(token, None)
             if errback is None:
                 return failure
             return errback(failure)
@@ -602,8 +570,3 @@ class Scheduler:
             logger.info("frontier-rate closing the spider: %s", reason)
             compat.close_spider(self.crawler, reason)
 
-
-def _bounded_add(tokens: set[str], token: str) -> None:
-    if len(tokens) >= MAX_TRACKED:  # tokens some middleware swallowed
-        tokens.clear()
-    tokens.add(token)
