@@ -536,8 +536,8 @@ def test_a_copy_observed_to_settle_later_counts_once_settled(redis_url, namespac
     later = {d.url: d for d in f.next_requests(10, now=100.0)}
     assert later["http://a.example/1"].etag is None  # the crawler died with its items
     assert later["http://a.example/2"].etag == '"e1"'
-    redone = f.observe(later["http://a.example/1"], fingerprint="v1", fetched_at=100.0,
-                       settle_later=True)
+    redone = f.observe(later["http://a.example/1"], fingerprint="v1", etag='"e1"',
+                       fetched_at=100.0, settle_later=True)  # the server sends its ETag again
     assert redone.changed is True and f.page("http://a.example/1")["changes"] == 0
     assert f.observe(later["http://a.example/2"], not_modified=True, fetched_at=100.0,
                      settle_later=True).changed is False
