@@ -102,6 +102,10 @@ def test_stable_segments_keep_numbers_of_long_segments():
     assert stable_segments(["12 comments"]) == stable_segments(["13 comments"])
     assert stable_segments(["1.2k views", "42"]) == stable_segments(["1.3k views", "43"])
     assert stable_segments(["Story number 5"]) != stable_segments(["Story number 6"])
+    # a count after its word (issue 59: comment counts standing beside their word)
+    assert stable_segments(["Comments (72)", "views: 1.2k", "Reviews 4"]) == \
+        stable_segments(["Comments (73)", "views: 1.3k", "Reviews 5"]) == ["<n>", "<n>", "<n>"]
+    assert stable_segments(["Overview 5"]) != stable_segments(["Overview 6"])  # a word of its own
 
 
 def test_one_word_edit_of_a_legal_paragraph_counts():
@@ -356,12 +360,19 @@ PLAIN_COUNTER = re.compile(
     r"(?:^|(?<=\x00))[\s(]*\d[\d.,]*\s?[km]?\+?[\s)]*(?=\x00|$)")
 
 
+PLAIN_COUNTER_AFTER = re.compile(
+    r"\b(?:comments?|views?|likes?|shares?|followers?|reactions?|replies|votes?|points?|reviews?|"
+    r"ratings?|reads?|kommentare?|aufrufe|commentaires?|vues|comentarios?|visitas|commenti|"
+    r"visualizzazioni)\s*[:(\[]?\s*\d[\d.,]*\s?[km]?\+?[)\]]?")
+
+
 def plain_stable_segments(parts: list[str]) -> list[str]:
     """stable_segments with the plain patterns (dates are not masked: MASK_DATES)."""
     text = "\x00".join(parts).lower()
     text = segments_module._WORD.sub(segments_module._token, text)
     text = PLAIN_VOLATILE.sub("<v>", text)
-    return PLAIN_COUNTER.sub("<n>", text).split("\x00")
+    text = PLAIN_COUNTER.sub("<n>", text)
+    return PLAIN_COUNTER_AFTER.sub("<n>", text).split("\x00")
 
 
 def test_fast_volatile_patterns_mask_what_the_plain_alternations_mask():

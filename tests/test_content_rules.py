@@ -57,7 +57,7 @@ def test_bad_selectors_and_patterns_are_refused_by_name():
     with pytest.raises(ValueError, match=r"FRONTIER_RATE_CONTENT\['shop.test'\]: content selector"):
         check_settings({"shop.test": "p["}, [])
     with pytest.raises(ValueError, match="FRONTIER_RATE_IGNORE_TEXT must be a list"):
-        check_settings({}, "views")
+        check_settings({}, 5)
     with pytest.raises(ValueError, match=r"meta\['frontier_rate_ignore_text'\] must be a list"):
         rule_for("http://a.test/", {"frontier_rate_ignore_text": "x"}, {}, [])
 

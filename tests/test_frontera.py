@@ -9,6 +9,7 @@ clock is virtual, so due times, backoffs and close conditions are exact.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import sys
 from pathlib import Path
@@ -344,6 +345,38 @@ def test_strip_patterns_ignore_volatile_parts(redis_url: str, namespace: str,
             changed.append(respond(manager, got, body=body).meta[RESULT_KEY]["changed"])
             clock.advance(MAX_INTERVAL + 1)
         assert changed == [True, False, True]  # the first copy is new, then text decides
+    finally:
+        manager.stop()
+
+
+def test_content_rules_say_what_counts_and_an_unmatched_selector_is_a_failed_fetch(
+        redis_url: str, namespace: str, clock: VirtualClock, caplog) -> None:
+    manager = make_manager(redis_url, namespace, clock,
+                           FRONTIER_RATE_CONTENT={"site.test": "div.product"},
+                           FRONTIER_RATE_IGNORE_TEXT=[r"\d+ watching"])
+    try:
+        page, gone = "http://site.test/hat", "http://other.test/hat"
+        manager.add_seeds([scrapy_request(page),
+                           scrapy_request(gone, meta={"frontier_rate_content": "#sold-out"})])
+        bodies = [b"<aside>Trending: scarves</aside><div class='product'>Hat 10 (3 watching)</div>",
+                  b"<aside>Trending: gloves</aside><div class='product'>Hat 10 (9 watching)</div>",
+                  b"<aside>Trending: gloves</aside><div class='product'>Hat 12 (9 watching)</div>"]
+        changed, failed = [], 0
+        for body in bodies:
+            with caplog.at_level(logging.WARNING):
+                for got in manager.get_next_requests(10, key_type="domain", overused_keys=[]):
+                    if got.url == page:
+                        changed.append(respond(manager, got, body=body,
+                                               headers={"Content-Type": "text/html"})
+                                       .meta[RESULT_KEY]["changed"])
+                    else:
+                        failed += 1
+                        respond(manager, got, body=body, headers={"Content-Type": "text/html"})
+            clock.advance(MAX_INTERVAL + 1)
+        assert changed == [True, False, True]  # the aside and the watchers never count
+        assert failed >= 1 and backend_of(manager).frontier.page(gone)["fails"] >= 1
+        said = [r for r in caplog.records if "'#sold-out' matched nothing" in r.getMessage()]
+        assert len(said) == 1 and said[0].levelno == logging.WARNING
     finally:
         manager.stop()
 

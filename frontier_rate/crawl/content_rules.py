@@ -25,11 +25,15 @@ only for pages that have a rule.
 
 from __future__ import annotations
 
+import json
+import logging
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
+
+logger = logging.getLogger(__name__)
 
 META_CONTENT = "frontier_rate_content"
 """The request meta key of a page's content selector."""
@@ -144,10 +148,15 @@ def site_selector(url: str, by_site: Mapping[str, str]) -> str | None:
 
 
 def check_settings(by_site: Any, ignore_text: Any) -> tuple[dict[str, str], list[str]]:
-    """``FRONTIER_RATE_CONTENT`` and ``FRONTIER_RATE_IGNORE_TEXT`` checked; ValueError names
-    the setting and the bad value."""
-    if by_site is None:
+    """``FRONTIER_RATE_CONTENT`` (a dict, or its JSON) and ``FRONTIER_RATE_IGNORE_TEXT`` (a
+    list, its JSON, or one regex) checked; ValueError names the setting and the bad value."""
+    if by_site in (None, ""):
         by_site = {}
+    if isinstance(by_site, str):
+        try:
+            by_site = json.loads(by_site)
+        except ValueError as exc:
+            raise ValueError(f"FRONTIER_RATE_CONTENT={by_site!r} is not a JSON object: {exc}") from None
     if not isinstance(by_site, Mapping):
         raise ValueError(f"FRONTIER_RATE_CONTENT must be a dict of host -> selector, got {by_site!r}")
     sites: dict[str, str] = {}
@@ -159,9 +168,16 @@ def check_settings(by_site: Any, ignore_text: Any) -> tuple[dict[str, str], list
         except ValueError as exc:
             raise ValueError(f"FRONTIER_RATE_CONTENT[{site!r}]: {exc}") from None
         sites[site.lower()] = selector
-    if ignore_text is None:
+    if ignore_text in (None, ""):
         ignore_text = []
-    if isinstance(ignore_text, str) or not isinstance(ignore_text, (list, tuple)):
+    if isinstance(ignore_text, str):
+        try:
+            ignore_text = json.loads(ignore_text) if ignore_text.lstrip().startswith("[") \
+                else [ignore_text]
+        except ValueError as exc:
+            raise ValueError(f"FRONTIER_RATE_IGNORE_TEXT={ignore_text!r} is not a JSON list: "
+                             f"{exc}") from None
+    if not isinstance(ignore_text, (list, tuple)):
         raise ValueError(f"FRONTIER_RATE_IGNORE_TEXT must be a list of regexes, got {ignore_text!r}")
     for pattern in ignore_text:
         try:
@@ -169,3 +185,48 @@ def check_settings(by_site: Any, ignore_text: Any) -> tuple[dict[str, str], list
         except ValueError as exc:
             raise ValueError(f"FRONTIER_RATE_IGNORE_TEXT: {exc}") from None
     return sites, list(ignore_text)
+
+
+MAX_WARNED = 1000
+"""Pages whose unmatched selector or bad rule is said at WARNING level (once each)."""
+
+
+class ContentRules:
+    """An adapter's rules: the settings' (``check_settings``) and each request's meta. A bad
+    meta value is said once per page at WARNING level and the page is judged without a
+    rule (the crawl goes on); so is a selector that matched nothing (a failed fetch)."""
+
+    def __init__(self, by_site: dict[str, str], ignore_text: list[str]) -> None:
+        self.by_site = by_site
+        self.ignore_text = ignore_text
+        self._warned: set[str] = set()
+
+    def rule(self, url: str, meta: Mapping[str, Any] | None) -> ContentRule | None:
+        """The rule of the page at ``url`` (``rule_for``), None when nothing is said or what
+        its meta says is not valid (a WARNING names it)."""
+        if not self.by_site and not self.ignore_text and not meta_has_rule(meta):
+            return None
+        try:
+            return rule_for(url, meta, self.by_site, self.ignore_text)
+        except ValueError as exc:
+            self._warn(url, "frontier-rate: %s: %s; the page is judged without it", url, exc)
+            return None
+
+    def unmatched(self, url: str, reason: str | None) -> None:
+        """Say (once per page) that an answer was no copy because its selector matched
+        nothing (``reason``: the detection's)."""
+        if reason is not None and "content selector" in reason and "matched nothing" in reason:
+            self._warn(url, "frontier-rate: %s: %s; the answer counts as a failed fetch, "
+                       "not a change (the page may have changed its layout)", url, reason)
+
+    def _warn(self, url: str, message: str, *args: Any) -> None:
+        if url in self._warned or len(self._warned) >= MAX_WARNED:
+            logger.debug(message, *args)
+            return
+        self._warned.add(url)
+        logger.warning(message, *args)
+
+
+def meta_has_rule(meta: Mapping[str, Any] | None) -> bool:
+    """Does a request's meta say something of what counts?"""
+    return bool(meta) and (META_CONTENT in meta or META_IGNORE_TEXT in meta)  # type: ignore[operator]

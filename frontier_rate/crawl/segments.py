@@ -102,6 +102,11 @@ _COUNTER = re.compile(
     r"\d(?<![\d.,]\d)[\d.,]*\s?[km]?\+?\s*(?:comments?|views?|likes?|shares?|followers?|"
     r"reactions?|replies|repl(?:y|ies)|votes?|points?|reviews?|ratings?|reads?|kommentare?|"
     r"aufrufe|commentaires?|vues|comentarios?|visitas|commenti|visualizzazioni)\b")
+_COUNT_WORDS = (r"comments?|views?|likes?|shares?|followers?|reactions?|replies|votes?|points?|"
+                r"reviews?|ratings?|reads?|kommentare?|aufrufe|commentaires?|vues|comentarios?|"
+                r"visitas|commenti|visualizzazioni")
+_COUNTER_AFTER = re.compile(r"\b(?:" + _COUNT_WORDS + r")\s*[:(\[]?\s*\d[\d.,]*\s?[km]?\+?[)\]]?")
+"""A count after its word ("Comments (72)", "views: 1.2k"): volatile as ``_COUNTER``'s."""
 _BADGE = re.compile(r"[\s(]*\d[\d.,]*\s?[km]?\+?[\s)]*")
 """Counters: a number of comments, views, likes ... anywhere (``_COUNTER``, its first
 character a digit: see ``_VOLATILE``), and a segment that is only a number, a badge
@@ -205,6 +210,7 @@ def _masked(text: str) -> list[str]:
     text = (_VOLATILE_DIGITS if _single_spaced(text) and
             not any(word in text for word in LETTER_WORDS) else _VOLATILE).sub("<v>", text)
     text = _COUNTER.sub("<n>", text)
+    text = _COUNTER_AFTER.sub("<n>", text)
     return ["<n>" if _BADGE.fullmatch(part) else part for part in text.split("\x00")]
 
 

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 from scrapy.utils.misc import load_object
 
 from frontier_rate.client.clock import CLOCK_SLACK, REDIS_RETRY_FIRST, REDIS_RETRY_MAX  # noqa: F401 (public names)
+from frontier_rate.crawl.content_rules import ContentRules, check_settings
 from frontier_rate.crawl.fingerprint import DEFAULT_MAX_BODY, Fingerprinter
 from frontier_rate.crawl.politeness import DEFAULT_MAX_CRAWL_DELAY
 from frontier_rate.crawl.signal_sources import MAX_BYTES, MAX_URLS, SITEMAP_WEIGHT
@@ -270,6 +271,8 @@ class AdapterSettings:
     frontera_driver: str = "auto"
     unchanged_to_callback: bool | None = None
     """Scrapy: do unchanged revisits reach the spider's callbacks? None: not set (yes)."""
+    content_rules: ContentRules = field(default_factory=lambda: ContentRules({}, []))
+    """``FRONTIER_RATE_CONTENT`` and ``FRONTIER_RATE_IGNORE_TEXT``, and each request's meta."""
     sitemaps: list[str] = field(default_factory=list)
     sitemaps_from_robots: bool = False
     sitemap_discover: bool = True
@@ -301,6 +304,11 @@ def adapter_settings(get: Callable[[str], Any]) -> AdapterSettings:
     patterns = strip_patterns(get("FRONTIER_RATE_STRIP_PATTERNS"))
     max_body = number(get, "FRONTIER_RATE_MAX_BODY", int, DEFAULT_MAX_BODY)
     check_fingerprint_settings(fingerprint, patterns, max_body)
+    by_site, ignore_text = check_settings(get("FRONTIER_RATE_CONTENT"),
+                                          get("FRONTIER_RATE_IGNORE_TEXT"))
+    if (by_site or ignore_text) and fingerprint not in ("content", "text"):
+        raise ValueError(f"FRONTIER_RATE_CONTENT and FRONTIER_RATE_IGNORE_TEXT need "
+                         f"FRONTIER_RATE_FINGERPRINT 'content' or 'text', not {fingerprint!r}")
     return AdapterSettings(
         redis_url=get("FRONTIER_RATE_REDIS_URL") or None,
         frontier=kwargs,
@@ -328,6 +336,7 @@ def adapter_settings(get: Callable[[str], Any]) -> AdapterSettings:
         frontera_driver=frontera_driver(get("FRONTIER_RATE_FRONTERA_DRIVER")),
         unchanged_to_callback=None if get("FRONTIER_RATE_UNCHANGED_TO_CALLBACK") in (None, "")
         else flag_setting(get, "FRONTIER_RATE_UNCHANGED_TO_CALLBACK", True),
+        content_rules=ContentRules(by_site, ignore_text),
         **sitemap_settings(get),
     )
 

@@ -435,14 +435,17 @@ class RevisitBackend(Backend):
                          response.url)
             self._stat("untracked", 1, False)
             return
+        rules = self.settings.content_rules
         result = outcome(dispatch, int(response.status_code), response.headers,
-                         _body(response.body), response.url, self.fingerprinter, self.clock())
+                         _body(response.body), response.url, self.fingerprinter, self.clock(),
+                         rule=rules.rule(dispatch.url, _scrapy_meta(response)))
         for name, count in self.fingerprinter.stats().items():
             self._stat(name, count, True)
         for name, value in result.bad_validators:
             self._stat("bad_validator", 1, False)
             logger.debug("not keeping %s %r of %s", name, value[:100], response.url)
         if result.kind == "failed":
+            rules.unmatched(dispatch.url, result.args["reason"])  # a WARNING, once a page
             self._client.failed(dispatch, result.args["reason"], result.args["status"],
                                 self.clock())
             return
@@ -548,3 +551,11 @@ def _stop_at_exit(backend_ref: weakref.ref[RevisitBackend]) -> None:
     except Exception as exc:  # the interpreter is going: say what happened, no traceback
         logger.warning("frontier-rate: stopping the backend at exit failed: %s: %s",
                        type(exc).__name__, exc)
+
+
+def _scrapy_meta(response: Any) -> dict[str, Any]:
+    """The Scrapy request meta scrapy-frontera carries in a response's ``b"scrapy_meta"``
+    (where the spider's ``frontier_rate_content`` is), or an empty dict."""
+    meta = getattr(response, "meta", None) or {}
+    scrapy_meta = meta.get(b"scrapy_meta") if isinstance(meta, dict) else None
+    return scrapy_meta if isinstance(scrapy_meta, dict) else {}

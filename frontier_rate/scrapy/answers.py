@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy.exceptions import StopDownload
 
 from frontier_rate.client import Call, FrontierClient
+from frontier_rate.crawl.content_rules import ContentRule, ContentRules
 from frontier_rate.crawl.detection_process import DetectionProcess
 from frontier_rate.crawl.detection_worker import Found
 from frontier_rate.crawl.fingerprint import Fingerprinter, header_value
@@ -45,7 +46,7 @@ Send = Callable[[Outcome, "Lease", str, float], "Call"]
 
 
 def send_outcome(client: FrontierClient, stats: StatsCollector, result: Outcome,
-                 dispatch: Lease, url: str, now: float) -> Call:
+                 dispatch: Lease, url: str, now: float, rules: ContentRules | None = None) -> Call:
     """Hand one answer's evidence to the client: the observe call, or the failed call for
     a failure (its ``reason`` says why: ``RESULT_KEY``'s ``failed``)."""
     for name, value in result.bad_validators:
@@ -53,6 +54,8 @@ def send_outcome(client: FrontierClient, stats: StatsCollector, result: Outcome,
         logger.debug("not keeping %s %r of %s: not printable ASCII of at most %d characters",
                      name, value[:100], url, MAX_VALIDATOR_LENGTH)
     if result.kind == "failed":
+        if rules is not None:
+            rules.unmatched(dispatch.url, result.args["reason"])  # a WARNING, once a page
         return client.failed(dispatch, result.args["reason"], result.args["status"], now)
     # the copy counts once the spider's items left the pipelines (settling.py, issue 60)
     return client.observe(dispatch, {**result.args, "settle_later": True})
@@ -131,17 +134,18 @@ class ChildDetection:
         self.counted_twice: dict[str, int] | None = None  # this process's, at the first taken
 
     def submit(self, response: Response, dispatch: Lease, flight: str, now: float,
-               truncated: bool) -> Call | None:
-        """Send a 2xx answer to the child; the stand-in call its callback waits on, or
-        None when the child has stopped (the scheduler then detects it inline)."""
+               truncated: bool, rule: ContentRule | None = None) -> Call | None:
+        """Send a 2xx answer to the child (``rule``: what counts on the page); the stand-in
+        call its callback waits on, or None when the child has stopped (the scheduler then
+        detects it inline)."""
         headers, body, url = response.headers, response.body, response.url
         pending = Call("observe", dispatch)
         self._pending[flight] = (pending, dispatch, response.status, headers, body, url, now,
-                                 truncated)
+                                 truncated, rule)
         if not self.process.submit(
                 body, url, header_value(headers, "Content-Type"), truncated=truncated,
                 full_length=content_length(headers) if truncated else None,
-                done=lambda found: self.record(flight, found)):
+                done=lambda found: self.record(flight, found), rule=rule):
             del self._pending[flight]
             return None
         if self.counted_twice is None:
@@ -154,7 +158,7 @@ class ChildDetection:
         answer = self._pending.pop(flight, None)
         if answer is None:
             return
-        pending, dispatch, status, headers, body, url, now, truncated = answer
+        pending, dispatch, status, headers, body, url, now, truncated, rule = answer
         detection = None
         if found is not None:
             detection, self.counts = found
@@ -162,7 +166,7 @@ class ChildDetection:
         call = None
         try:
             result = outcome(dispatch, status, headers, body, url, self.fingerprinter, now,
-                             truncated=truncated, detection=detection)
+                             truncated=truncated, detection=detection, rule=rule)
             set_counters(self.stats, self.fingerprinter, self)
             call = self._send(result, dispatch, url, now)
         finally:  # the spider's callback waits on pending: it must settle, whatever raised

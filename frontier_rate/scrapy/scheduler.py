@@ -503,11 +503,13 @@ class Scheduler:
         now = self.clock()
         truncated = "download_stopped" in response.flags
         call = None
+        rule = self.settings.content_rules.rule(dispatch.url, response.meta)  # what counts
         if self._detection is not None and not self._closing and 200 <= response.status < 300:
-            call = self._detection.submit(response, dispatch, flight, now, truncated)
+            call = self._detection.submit(response, dispatch, flight, now, truncated, rule)
         if call is None:
             result = outcome(dispatch, response.status, response.headers, response.body,
-                             response.url, self.fingerprinter, now, truncated=truncated)
+                             response.url, self.fingerprinter, now, truncated=truncated,
+                             rule=rule)
             set_counters(self.stats, self.fingerprinter, self._detection)
             call = self._send(result, dispatch, response.url, now)
             self._delivery.recorded(flight, call, not_modified=result.not_modified)
@@ -517,7 +519,8 @@ class Scheduler:
             self._settling.answered(flight, dispatch, response.status)
 
     def _send(self, result: Outcome, dispatch: Lease, url: str, now: float) -> Call:
-        return send_outcome(self._client, self.stats, result, dispatch, url, now)
+        return send_outcome(self._client, self.stats, result, dispatch, url, now,
+                            self.settings.content_rules)
 
     def _wrap_errback(self, errback: Callable[[Failure], Any] | None,
                       flight: str) -> Callable[[Failure], Any]:

@@ -30,7 +30,7 @@ class BooksSpider(scrapy.Spider):
 
     def __init__(self, start="", answers="answers.jsonl", **kwargs):
         super().__init__(**kwargs)
-        self.start_urls = [start]
+        self.start_urls = start.split(",")
         self.answers = answers
 
     def note(self, response):
@@ -66,12 +66,24 @@ class BooksSpider(scrapy.Spider):
 PIPELINES = '''
 import sqlite3
 
+from scrapy.utils.defer import maybe_deferred_to_future
+from twisted.internet import task
+
 
 class SQLitePipeline:
-    """Each book once (a unique URL column); a new copy of a book replaces the old."""
+    """Each book once (a unique URL column); a new copy of a book replaces the old. An item
+    takes SHOP_ITEM_DELAY seconds first (without blocking the event loop), as an images
+    pipeline's downloads would."""
+
+    def __init__(self, path, delay):
+        self.path, self.delay = path, delay
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        return cls(crawler.settings.get("SHOP_DB"), crawler.settings.getfloat("SHOP_ITEM_DELAY"))
 
     def open_spider(self, spider=None):
-        self.db = sqlite3.connect(spider.settings.get("SHOP_DB") if spider else "books.db")
+        self.db = sqlite3.connect(self.path)
         self.db.execute("CREATE TABLE IF NOT EXISTS books (url TEXT UNIQUE, title TEXT, "
                         "price TEXT, stock TEXT)")
 
@@ -79,7 +91,11 @@ class SQLitePipeline:
         self.db.commit()
         self.db.close()
 
-    def process_item(self, item, spider=None):
+    async def process_item(self, item, spider=None):
+        if self.delay:
+            from twisted.internet import reactor
+
+            await maybe_deferred_to_future(task.deferLater(reactor, self.delay, lambda: None))
         self.db.execute("INSERT OR REPLACE INTO books VALUES (?, ?, ?, ?)",
                         (item["url"], item["title"], item["price"], item["stock"]))
         self.db.commit()
@@ -93,6 +109,7 @@ ROBOTSTXT_OBEY = True
 TELNETCONSOLE_ENABLED = False
 ITEM_PIPELINES = {"shop.pipelines.SQLitePipeline": 300}
 LOG_LEVEL = "INFO"
+SHOP_ITEM_DELAY = 0
 '''
 
 
@@ -130,19 +147,36 @@ class Project:
         return self.folder / "books.db"
 
     def crawl(self, start: str, settings: dict[str, Any], timeout: float = 90) -> Run:
-        """``scrapy crawl books`` with ``settings`` (``-s``), to its end."""
+        """``scrapy crawl books`` with ``settings`` (``-s``), to its end (``start``: the
+        start URLs, comma-separated)."""
+        return self.finish(self.start(start, settings), timeout)
+
+    def start(self, start: str, settings: dict[str, Any]) -> subprocess.Popen:
+        """Start ``scrapy crawl books`` (``finish`` waits for it and reads what it left)."""
         self.runs += 1
-        feed = self.folder / f"items-{self.runs}.jsonl"
-        answers = self.folder / f"answers-{self.runs}.jsonl"
+        feed, answers = self.feed, self.answers
         command = [sys.executable, "-m", "scrapy", "crawl", "books", "-a", f"start={start}",
                    "-a", f"answers={answers}", "-O", f"{feed}:jsonlines",
                    "-s", f"SHOP_DB={self.database}"]
         for name, value in settings.items():
             command += ["-s", f"{name}={value}"]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(self.folder)])}
-        done = subprocess.run(command, cwd=self.folder, env=env, capture_output=True, text=True,
-                              timeout=timeout)
-        return Run(done.returncode, done.stdout + done.stderr, _lines(feed), _lines(answers))
+        return subprocess.Popen(command, cwd=self.folder, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+
+    def finish(self, process: subprocess.Popen, timeout: float = 90) -> Run:
+        out, _ = process.communicate(timeout=timeout)
+        return Run(process.returncode, out, _lines(self.feed), _lines(self.answers))
+
+    @property
+    def feed(self) -> Path:
+        """The current run's feed."""
+        return self.folder / f"items-{self.runs}.jsonl"
+
+    @property
+    def answers(self) -> Path:
+        """The current run's answers (what the spider noted of each response)."""
+        return self.folder / f"answers-{self.runs}.jsonl"
 
     def books(self) -> dict[str, dict[str, str]]:
         """The database's books by URL."""
