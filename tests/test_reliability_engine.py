@@ -31,6 +31,7 @@ from frontier_rate.store.wire import (
     F_CHANGED,
     F_GONE,
     F_LEASED,
+    F_UNSETTLED,
     STATE,
     STATE_INTERVAL,
     pack_state,
@@ -581,7 +582,7 @@ def test_arbitrary_bytes_decode_to_a_state_or_value_error(raw, estimator):
         assert str(exc)  # a message, never struct.error or anything else
         return
     assert isinstance(state, dict) and all(math.isfinite(state[k]) for k in ("weight", "est", "p"))
-    assert state["changes"] <= state["fetches"] and 0 <= state["flags"] < 32
+    assert state["changes"] <= state["fetches"] and 0 <= state["flags"] < 2 * F_UNSETTLED
 
 
 def _reported(estimator: str, est: float) -> float:
