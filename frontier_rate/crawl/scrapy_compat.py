@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import inspect
 import logging
+import sys
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -197,7 +199,7 @@ def pace_slot(crawler: Crawler, host: str, delay: float) -> bool:
     Under AutoThrottle ``delay`` is a floor: AutoThrottle's longer delay (from
     ``AUTOTHROTTLE_START_DELAY`` on a new slot) stays the slot's, as with Scrapy's scheduler.
 
-    Private API (the downloader's slots and per-slot settings), guarded:
+    Private API (the downloader's slots, per-slot settings and ``Slot.lastseen``), guarded:
     False when this Scrapy does not have them.
     """
     global _JITTER
@@ -216,9 +218,24 @@ def pace_slot(crawler: Crawler, host: str, delay: float) -> bool:
     per_slot[host] = {**per_slot.get(host, {}), "delay": start, _JITTER: off}
     slot = slots.get(host)
     if slot is not None:
-        slot.delay = max(slot.delay, delay) if throttled else delay
+        longer = max(slot.delay, delay) if throttled else delay
+        if longer > slot.delay and isinstance(getattr(slot, "lastseen", None), (int, float)):
+            # a longer delay (a Crawl-delay just read) counts from now: the request after the
+            # robots.txt fetch waits it whole, whenever that fetch started
+            slot.lastseen = max(slot.lastseen, _slot_clock(slot)())
+        slot.delay = longer
         setattr(slot, _JITTER, off)
     return True
+
+
+def _slot_clock(slot: Any) -> Callable[[], float]:
+    """The clock of ``Slot.lastseen``: ``time.monotonic`` in Scrapy 2.14+, ``time.time``
+    before (whichever the downloader's module imported)."""
+    module = sys.modules.get(type(slot).__module__)
+    clock = getattr(module, "monotonic", None)
+    if not callable(clock):
+        clock = getattr(module, "time", None)
+    return clock if callable(clock) and clock in (time.monotonic, time.time) else time.monotonic
 
 
 def before_download(crawler: Crawler, hook: Callable[[Request], Any]) -> bool:
