@@ -17,8 +17,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from scrapy_support.harness import run_crawl  # noqa: E402
 from scrapy_support.server import ChangingSite  # noqa: E402
 
+from frontier_rate.crawl.setting_table import KNOWN_SETTINGS, warn_unknown_settings  # noqa: E402
 from frontier_rate.engine import Frontier  # noqa: E402
-from frontier_rate.scrapy.startup import KNOWN_SETTINGS, warn_unknown_settings  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 

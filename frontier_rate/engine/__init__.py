@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Dispatch", "Lease", "Frontier", "FrontierError", "NamespaceLost", "Observation", "RedisFault",
+__all__ = ["Dispatch", "Lease", "Frontier", "FrontierError", "FrontierOptions", "NamespaceLost",
+           "Observation", "RedisFault",
            "RedisPermissionDenied", "RedisRefused", "RedisUnavailable", "SettingsMismatch",
            "UnknownNamespace", "parse_url"]
 

@@ -40,9 +40,7 @@ Choices worth knowing:
 
 from __future__ import annotations
 
-import inspect
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -52,14 +50,15 @@ from frontier_rate.engine import validation
 from frontier_rate.engine.inspection import Inspector
 from frontier_rate.engine.intake import Intake
 from frontier_rate.engine.leases import Dispatcher
+from frontier_rate.engine.options import FrontierOptions
 from frontier_rate.engine.records import Dispatch, Lease, Observation
 from frontier_rate.engine.results import Results
 from frontier_rate.engine.session import DEFAULT_SHARDS, RedisErrors, Session, namespace_defaults
 from frontier_rate.engine.shards import ShardCalls
 from frontier_rate.engine.signals import Signals, TrustLog
 from frontier_rate.engine.threshold import Threshold
-from frontier_rate.engine.validation import check_options, namespace_name, parse_url, real
-from frontier_rate.store.connection import SOCKET_TIMEOUT, connect
+from frontier_rate.engine.validation import namespace_name, parse_url, real
+from frontier_rate.store.connection import connect
 from frontier_rate.store.errors import (
     FrontierError,
     NamespaceLost,
@@ -72,15 +71,19 @@ from frontier_rate.store.errors import (
     redact_url,
 )
 from frontier_rate.store.keys import Keys
-from frontier_rate.store.namespace import SETTINGS, refuse_half
+from frontier_rate.store.namespace import refuse_half
 
-__all__ = ["Dispatch", "Lease", "Frontier", "FrontierError", "NamespaceLost", "Observation", "RedisFault",
+__all__ = ["Dispatch", "Lease", "Frontier", "FrontierError", "FrontierOptions", "NamespaceLost",
+           "Observation", "RedisFault",
            "RedisPermissionDenied", "RedisRefused", "RedisUnavailable", "SettingsMismatch",
            "UnknownNamespace", "parse_url"]
 
 
 class Frontier:
     """The revisit frontier of one namespace (see the module docstring and docs/ENGINE.md).
+
+    Its options are one frozen ``FrontierOptions`` (``options``; what the adapters pass),
+    with any keyword replacing that field: ``Frontier(url, budget=2.0)``.
 
     ``redis_url=None`` uses the embedded Redis (``frontier_rate.store.connection``);
     ``redis_client``: a Redis client to use instead (the frontier leaves it open at
@@ -114,36 +117,22 @@ class Frontier:
     namespace's values as of this process's last lease call.
     """
 
-    def __init__(self, redis_url: str | None = None, *, namespace: str = "default",
-                 estimator: str = "interval", policy: str = "whittle",
-                 objective: str = "freshness", budget: float | None = None,
-                 min_host_delay: float | None = None, min_interval: float | None = None,
-                 max_interval: float | None = None, lease_timeout: float | None = None,
-                 clock: Callable[[], float] = time.time, seed: int | None = None,
-                 prior_rate: float | None = None,
-                 redis_timeout: float = SOCKET_TIMEOUT,
-                 fill_budget: bool | None = None, change_dates: bool = True,
-                 server_clock_rate: float = 1.0, budget_first_fetches: bool = False,
-                 override_settings: bool = False, clock_sync: bool | None = None,
-                 setting_defaults: Mapping[str, float] | None = None,
-                 redis_client: redis.Redis | None = None) -> None:
-        options, requested = check_options(
-            namespace=namespace, estimator=estimator, policy=policy, objective=objective,
-            budget=budget, min_host_delay=min_host_delay, min_interval=min_interval,
-            max_interval=max_interval, lease_timeout=lease_timeout, clock=clock, seed=seed,
-            prior_rate=prior_rate, fill_budget=fill_budget, change_dates=change_dates,
-            server_clock_rate=server_clock_rate, budget_first_fetches=budget_first_fetches,
-            override_settings=override_settings, clock_sync=clock_sync)
-        self.namespace, self.estimator, self.policy = namespace, estimator, policy
-        self.objective, self.clock = objective, clock
-        self.fill_budget, self.change_dates = options.fill_budget, options.change_dates
-        self.server_clock_rate = options.server_clock_rate
-        self.budget_first_fetches = options.budget_first_fetches
+    def __init__(self, redis_url: str | None = None, options: FrontierOptions | None = None,
+                 *, setting_defaults: Mapping[str, float] | None = None,
+                 redis_client: redis.Redis | None = None, **changes: Any) -> None:
+        self.options = opts = (options or FrontierOptions()).replace(**changes)
+        checked, requested = opts.check()
+        self.namespace, self.estimator, self.policy = opts.namespace, opts.estimator, opts.policy
+        self.objective, self.clock = opts.objective, opts.clock
+        self.fill_budget, self.change_dates = checked.fill_budget, checked.change_dates
+        self.server_clock_rate = checked.server_clock_rate
+        self.budget_first_fetches = checked.budget_first_fetches
         self.redis_url = redis_url
         defaults = namespace_defaults(setting_defaults)
-        self.redis_timeout = real("redis_timeout", redis_timeout, minimum=0.0, strict=True)
-        self.session = session = Session(redis_url, options, requested, defaults=defaults,
-                                         override=bool(override_settings), clock_sync=clock_sync,
+        self.redis_timeout = float(opts.redis_timeout)
+        self.session = session = Session(redis_url, checked, requested, defaults=defaults,
+                                         override=bool(opts.override_settings),
+                                         clock_sync=opts.clock_sync,
                                          timeout=self.redis_timeout, client=redis_client)
         self.client, self.scripts, self.keys = session.client, session.scripts, session.keys
         self.shards, self.buckets, self.facts = session.shards, session.buckets, session.facts
@@ -159,25 +148,42 @@ class Frontier:
         self._shard_of, self._shard_call, self._layouts = calls.of, calls.call, calls.layouts
         self._header = session.header.args
 
-    def __getattr__(self, name: str) -> float:
-        """The shared settings read as attributes (``budget``, ``min_interval``, ...)."""
-        if name in SETTINGS and "session" in self.__dict__:
-            return self.session.settings[name]
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+    # the shared settings: the namespace's values as of this process's last lease call
+    @property
+    def budget(self) -> float:
+        """Fetches per second over all hosts and processes."""
+        return self.session.settings["budget"]
+
+    @property
+    def min_host_delay(self) -> float:
+        """Seconds between two leases of one host."""
+        return self.session.settings["min_host_delay"]
+
+    @property
+    def min_interval(self) -> float:
+        """Shortest planned (mean) revisit interval, seconds."""
+        return self.session.settings["min_interval"]
+
+    @property
+    def max_interval(self) -> float:
+        """Longest planned revisit interval, seconds."""
+        return self.session.settings["max_interval"]
+
+    @property
+    def lease_timeout(self) -> float:
+        """Seconds before an unanswered lease is handed out again."""
+        return self.session.settings["lease_timeout"]
+
+    @property
+    def prior_rate(self) -> float:
+        """The change rate a page starts from before its host's pages say more."""
+        return self.session.settings["prior_rate"]
 
     @classmethod
     def check_options(cls, **options: Any) -> None:
         """Raise the ValueError ``Frontier(**options)`` would, without connecting to Redis
         (adapters check their settings at start-up with it)."""
-        signature = inspect.signature(cls.__init__)
-        bound = signature.bind(None, **options)
-        bound.apply_defaults()
-        values = dict(bound.arguments)
-        for name in ("self", "redis_url", "redis_timeout", "redis_client", "setting_defaults"):
-            values.pop(name, None)
-        if "redis_timeout" in options:
-            real("redis_timeout", options["redis_timeout"], minimum=0.0, strict=True)
-        check_options(**values)
+        FrontierOptions().replace(**options).check()
 
     @classmethod
     def attach(cls, redis_url: str | None = None, namespace: str = "default", **kwargs: Any) -> Frontier:

@@ -81,7 +81,7 @@ from frontier_rate.crawl.fingerprint import Fingerprinter, clean_validator
 from frontier_rate.crawl.responses import outcome
 from frontier_rate.crawl.settings import (
     DONT_REVISIT_KEY,
-    adapter_settings,
+    frontera_settings,
 )
 from frontier_rate.crawl.shared_pages import use_page_memory
 from frontier_rate.engine.frontier import Frontier, Lease, parse_url
@@ -155,20 +155,17 @@ class RevisitBackend(Backend):
                  clock: Callable[[], float] | None = None,
                  request_model: type[FrontierRequest] = FrontierRequest) -> None:
         get = (settings if settings is not None else {}).get
-        self.settings = config = adapter_settings(get)
+        self.settings = config = frontera_settings(get)
         self.clock = clock or config.clock
         driver = config.frontera_driver
         if driver == "auto":
             driver = "background" if self.clock is time.time else "inline"
         self.driver = driver
         self._posted: deque[Callable[[], None]] = deque()
-        self.frontier_kwargs = {"namespace": str(get("BOT_NAME") or "default"),
-                                **config.frontier}
+        self.options = config.options(**{"namespace": str(get("BOT_NAME") or "default"),
+                                         **config.frontier}, clock=self.clock)
         self.fingerprinter = Fingerprinter(config.fingerprint, config.strip_patterns,
                                            config.max_body)
-        if config.detection_process and get("FRONTIER_RATE_DETECTION_PROCESS") not in (None, ""):
-            logger.warning("frontier-rate: FRONTIER_RATE_DETECTION_PROCESS is not read by the "
-                           "Frontera backend: it detects changes in the crawler's process")
         self.stats = get("STATS_MANAGER")
         self.request_model = request_model
         self.frontier = frontier
@@ -205,8 +202,7 @@ class RevisitBackend(Backend):
     def frontier_start(self) -> None:
         def open_frontier() -> Frontier:
             if self.frontier is None:
-                self.frontier = Frontier(self.settings.redis_url, clock=self.clock,
-                                         **self.frontier_kwargs)
+                self.frontier = Frontier(self.settings.redis_url, self.options)
             return self.frontier
 
         self.client = FrontierClient(

@@ -74,10 +74,6 @@ class FronteraSitemaps:
             settings, client,
             lambda url, weight: add_page(url, weight, sitemap_request(url, request_model)),
             stat, clock)
-        if settings.sitemaps_from_robots:
-            logger.warning("frontier-rate: FRONTIER_RATE_SITEMAPS_FROM_ROBOTS is not read by the "
-                           "Frontera backend (it never sees robots.txt); list the sitemaps in "
-                           "FRONTIER_RATE_SITEMAPS")
 
     def start(self) -> None:
         """Make the documents of ``FRONTIER_RATE_SITEMAPS`` pages of the frontier."""

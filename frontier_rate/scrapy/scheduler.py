@@ -55,15 +55,18 @@ from frontier_rate.crawl.fingerprint import Fingerprinter, clean_validator
 from frontier_rate.crawl.idle_reason import log_why_nothing
 from frontier_rate.crawl.politeness import HostGate
 from frontier_rate.crawl.responses import Outcome, outcome
-from frontier_rate.crawl.settings import CLOCK_SLACK, DONT_REVISIT_KEY, WEIGHT_KEY, adapter_settings
+from frontier_rate.crawl.settings import CLOCK_SLACK, DONT_REVISIT_KEY, WEIGHT_KEY, scrapy_settings, user_settings
 from frontier_rate.crawl.shared_pages import use_page_memory
 from frontier_rate.crawl.signal_reader import SITEMAP_KEY, SignalReader
 from frontier_rate.scrapy.answers import BodyCap, ChildDetection, send_outcome, set_counters
 from frontier_rate.scrapy.delivery import MAX_TRACKED, Delivery, failed_meta
+from frontier_rate.scrapy.exit_hand_back import hand_back_at_exit
 from frontier_rate.scrapy.namespace import NamespaceChoice
 from frontier_rate.scrapy.one_pass import OnePass
+from frontier_rate.scrapy.opening import open_scrapy_frontier
 from frontier_rate.scrapy.politeness import ScrapyPoliteness
 from frontier_rate.scrapy.redirects import RedirectHops
+from frontier_rate.scrapy.refusal import Refusing, SettingError, refuses_stored_settings
 from frontier_rate.scrapy.requests import (
     RESULT_KEY,
     TOKEN_KEY,
@@ -75,18 +78,7 @@ from frontier_rate.scrapy.requests import (
 )
 from frontier_rate.scrapy.send import SharedSend
 from frontier_rate.scrapy.settling import Settling
-from frontier_rate.scrapy.startup import (
-    Refusing,
-    SettingError,
-    hand_back_at_exit,
-    open_scrapy_frontier,
-    refuses_stored_settings,
-    sitemap_callback,
-    sitemap_request,
-    use_data_dir_setting,
-    user_settings,
-    warn_unknown_settings,
-)
+from frontier_rate.scrapy.sitemap_requests import sitemap_callback, sitemap_request
 from frontier_rate.scrapy.stored import AddedHeaders, OneOffRedirects
 
 if TYPE_CHECKING:
@@ -124,10 +116,8 @@ class Scheduler:
     def __init__(self, crawler: Crawler, frontier: Frontier | None = None) -> None:
         self.crawler = crawler
         self.stats = crawler.stats
-        warn_unknown_settings(crawler.settings)
-        use_data_dir_setting(crawler.settings)
         try:
-            config = adapter_settings(user_settings(crawler.settings))
+            config = scrapy_settings(crawler.settings)
         except ValueError as exc:
             raise SettingError(str(exc)) from None
         self.settings = config
@@ -189,12 +179,13 @@ class Scheduler:
         self.spider = spider
         config = self.settings
         chosen = NamespaceChoice.of(self.crawler.settings, spider, config.frontier.get("namespace"))
-        kwargs = {**config.frontier, "namespace": chosen.namespace}
+        options = config.options(namespace=chosen.namespace,
+                                 override_settings=config.override_settings)
 
         def open_frontier() -> Frontier:
             if self.frontier is None:
-                self.frontier = open_scrapy_frontier(config.redis_url, kwargs,
-                                                     self.crawler.settings)
+                self.frontier = open_scrapy_frontier(config.redis_url, options,
+                                                     user_settings(self.crawler.settings))
             return self.frontier
 
         self.client = FrontierClient(
@@ -217,7 +208,7 @@ class Scheduler:
                                            self.client.host_delay)
         self.crawler.signals.connect(self.politeness.on_downloaded,
                                      signal=signals.response_downloaded)
-        if self.crawler.settings.getbool("FRONTIER_RATE_SHARED_SEND", True):
+        if config.shared_send:
             self.shared_send = SharedSend.of(self.crawler, frontier, gate.delay)
         self._intake = PageIntake(spider, self.stats,
                                   AddedHeaders(self.crawler.settings, spider).clean)
@@ -237,6 +228,16 @@ class Scheduler:
             use_page_memory(config.shared_page_memory, self.client, self.fingerprinter,
                             self._detection.process if self._detection else None)
         chosen.announce(frontier, self.fingerprinter.mode)
+
+    def abandon(self) -> tuple[FrontierClient, list[Lease], list[Lease]] | None:
+        """At exit without ``close`` (``exit_hand_back``): stop taking answers; the client,
+        the leases without an answer and those not through the pipelines (None: closed)."""
+        if self._closing or self.client is None:
+            return None
+        self._closing = True
+        unsent = [d for d, _ in self._buffer] + [d for flight, d in self._in_flight.items()
+                                                 if flight not in self._answered]
+        return self.client, unsent, self._settling.unsettled()
 
     def close(self, reason: str) -> Deferred[None] | None:
         self._closing = True
