@@ -1,10 +1,11 @@
 """Change detection: normalise a response body and hash it.
 
 The scheduler only learns whether a page changed between two fetches
-(DESIGN.md section 1: the change indicator I_k). This module turns a body into
-a short fingerprint; two fetches of one page changed iff their fingerprints
-differ. It is framework-free (stdlib only) so the Scrapy and Frontera adapters
-share it.
+(the design brief ../shared/DESIGN.md, beside the repository, section 1: the change
+indicator I_k). This module turns a body into a short fingerprint; two fetches of one
+page changed iff their fingerprints differ. It imports no crawler framework (the standard
+library and the package's detection modules; ``engine.validation`` for one limit, which
+brings numpy), so the Scrapy and Frontera adapters and the detection process share it.
 
 Modes:
 

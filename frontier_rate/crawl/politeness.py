@@ -2,8 +2,9 @@
 
 The frontier spaces leases by ``min_host_delay``; a crawler may still hand a
 burst of leased pages for one host to its downloader, and Scrapy never applies
-a robots.txt Crawl-delay itself (DESIGN.md section 5). ``HostGate`` is the
-check every leased page passes before it leaves the adapter: the host has room
+a robots.txt Crawl-delay itself (the design brief, ../shared/DESIGN.md beside the
+repository, section 5). ``HostGate`` is the check every leased page passes before it leaves
+the adapter: the host has room
 under its concurrency, its robots.txt is known when it must be, and its
 Crawl-delay has passed since the previous send. Knows nothing of any crawler
 framework; times come from the caller.

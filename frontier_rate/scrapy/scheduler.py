@@ -5,7 +5,8 @@ Enable it with settings alone::
     SCHEDULER = "frontier_rate.scrapy.Scheduler"
     FRONTIER_RATE_REDIS_URL = "redis://localhost:6379/0"   # leave out: embedded Redis
 
-How a request travels (DESIGN.md section 5 has the Scrapy facts this rests on):
+How a request travels (section 5 of the design brief, ../shared/DESIGN.md
+beside the repository, has the Scrapy facts this rests on):
 
 1. ``enqueue_request``: Scrapy's dupefilter decides duplicates, as in Scrapy's
    own scheduler (False exactly when it drops one). A GET request becomes a

@@ -1,6 +1,9 @@
-"""The Redis key schema: every key a namespace uses, named once (``Keys``), and the ids that
-place a page in it (page id, shard, bucket). ``store.contract`` declares the names Lua shares;
-``store.scripts`` runs the scripts over these keys.
+"""The Redis key schema: the keys of a namespace and of its shards, named once (``Keys``),
+and the ids that place a page in it (page id, shard, bucket). Two keys are still named
+beside their one user, not here: ``fr:{ns}:send`` (``store/send_slot.py``) and
+``fr:{ns}:origin`` (``store/namespace.origin_key``); issue 61 item 3 brings them in.
+``store.contract`` declares the names Lua shares; ``store.scripts`` runs the scripts over
+these keys.
 
 Layout (``ns`` = namespace, ``s`` = shard = hash(host) mod ``shards``, ``b`` =
 bucket of a page id within its shard):
