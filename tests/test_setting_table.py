@@ -14,7 +14,7 @@ from frontier_rate.crawl.setting_table import FRONTERA, SCRAPY, TABLE, anything
 from frontier_rate.crawl.settings import AdapterSettings, adapter_settings
 from frontier_rate.engine import Frontier, FrontierOptions
 from frontier_rate.engine.options import FIELDS
-from frontier_rate.store.namespace import SETTINGS
+from frontier_rate.store.namespace import FIXED, SETTINGS
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 DERIVED = {"frontier", "close_after", "close_when_idle", "robots_agent", "per_host",
@@ -87,6 +87,8 @@ def test_a_bad_value_is_an_error_naming_the_setting_and_the_value(setting) -> No
 
 def test_frontier_options_are_one_frozen_object_and_shared_settings_are_properties() -> None:
     assert "__getattr__" not in vars(Frontier)
+    assert {s.option for s in TABLE if s.scope == setting_table.SHARED} == set(SETTINGS)
+    assert {s.option for s in TABLE if s.scope == setting_table.FIXED} <= set(FIXED)
     for name in SETTINGS:
         assert isinstance(vars(Frontier)[name], property), name
     options = FrontierOptions(budget=2.0)

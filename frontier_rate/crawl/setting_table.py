@@ -86,6 +86,7 @@ def positive(kind: type) -> Callable[[Any], Any]:
         if not number > 0:
             raise ValueError("must be positive")
         return number
+    check.__name__ = f"positive {kind.__name__}"
     return check
 
 
