@@ -59,6 +59,19 @@ def test_architecture_names_every_module_and_every_module_it_names_exists() -> N
     assert section == module_list(), "run: python tests/test_docs_truth.py"
 
 
+def test_the_layer_table_names_only_modules_of_its_folders() -> None:
+    """A module named (in backticks) in a folder's row of the layer table is in that folder."""
+    text = ARCHITECTURE.read_text()
+    table = text[text.index("| folder | job |"):text.index(BEGIN)]
+    rows = re.findall(r"^\| `(\w+)/` [^|]*\| (.*) \|$", table, re.M)
+    assert len(rows) >= 8
+    for folder, job in rows:
+        for name, slash in re.findall(r"`([a-z_]+)(/?)`", job):
+            found = (PACKAGE / folder / name).is_dir() or (PACKAGE / name).is_dir() if slash \
+                else (PACKAGE / folder / f"{name}.py").exists()
+            assert found, f"{folder}/ row names {name + slash!r}"
+
+
 def resolves(cited: str, where: Path) -> bool:
     """Whether a path cited in ``where`` exists: from the repository, the package, the citing
     file's folder, docs/ (a doc named alone), or beside the repository (``../shared/``)."""
