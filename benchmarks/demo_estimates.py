@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from frontier_rate.math.estimators import mle_solve  # noqa: E402
+from frontier_rate.math.updates import mle_solve  # noqa: E402
 from frontier_rate.testbed.demo import MIN_FETCHES_FOR_ACCURACY, DemoConfig, page_fetches, run  # noqa: E402
 
 TARGETS = {"dates": 0.15, "no_dates": 0.25}

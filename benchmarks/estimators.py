@@ -21,7 +21,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _report  # noqa: E402
 
-from frontier_rate.math.estimators import make_estimator, mle_solve, mm_solve, trajectory  # noqa: E402
+from frontier_rate.math.estimators import make_estimator, trajectory  # noqa: E402
+from frontier_rate.math.updates import mle_solve, mm_solve  # noqa: E402
 
 ONLINE = ["naive", "lln", "sa", "sam", "interval"]
 OFFLINE = ["mle", "mm"]

@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from policy import capped_frequencies  # noqa: E402
 from real_traces import BUDGETS, MAX_INTERVAL, MIN_INTERVAL, World  # noqa: E402
 
-from frontier_rate.math.policy import index_curve  # noqa: E402
+from frontier_rate.math.index import index_curve  # noqa: E402
 from frontier_rate.math.reference import survival  # noqa: E402
 
 

@@ -46,7 +46,8 @@ from _run import embedded_redis, pool_map  # noqa: E402
 from estimators import change_times  # noqa: E402
 
 from frontier_rate import Frontier  # noqa: E402
-from frontier_rate.math import policy  # noqa: E402
+from frontier_rate.math.budget import solve_threshold, solve_with_host_caps  # noqa: E402
+from frontier_rate.math.index import interval_for_threshold  # noqa: E402
 from frontier_rate.math.reference import solvers  # noqa: E402
 from frontier_rate.store.namespace import drop  # noqa: E402
 from frontier_rate.testbed.freshness import replay_policy  # noqa: E402
@@ -169,7 +170,7 @@ def periodic_intervals(sc: Scenario, name: str) -> np.ndarray:
         freq = capped_frequencies(sc, sc.rates)
     else:  # oracle: true rates, exact solve with host caps
         caps = {h: 1.0 / sc.host_delay for h in range(sc.hosts)}
-        freq = policy.solve_with_host_caps(sc.weights, sc.rates, sc.host.tolist(), caps,
+        freq = solve_with_host_caps(sc.weights, sc.rates, sc.host.tolist(), caps,
                                            sc.budget, objective="freshness").frequencies
     with np.errstate(divide="ignore"):
         return np.where(freq > 0, 1.0 / freq, np.inf)
@@ -365,10 +366,10 @@ def fast_path(sizes: list[int]) -> list[dict]:
         budget = n / 2 / DAY
         caps = {h: 3.0 * budget / max(50, n // 200) for h in range(max(50, n // 200))}
         t0 = time.perf_counter()
-        res = policy.solve_with_host_caps(w, lam, hosts.tolist(), caps, budget, objective="freshness")
+        res = solve_with_host_caps(w, lam, hosts.tolist(), caps, budget, objective="freshness")
         caps_s = time.perf_counter() - t0
         t0 = time.perf_counter()
-        policy.interval_for_threshold(res.nu, lam, w, "freshness")
+        interval_for_threshold(res.nu, lam, w, "freshness")
         interval_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         solvers.azar_rates(w / lam, lam, budget)
@@ -380,7 +381,7 @@ def fast_path(sizes: list[int]) -> list[dict]:
 
 def threshold_solve_timing(cells: int = 100, hosts: int = 10_000, per_host: int = 3,
                            reps: int = 20) -> dict:
-    """Time of the engine's re-solve (``policy.solve_threshold`` with host cells and caps): cold,
+    """Time of the engine's re-solve (``budget.solve_threshold`` with host cells and caps): cold,
     and warm from the previous ν (what the engine does every 60 s), with ``hosts`` hosts whose
     pages fall in ``per_host`` of ``cells`` cells each, every host capped at 3x its average share."""
     rng = np.random.default_rng(0)
@@ -402,9 +403,9 @@ def threshold_solve_timing(cells: int = 100, hosts: int = 10_000, per_host: int 
             times.append(time.perf_counter() - t0)
         return float(np.median(times)), out
 
-    cold, sol = best(lambda: policy.solve_threshold(table, budget, MIN_INTERVAL, MAX_INTERVAL,
+    cold, sol = best(lambda: solve_threshold(table, budget, MIN_INTERVAL, MAX_INTERVAL,
                                                     "freshness", hosts=rows, caps=caps))
-    warm, _ = best(lambda: policy.solve_threshold(table, budget * 1.01, MIN_INTERVAL, MAX_INTERVAL,
+    warm, _ = best(lambda: solve_threshold(table, budget * 1.01, MIN_INTERVAL, MAX_INTERVAL,
                                                   "freshness", guess=sol.nu, hosts=rows, caps=caps))
     return {"cells": cells, "hosts": hosts, "host_cells": len(rows),
             "capped_hosts": int((sol.host_nu > sol.nu * (1 + 1e-9)).sum()),
@@ -466,7 +467,7 @@ def uncapped_plan_within_caps(sc: Scenario) -> float:
     The plan's rate on each host is cut to the host's cap 1/host_delay; the rest
     is planned for pages that politeness will not let through in time.
     """
-    freq = policy.solve_with_host_caps(sc.weights, sc.rates, sc.host.tolist(), {}, sc.budget,
+    freq = solve_with_host_caps(sc.weights, sc.rates, sc.host.tolist(), {}, sc.budget,
                                        objective="freshness").frequencies
     per_host = np.bincount(sc.host, weights=np.clip(freq, 0.0, 1.0 / MIN_INTERVAL), minlength=sc.hosts)
     return float(np.minimum(per_host, 1.0 / sc.host_delay).sum() / sc.budget)
@@ -554,7 +555,7 @@ def markdown(runs: list[dict], fast: list[dict], where: str, full_n: int, solve:
              "max 90 days, sync_delta on with rate 0.3); StormCrawler AdaptiveScheduler's defaults "
              "(changed: I <- 0.5 I + 0.5 I_min, unchanged: I <- 1.5 I, 1 h to 14 days); both start from "
              "the uniform interval and are fetched in due order; Frontera fixed 1-day revisit interval "
-             "(due order); oracle = true rates, `policy.solve_with_host_caps` (exact), periodic with "
+             "(due order); oracle = true rates, `budget.solve_with_host_caps` (exact), periodic with "
              "random phases.\n",
              "Grid: the full estimator x policy grid through Redis did not fit the time box (one "
              "simulation of N = 10^4 pages over 70 days takes ~12 min here, its Redis round trips "
@@ -573,7 +574,7 @@ def markdown(runs: list[dict], fast: list[dict], where: str, full_n: int, solve:
               table(["pages", "solve_with_host_caps s", "interval_for_threshold s", "azar_rates s",
                      "budget error"], [[r["pages"], r["host_caps_solve_s"], r["intervals_s"], r["azar_s"],
                                         r["budget_error"]] for r in fast]),
-              f"\nThe engine's threshold re-solve (`policy.solve_threshold` with host rows), "
+              f"\nThe engine's threshold re-solve (`budget.solve_threshold` with host rows), "
               f"{solve['cells']} cells and {solve['hosts']} hosts ({solve['host_cells']} host cells, "
               f"{solve['capped_hosts']} hosts capped), "
               f"median of 20: cold {solve['cold_ms']:.1f} ms, warm from the previous ν (the engine's "

@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from frontier_rate import Frontier  # noqa: E402
-from frontier_rate.math import policy  # noqa: E402
+from frontier_rate.math.budget import solve_threshold  # noqa: E402
 from frontier_rate.store.namespace import drop  # noqa: E402
 
 PAGES_PER_HOST = 50
@@ -144,7 +144,7 @@ def bound_observe(url: str | None, f: Frontier, now: float, rounds: int, batch: 
 
 
 def resolve_vs_cells() -> list[list]:
-    """Time of policy.solve_threshold on K random cells (the engine's re-solve is O(K))."""
+    """Time of budget.solve_threshold on K random cells (the engine's re-solve is O(K))."""
     rng = np.random.default_rng(1)
     rows = []
     for k in (10, 100, 1000, 5000):
@@ -155,7 +155,7 @@ def resolve_vs_cells() -> list[list]:
         t0 = time.perf_counter()
         reps = 5
         for _ in range(reps):
-            policy.solve_threshold(cells, float(n.sum()) / 86400, 60.0, 30 * 86400, "freshness")
+            solve_threshold(cells, float(n.sum()) / 86400, 60.0, 30 * 86400, "freshness")
         rows.append([k, (time.perf_counter() - t0) / reps * 1000])
     return rows
 
@@ -396,7 +396,7 @@ def write_docs(runs: list[dict], solve_rows: list[list], where: str,
           "grow online (linear hashing, 48 pages per bucket). Load average: the machine's "
           "1-minute load when the size's throughput rounds ended (2 cores, shared with other work).\n",
           runs_table(table, runs),
-          "\nRe-solve cost vs number of cells K (`policy.solve_threshold`):\n",
+          "\nRe-solve cost vs number of cells K (`budget.solve_threshold`):\n",
           table(["K", "ms"], solve_rows), "", targets(runs)]
     for other in sorted({r["server"] for r in url_runs}):
         mine = [r for r in url_runs if r["server"] == other]

@@ -25,7 +25,7 @@ from frontier_rate.crawl import signal_sources as signals
 from frontier_rate.crawl.idle_reason import lease_end
 from frontier_rate.crawl.signal_sources import hints
 from frontier_rate.engine.frontier import Frontier, parse_url
-from frontier_rate.math import policy
+from frontier_rate.math import index as policy  # the cell bins, defined in math/index.py
 from frontier_rate.scrapy.requests import written_page_url
 from frontier_rate.store.connection import FrontierError, connect, redact_url
 from frontier_rate.store.errors import translate

@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 import demo_estimates as de  # noqa: E402
 
-from frontier_rate.math.estimators import mle_solve  # noqa: E402
+from frontier_rate.math.updates import mle_solve  # noqa: E402
 
 
 def _world(rate: float, fetch_times: list[float], change_times: list[float]) -> tuple[dict, list[dict]]:

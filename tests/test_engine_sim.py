@@ -16,8 +16,23 @@ import pytest
 from redis_servers import both_servers  # noqa: F401, I001  (every test on both script paths)
 
 from frontier_rate import Frontier
-from frontier_rate.math import policy
+from frontier_rate.math.budget import solve_threshold
+from frontier_rate.math.cells import cells_from_pages
 from frontier_rate.math.estimators import make_estimator
+from frontier_rate.math.index import (
+    _F_TERMS,
+    EXPLORE_CHANGES,
+    INTERVAL_FLOOR_SPAN,
+    WORTH_Y,
+    effective_weight,
+    explore_rate,
+    index_curve,
+    interval_for_threshold,
+    optimal_y,
+    source_max_interval,
+    source_min_interval,
+    worth_interval,
+)
 from frontier_rate.store import scripts as store
 from frontier_rate.store.wire import (
     BETA,
@@ -152,17 +167,17 @@ def test_lua_optimal_y_and_index_curve_equal_python(redis_client, redis_url, nam
     f = Frontier(redis_url, namespace=namespace, objective="changes", min_interval=1.0,
                  max_interval=1e5)
     assert redis_client.eval(store._read("lib.lua") + "\nreturn F_TERMS", 5,
-                             *f.keys.shard_keys(0), *f._header(0.0)) == list(policy._F_TERMS)
+                             *f.keys.shard_keys(0), *f._header(0.0)) == list(_F_TERMS)
 
     ys = np.concatenate([np.logspace(-12, 0, 1500, endpoint=False), np.linspace(1, 40, 200)])
     lua_f = lib_eval(redis_client, f, "index_curve(a)", ys)
-    py_f = policy.index_curve(ys)
+    py_f = index_curve(ys)
     assert np.array_equal(lua_f[ys < 1], py_f[ys < 1])
     np.testing.assert_allclose(lua_f, py_f, rtol=1e-15, atol=0)
 
     cs = np.concatenate([np.logspace(-14, np.log10(0.4999), 700), np.linspace(0.001, 0.999, 500),
                          1 - np.logspace(-1, -13, 200)])
-    np.testing.assert_allclose(lib_eval(redis_client, f, "optimal_y(a)", cs), policy.optimal_y(cs),
+    np.testing.assert_allclose(lib_eval(redis_client, f, "optimal_y(a)", cs), optimal_y(cs),
                                rtol=1e-15, atol=0)
 
     rng = np.random.default_rng(3)
@@ -170,9 +185,9 @@ def test_lua_optimal_y_and_index_curve_equal_python(redis_client, redis_url, nam
     lam = np.exp(rng.uniform(-9, 0, cs.size))
     nu = cs * w
     # bounded below by the wait after which a fetch is worth it (issue 60): WORTH_Y / λ
-    worth = np.asarray(policy.worth_interval(lam, f.min_interval, f.max_interval))
+    worth = np.asarray(worth_interval(lam, f.min_interval, f.max_interval))
     assert (worth > f.min_interval).sum() > 100, "the floor should bind for some pages"
-    expect = np.minimum(np.maximum(policy.interval_for_threshold(nu, lam, w), worth),
+    expect = np.minimum(np.maximum(interval_for_threshold(nu, lam, w), worth),
                         f.max_interval)
     np.testing.assert_allclose(lib_eval(redis_client, f, "planned_interval(a, b, c)", w, lam, nu),
                                expect, rtol=1e-15, atol=0)
@@ -181,7 +196,7 @@ def test_lua_optimal_y_and_index_curve_equal_python(redis_client, redis_url, nam
 def test_resolve_matches_exact_per_page_solve(redis_url, namespace):
     """ν from the Redis cell aggregates is within 1% of the exact per-page solve.
 
-    The exact solve treats every page as its own cell (policy.solve_threshold on
+    The exact solve treats every page as its own cell (solve_threshold on
     one row per page), so it differs from the engine's only by the clustering
     into log-spaced cells (8 per decade in weight and in rate).
     """
@@ -212,35 +227,35 @@ def test_resolve_matches_exact_per_page_solve(redis_url, namespace):
     w = np.array([p["weight"] for p in pages])
     assert len({round(x, 12) for x in lam}) > 20, "estimates should be spread out"
     # the incrementally kept aggregates are exactly the cells of the pages' (w, λ)
-    reference = policy.cells_from_pages(w, lam)
+    reference = cells_from_pages(w, lam)
     cells = f.cells()
     assert set(cells) == set(np.flatnonzero(reference[:, 0]))
     for cell, row in cells.items():
         assert row == pytest.approx(tuple(reference[cell]), rel=1e-9)
-    exact = policy.solve_threshold(np.column_stack([np.ones(n), lam, w]), f.budget,
+    exact = solve_threshold(np.column_stack([np.ones(n), lam, w]), f.budget,
                                    f.min_interval, f.max_interval, "freshness")
     assert exact.status == "ok" and nu > 0
     assert nu == pytest.approx(exact.nu, rel=0.01)
 
 
 def test_lua_explore_rate_and_rate_floor_equal_python(redis_client, redis_url, namespace):
-    """lib.explore_rate against policy.explore_rate, and lib.plan_rate's floor for the interval
+    """lib.explore_rate against explore_rate, and lib.plan_rate's floor for the interval
     estimator (1 / (INTERVAL_FLOOR_SPAN max_interval)) against lln's (1 / max_interval)."""
     f = Frontier(redis_url, namespace=namespace, estimator="interval", objective="freshness",
                  min_interval=1.0, max_interval=1e5)
     rng = np.random.default_rng(5)
     n = 400
-    changes = rng.integers(0, policy.EXPLORE_CHANGES + 3, n).astype(float)
+    changes = rng.integers(0, EXPLORE_CHANGES + 3, n).astype(float)
     exposure = np.where(rng.random(n) < 0.5, 0.0, np.exp(rng.uniform(-3, 3, n)))
     lam = np.exp(rng.uniform(-6, 2, n))
     lua = lib_eval(redis_client, f, "lib.explore_rate({changes = a, aux = b, weight = 1.5}, c, 0.7)",
                    changes, exposure, lam)
-    py = [policy.explore_rate(r, 1.5, 0.7, int(k), e) for k, e, r in zip(changes, exposure, lam, strict=True)]
+    py = [explore_rate(r, 1.5, 0.7, int(k), e) for k, e, r in zip(changes, exposure, lam, strict=True)]
     np.testing.assert_allclose(lua, py, rtol=1e-15, atol=0)
     assert (lua < lam).sum() > 20, "some pages should be capped"
 
     log_rates = np.linspace(-25, 0, 50)
-    floor = 1.0 / (policy.INTERVAL_FLOOR_SPAN * f.max_interval)
+    floor = 1.0 / (INTERVAL_FLOOR_SPAN * f.max_interval)
     np.testing.assert_allclose(lib_eval(redis_client, f, "lib.plan_rate({est = a})", log_rates),
                                np.maximum(np.exp(log_rates), floor), rtol=1e-15, atol=0)
     g = Frontier(redis_url, namespace=namespace + "-lln", estimator="lln", min_interval=1.0,
@@ -265,33 +280,33 @@ def test_lua_source_interval_index_and_pooling_equal_python(redis_client, redis_
     source = F_SOURCE
     lua = lib_eval(redis_client, f, f"lib.page_interval({{weight = a, flags = {source}, changes = 3, "
                    "aux = 0, fetches = 4}, b, c)", weight, lam, nu)
-    longest = np.array([policy.source_max_interval(w, f.max_interval) for w in weight])
-    shortest = np.array([policy.source_min_interval(w, f.min_interval, f.max_interval)
+    longest = np.array([source_max_interval(w, f.max_interval) for w in weight])
+    shortest = np.array([source_min_interval(w, f.min_interval, f.max_interval)
                          for w in weight])
-    py = np.minimum(np.maximum(np.maximum(policy.interval_for_threshold(nu, lam, weight,
+    py = np.minimum(np.maximum(np.maximum(interval_for_threshold(nu, lam, weight,
                                                                         "freshness"),
-                                          shortest), policy.WORTH_Y / lam), longest)
+                                          shortest), WORTH_Y / lam), longest)
     np.testing.assert_allclose(lua, py, rtol=1e-14, atol=0)
     assert (lua > f.max_interval).sum() > 20, "some sources should plan past max_interval"
     light = weight < 1
     assert (lua[light] >= f.max_interval).all() and (lua[~light] < f.max_interval).sum() > 20
-    assert policy.source_min_interval(0.9, 1.0, 1e5) == 1e5
-    assert policy.source_min_interval(1.0, 1.0, 1e5) == 1.0
+    assert source_min_interval(0.9, 1.0, 1e5) == 1e5
+    assert source_min_interval(1.0, 1.0, 1e5) == 1.0
     # the same bounds, and the early-fetch bound, through lib.shortest_interval: a page and a
     # source never read keep min_interval, a light source read before max_interval
     cases = [(0.3, 0, source), (0.3, 2, source), (2.0, 2, source), (0.3, 2, 0)]
     got = [lib_eval(redis_client, f, f"lib.shortest_interval({{weight = a, fetches = {n}, "
                     f"flags = {flags}}})", np.array([w]))[0] for w, n, flags in cases]
     assert got == [1.0, 1e5, 1.0, 1.0]
-    assert policy.source_max_interval(0.3, 1e5) == pytest.approx(1e5 / 0.3)
-    assert policy.source_max_interval(5.0, 1e5) == 1e5
-    assert policy.source_max_interval(1e-6, 1e5) == pytest.approx(1e5 * policy.INTERVAL_FLOOR_SPAN)
+    assert source_max_interval(0.3, 1e5) == pytest.approx(1e5 / 0.3)
+    assert source_max_interval(5.0, 1e5) == 1e5
+    assert source_max_interval(1e-6, 1e5) == pytest.approx(1e5 * INTERVAL_FLOOR_SPAN)
 
     log_rates = np.log(lam)
     first = lib_eval(redis_client, f, f"lib.index({{fetches = 0, flags = {source}, weight = a, "
                      "est = b, last_fetch = 0}, 0)", weight, log_rates)
-    floor = 1.0 / (policy.INTERVAL_FLOOR_SPAN * f.max_interval)
-    np.testing.assert_allclose(first, policy.effective_weight(weight, np.maximum(lam, floor),
+    floor = 1.0 / (INTERVAL_FLOOR_SPAN * f.max_interval)
+    np.testing.assert_allclose(first, effective_weight(weight, np.maximum(lam, floor),
                                                               "freshness"), rtol=1e-15, atol=0)
     page = lib_eval(redis_client, f, "lib.index({fetches = 0, flags = 0, weight = a, est = b, "
                     "last_fetch = 0}, 0)", weight, log_rates)

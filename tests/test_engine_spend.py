@@ -14,8 +14,8 @@ import pytest
 from redis_servers import both_servers  # noqa: F401, I001  (every test on both script paths)
 
 from frontier_rate import Frontier
-from frontier_rate.math import policy
 from frontier_rate.math.estimators import make_estimator
+from frontier_rate.math.index import MIN_CHANGE_CHANCE, interval_for_threshold
 from frontier_rate.store.wire import INTERVAL_MAX_STEP, INTERVAL_PRIOR_INFO
 
 PRIOR_PAGES = 2  # lua/lib.lua: pseudo-pages of the namespace prior in a host's pool
@@ -46,7 +46,7 @@ def test_tokens_no_due_page_can_use_go_to_pages_not_due(redis_url, namespace, fi
     f.add_many(urls, now=0.0)
     assert sum(len(_fetch_all(f, 0.0)) for _ in range(3)) == 300
     assert f.next_requests(2, now=1.0) == []  # within min_interval: never, filling or not
-    assert -math.log(1 - policy.MIN_CHANGE_CHANCE) * 300 == pytest.approx(6.06, abs=0.01)
+    assert -math.log(1 - MIN_CHANGE_CHANCE) * 300 == pytest.approx(6.06, abs=0.01)
     assert f.next_requests(2, now=5.0) == []  # a 1.65% chance of a change: not worth a token
     got = f.next_requests(2, now=20.0)
     if not fill:
@@ -240,7 +240,7 @@ def test_a_capped_host_gets_its_own_threshold_and_frees_budget(redis_url, namesp
             assert f.client.hget(f.keys.host_nu(shard), f"small{i}.example") is None
         # the big host's pages at τ_h sum to its cap 1/600 (one cell: equal pages)
         lam = f.prior_rate
-        per_page = 1.0 / policy.interval_for_threshold(tau, lam, 1.0, "freshness")
+        per_page = 1.0 / interval_for_threshold(tau, lam, 1.0, "freshness")
         assert 50 * per_page == pytest.approx(1.0 / 600.0, rel=1e-6)
         # a page of the big host, fetched for the first time, is planned at τ_h, not at ν
         t, big = 0.0, []
@@ -249,7 +249,7 @@ def test_a_capped_host_gets_its_own_threshold_and_frees_budget(redis_url, namesp
             t += 20.0 if not big else 0.0
         obs = f.observe(big[0], fingerprint="v0", fetched_at=t)
         assert obs.next_due - t == pytest.approx(1.0 / per_page, rel=1e-9)
-        assert obs.next_due > policy.interval_for_threshold(nus[delay], lam, 1.0, "freshness")
+        assert obs.next_due > interval_for_threshold(nus[delay], lam, 1.0, "freshness")
     assert nus[600.0] < nus[0.0]
 
 

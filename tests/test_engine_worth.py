@@ -3,7 +3,7 @@
 The policy makes every page due at min_interval when the threshold ν is 0 (a budget larger
 than the pages need): a shop of never-changing pages was fetched at the host rate, all 304.
 Now no page is planned, nor fetched early to fill the budget, before the chance that it
-changed since its last fetch, 1 − e^{−λt}, reaches ``policy.MIN_CHANGE_CHANCE``; the budget
+changed since its last fetch, 1 − e^{−λt}, reaches ``MIN_CHANGE_CHANCE``; the budget
 the pages are not worth is left unspent, and what they are worth goes to pages that change.
 """
 
@@ -16,7 +16,7 @@ from collections import Counter
 import pytest
 
 from frontier_rate import Frontier
-from frontier_rate.math import policy
+from frontier_rate.math.index import MIN_CHANGE_CHANCE
 
 MIN_INTERVAL = 5.0
 RUN = 3600
@@ -62,7 +62,7 @@ def test_the_budget_is_left_unspent_when_the_estimates_say_nothing_changes(
     assert 0 < revisits < 0.5 * RUN and sum(late.values()) < 0.25 * 600, (revisits, late)
     stats = f.stats(now=float(RUN))
     assert stats["nu"] == 0.0 and stats["budget_use"] < 0.2, stats
-    y = -math.log(1.0 - policy.MIN_CHANGE_CHANCE)
+    y = -math.log(1.0 - MIN_CHANGE_CHANCE)
     expected = sum(1.0 / max(MIN_INTERVAL, y / page["estimate"]) for page in f.iter_pages())
     assert stats["planned_rate"] == pytest.approx(expected, rel=1e-9)
     lines = [r.getMessage() for r in caplog.records if "left unspent" in r.getMessage()]

@@ -18,24 +18,20 @@ import pytest
 from scipy.integrate import quad
 from scipy.optimize import brentq
 
+from frontier_rate.math.estimator_base import Estimator
 from frontier_rate.math.estimators import (
     ESTIMATORS,
     LLN,
     MLE,
     SA,
     SAM,
-    Estimator,
     Interval,
     MomentMatching,
     Naive,
-    alpha_sequence,
-    eta_step,
     make_estimator,
-    mle_solve,
-    mm_solve,
     trajectory,
-    zeta_step,
 )
+from frontier_rate.math.updates import alpha_sequence, eta_step, mle_solve, mm_solve, zeta_step
 
 CHANGES = [1, 0, 1, 1, 0]
 INTERVALS = [0.5, 1.0, 0.25, 2.0, 0.75]

@@ -14,7 +14,7 @@ import pytest
 from redis_servers import both_servers  # noqa: F401, I001  (every test on both script paths)
 
 from frontier_rate import Frontier
-from frontier_rate.math import policy
+from frontier_rate.math.budget import solve_threshold
 
 
 def _frontier(redis_url, namespace, **kw):
@@ -107,7 +107,7 @@ def test_the_solve_over_the_candidates_equals_the_solve_over_every_host(redis_ur
     nu = f.resolve(now=t)
     cells = f.cells()
     names, hosts, caps = f.host_table()
-    full = policy.solve_threshold(cells, budget, f.min_interval, f.max_interval, f.objective,
+    full = solve_threshold(cells, budget, f.min_interval, f.max_interval, f.objective,
                                   hosts=hosts, caps=caps)
     assert nu == pytest.approx(full.nu, rel=1e-8)
     want = {host: tau for (_, host), tau in zip(names, full.host_nu, strict=True) if tau > full.nu}

@@ -11,8 +11,9 @@ import pytest
 from redis_servers import both_servers  # noqa: F401, I001  (every test on both script paths)
 
 from frontier_rate import Frontier
-from frontier_rate.math import pattern, policy
+from frontier_rate.math import pattern
 from frontier_rate.math.dates import change_time
+from frontier_rate.math.index import INTERVAL_FLOOR_SPAN
 from frontier_rate.math.pattern import DAY, DECAY, HOUR, WEEK
 from frontier_rate.store.keys import bucket_of, page_id
 
@@ -161,7 +162,7 @@ def test_the_engine_follows_up_bursts_as_python_does(redis_url, namespace):
                  min_host_delay=0.0, min_interval=60.0, max_interval=DAY, lease_timeout=1e9,
                  fill_budget=False, prior_rate=1 / DAY)
     url = "http://wiki.example/page"
-    floor = 1 / (policy.INTERVAL_FLOOR_SPAN * DAY)  # the interval estimator's lowest planned rate
+    floor = 1 / (INTERVAL_FLOOR_SPAN * DAY)  # the interval estimator's lowest planned rate
     starts = T0 + np.arange(12) * DAY + 7 * HOUR
     changes = np.sort(np.concatenate([starts, starts + 300.0, starts + 600.0]))
     f.add(url, now=T0)

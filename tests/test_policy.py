@@ -16,7 +16,32 @@ import numpy as np
 import pytest
 from scipy.optimize import brentq, minimize
 
-from frontier_rate.math import policy as P
+from frontier_rate.math.budget import cell_rates, host_threshold, solve_threshold, solve_with_host_caps
+from frontier_rate.math.cells import cell_of, cells_from_pages
+from frontier_rate.math.index import (
+    _F_COEF,
+    _F_TERMS,
+    EXPLORE_C,
+    EXPLORE_CHANGES,
+    MIN_CHANGE_CHANCE,
+    N_CELLS,
+    N_RATE_BINS,
+    RATE_BINS_PER_DECADE,
+    RATE_LOG10_MIN,
+    WEIGHT_BINS_PER_DECADE,
+    WEIGHT_LOG10_MIN,
+    _index_curve,
+    _series,
+    effective_weight,
+    explore_rate,
+    frequency_for_threshold,
+    index_curve,
+    interval_for_threshold,
+    objective_value,
+    optimal_y,
+    page_index,
+    whittle_index,
+)
 from frontier_rate.math.reference import solvers as R
 
 # --------------------------------------------------------------------------- helpers
@@ -72,7 +97,7 @@ def slsqp_max(w, lam, budget, extra_constraints=()):
 def test_optimal_y_matches_60_digit_reference():
     small = np.logspace(-30, np.log10(0.499), 120)
     cs = np.concatenate([small, 1 - np.logspace(-0.31, -15.5, 120)])
-    ys = P.optimal_y(cs)
+    ys = optimal_y(cs)
     for c, y in zip(cs, ys, strict=True):
         ref = decimal_y(float(c))
         assert abs(Decimal(float(y)) - ref) <= ref * Decimal("1e-13"), (c, y, ref)
@@ -85,19 +110,19 @@ def test_optimal_y_early_exit_equals_all_newton_steps(monkeypatch):
     step of exactly 0 would not have moved again).
     """
     cs = np.logspace(-12, np.log10(0.4999), 2000)
-    early = P.optimal_y(cs)
-    monkeypatch.setattr(P, "NEWTON_TOL", 0.0)
-    full = P.optimal_y(cs)
+    early = optimal_y(cs)
+    monkeypatch.setattr("frontier_rate.math.index.NEWTON_TOL", 0.0)  # where optimal_y reads it
+    full = optimal_y(cs)
     np.testing.assert_allclose(early, full, rtol=1e-15, atol=0)
 
 
 def test_index_curve_series_terms_keep_double_precision():
     """F's series cut to _F_TERMS terms stays within 2 ulp of all 22 terms and of 60 digits."""
-    assert list(P._F_TERMS) == sorted(P._F_TERMS, reverse=True)
-    assert P._F_TERMS[0] < len(P._F_COEF) and P._F_TERMS[-1] == 2
+    assert list(_F_TERMS) == sorted(_F_TERMS, reverse=True)
+    assert _F_TERMS[0] < len(_F_COEF) and _F_TERMS[-1] == 2
     ys = np.logspace(-12, 0, 3000, endpoint=False)
-    cut = P._index_curve(ys)
-    full = P._series(ys, P._F_COEF)
+    cut = _index_curve(ys)
+    full = _series(ys, _F_COEF)
     np.testing.assert_allclose(cut, full, rtol=4.5e-16, atol=0)
     for y, f in zip(ys[::10], cut[::10], strict=True):
         ref = decimal_index_curve(float(y))
@@ -105,23 +130,23 @@ def test_index_curve_series_terms_keep_double_precision():
 
 
 def test_optimal_y_edges_and_scalars():
-    assert P.optimal_y(0.0) == 0.0
-    assert P.optimal_y(-3.0) == 0.0
-    assert P.optimal_y(1.0) == math.inf
-    assert P.optimal_y(2.0) == math.inf
-    assert isinstance(P.optimal_y(0.3), float)
-    assert P.optimal_y([0.1, 0.9]).shape == (2,)
+    assert optimal_y(0.0) == 0.0
+    assert optimal_y(-3.0) == 0.0
+    assert optimal_y(1.0) == math.inf
+    assert optimal_y(2.0) == math.inf
+    assert isinstance(optimal_y(0.3), float)
+    assert optimal_y([0.1, 0.9]).shape == (2,)
     with pytest.raises(ValueError, match="c"):
-        P.optimal_y(float("nan"))
+        optimal_y(float("nan"))
 
 
 def test_index_curve_keeps_precision_for_tiny_y():
     for y in (1e-8, 1e-5, 0.3, 0.999, 1.0, 3.0, 30.0):
         ref = decimal_index_curve(y)
-        assert abs(Decimal(P.index_curve(y)) - ref) <= ref * Decimal("1e-14"), y
-    assert P.index_curve(math.inf) == 1.0
+        assert abs(Decimal(index_curve(y)) - ref) <= ref * Decimal("1e-14"), y
+    assert index_curve(math.inf) == 1.0
     grid = np.linspace(0, 50, 2001)
-    assert np.all(np.diff(P.index_curve(grid)) >= 0)
+    assert np.all(np.diff(index_curve(grid)) >= 0)
 
 
 # ------------------------------------------------------------------ seed 002: Whittle index
@@ -171,7 +196,7 @@ def test_whittle_index_equals_brute_force_indifference_subsidy(u, a, cost):
         assert all(average_reward(uf, af, m, nu, cf) <= best for m in range(1, 60))
         assert cf * nu <= best  # never fetching earns the subsidy every period
         x_n = uf * (1 - af**n) / (1 - af)
-        got = P.whittle_index(float(x_n), u, a, cost)
+        got = whittle_index(float(x_n), u, a, cost)
         assert abs(got - float(nu)) <= 1e-12 * abs(float(nu)), (n, got, float(nu))
         w = u / (1 - a)
         assert got == pytest.approx(w * (1 - a**n * (1 + n * (1 - a))) / cost, rel=1e-12)
@@ -188,7 +213,7 @@ def test_ceiling_guard_matters():
         exact = np.array([(1 - a**n * (1 + n * (1 - a))) / (1 - a) for n in range(1, 21)])
         wrong = np.abs(naive - exact) > 1e-12 * exact
         naive_wrong += int(wrong.sum())
-        np.testing.assert_allclose(P.whittle_index(xs, 1.0, a), exact, rtol=1e-12, atol=0)
+        np.testing.assert_allclose(whittle_index(xs, 1.0, a), exact, rtol=1e-12, atol=0)
     assert naive_wrong > 100
 
 
@@ -196,9 +221,9 @@ def test_whittle_index_between_states_and_limits():
     u, a = 1.0, 0.8
     x3, x4 = u * (1 - a**3) / (1 - a), u * (1 - a**4) / (1 - a)
     mid = 0.5 * (x3 + x4)  # strictly between: η = 4 by the ceiling
-    assert P.whittle_index(mid, u, a) == pytest.approx(4 * ((1 - a) * mid - u) + mid, rel=1e-14)
-    assert P.whittle_index(0.0, u, a) == 0.0
-    assert P.whittle_index(u / (1 - a), u, a) == pytest.approx(u / (1 - a))
+    assert whittle_index(mid, u, a) == pytest.approx(4 * ((1 - a) * mid - u) + mid, rel=1e-14)
+    assert whittle_index(0.0, u, a) == 0.0
+    assert whittle_index(u / (1 - a), u, a) == pytest.approx(u / (1 - a))
 
 
 # --------------------------------------------------------------------------- page index
@@ -210,28 +235,28 @@ def test_discrete_page_index_is_the_whittle_index_of_the_page():
     a = math.exp(-lam * T)
     for n in range(0, 25):
         x = w * (1 - a**n)
-        expect = P.whittle_index(x, w * (1 - a), a) if n else 0.0
-        assert P.page_index(n * T, lam, w, period=T) == pytest.approx(expect, rel=1e-12, abs=1e-15)
+        expect = whittle_index(x, w * (1 - a), a) if n else 0.0
+        assert page_index(n * T, lam, w, period=T) == pytest.approx(expect, rel=1e-12, abs=1e-15)
         # n = floor(age / T): whole periods elapsed
-        at_n = P.page_index(n * T, lam, w, period=T)
-        assert P.page_index((n + 0.999) * T, lam, w, period=T) == at_n
+        at_n = page_index(n * T, lam, w, period=T)
+        assert page_index((n + 0.999) * T, lam, w, period=T) == at_n
 
 
 def test_discrete_index_tends_to_continuous_and_is_stable():
     w, lam, t = 2.0, 0.7, 3.0
-    cont = P.page_index(t, lam, w)
-    assert P.page_index(t, lam, w, period=t / 100000) == pytest.approx(cont, rel=1e-4)
+    cont = page_index(t, lam, w)
+    assert page_index(t, lam, w, period=t / 100000) == pytest.approx(cont, rel=1e-4)
     # tiny λT = 1e-12: the discrete form must not cancel; 60-digit reference
     with localcontext() as ctx:
         ctx.prec = 60
         a = (-Decimal(1e-12)).exp()
         ref = Decimal(w) * (1 - a**5 * (1 + 5 * (1 - a)))  # ≈ w (n² + n)(λT)²/2
-    tiny = P.page_index(5e-9, 1e-3, w, period=1e-9)
+    tiny = page_index(5e-9, 1e-3, w, period=1e-9)
     assert abs(Decimal(tiny) - ref) <= ref * Decimal("1e-9")
 
 
 def test_continuous_index_tiny_lambda_t_is_positive_and_quadratic():
-    vals = P.page_index(np.array([1e-12, 1e-9, 1e-6]), 1.0, 4.0)
+    vals = page_index(np.array([1e-12, 1e-9, 1e-6]), 1.0, 4.0)
     np.testing.assert_allclose(vals, 4.0 * np.array([1e-12, 1e-9, 1e-6]) ** 2 / 2, rtol=1e-5)
     assert np.all(vals > 0)
 
@@ -253,7 +278,7 @@ def test_continuous_index_is_marginal_value_of_frequency(objective):
             return ff * scale * -math.expm1(-lam / ff)
 
         deriv = (tbar(f + h) - tbar(f - h)) / (2 * h)
-        assert P.page_index(t, lam, w, objective=objective) == pytest.approx(deriv, rel=1e-6, abs=0)
+        assert page_index(t, lam, w, objective=objective) == pytest.approx(deriv, rel=1e-6, abs=0)
 
 
 def test_freshness_objective_is_weighted_time_average_freshness():
@@ -261,9 +286,9 @@ def test_freshness_objective_is_weighted_time_average_freshness():
     w, lam, t = 2.0, 0.4, 3.0
     s = np.linspace(0, t, 200001)
     avg = np.trapezoid(np.exp(-lam * s), s) / t  # trapezoid error ~ (Δs)² λ² / 12 ≈ 1e-12
-    got = P.objective_value([1 / t], [w], [lam], objective="freshness")
+    got = objective_value([1 / t], [w], [lam], objective="freshness")
     assert got == pytest.approx(w * avg, rel=1e-9)
-    assert P.effective_weight(w, lam, "freshness") == pytest.approx(w / lam)
+    assert effective_weight(w, lam, "freshness") == pytest.approx(w / lam)
 
 
 def test_interval_inverts_page_index_well_conditioned_range():
@@ -272,8 +297,8 @@ def test_interval_inverts_page_index_well_conditioned_range():
     for lam, w in ((1e-6, 1.0), (1.0, 0.3), (1e3, 7.0)):
         for objective in ("changes", "freshness"):
             t = ys / lam
-            nu = P.page_index(t, lam, w, objective=objective)
-            back = P.interval_for_threshold(nu, lam, w, objective=objective)
+            nu = page_index(t, lam, w, objective=objective)
+            back = interval_for_threshold(nu, lam, w, objective=objective)
             np.testing.assert_allclose(back, t, rtol=1e-9, atol=0)
 
 
@@ -285,7 +310,7 @@ def test_interval_for_large_lambda_t_is_as_exact_as_the_threshold_allows():
     w, lam = 1.0, 0.01
     for y in np.logspace(np.log10(20), 3, 60):
         c = float(decimal_index_curve(float(y)))
-        t = P.interval_for_threshold(c * w, lam, w)
+        t = interval_for_threshold(c * w, lam, w)
         if c < 1.0:
             ref = decimal_y(c) / Decimal(lam)
             assert abs(Decimal(t) - ref) <= ref * Decimal("1e-12"), y
@@ -294,13 +319,13 @@ def test_interval_for_large_lambda_t_is_as_exact_as_the_threshold_allows():
 
 
 def test_interval_edges():
-    assert P.interval_for_threshold(0.0, 1.0, 2.0) == 0.0
-    assert P.interval_for_threshold(-1.0, 1.0, 2.0) == 0.0
-    assert P.interval_for_threshold(2.0, 1.0, 2.0) == math.inf
-    assert P.interval_for_threshold(0.5, 0.0, 2.0) == math.inf
-    assert P.frequency_for_threshold(3.0, 1.0, 2.0) == 0.0
-    t = P.interval_for_threshold(0.2, 0.5, 1.0)
-    assert P.frequency_for_threshold(0.2, 0.5, 1.0) == pytest.approx(1 / t, rel=1e-15)
+    assert interval_for_threshold(0.0, 1.0, 2.0) == 0.0
+    assert interval_for_threshold(-1.0, 1.0, 2.0) == 0.0
+    assert interval_for_threshold(2.0, 1.0, 2.0) == math.inf
+    assert interval_for_threshold(0.5, 0.0, 2.0) == math.inf
+    assert frequency_for_threshold(3.0, 1.0, 2.0) == 0.0
+    t = interval_for_threshold(0.2, 0.5, 1.0)
+    assert frequency_for_threshold(0.2, 0.5, 1.0) == pytest.approx(1 / t, rel=1e-15)
 
 
 # --------------------------------------------------------------------------- seed 001: exact solver
@@ -348,14 +373,14 @@ def test_budget_met_exactly_when_pages_sit_at_the_margin():
     w = np.array([1.0, 1.0, 1.0, 5.0, 5.0])
     lam = np.array([5.0, 5.0, 5.0, 1.0, 1.0])
     # the w = 1 pages start being fetched at f̄ where ν = 1: the w = 5 pages then run at 1/y(0.2)
-    f_enter = 2 / P.optimal_y(0.2) / 5
+    f_enter = 2 / optimal_y(0.2) / 5
     solver = R.OptimalSolver()
     for fbar in np.linspace(0.5 * f_enter, 3 * f_enter, 41):
         f = solver.solve(w, lam, fbar, 5)
         assert abs(f.sum() - 5 * fbar) / (5 * fbar) < 1e-9
         nu = solver.nu
         assert np.all(f[:3] == f[0])  # symmetric pages get the same share
-        idx = P.page_index(1 / f[3], lam[3], w[3])
+        idx = page_index(1 / f[3], lam[3], w[3])
         assert idx == pytest.approx(nu, rel=1e-6, abs=0)
         if f[0] == 0:
             assert nu >= 1.0 * (1 - 1e-12)
@@ -448,21 +473,21 @@ def test_clustered_solve_within_half_percent_of_exact(objective):
 
 
 def test_cell_of_uses_documented_edges():
-    per_w, per_r = P.WEIGHT_BINS_PER_DECADE, P.RATE_BINS_PER_DECADE
-    wbin = int((0 - P.WEIGHT_LOG10_MIN) * per_w)
-    rbin = int((-3 - P.RATE_LOG10_MIN) * per_r)
-    assert P.cell_of(1.0, 1e-3) == wbin * P.N_RATE_BINS + rbin
-    assert P.cell_of(0.0, 0.0) == 0
-    assert P.cell_of(1e30, 1e30) == P.N_CELLS - 1
+    per_w, per_r = WEIGHT_BINS_PER_DECADE, RATE_BINS_PER_DECADE
+    wbin = int((0 - WEIGHT_LOG10_MIN) * per_w)
+    rbin = int((-3 - RATE_LOG10_MIN) * per_r)
+    assert cell_of(1.0, 1e-3) == wbin * N_RATE_BINS + rbin
+    assert cell_of(0.0, 0.0) == 0
+    assert cell_of(1e30, 1e30) == N_CELLS - 1
     just_below = 10 ** (-3 - 0.5 / per_r)
-    assert P.cell_of(1.0, just_below) == wbin * P.N_RATE_BINS + rbin - 1
+    assert cell_of(1.0, just_below) == wbin * N_RATE_BINS + rbin - 1
 
 
 def _page_total(nu, w, lam, lo, hi, objective):
     """Σ per page of f(ν) within [1/hi, 1/t_w], t_w = max(lo, t at which the chance of a
     change 1 − e^{−λt} reaches MIN_CHANGE_CHANCE) (issue 60), computed here on its own."""
-    f = P.frequency_for_threshold(nu, lam, w, objective)
-    worth = np.minimum(np.maximum(-np.log(1.0 - P.MIN_CHANGE_CHANCE) / lam, lo), hi)
+    f = frequency_for_threshold(nu, lam, w, objective)
+    worth = np.minimum(np.maximum(-np.log(1.0 - MIN_CHANGE_CHANCE) / lam, lo), hi)
     return float(np.minimum(np.maximum(f, 1 / hi), 1 / worth).sum())
 
 
@@ -479,10 +504,10 @@ def test_solve_threshold_matches_per_page_within_one_percent(objective):
     w = 100.0 / np.arange(1, n + 1)
     rng.shuffle(w)
     lo, hi = 60.0, 30 * 86400.0
-    cells = P.cells_from_pages(w, lam)
-    w_eff = np.asarray(P.effective_weight(w, lam, objective))
+    cells = cells_from_pages(w, lam)
+    w_eff = np.asarray(effective_weight(w, lam, objective))
     for budget in (n / 86400, n / 3600, n / 300):
-        sol = P.solve_threshold(cells, budget, lo, hi, objective)
+        sol = solve_threshold(cells, budget, lo, hi, objective)
         assert sol.status == "ok" and sol.budget_met
         assert sol.rate == pytest.approx(budget, rel=1e-9)
         assert abs(_page_total(sol.nu, w, lam, lo, hi, objective) / budget - 1) < 0.01
@@ -496,24 +521,24 @@ def test_solve_threshold_matches_per_page_within_one_percent(objective):
 def test_solve_threshold_flags_and_mapping_input():
     w = np.array([1.0, 2.0, 0.5, 3.0])
     lam = np.array([1e-3, 1e-4, 1e-2, 1e-5])
-    cells = P.cells_from_pages(w, lam)
+    cells = cells_from_pages(w, lam)
     as_map = {i: tuple(row) for i, row in enumerate(cells) if row[0] > 0}
-    a = P.solve_threshold(cells, 1e-3, 60, 86400)
-    b = P.solve_threshold(as_map, 1e-3, 60, 86400)
+    a = solve_threshold(cells, 1e-3, 60, 86400)
+    b = solve_threshold(as_map, 1e-3, 60, 86400)
     assert a == b and a.status == "ok"
-    under = P.solve_threshold(cells, 1.0, 60, 86400)  # 4 pages at 1/60 s: 0.067/s < 1/s
+    under = solve_threshold(cells, 1.0, 60, 86400)  # 4 pages at 1/60 s: 0.067/s < 1/s
     assert under.nu == 0.0 and under.status == "under_budget"
     # each page at most once per max(60 s, the time its chance of a change takes to reach
     # MIN_CHANGE_CHANCE): the budget left is not worth spending (issue 60)
-    worth = np.maximum(60.0, -np.log(1.0 - P.MIN_CHANGE_CHANCE) / lam)
+    worth = np.maximum(60.0, -np.log(1.0 - MIN_CHANGE_CHANCE) / lam)
     assert under.rate == pytest.approx(float((1.0 / worth).sum()))
     assert under.rate < 4 / 60
-    bare = P.solve_threshold(cells, 1.0, 60, 86400, chance=0.0)
+    bare = solve_threshold(cells, 1.0, 60, 86400, chance=0.0)
     assert bare.status == "under_budget" and bare.rate == pytest.approx(4 / 60)
-    over = P.solve_threshold(cells, 1e-6, 60, 86400)  # 4/86400 = 4.6e-5/s > 1e-6/s
+    over = solve_threshold(cells, 1e-6, 60, 86400)  # 4/86400 = 4.6e-5/s > 1e-6/s
     assert over.status == "over_budget" and not over.budget_met
     assert over.nu == pytest.approx(3.0) and over.rate == pytest.approx(4 / 86400)
-    rates = P.cell_rates(over.nu, cells, 60, 86400)
+    rates = cell_rates(over.nu, cells, 60, 86400)
     np.testing.assert_allclose(rates, 1 / 86400)
 
 
@@ -553,7 +578,7 @@ def test_host_caps_respected_budget_met_and_optimal():
     hosts = [f"h{i}" for i in rng.integers(0, 3, n)]
     caps = {"h0": 0.5, "h1": 0.4}
     budget = 6.0
-    sol = P.solve_with_host_caps(w, lam, hosts, caps, budget)
+    sol = solve_with_host_caps(w, lam, hosts, caps, budget)
     f = sol.frequencies
     assert sol.budget_met and abs(f.sum() - budget) < 1e-9 * budget
     host_arr = np.array(hosts)
@@ -565,7 +590,7 @@ def test_host_caps_respected_budget_met_and_optimal():
     assert value_rate(f, w, lam) >= ref - 1e-6 * ref
     # per-host multipliers: fetched pages of host h sit at index ν_h
     for i in np.flatnonzero(f > 0):
-        index = P.page_index(1 / f[i], lam[i], w[i])
+        index = page_index(1 / f[i], lam[i], w[i])
         assert index == pytest.approx(sol.host_nu[hosts[i]], rel=1e-6, abs=0)
     assert sol.host_nu["h2"] == sol.nu
     assert min(sol.host_nu["h0"], sol.host_nu["h1"]) > sol.nu
@@ -582,7 +607,7 @@ def test_host_caps_many_hosts_kkt(objective):
     hosts = rng.integers(0, 60, n)
     caps = {h: 2.0 for h in range(0, 60, 2)}
     budget = 400.0
-    sol = P.solve_with_host_caps(w, lam, hosts, caps, budget, objective=objective)
+    sol = solve_with_host_caps(w, lam, hosts, caps, budget, objective=objective)
     f = sol.frequencies
     assert sol.budget_met and abs(f.sum() - budget) < 1e-9 * budget
     binding = 0
@@ -595,15 +620,15 @@ def test_host_caps_many_hosts_kkt(objective):
             assert sol.host_nu[h] == sol.nu
     assert binding > 10
     fetched = np.flatnonzero(f > 0)
-    idx = P.page_index(1 / f[fetched], lam[fetched], w[fetched], objective=objective)
+    idx = page_index(1 / f[fetched], lam[fetched], w[fetched], objective=objective)
     expected = np.array([sol.host_nu[h] for h in hosts[fetched]])
-    margin = np.asarray(P.effective_weight(w[fetched], lam[fetched], objective)) <= expected * 1.001
+    margin = np.asarray(effective_weight(w[fetched], lam[fetched], objective)) <= expected * 1.001
     np.testing.assert_allclose(idx[~margin], expected[~margin], rtol=1e-6)
 
 
 def test_host_caps_all_capped_reports_shortfall():
     w, lam = np.array([1.0, 0.5, 0.8]), np.array([1.0, 2.0, 0.5])
-    sol = P.solve_with_host_caps(w, lam, ["a", "a", "b"], {"a": 0.3, "b": 0.2}, 5.0)
+    sol = solve_with_host_caps(w, lam, ["a", "a", "b"], {"a": 0.3, "b": 0.2}, 5.0)
     assert not sol.budget_met
     assert sol.total == pytest.approx(0.5, rel=1e-9)
     assert sol.frequencies[:2].sum() == pytest.approx(0.3, rel=1e-9)
@@ -611,12 +636,12 @@ def test_host_caps_all_capped_reports_shortfall():
 
 def test_host_threshold_meets_the_cap():
     w, lam = np.array([1.0, 0.5, 0.8]), np.array([1.0, 2.0, 0.5])
-    nu_h = P.host_threshold(0.01, w, lam, 0.7)
+    nu_h = host_threshold(0.01, w, lam, 0.7)
     assert nu_h > 0.01
-    total = P.frequency_for_threshold(nu_h, lam, w).sum()
+    total = frequency_for_threshold(nu_h, lam, w).sum()
     assert total == pytest.approx(0.7, rel=1e-6)
-    assert P.host_threshold(0.9, w, lam, 0.7) == 0.9  # cap not binding above its τ
-    assert P.host_threshold(0.2, w, lam, math.inf) == 0.2
+    assert host_threshold(0.9, w, lam, 0.7) == 0.9  # cap not binding above its τ
+    assert host_threshold(0.2, w, lam, math.inf) == 0.2
 
 
 # --------------------------------------------------------------------------- bad input
@@ -631,27 +656,27 @@ def test_host_threshold_meets_the_cap():
         (lambda: R.OptimalSolver().solve([1, 1], [1, 1], 1, 1), "n_pages"),
         (lambda: R.OptimalSolver().solve([1, 1], [1, 1], -1, 2), "frequency"),
         (lambda: R.OptimalSolver(objective="clicks"), "objective"),
-        (lambda: P.page_index(1.0, -1.0, 1.0), "rate"),
-        (lambda: P.page_index(1.0, 1.0, float("nan")), "weight"),
-        (lambda: P.page_index(-1.0, 1.0, 1.0), "age"),
-        (lambda: P.page_index(1.0, 1.0, 1.0, period=0), "period"),
-        (lambda: P.interval_for_threshold(float("nan"), 1.0, 1.0), "nu"),
-        (lambda: P.whittle_index(1.0, 1.0, 1.5), "a"),
-        (lambda: P.whittle_index(1.0, 0.0, 0.5), "u"),
-        (lambda: P.whittle_index(3.0, 1.0, 0.5), "x"),
-        (lambda: P.whittle_index(1.0, 1.0, 0.5, cost=0), "cost"),
+        (lambda: page_index(1.0, -1.0, 1.0), "rate"),
+        (lambda: page_index(1.0, 1.0, float("nan")), "weight"),
+        (lambda: page_index(-1.0, 1.0, 1.0), "age"),
+        (lambda: page_index(1.0, 1.0, 1.0, period=0), "period"),
+        (lambda: interval_for_threshold(float("nan"), 1.0, 1.0), "nu"),
+        (lambda: whittle_index(1.0, 1.0, 1.5), "a"),
+        (lambda: whittle_index(1.0, 0.0, 0.5), "u"),
+        (lambda: whittle_index(3.0, 1.0, 0.5), "x"),
+        (lambda: whittle_index(1.0, 1.0, 0.5, cost=0), "cost"),
         (lambda: R.WCluster(0), "n_clusters"),
         (lambda: R.WCluster(10, w_min=1.0, w_max=0.5, log=True), "w_max"),
         (lambda: R.WCluster(10).add(0.5, -1), "page_rate"),
-        (lambda: P.solve_threshold(np.zeros((3, 2)), 1.0, 1, 2), "cells"),
-        (lambda: P.solve_threshold(np.ones((3, 3)), 1.0, 10, 2), "max_interval"),
-        (lambda: P.solve_threshold(np.ones((3, 3)), -1.0, 1, 2), "budget"),
-        (lambda: P.solve_threshold(np.ones((3, 3)), 1.0, 0, 2), "min_interval"),
+        (lambda: solve_threshold(np.zeros((3, 2)), 1.0, 1, 2), "cells"),
+        (lambda: solve_threshold(np.ones((3, 3)), 1.0, 10, 2), "max_interval"),
+        (lambda: solve_threshold(np.ones((3, 3)), -1.0, 1, 2), "budget"),
+        (lambda: solve_threshold(np.ones((3, 3)), 1.0, 0, 2), "min_interval"),
         (lambda: R.azar_rates([1, 1], [1, 1], float("inf")), "budget"),
         (lambda: R.azar_rates([1, 1], [1, 1, 1], 1.0), "mismatched"),
-        (lambda: P.solve_with_host_caps([1], [1], ["a", "b"], {}, 1.0), "mismatched"),
-        (lambda: P.solve_with_host_caps([1], [1], ["a"], {"a": -1}, 1.0), "host_caps"),
-        (lambda: P.cell_of(-1.0, 1.0), "weight"),
+        (lambda: solve_with_host_caps([1], [1], ["a", "b"], {}, 1.0), "mismatched"),
+        (lambda: solve_with_host_caps([1], [1], ["a"], {"a": -1}, 1.0), "host_caps"),
+        (lambda: cell_of(-1.0, 1.0), "weight"),
     ],
 )
 def test_bad_input_names_the_field(call, field):
@@ -682,9 +707,9 @@ def test_solve_threshold_with_hosts_matches_the_exact_host_cap_solve():
     hosts = int(host_of.max()) + 1
     budget = float(lam.sum()) * 0.8
     caps = np.full(hosts, budget / hosts * 1.5)
-    exact = P.solve_with_host_caps(w, lam, host_of.tolist(), dict(enumerate(caps)), budget,
+    exact = solve_with_host_caps(w, lam, host_of.tolist(), dict(enumerate(caps)), budget,
                                    objective="freshness")
-    sol = P.solve_threshold(rows[:, :3], budget, 1e-9, 1e12, "freshness", hosts=rows, caps=caps,
+    sol = solve_threshold(rows[:, :3], budget, 1e-9, 1e12, "freshness", hosts=rows, caps=caps,
                             chance=0.0)  # the bare solve: solve_with_host_caps has no floor
     assert sol.status == "ok" and sol.rate == pytest.approx(budget, rel=1e-9)
     assert sol.nu == pytest.approx(exact.nu, rel=1e-6)
@@ -700,12 +725,12 @@ def test_a_capped_hosts_pages_at_its_threshold_sum_to_its_cap():
     caps = np.full(hosts, budget / hosts * 1.2)
     caps[3] = np.inf
     for objective in ("changes", "freshness"):
-        sol = P.solve_threshold(rows[:, :3], budget, 1e-9, 1e12, objective, hosts=rows, caps=caps,
+        sol = solve_threshold(rows[:, :3], budget, 1e-9, 1e12, objective, hosts=rows, caps=caps,
                                 chance=0.0)
         assert sol.host_nu[3] == sol.nu
         for h in np.flatnonzero(sol.host_nu > sol.nu * (1 + 1e-9)):
             mine = host_of == h
-            f = P.frequency_for_threshold(sol.host_nu[h], lam[mine], w[mine], objective)
+            f = frequency_for_threshold(sol.host_nu[h], lam[mine], w[mine], objective)
             assert float(np.sum(f)) == pytest.approx(caps[h], rel=1e-6)
 
 
@@ -717,28 +742,28 @@ def test_explore_c_is_where_the_planned_interval_is_shortest():
     from scipy.optimize import minimize_scalar
 
     nu, w = 7.0, 2.5
-    res = minimize_scalar(lambda log_lam: float(P.interval_for_threshold(nu, math.exp(log_lam), w, "freshness")),
+    res = minimize_scalar(lambda log_lam: float(interval_for_threshold(nu, math.exp(log_lam), w, "freshness")),
                           bounds=(math.log(1e-4), math.log(0.99 * w / nu)), method="bounded",
                           options={"xatol": 1e-10})
-    assert math.exp(res.x) * nu / w == pytest.approx(P.EXPLORE_C, rel=1e-4)
+    assert math.exp(res.x) * nu / w == pytest.approx(EXPLORE_C, rel=1e-4)
     # y* solves e^{-y}(1 + y + y^2) = 1 and the shortest interval is y*/λ* = 3.351 ν/w
     y = brentq(lambda y: math.exp(-y) * (1 + y + y * y) - 1, 0.5, 5.0)
-    assert y * y * math.exp(-y) == pytest.approx(P.EXPLORE_C, rel=1e-12)
-    assert res.fun == pytest.approx(y / P.EXPLORE_C * nu / w, rel=1e-6)
+    assert y * y * math.exp(-y) == pytest.approx(EXPLORE_C, rel=1e-12)
+    assert res.fun == pytest.approx(y / EXPLORE_C * nu / w, rel=1e-6)
 
 
 def test_explore_rate_caps_only_censored_fast_pages():
     """min(λ, λ*) for 2..EXPLORE_CHANGES changes with λ·T0 < 1 under freshness; λ otherwise."""
     nu, w = 4.0, 1.0
-    peak = P.EXPLORE_C * w / nu
-    assert P.explore_rate(1.0, w, nu, 5, 0.0) == pytest.approx(peak)
-    assert P.explore_rate(0.01, w, nu, 5, 0.0) == 0.01          # slower than λ*: as estimated
-    assert P.explore_rate(1.0, w, nu, 1, 0.0) == 1.0            # one change: no bound yet
-    assert P.explore_rate(1.0, w, nu, P.EXPLORE_CHANGES + 1, 0.0) == 1.0  # too many in a row
-    assert P.explore_rate(1.0, w, nu, 5, 1.0) == 1.0            # an unchanged interval: λ·T0 >= 1
-    assert P.explore_rate(1.0, w, nu, 5, 0.5) == pytest.approx(peak)
-    assert P.explore_rate(1.0, w, nu, 5, 0.0, objective="changes") == 1.0
-    assert P.explore_rate(1.0, w, 0.0, 5, 0.0) == 1.0           # ν = 0: fetches are free
+    peak = EXPLORE_C * w / nu
+    assert explore_rate(1.0, w, nu, 5, 0.0) == pytest.approx(peak)
+    assert explore_rate(0.01, w, nu, 5, 0.0) == 0.01          # slower than λ*: as estimated
+    assert explore_rate(1.0, w, nu, 1, 0.0) == 1.0            # one change: no bound yet
+    assert explore_rate(1.0, w, nu, EXPLORE_CHANGES + 1, 0.0) == 1.0  # too many in a row
+    assert explore_rate(1.0, w, nu, 5, 1.0) == 1.0            # an unchanged interval: λ·T0 >= 1
+    assert explore_rate(1.0, w, nu, 5, 0.5) == pytest.approx(peak)
+    assert explore_rate(1.0, w, nu, 5, 0.0, objective="changes") == 1.0
+    assert explore_rate(1.0, w, 0.0, 5, 0.0) == 1.0           # ν = 0: fetches are free
     # the capped rate plans a shorter interval than the estimate does
-    assert (P.interval_for_threshold(nu, peak, w, "freshness")
-            < P.interval_for_threshold(nu, 0.13, w, "freshness"))
+    assert (interval_for_threshold(nu, peak, w, "freshness")
+            < interval_for_threshold(nu, 0.13, w, "freshness"))

@@ -8,7 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from frontier_rate.math import policy
+from frontier_rate.math.budget import solve_with_host_caps
+from frontier_rate.math.index import index_curve, interval_for_threshold
 from frontier_rate.math.reference import survival
 
 integrate = pytest.importorskip("scipy.integrate")
@@ -65,13 +66,13 @@ def test_poisson_limit_recovers_the_policy_index_curve():
     lam = 0.3
     alpha = 1e12
     t = np.array([1e-7, 0.01, 1.0, 3.2, 10.0, 100.0])
-    want = np.asarray(policy.index_curve(lam * t)) / lam
+    want = np.asarray(index_curve(lam * t)) / lam
     assert survival.lomax_index(t, alpha, alpha / lam) == pytest.approx(want, rel=1e-9)
     assert survival.lomax_freshness(t, alpha, alpha / lam) == pytest.approx(-np.expm1(-lam * t) / (lam * t),
                                                                              rel=1e-9)
     nu = np.array([1e-6, 0.1, 1.0, 3.3])
     got = survival.lomax_interval(nu, alpha, alpha / lam)
-    want = policy.interval_for_threshold(nu, lam, 1.0, objective="freshness")
+    want = interval_for_threshold(nu, lam, 1.0, objective="freshness")
     assert got == pytest.approx(want, rel=1e-8)
 
 
@@ -111,7 +112,7 @@ def test_threshold_plan_is_the_lagrangian_optimum():
 
 
 def test_threshold_solve_with_host_caps_matches_policy():
-    """Poisson curves: the generic solve agrees with policy.solve_with_host_caps (freshness)."""
+    """Poisson curves: the generic solve agrees with solve_with_host_caps (freshness)."""
     rng = np.random.default_rng(1)
     n, hosts = 40, 4
     lam = np.exp(rng.uniform(np.log(0.01), np.log(10.0), n))
@@ -121,12 +122,12 @@ def test_threshold_solve_with_host_caps_matches_policy():
     budget = 10.0
 
     def rate_of(nu):
-        t = policy.interval_for_threshold(nu, lam, w, objective="freshness")
+        t = interval_for_threshold(nu, lam, w, objective="freshness")
         with np.errstate(divide="ignore"):
             return np.where(np.isinf(t), 0.0, 1.0 / t)
 
     nu, nu_h, f = survival.solve_threshold(rate_of, host, caps, budget)
-    ref = policy.solve_with_host_caps(w, lam, host.tolist(), {0: 0.5, 2: 2.0}, budget, objective="freshness")
+    ref = solve_with_host_caps(w, lam, host.tolist(), {0: 0.5, 2: 2.0}, budget, objective="freshness")
     assert f == pytest.approx(ref.frequencies, rel=1e-6, abs=1e-9)
     for h in (0, 2):
         assert np.bincount(host, weights=f, minlength=hosts)[h] <= caps[h] * (1 + 1e-9)

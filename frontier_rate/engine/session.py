@@ -20,7 +20,7 @@ from typing import Any
 import redis
 
 from frontier_rate.engine.validation import Options, checked_settings, real
-from frontier_rate.math import policy
+from frontier_rate.math import index as policy  # the cell bins, defined in math/index.py
 from frontier_rate.store import health
 from frontier_rate.store.connection import connect
 from frontier_rate.store.errors import (

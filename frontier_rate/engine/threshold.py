@@ -3,7 +3,7 @@ published for every process, and read back by each.
 
 ν comes from the policy cells (``agg``, O(K)); host caps enter the solve through each
 capped host's own cells (``ha``), read only for the hosts that could pass their cap (the
-host page index, ``host_candidates``). ``policy.solve_threshold`` does the math; this
+host page index, ``host_candidates``). ``math.budget.solve_threshold`` does the math; this
 object reads its inputs, publishes ν and τ_h (``fr:{ns}:nu``, ``fr:{ns:s}:hnu``) and
 decides when to solve again.
 """
@@ -19,7 +19,8 @@ import numpy as np
 
 from frontier_rate.engine.session import Session
 from frontier_rate.engine.shards import ShardCalls, log_quarantined
-from frontier_rate.math import policy
+from frontier_rate.math.budget import solve_threshold
+from frontier_rate.math.index import MIN_CHANGE_CHANCE
 from frontier_rate.store import wire
 
 logger = logging.getLogger(__name__)
@@ -134,7 +135,7 @@ class Threshold:
     # -- solving ---------------------------------------------------------------------------
 
     def resolve(self, now: float) -> float:
-        """Re-solve ν from the cell and host aggregates (policy.solve_threshold) and
+        """Re-solve ν from the cell and host aggregates (math.budget.solve_threshold) and
         publish it, with τ_h for every host whose delay caps it (lua ``host_nu``)."""
         settings = self.session.settings
         with self.session.errors("resolve"):
@@ -146,7 +147,7 @@ class Threshold:
             self.session.count_pages(pages)
             if cells:
                 names, hosts, caps = self.host_candidates(cells)
-                sol = policy.solve_threshold(cells, settings["budget"], settings["min_interval"],
+                sol = solve_threshold(cells, settings["budget"], settings["min_interval"],
                                              longest,
                                              self.session.options.objective,
                                              guess=self.nu or None, hosts=hosts, caps=caps)
@@ -166,16 +167,16 @@ class Threshold:
     def _say_unspent(self, status: str, rate: float) -> None:
         """One INFO line when the pages stop being worth the whole budget, and one when they
         are again (issue 60): ν = 0 and every page planned at its shortest worthwhile
-        interval (``policy.worth_interval``) still asks for less than the budget."""
+        interval (``math.index.worth_interval``) still asks for less than the budget."""
         unspent = status == "under_budget"
         budget = self.session.settings["budget"]
         if unspent and not self._unspent:
             logger.info("namespace %r: the pages are worth %.3g revisits/s, %.1f%% of the budget "
                         "(%g/s): no page is revisited before min_interval (%g s) nor before the "
-                        "chance that it changed reaches %g (policy.MIN_CHANGE_CHANCE); the rest "
+                        "chance that it changed reaches %g (math.index.MIN_CHANGE_CHANCE); the rest "
                         "of the budget is left unspent", self.session.namespace, rate,
                         100.0 * rate / budget, budget, self.session.settings["min_interval"],
-                        policy.MIN_CHANGE_CHANCE)
+                        MIN_CHANGE_CHANCE)
         elif self._unspent and not unspent:
             logger.info("namespace %r: the pages are worth the whole budget again (%g/s)",
                         self.session.namespace, budget)

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 from frontier_rate.engine.records import Lease
 from frontier_rate.math.evidence import check_source
-from frontier_rate.math.policy import OBJECTIVES
+from frontier_rate.math.index import OBJECTIVES
 from frontier_rate.store.keys import NAMESPACE_RE, float32
 
 logger = logging.getLogger(__name__)

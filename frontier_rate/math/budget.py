@@ -1,7 +1,7 @@
 """Solving the threshold ν from a budget (seed 001's Lagrangian dual, with docs/MATH.md, seeds 001-002's host caps):
 over (weight, rate) cells for the engine (``solve_threshold``, O(cells)) and per page with a
 multiplier per host for the oracle (``solve_with_host_caps``). The per-page index it inverts is
-``frontier_rate.math.index``; ``frontier_rate.math.policy`` says the whole policy. numpy only.
+``frontier_rate.math.index``, its cells ``frontier_rate.math.cells``; docs/MATH.md says the whole policy. numpy only.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from frontier_rate.math.cells import _bin, cell_of, cells_from_pages  # noqa: F401 (re-exported)
 from frontier_rate.math.index import (
     MIN_CHANGE_CHANCE,
     _array,

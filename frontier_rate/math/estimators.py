@@ -50,16 +50,14 @@ from typing import Any
 
 import numpy as np
 
-from frontier_rate.math.estimator_base import Estimator, _check_consistent, _state_value  # noqa: F401
-from frontier_rate.math.updates import (  # the update rules, re-exported: one name for the estimators
+from frontier_rate.math.estimator_base import Estimator, _check_consistent
+from frontier_rate.math.updates import (
     _LOG_RATE_BOUND,
-    ALPHAS,
     _affine_scan,
     _affine_scan2,
     _alpha,
     _exponent,
     _positive,
-    alpha_sequence,
     eta_step,
     interval_step,
     lln_estimate,
@@ -68,17 +66,13 @@ from frontier_rate.math.updates import (  # the update rules, re-exported: one n
     naive_estimate,
     sa_step,
     sam_step,
-    unchanged_half_rate,
     zeta_step,
 )
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "ALPHAS", "ESTIMATORS", "LLN", "MLE", "SA", "SAM", "Estimator", "Interval",
-    "MomentMatching", "Naive", "alpha_sequence", "eta_step", "interval_step",
-    "lln_estimate", "make_estimator", "mle_solve", "mm_solve", "naive_estimate",
-    "sa_step", "sam_step", "trajectory", "unchanged_half_rate", "zeta_step",
+    "ESTIMATORS", "LLN", "MLE", "SA", "SAM", "Interval", "MomentMatching", "Naive", "make_estimator", "trajectory",
 ]
 
 

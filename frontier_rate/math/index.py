@@ -3,8 +3,10 @@ which a page's index reaches a threshold ν, and the input checks the solvers sh
 
 A page of weight w and change rate λ fetched every t has marginal value w·F(λt) with
 F(y) = 1 − (1 + y)·e^{−y} (``index_curve``); it is due once its index reaches ν, after
-t = y(ν/w)/λ (``optimal_y``). ``frontier_rate.math.policy`` says the whole policy; solving ν
-from a budget is in ``frontier_rate.math.budget``. numpy only.
+t = y(ν/w)/λ (``optimal_y``). Two objectives share it through an effective weight
+(``effective_weight``): ``"changes"`` (w, seed 001) and ``"freshness"`` (w/λ). Solving ν from a
+budget is in ``frontier_rate.math.budget``, over the cells of ``frontier_rate.math.cells``; docs/MATH.md
+says the whole policy. numpy only.
 """
 
 from __future__ import annotations

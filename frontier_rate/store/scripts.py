@@ -13,24 +13,9 @@ import redis
 from redis.cluster import RedisCluster
 
 from frontier_rate.store import scripting
-from frontier_rate.store.keys import (  # noqa: F401 (re-exported: the runner's callers name both)
-    NAMESPACE_RE,
-    Keys,
-    Layout,
-    bucket_of,
-    digest,
-    float32,
-    page_id,
-    shard_of,
-)
 
 logger = logging.getLogger(__name__)
 
-SHARD_SCRIPTS = scripting.SHARD_SCRIPTS
-SIGNAL_SCRIPTS = scripting.SIGNAL_SCRIPTS
-"""Shard scripts that also get lua/signals.lua (claims of sitemaps, feeds, pushes)."""
-READ_ONLY_SCRIPTS = scripting.READ_ONLY_SCRIPTS
-"""Shard scripts that never write: they run on a read-only replica and under maxmemory."""
 HINT_SCRIPTS = ("due",)
 """Scripts whose failure leaves the call applied: the due summary only tells which shards to
 ask first, and every shard is asked at least once a second anyway (lua/due.lua)."""
@@ -60,7 +45,7 @@ class Scripts:
         self.client = client
         self.cluster = isinstance(client, RedisCluster)
         self.source = {name: scripting.eval_source(name)
-                       for name in SHARD_SCRIPTS + scripting.STANDALONE}
+                       for name in scripting.SHARD_SCRIPTS + scripting.STANDALONE}
         self.sha = {name: hashlib.sha1(text.encode("utf-8")).hexdigest()
                     for name, text in self.source.items()}
         self.library: scripting.FunctionLibrary | None = None

@@ -1,6 +1,6 @@
 """The wire format between Python and the Lua scripts: everything that crosses, in one place.
 
-A shard script (lua/lib.lua, lua/signals.lua for ``store.SIGNAL_SCRIPTS``, then
+A shard script (lua/lib.lua, lua/signals.lua for ``store.scripting.SIGNAL_SCRIPTS``, then
 lua/<name>.lua: ``store.Scripts``) gets the five shard keys in KEYS
 (``store.Keys.shard_keys``) and everything else in ARGV, never code:
 

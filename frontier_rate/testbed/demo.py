@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from frontier_rate.engine.frontier import Frontier
-from frontier_rate.math import policy
+from frontier_rate.math.budget import solve_with_host_caps
 from frontier_rate.store.connection import redact_url
 from frontier_rate.testbed import (
     DAY,
@@ -201,7 +201,7 @@ def oracle_intervals(truth: dict, budget_sim: float, caps_sim: dict[str, float])
     weights = np.array([p["weight"] for p in pages])
     rates = np.array([p["rate"] for p in pages])
     hosts = [p["host"] for p in pages]
-    solution = policy.solve_with_host_caps(weights, rates, hosts, caps_sim, budget_sim, objective="freshness")
+    solution = solve_with_host_caps(weights, rates, hosts, caps_sim, budget_sim, objective="freshness")
     return {p["url"]: (1.0 / f if f > 0 else None) for p, f in zip(pages, solution.frequencies, strict=True)}
 
 
