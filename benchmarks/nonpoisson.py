@@ -16,7 +16,7 @@ page can use goes to the earliest-due page of a host that may fetch); so does
 ``uniform_fill``, the equal-spend comparison.
 
 The math (curves, the index, the threshold solve, the online beliefs) is in
-``frontier_rate.math.reference.survival``.
+``frontier_rate.testing.survival``.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from policy import capped_frequencies  # noqa: E402
 from real_traces import BUDGETS, MAX_INTERVAL, MIN_INTERVAL, World  # noqa: E402
 
 from frontier_rate.math.index import index_curve  # noqa: E402
-from frontier_rate.math.reference import survival  # noqa: E402
+from frontier_rate.testing import survival  # noqa: E402
 
 
 class Static:

@@ -48,9 +48,9 @@ from estimators import change_times  # noqa: E402
 from frontier_rate import Frontier  # noqa: E402
 from frontier_rate.math.budget import solve_threshold, solve_with_host_caps  # noqa: E402
 from frontier_rate.math.index import interval_for_threshold  # noqa: E402
-from frontier_rate.math.reference import solvers  # noqa: E402
 from frontier_rate.store.namespace import drop  # noqa: E402
 from frontier_rate.testbed.freshness import replay_policy  # noqa: E402
+from frontier_rate.testing import solvers  # noqa: E402
 
 DAY = 86400.0
 MIN_INTERVAL = 60.0

@@ -67,7 +67,7 @@ from real_traces import (  # noqa: E402
 from traces import load_traces  # noqa: E402
 
 from frontier_rate import Frontier  # noqa: E402
-from frontier_rate.math import population as rate_population  # noqa: E402
+from frontier_rate.testing import population as rate_population  # noqa: E402
 
 DAY = 86400.0
 WINDOW_DAYS = 180.0

@@ -111,13 +111,13 @@ def test_no_function_local_import_of_the_package():
 
 def test_local_import_finder_sees_one(tmp_path, monkeypatch):
     module = tmp_path / "m.py"
-    module.write_text("def f():\n    from frontier_rate.math import policy\n    return policy\n")
+    module.write_text("def f():\n    from frontier_rate.math import index\n    return index\n")
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     assert _local_imports(module) == ["m.py:2"]
     facade = tmp_path / "__init__.py"  # a package's lazy __getattr__ is allowed, nothing else
     facade.write_text("def __getattr__(name):\n    import frontier_rate.engine.frontier as frontier\n"
                       "    return getattr(frontier, name)\n"
-                      "def f():\n    from frontier_rate.math import policy\n    return policy\n")
+                      "def f():\n    from frontier_rate.math import index\n    return index\n")
     assert _local_imports(facade) == ["__init__.py:5"]
 
 

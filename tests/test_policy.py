@@ -1,4 +1,4 @@
-"""Tests for frontier_rate.math.policy: each formula against an independent computation.
+"""Tests for the policy (frontier_rate.math.index, .budget, .cells): each formula against an independent computation.
 
 Independent references used here: exact rational arithmetic (fractions) for
 seed 002's Whittle index, 60-digit decimal Newton for y(c), finite differences
@@ -42,7 +42,7 @@ from frontier_rate.math.index import (
     page_index,
     whittle_index,
 )
-from frontier_rate.math.reference import solvers as R
+from frontier_rate.testing import solvers as R
 
 # --------------------------------------------------------------------------- helpers
 

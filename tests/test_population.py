@@ -1,4 +1,4 @@
-"""The population prior (frontier_rate.math.population) against independent computations."""
+"""The population prior (frontier_rate.testing.population) against independent computations."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import integrate, optimize, stats
 
-from frontier_rate.math import population
+from frontier_rate.testing import population
 
 
 def _simulated(seed: int, n: int = 4000, alpha: float = 0.4, beta: float = 40.0):

@@ -1,4 +1,4 @@
-"""frontier_rate.math.reference.survival: curves, the index, the threshold solve and the online beliefs, each
+"""frontier_rate.testing.survival: curves, the index, the threshold solve and the online beliefs, each
 checked against an independent computation (quadrature, a generic optimiser, brute force)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from frontier_rate.math.budget import solve_with_host_caps
 from frontier_rate.math.index import index_curve, interval_for_threshold
-from frontier_rate.math.reference import survival
+from frontier_rate.testing import survival
 
 integrate = pytest.importorskip("scipy.integrate")
 optimize = pytest.importorskip("scipy.optimize")

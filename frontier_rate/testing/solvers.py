@@ -1,8 +1,8 @@
 """Reference solvers: what tests and benchmarks compare the engine's policy with.
 
-Nothing here runs in a crawl (no runtime module imports it). ``frontier_rate.math.policy``
-holds what the engine runs (the index curve, the cells and the threshold and host-cap
-solvers); these are the independent statements of the same optimum, and baselines:
+Nothing here runs in a crawl (no runtime module imports it). ``frontier_rate.math.index``
+and ``frontier_rate.math.budget`` hold what the engine runs (the index curve, the cells and the
+threshold and host-cap solvers); these are the independent statements of the same optimum, and baselines:
 
 - ``OptimalSolver``: seed 001's exact per-page solver (budget met to rounding);
 - ``dual_value`` and ``golden_section_search``: seed 001's dual and the search it

@@ -33,7 +33,8 @@ Given (α, β), a page's posterior is Gamma(α + k_i, β + E_i) (conjugacy): the
 log λ, E[log λ] = ψ(α) − log β and Var[log λ] = ψ'(α), the terms of the engine's prior on
 φ = log λ (lua/lib.lua ``update_estimate``).
 
-Pure numpy and scipy.special; no Redis. Checked against scipy.optimize on the same
+Pure numpy and scipy.special (a test-only dependency, hence this module's place in
+``frontier_rate.testing``; no runtime module imports it); no Redis. Checked against scipy.optimize on the same
 likelihood and against simulated populations in tests/test_population.py.
 """
 

@@ -31,7 +31,7 @@ solution per page, and ν is the one Lagrange multiplier that meets the budget
 (``solve_threshold``). G(∞) = ∫₀^∞ S = E[residual time]: a page with
 w·G(∞) ≤ ν is not worth fetching at this ν. For S = e^{−λu},
 G(t) = (1 − (1 + λt)e^{−λt})/λ = F(λt)/λ, the existing policy's index curve
-``policy.index_curve`` with the freshness weight w/λ (``policy.effective_weight``).
+``math.index.index_curve`` with the freshness weight w/λ (``math.index.effective_weight``).
 The same G is the Whittle index of a page whose only state is the time since
 its last fetch: fetching at age a is worth it exactly when w·G(a) ≥ ν.
 
