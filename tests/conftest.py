@@ -15,13 +15,10 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import redis
-
-DEBIAN_REDIS = "/usr/bin/redis-server"
-"""Debian's redis-server 7 (tests/redis_servers.py says the same)."""
+from redis_servers import DEBIAN_REDIS, REDIS7_MISSING, debian_redis
 
 
 def free_port() -> int:
@@ -85,8 +82,8 @@ def redis_url() -> Iterator[str]:
 def redis7_url() -> Iterator[str]:
     """URL of Debian's redis-server 7 (Redis Functions) shared by the whole session; the test
     is skipped when /usr/bin/redis-server is not installed (.ci/run installs it)."""
-    if not Path(DEBIAN_REDIS).exists():
-        pytest.skip(f"{DEBIAN_REDIS} (Redis 7) is not installed: apt-get install redis-server")
+    if debian_redis() is None:
+        pytest.skip(REDIS7_MISSING)
     yield from served_url("frontier-rate-test-redis7-", binary=DEBIAN_REDIS)
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from redis_servers import RedisServer, debian_redis, redis_cluster  # noqa: I001
+from redis_servers import REDIS7_MISSING, RedisServer, debian_redis, redis_cluster  # noqa: I001
 from reliability_support.pump import pump
 
 from frontier_rate import Frontier
@@ -52,8 +52,7 @@ OPTIONS = {"estimator": "sa", "budget": 1e6, "min_host_delay": 0.0, "min_interva
            "max_interval": 1000.0, "lease_timeout": 600.0, "seed": 1}
 BINARIES = [pytest.param(None, id="redis-6.2"),
             pytest.param(debian_redis(), id="redis-7.0", marks=pytest.mark.skipif(
-                debian_redis() is None, reason="Debian's redis-server is not installed "
-                "(apt-get install redis-server; .ci/run does)"))]
+                debian_redis() is None, reason=REDIS7_MISSING))]
 
 
 @pytest.fixture

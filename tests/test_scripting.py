@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from redis_servers import debian_redis, redis_cluster  # noqa: I001
+from redis_servers import REDIS7_MISSING, debian_redis, redis_cluster  # noqa: I001
 
 from frontier_rate import Frontier
 from frontier_rate.store import contract, scripting, wire
@@ -199,8 +199,7 @@ def test_only_eval_scripts_probe_for_a_refused_write():
 
 # --------------------------------------------------------------------------- both paths
 
-needs_redis7 = pytest.mark.skipif(debian_redis() is None, reason="Debian's redis-server 7 is "
-                                  "not installed (apt-get install redis-server; .ci/run does)")
+needs_redis7 = pytest.mark.skipif(debian_redis() is None, reason=REDIS7_MISSING)
 
 
 def test_auto_mode_takes_evalsha_on_the_embedded_server(redis_client):
