@@ -16,7 +16,7 @@ ground truth). With dates that is changes seen over exposure (each changed
 fetch counts the time since the page's last change, each unchanged fetch its
 whole interval: the exact Poisson likelihood of what Last-Modified reveals,
 Cho and Garcia-Molina 2003, section 5); with the change bit only it is the
-root of seed 004's eq. 15 (``estimators.mle_solve``). Their median error is
+root of seed 004's eq. 15 (``updates.mle_solve``). Their median error is
 what the information in those fetches allows; a gap between it and ours is
 the estimator's (prior, step limits), a small reference is the fetches'.
 

@@ -246,16 +246,16 @@ function lib.update_estimate(s, I, p, tau, k, log_prior, since)
   local e = C.estimator
   if e == "lln" then
     -- eq. 1 in ratio form: x_k = I_hat_k / (S_k + alpha_k / p_k), S_k = sum (1 - I_j)/p_j,
-    -- alpha_k = 1 (estimators.lln_estimate)
+    -- alpha_k = 1 (updates.lln_estimate)
     s.aux = s.aux + (1 - I) / p
     s.est = (s.changes + I) / (s.aux + 1 / p)
   elseif e == "sa" then
-    -- eq. 2: y_{k+1} = y_k + eta_k [I (y_k + p) - y_k], eta_k = (k+1)^-eta (estimators.sa_step)
+    -- eq. 2: y_{k+1} = y_k + eta_k [I (y_k + p) - y_k], eta_k = (k+1)^-eta (updates.sa_step)
     local eta = (k + 1) ^ (-C.eta)
     s.est = s.est + eta * (I * (s.est + p) - s.est)
   elseif e == "sam" then
     -- eq. 3 with eq. 10: zeta_k = (beta_k - omega eta_k) / beta_{k-1}, beta_k = (k+1)^-beta,
-    -- zeta_0 = 0 (estimators.sam_step / zeta_step); est = z_k, aux = z_{k-1}
+    -- zeta_0 = 0 (updates.sam_step / zeta_step); est = z_k, aux = z_{k-1}
     local eta = (k + 1) ^ (-C.eta)
     local zeta = 0
     if k > 0 then zeta = ((k + 1) ^ (-C.beta) - C.omega * eta) / (k ^ (-C.beta)) end
@@ -263,7 +263,7 @@ function lib.update_estimate(s, I, p, tau, k, log_prior, since)
     s.est = z + eta * (I * (z + p) - z) + zeta * (z - s.aux)
     s.aux = z
   elseif e == "interval" then
-    -- recursive MAP in phi = log rate (estimators.interval_step, step by step):
+    -- recursive MAP in phi = log rate (updates.interval_step, step by step):
     -- est = phi, aux = T0, x1 = B, x2 = H; count = updates including this one
     local clip, expm1 = lib.clip, lib.expm1
     local count = k + 1
