@@ -83,7 +83,7 @@ def _frontpage_family(path: str) -> str:
 SOURCES = (
     Source("frontpage-archive", "defgsus/frontpage-archive",
            r"^docs/snapshots/[^/]+/[^/]+\.html$", lambda p: p.split("/")[2], _frontpage_family,
-           per_host=6, notes="German news and portal home and section pages, monthly"),
+           per_host=4, notes="German news and portal home and section pages, monthly"),
     Source("christian-daily-reporter", "jpoehls/christian-daily-reporter-archive",
            r"^index\.html$", lambda p: "christiandailyreporter.com", lambda p: "news/portal",
            notes="a news home page, captured when its owner ran the scraper"),
@@ -96,6 +96,9 @@ SOURCES = (
            lambda p: "docs/changelog" if "/pages/" in p else "forum/blog", per_host=25,
            notes="a library's guide pages and blog posts (the body of each, as its API "
                  "serves it)"),
+    Source("neos-website", "Wazbat/neos-website-archive",
+           r"^neos-local/neos\.com/[^/]+\.html$", lambda p: "neos.com",
+           lambda p: "shop/product", notes="a product's home and features pages, every 3 h"),
     Source("michigan-covid", "MJHutchinson/michigan-covid-data",
            r"^website-snapshots/\d\d-\d\d-\d{4}\.html$", lambda p: "michigan.gov",
            lambda p: "government/data", dated=True,
