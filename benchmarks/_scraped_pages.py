@@ -64,7 +64,8 @@ class Source:
     map a path to the page's site and family (``None``: not a page of the corpus);
     ``per_host``: at most that many pages of one host and family (those with the most
     captures);
-    ``dated``: each capture is its own file, dated by its name (DD-MM-YYYY), not a commit."""
+    ``one_page``: all files the pattern matches are captures of one page, the folder (a
+    scraper that names each capture's file by the day its data are of)."""
 
     name: str
     repo: str
@@ -72,7 +73,7 @@ class Source:
     host: Callable[[str], str]
     family: Callable[[str], str | None]
     per_host: int = 100
-    dated: bool = False
+    one_page: bool = False
     notes: str = field(default="", compare=False)
 
 
@@ -101,8 +102,8 @@ SOURCES = (
            lambda p: "shop/product", notes="a product's home and features pages, every 3 h"),
     Source("michigan-covid", "MJHutchinson/michigan-covid-data",
            r"^website-snapshots/\d\d-\d\d-\d{4}\.html$", lambda p: "michigan.gov",
-           lambda p: "government/data", dated=True,
-           notes="a state government's data page, one file a day"),
+           lambda p: "government/data", one_page=True,
+           notes="a state government's data page, its file named by its data's day"),
 )
 
 
@@ -126,20 +127,9 @@ def mirror(mirrors: Path, repo: str) -> Path | None:
 
 
 def page_captures(source: Source, repo: Path) -> dict[str, list[tuple[str, str, str]]]:
-    """Per page path: [(commit, date, blob)] oldest first (for a ``dated`` source one page,
-    the folder, whose captures are its files in date order, from the newest commit)."""
+    """Per page path: [(commit, date, blob)] oldest first, one capture a commit that added
+    or modified the page's file (``one_page``: any file of the folder)."""
     pattern = re.compile(source.pattern)
-    if source.dated:
-        head = git(repo, "rev-parse", "HEAD").strip()
-        rows = []
-        for line in git(repo, "ls-tree", "-r", "HEAD").splitlines():
-            meta, path = line.split("\t", 1)
-            if pattern.search(path):
-                day, month, year = path.rsplit("/", 1)[1][:-5].split("-")
-                rows.append((f"{year}-{month}-{day}T12:00:00+00:00", meta.split()[2], path))
-        rows.sort()
-        return {rows[0][2].rsplit("/", 1)[0]: [(head, date, sha) for date, sha, _ in rows]} \
-            if rows else {}
     log = git(repo, "log", "--reverse", "--no-renames", "--format=%x00%H%x01%aI", "--raw",
               "--no-abbrev")
     pages: dict[str, list[tuple[str, str, str]]] = {}
@@ -153,7 +143,8 @@ def page_captures(source: Source, repo: Path) -> dict[str, list[tuple[str, str, 
             fields = meta.split()
             if fields[4] not in ("A", "M") or not pattern.search(path):
                 continue
-            pages.setdefault(path, []).append((commit, date, fields[3]))
+            page = path.rsplit("/", 1)[0] if source.one_page else path
+            pages.setdefault(page, []).append((commit, date, fields[3]))
     return pages
 
 
