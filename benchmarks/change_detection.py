@@ -226,11 +226,15 @@ def explain(wrong: list, pages: list[dict], corpus: Path, limit: int) -> None:
             continue
         shown[family, kind] += 1
         page = pages[index]
-        texts = [Counter(segments((corpus / page["captures"][i]["path"]).read_bytes()
-                                  .decode("utf-8", "replace"))) for i in (position - 1, position)]
+        lists = [segments((corpus / page["captures"][i]["path"]).read_bytes()
+                          .decode("utf-8", "replace")) for i in (position - 1, position)]
+        texts = [Counter(parts) for parts in lists]
         added, removed = texts[1] - texts[0], texts[0] - texts[1]
+        same = "" if added or removed else (
+            ", same segments in another order" if lists[0] != lists[1] else
+            ", same segments in the same order")
         print(f"  {family} {kind}: {page['captures'][position]['path']}: "
-              f"+{sum(added.values())} -{sum(removed.values())} segments")
+              f"+{sum(added.values())} -{sum(removed.values())} segments{same}")
         for sign, part in (("+", added), ("-", removed)):
             for text in list(part)[:3]:
                 print(f"      {sign} {text[:110]!r}")
