@@ -46,7 +46,7 @@ _BLOCK_TAGS = (
 # Both spellings instead of re.I: the case-insensitive alternation took twice as long.
 _BLOCK = re.compile(r"</?" + alternation(_BLOCK_TAGS + [tag.upper() for tag in _BLOCK_TAGS])
                     + r"\b" + _ATTRIBUTES + r">")
-_TAG = re.compile(r"<[A-Za-z/!?]" + _ATTRIBUTES + ">")
+_TAG = re.compile(r"<[A-Za-z/!?][^<>\x00]*>")  # never across a cut (NUL)
 _SPACE = re.compile(r"\s+")
 
 _MONTHS = (
@@ -184,22 +184,23 @@ def segments(markup: str) -> list[str]:
     if None in found:
         if len(cache) + len(keys) > NORMAL_CACHE:
             cache.clear()
-        for i in compress(range(len(found)), map(_is_none, found)):
-            found[i] = cache[keys[i]] = _piece_text(pieces[i])
+        missing = list(compress(range(len(found)), map(_is_none, found)))
+        texts = _pieces_text([pieces[i] for i in missing])
+        for i, piece_text in zip(missing, texts, strict=True):
+            found[i] = cache[keys[i]] = piece_text
     if title is not None:
         found.insert(0, " ".join(html.unescape(title.group(1)).split()))
     return list(filter(None, found))
 
 
-def _piece_text(piece: str) -> str:
-    """The visible text of one piece of markup between two block tags, white space
-    collapsed ("" for none)."""
-    if not piece or piece.isspace():
-        return ""
-    text = _TAG.sub(" ", piece)
+def _pieces_text(pieces: list[str]) -> list[str]:
+    """The visible text of each piece of markup between two block tags, white space
+    collapsed ("" for none): inline tags and character references in one pass over the
+    pieces joined (no piece holds a NUL: they were cut there)."""
+    text = _TAG.sub(" ", "\x00".join(pieces))
     if "&" in text:
         text = html.unescape(text)
-    return " ".join(text.split())
+    return [" ".join(part.split()) for part in text.split("\x00")]
 
 
 def _is_none(value: object) -> bool:
