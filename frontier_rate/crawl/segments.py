@@ -137,10 +137,11 @@ def is_html(body: bytes, content_type: str | None) -> bool:
     return bool(_HTML_SNIFF.match(body[:512]))
 
 
-def _drop_hidden(markup: str) -> str:
-    """``markup`` without comments and the elements that show no text (``_DROPPED``):
-    each is cut from its start tag to its end tag (or to the end of the document when
-    unclosed). Linear: every search starts where the previous one ended."""
+def _shown(markup: str) -> list[str]:
+    """The parts of ``markup`` between comments and the elements that show no text
+    (``_DROPPED``), each of which is cut from its start tag to its end tag (or to the end of
+    the document when unclosed), and is a cut in the text. Linear: every search starts where
+    the previous one ended."""
     pieces = []
     position = 0
     while True:
@@ -155,9 +156,8 @@ def _drop_hidden(markup: str) -> str:
         else:
             closing = _DROP_END[name.lower()].search(markup, found.end())
             position = len(markup) if closing is None else closing.end()
-        pieces.append("\x00")
     pieces.append(markup[position:])
-    return "".join(pieces)
+    return pieces
 
 
 NORMAL_CACHE = 100_000
@@ -170,14 +170,17 @@ def segments(markup: str) -> list[str]:
     """The visible text of ``markup`` cut at block-level elements, whitespace collapsed,
     empty segments dropped (volatile fragments still in).
 
-    The document is cut at its block tags in C (one substitution and a split); each piece's
+    The document is cut at its hidden elements and its block tags in C (a split of each
+    part between hidden elements at its block tags: no copy of the document); each piece's
     text (its inline tags removed, character references decoded, white space collapsed) is
     then read from a bounded cache keyed by the piece's hash, and worked out only for the
     pieces not seen before: a revisit's Python work is a few C-level passes over its
     pieces, not over its text."""
     title = _TITLE.search(markup)
-    text = _drop_hidden(markup.replace("\x00", " ") if "\x00" in markup else markup)
-    pieces = _BLOCK.sub("\x00", text).split("\x00")
+    pieces: list[str] = []
+    cut = _BLOCK.split
+    for shown in _shown(markup.replace("\x00", " ") if "\x00" in markup else markup):
+        pieces.extend(cut(shown))
     keys = list(map(hash, pieces))
     cache = _normal
     found = list(map(cache.get, keys))
