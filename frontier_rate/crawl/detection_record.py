@@ -20,8 +20,9 @@ from frontier_rate.crawl.change_detection import ContentDetector, Detection
 from frontier_rate.crawl.content_rules import ContentRule
 from frontier_rate.crawl.host_mask import host_of
 
-MAX_SELECTOR = 120
-"""Characters of a content selector kept in a record (a longer one ends with "...")."""
+MAX_SELECTOR = 64
+"""Characters of a content selector, or of the reason an answer was no copy, kept in a
+record (a longer one ends with "...")."""
 
 
 def explain(detection: Detection, detector: ContentDetector | None, url: str,
@@ -31,7 +32,7 @@ def explain(detection: Detection, detector: ContentDetector | None, url: str,
     what the masks hid (None: not known)."""
     record: dict[str, Any] = {
         "at": round(time.time(), 3), "fingerprint": detection.fingerprint,
-        "not_content": detection.reason, "segments": detection.segments,
+        "not_content": _short(detection.reason), "segments": detection.segments,
         "changed_segments": detection.changed_segments,
         "ignored_segments": detection.ignored,
         "same_bytes": detection.segments == -1,
@@ -47,12 +48,16 @@ def explain(detection: Detection, detector: ContentDetector | None, url: str,
             mask_size = len(host.masked)
     record.update({"host_masked_segments": masked, "host_slot_segments": slots,
                    "host_mask_size": mask_size})
-    selector = rule.select if rule is not None else None
-    if selector is not None and len(selector) > MAX_SELECTOR:
-        selector = selector[:MAX_SELECTOR - 3] + "..."
-    record["content_selector"] = selector
+    record["content_selector"] = _short(rule.select if rule is not None else None)
     record["ignore_text_patterns"] = len(rule.ignore_text) if rule is not None else 0
     return record
+
+
+def _short(text: str | None) -> str | None:
+    """``text`` cut to ``MAX_SELECTOR`` characters."""
+    if text is None or len(text) <= MAX_SELECTOR:
+        return text
+    return text[:MAX_SELECTOR - 3] + "..."
 
 
 def encode(record: dict[str, Any]) -> bytes:
