@@ -188,8 +188,6 @@ def describe_detection(found: dict, now: float) -> str:
     """One line for ``inspect``'s table: what the page's last detection decided and why."""
     if found.get("not_content"):
         said = f"not content ({found['not_content']})"
-    elif found.get("same_bytes"):
-        said = "the same bytes as the last copy"
     else:
         said = (f"{found.get('segments')} content segments, "
                 f"{found.get('changed_segments')} changed, "

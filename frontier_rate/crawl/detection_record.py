@@ -1,7 +1,8 @@
 """A page's last detection, as ``frontier-rate inspect URL`` shows it (issue 59, item 6).
 
 With the pages' detection memories in Redis (``FRONTIER_RATE_SHARED_PAGE_MEMORY``), each
-``"content"`` detection also writes one small record of what it decided and why, beside the
+``"content"`` detection that parsed the page (not the same bytes as its last copy again)
+also writes one small record of what it decided and why, beside the
 page's memory (``Keys.last_detection``, expiring with it): how many segments the copy had,
 how many changed and how many differences were ignored, how many of its segments the host's
 learned masks hid (boilerplate, volatile blocks) and how many sat in the host's volatile
@@ -35,7 +36,6 @@ def explain(detection: Detection, detector: ContentDetector | None, url: str,
         "not_content": _short(detection.reason), "segments": detection.segments,
         "changed_segments": detection.changed_segments,
         "ignored_segments": detection.ignored,
-        "same_bytes": detection.segments == -1,
     }
     masked = slots = mask_size = 0
     if detector is not None and detection.fingerprint is not None:

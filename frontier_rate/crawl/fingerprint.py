@@ -331,10 +331,12 @@ class Fingerprinter:
 
     def _noted(self, detection: Detection, url: str, rule: ContentRule | None) -> Detection:
         """``detection``, its record written beside the page's shared memory, if shared
-        (``detection_record``: what ``frontier-rate inspect`` shows)."""
+        (``detection_record``: what ``frontier-rate inspect`` shows); not for the same bytes
+        as the page's last copy (nothing was parsed: its record stands, and that answer
+        costs no write)."""
         shared = self._detector.shared if self._detector is not None else None
         note = getattr(shared, "note", None)
-        if note is not None:
+        if note is not None and detection.segments != -1:
             note(url, encode(explain(detection, self._detector, url, rule)))
         return detection
 
