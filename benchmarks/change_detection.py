@@ -144,6 +144,8 @@ def run_mode(mode: str, pages: list[dict], corpus: Path, processes: int = 1,
     counts: dict[str, dict[str, int]] = {}
     times: list[float] = []
     wrong: list[tuple[str, str, int, int]] = []  # (family, "false"/"missed", page, capture)
+    cpu: list[float] = []  # the detecting thread's CPU time: less of the other jobs' load
+    first: list[int] = []  # positions in ``times`` of each page's first copy
     failed_by_label = {"changed": 0, "unchanged": 0, "first": 0}
     for event, (_, index, position) in enumerate(events):
         if event in restart_at:
@@ -155,9 +157,12 @@ def run_mode(mode: str, pages: list[dict], corpus: Path, processes: int = 1,
         url = f"http://{page['host']}.test/{quote(page['page'].split('#')[0], safe='')}"
         fingerprinter = fingerprinters[draw.randrange(processes)] if processes > 1 else \
             fingerprinters[0]
-        start = time.perf_counter()
+        if position == 0:
+            first.append(len(times))
+        start, start_cpu = time.perf_counter(), time.thread_time()
         detection = fingerprinter.detect(body, url, HEADERS)
         times.append(time.perf_counter() - start)
+        cpu.append(time.thread_time() - start_cpu)
         previous = stored.get(index)
         if detection.fingerprint is None:
             key = "first" if previous is None else (
@@ -187,13 +192,26 @@ def run_mode(mode: str, pages: list[dict], corpus: Path, processes: int = 1,
             else:
                 c["unchanged"] += 1
                 c["false"] += said
+    firsts = set(first)
+    first_times = sorted(times[i] for i in first)
+    first_cpu = sorted(cpu[i] for i in first)
+    revisit_times = sorted(t for i, t in enumerate(times) if i not in firsts)
     times.sort()
+    cpu.sort()
     return {
         "groups": {g: {**c, "false_share": c["false"] / max(1, c["unchanged"]),
                        "missed_share": c["missed"] / max(1, c["changed"])}
                    for g, c in counts.items()},
         "median_ms": statistics.median(times) * 1e3,
         "p99_ms": times[int(0.99 * (len(times) - 1))] * 1e3,
+        "first_copy_median_ms": statistics.median(first_times) * 1e3,
+        "first_copy_p99_ms": first_times[int(0.99 * (len(first_times) - 1))] * 1e3,
+        "revisit_median_ms": statistics.median(revisit_times) * 1e3,
+        "cpu_median_ms": statistics.median(cpu) * 1e3,
+        "cpu_p99_ms": cpu[int(0.99 * (len(cpu) - 1))] * 1e3,
+        "cpu_first_copy_median_ms": statistics.median(first_cpu) * 1e3,
+        "first_copies": len(first_times),
+        "load": os.getloadavg()[0],
         "responses": len(times),
         "not_content": failed_by_label,
         "ignored_changes": ignored + sum(f.stats().get("volatile_ignored", 0)
@@ -286,8 +304,11 @@ def main() -> None:
         print(f"{mode:8s} false {a['false_share']:.3%} of {a['unchanged']} "
               f"(terms/privacy {tp['false_share']:.3%}), missed {a['missed_share']:.3%} of "
               f"{a['changed']} (terms/privacy {tp['missed_share']:.3%}), "
-              f"median {r['median_ms']:.2f} ms p99 {r['p99_ms']:.2f} ms, "
-              f"not content {r['not_content']}", flush=True)
+              f"median {r['median_ms']:.2f} ms p99 {r['p99_ms']:.2f} ms (CPU "
+              f"{r['cpu_median_ms']:.2f} / {r['cpu_p99_ms']:.2f} ms), first copies median "
+              f"{r['first_copy_median_ms']:.2f} ms (CPU {r['cpu_first_copy_median_ms']:.2f}) "
+              f"p99 {r['first_copy_p99_ms']:.2f} ms, revisits median "
+              f"{r['revisit_median_ms']:.2f} ms, not content {r['not_content']}", flush=True)
         print_families(r)
         if mode == "content" and args.explain:
             explain(r["wrong"], pages, corpus, args.explain)
@@ -390,6 +411,17 @@ def section(pages: list[dict], results: dict, shared: dict, hosts: int,
                 f"{content['not_content']['first']} first fetches; "
                 f"copies whose bytes differed but content did not (the `ignored_changes` "
                 f"stat): {content['ignored_changes']}.\n")
+    first_copies = ""
+    if content:
+        first_copies = (f"`content`, one process: first copies of the pages apart "
+                        f"({content['first_copies']}): median "
+                        f"{content['first_copy_median_ms']:.2f} ms, p99 "
+                        f"{content['first_copy_p99_ms']:.2f} ms; revisits median "
+                        f"{content['revisit_median_ms']:.2f} ms; the detecting thread's CPU "
+                        f"time (less of the other jobs' load): median "
+                        f"{content['cpu_median_ms']:.2f} ms, p99 {content['cpu_p99_ms']:.2f} "
+                        f"ms, first copies median {content['cpu_first_copy_median_ms']:.2f} ms "
+                        f"(load {content['load']:.1f}).")
     return f"""## Change detection on real HTML (`benchmarks/change_detection.py`)
 
 Corpus (`benchmarks/make_html_corpus.py`, kept outside the repository): {len(pages)} pages
@@ -409,7 +441,8 @@ one process started afresh N times, evenly over the replay; "memory shared": the
 each page's memory and each host's masks in Redis (`FRONTIER_RATE_SHARED_PAGE_MEMORY`;
 Redis memory a page and a host, `MEMORY USAGE`, in the last column).
 Time: `Fingerprinter.detect` per response on this 2-core machine shared with other
-jobs (load in the JSON).
+jobs (load in the JSON); "median ms" and "p99 ms" over every response, wall clock.
+{first_copies}
 
 {table(["mode", "pages", "unchanged-content revisits called changed",
         "real changes missed", "median ms", "p99 ms", "in Redis: a page / a host"], rows)}
