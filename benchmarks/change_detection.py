@@ -49,6 +49,8 @@ from frontier_rate.store.connection import connect  # noqa: E402
 from frontier_rate.store.namespace import drop  # noqa: E402
 
 MODES = ("raw", "text", "content")
+EMPTY = {"unchanged": 0, "false": 0, "changed": 0, "missed": 0, "numbers_only": 0,
+         "numbers_only_said": 0}
 HEADERS = {"Content-Type": "text/html"}
 TERMS_PRIVACY = ("Terms", "Privacy", "Conditions", "Policy", "Imprint", "Guidelines",
                  "Agreement", "Notice")
@@ -103,7 +105,15 @@ def synthetic_corpus(folder: Path, seed: int = 34) -> None:
     (folder / "manifest.json").write_text(json.dumps({"pages": pages}))
 
 
-def group_of(page: dict) -> str:
+def family_of(page: dict) -> str:
+    """The page's family in the manifest (issue 34's corpus: all legal documents)."""
+    return page.get("family", "legal")
+
+
+def group_of(page: dict) -> str | None:
+    """Terms and privacy pages apart from the other legal documents (None: not legal)."""
+    if family_of(page) != "legal":
+        return None
     return "terms/privacy" if any(w.lower() in page["doc"].lower() for w in
                                   ("terms", "privacy", "conditions", "cgu", "cgv")) else "other legal"
 
@@ -133,6 +143,9 @@ def run_mode(mode: str, pages: list[dict], corpus: Path, processes: int = 1,
     stored: dict[int, str | None] = {}
     counts: dict[str, dict[str, int]] = {}
     times: list[float] = []
+    wrong: list[tuple[str, str, int, int]] = []  # (family, "false"/"missed", page, capture)
+    cpu: list[float] = []  # the detecting thread's CPU time: less of the other jobs' load
+    first: list[int] = []  # positions in ``times`` of each page's first copy
     failed_by_label = {"changed": 0, "unchanged": 0, "first": 0}
     for event, (_, index, position) in enumerate(events):
         if event in restart_at:
@@ -144,9 +157,12 @@ def run_mode(mode: str, pages: list[dict], corpus: Path, processes: int = 1,
         url = f"http://{page['host']}.test/{quote(page['page'].split('#')[0], safe='')}"
         fingerprinter = fingerprinters[draw.randrange(processes)] if processes > 1 else \
             fingerprinters[0]
-        start = time.perf_counter()
+        if position == 0:
+            first.append(len(times))
+        start, start_cpu = time.perf_counter(), time.thread_time()
         detection = fingerprinter.detect(body, url, HEADERS)
         times.append(time.perf_counter() - start)
+        cpu.append(time.thread_time() - start_cpu)
         previous = stored.get(index)
         if detection.fingerprint is None:
             key = "first" if previous is None else (
@@ -156,28 +172,90 @@ def run_mode(mode: str, pages: list[dict], corpus: Path, processes: int = 1,
         else:
             said = previous is not None and detection.fingerprint != previous
             stored[index] = detection.fingerprint
-        if previous is None or capture["changed"] is None or position == 0:
+        if previous is None or position == 0:
             continue
-        for group in ("all", group_of(page), page["collection"]):
-            c = counts.setdefault(group, {"unchanged": 0, "false": 0, "changed": 0, "missed": 0})
+        groups = ("all", f"family {family_of(page)}", group_of(page), page["collection"])
+        if capture["changed"] is None:
+            if capture.get("reason") == "numbers_only":  # left out, but told apart
+                for group in filter(None, groups):
+                    c = counts.setdefault(group, dict(EMPTY))
+                    c["numbers_only"] += 1
+                    c["numbers_only_said"] += said
+            continue
+        if said != capture["changed"]:
+            wrong.append((family_of(page), "false" if said else "missed", index, position))
+        for group in filter(None, groups):
+            c = counts.setdefault(group, dict(EMPTY))
             if capture["changed"]:
                 c["changed"] += 1
                 c["missed"] += not said
             else:
                 c["unchanged"] += 1
                 c["false"] += said
+    firsts = set(first)
+    first_times = sorted(times[i] for i in first)
+    first_cpu = sorted(cpu[i] for i in first)
+    revisit_times = sorted(t for i, t in enumerate(times) if i not in firsts)
     times.sort()
+    cpu.sort()
     return {
         "groups": {g: {**c, "false_share": c["false"] / max(1, c["unchanged"]),
                        "missed_share": c["missed"] / max(1, c["changed"])}
                    for g, c in counts.items()},
         "median_ms": statistics.median(times) * 1e3,
         "p99_ms": times[int(0.99 * (len(times) - 1))] * 1e3,
+        "first_copy_median_ms": statistics.median(first_times) * 1e3,
+        "first_copy_p99_ms": first_times[int(0.99 * (len(first_times) - 1))] * 1e3,
+        "revisit_median_ms": statistics.median(revisit_times) * 1e3,
+        "cpu_median_ms": statistics.median(cpu) * 1e3,
+        "cpu_p99_ms": cpu[int(0.99 * (len(cpu) - 1))] * 1e3,
+        "cpu_first_copy_median_ms": statistics.median(first_cpu) * 1e3,
+        "first_copies": len(first_times),
+        "load": os.getloadavg()[0],
         "responses": len(times),
         "not_content": failed_by_label,
         "ignored_changes": ignored + sum(f.stats().get("volatile_ignored", 0)
                                          for f in fingerprinters),
+        "wrong": wrong,
     }
+
+
+def print_families(result: dict) -> None:
+    """One line a family: false and missed shares, and how the detector called the
+    captures whose text changed only in digits (left out of the scores)."""
+    for group, c in sorted(result["groups"].items()):
+        if group.startswith("family "):
+            print(f"    {group[7:]:16s} false {c['false_share']:7.2%} of {c['unchanged']:5d}, "
+                  f"missed {c['missed_share']:7.2%} of {c['changed']:5d}; digits only: "
+                  f"{c['numbers_only_said']} of {c['numbers_only']} called changed")
+
+
+def explain(wrong: list, pages: list[dict], corpus: Path, limit: int) -> None:
+    """For up to ``limit`` false and missed changes a family, the detector's segments
+    (``crawl/segments.py``) that the capture added and removed against the page's
+    previous capture: which kinds of blocks make an unchanged page "change"."""
+    from collections import Counter
+
+    from frontier_rate.crawl.segments import segments
+
+    shown: Counter = Counter()
+    for family, kind, index, position in wrong:
+        if shown[family, kind] >= limit:
+            continue
+        shown[family, kind] += 1
+        page = pages[index]
+        lists = [segments((corpus / page["captures"][i]["path"]).read_bytes()
+                          .decode("utf-8", "replace")) for i in (position - 1, position)]
+        texts = [Counter(parts) for parts in lists]
+        added, removed = texts[1] - texts[0], texts[0] - texts[1]
+        same = "" if added or removed else (
+            ", same segments in another order" if lists[0] != lists[1] else
+            ", same segments in the same order")
+        print(f"  {family} {kind}: {page['captures'][position]['path']}: "
+              f"+{sum(added.values())} -{sum(removed.values())} segments{same}")
+        for sign, part in (("+", added), ("-", removed)):
+            for text in list(part)[:3]:
+                print(f"      {sign} {text[:110]!r}")
 
 
 def memory_per_key(client, namespace: str, kind: str = "pm") -> float:
@@ -199,6 +277,9 @@ def main() -> None:
     parser.add_argument("--restarts", default="4,40",
                         help="content mode with one process started afresh N times, for "
                              "each N ('' for none; 40: each process sees a page about once)")
+    parser.add_argument("--explain", type=int, default=0,
+                        help="print the segments behind N false and N missed changes a "
+                             "family (the content mode, one process)")
     parser.add_argument("--url", default=os.environ.get("FRONTIER_RATE_REDIS_URL"),
                         help="where the shared runs keep the pages' memories (default: "
                              "$FRONTIER_RATE_REDIS_URL, else the embedded server)")
@@ -223,8 +304,14 @@ def main() -> None:
         print(f"{mode:8s} false {a['false_share']:.3%} of {a['unchanged']} "
               f"(terms/privacy {tp['false_share']:.3%}), missed {a['missed_share']:.3%} of "
               f"{a['changed']} (terms/privacy {tp['missed_share']:.3%}), "
-              f"median {r['median_ms']:.2f} ms p99 {r['p99_ms']:.2f} ms, "
-              f"not content {r['not_content']}", flush=True)
+              f"median {r['median_ms']:.2f} ms p99 {r['p99_ms']:.2f} ms (CPU "
+              f"{r['cpu_median_ms']:.2f} / {r['cpu_p99_ms']:.2f} ms), first copies median "
+              f"{r['first_copy_median_ms']:.2f} ms (CPU {r['cpu_first_copy_median_ms']:.2f}) "
+              f"p99 {r['first_copy_p99_ms']:.2f} ms, revisits median "
+              f"{r['revisit_median_ms']:.2f} ms, not content {r['not_content']}", flush=True)
+        print_families(r)
+        if mode == "content" and args.explain:
+            explain(r["wrong"], pages, corpus, args.explain)
     shared = {}
     counts = [int(k) for k in args.processes.split(",") if k.strip()]
     if any(count < 2 for count in counts):
@@ -255,17 +342,34 @@ def main() -> None:
                   + (f", {r['memory_bytes_per_page']:.0f} bytes a page and "
                      f"{r['memory_bytes_per_host']:.0f} a host in Redis"
                      if pages_memory is not None else ""), flush=True)
+            print_families(r)
     hosts = len({p["host"] for p in pages})
     sizes = sorted(len((corpus / c["path"]).read_bytes()) for p in pages for c in p["captures"][:1])
+    for r in [*results.values(), *shared.values()]:
+        r.pop("wrong", None)
+    families = sorted({family_of(p) for p in pages})
     summary = {"pages": len(pages), "hosts": hosts, "modes": results, "processes": shared,
+               "families": {f: {"pages": sum(family_of(p) == f for p in pages),
+                                "hosts": len({p["host"] for p in pages if family_of(p) == f})}
+                            for f in families},
                "median_first_copy_bytes": statistics.median(sizes), "quick": args.quick}
     if not args.write:
         return
     write_json("change_detection", summary)
+    write_section("change_detection", section(pages, results, shared, hosts, sizes))
+
+
+def cell(c: dict | None) -> str:
+    return "" if c is None else (f"{c['false_share']:.1%} of {c['unchanged']} / "
+                                 f"{c['missed_share']:.1%} of {c['changed']}")
+
+
+def section(pages: list[dict], results: dict, shared: dict, hosts: int,
+            sizes: list[int]) -> str:
+    """The BENCHMARKS.md section: all pages per mode and run, then every family apart."""
     rows = []
     for mode, r in results.items():
-        for group in ("all", "terms/privacy", "other legal", "dating", "genai-eu",
-                      "sante-numerique-france"):
+        for group in ("all", "terms/privacy", "other legal"):
             c = r["groups"].get(group)
             if c is None:
                 continue
@@ -285,6 +389,19 @@ def main() -> None:
                              f"{c['missed_share']:.1%} of {c['changed']}",
                              f"{r['median_ms']:.2f}" if group == "all" else "",
                              f"{r['p99_ms']:.2f}" if group == "all" else "", in_redis])
+    runs = {"1 process": results.get("content"), **shared}
+    runs = {name: r for name, r in runs.items() if r is not None}
+    families = sorted({family_of(p) for p in pages})
+    family_rows = []
+    for family in families:
+        chosen = [p for p in pages if family_of(p) == family]
+        counts = [r["groups"].get(f"family {family}") for r in runs.values()]
+        digits = counts[0] or {}
+        family_rows.append([family, f"{len(chosen)} / {len({p['host'] for p in chosen})}",
+                            *map(cell, counts),
+                            f"{digits.get('numbers_only_said', 0)} of "
+                            f"{digits.get('numbers_only', 0)}"])
+    sources = sorted({(p.get("source") or {}).get("repo", p["collection"]) for p in pages})
     content = results.get("content")
     note = ""
     if content:
@@ -294,29 +411,48 @@ def main() -> None:
                 f"{content['not_content']['first']} first fetches; "
                 f"copies whose bytes differed but content did not (the `ignored_changes` "
                 f"stat): {content['ignored_changes']}.\n")
-    write_section("change_detection", f"""## Change detection on real HTML (`benchmarks/change_detection.py`)
+    first_copies = ""
+    if content:
+        first_copies = (f"`content`, one process: first copies of the pages apart "
+                        f"({content['first_copies']}): median "
+                        f"{content['first_copy_median_ms']:.2f} ms, p99 "
+                        f"{content['first_copy_p99_ms']:.2f} ms; revisits median "
+                        f"{content['revisit_median_ms']:.2f} ms; the detecting thread's CPU "
+                        f"time (less of the other jobs' load): median "
+                        f"{content['cpu_median_ms']:.2f} ms, p99 {content['cpu_p99_ms']:.2f} "
+                        f"ms, first copies median {content['cpu_first_copy_median_ms']:.2f} ms "
+                        f"(load {content['load']:.1f}).")
+    return f"""## Change detection on real HTML (`benchmarks/change_detection.py`)
 
 Corpus (`benchmarks/make_html_corpus.py`, kept outside the repository): {len(pages)} pages
-(episodes of consecutive captures) of {hosts} services' legal documents (terms, privacy,
-trackers and cookie policies, imprints, community guidelines) from three Open Terms
-Archive collections (dating apps, generative-AI services, French e-health services);
-median first copy {statistics.median(sizes) / 1024:.0f} KiB. Labels come from the
-collections' versions repositories (curated extraction, independent of this project):
-a capture whose text version changed is a real change, every other capture (its bytes
-differed from the previous fetch) is an unchanged-content revisit. All captures are
-replayed oldest first through one `Fingerprinter` per mode, as one crawler process;
+(episodes of consecutive real captures) of {hosts} sites in {len(families)} families;
+median first copy {statistics.median(sizes) / 1024:.0f} KiB; sources: {", ".join(sources)}.
+Labels are independent of this project's detector: for legal documents, the Open Terms
+Archive versions repositories (curated extraction: a capture whose text version changed
+is a real change, every other capture, its bytes different from the previous fetch, an
+unchanged-content revisit); for the other families, the visible words html2text renders
+(links and images left out, whitespace and Markdown markers removed) compared with the
+previous capture's; captures whose words differ only in digits (a price or a clock: no
+label tells them apart) are left out and counted in the last column of the family table.
+All captures are replayed oldest first through one `Fingerprinter` per mode, as one crawler process;
 "K processes": K crawler processes on one frontier, each capture fetched by one of them
 (a seeded draw), each with its own masks and memory of the copies it fetched; "N restarts":
 one process started afresh N times, evenly over the replay; "memory shared": the same with
 each page's memory and each host's masks in Redis (`FRONTIER_RATE_SHARED_PAGE_MEMORY`;
 Redis memory a page and a host, `MEMORY USAGE`, in the last column).
 Time: `Fingerprinter.detect` per response on this 2-core machine shared with other
-jobs (load in the JSON).
+jobs (load in the JSON); "median ms" and "p99 ms" over every response, wall clock.
+{first_copies}
 
 {table(["mode", "pages", "unchanged-content revisits called changed",
         "real changes missed", "median ms", "p99 ms", "in Redis: a page / a host"], rows)}
-{note}""")
+{note}
+Every family apart, `content` mode (each cell: unchanged-content revisits called changed /
+real changes missed):
 
+{table(["family", "pages / sites", *[f"`content`, {name}" for name in runs],
+        "digits only, called changed (1 process)"], family_rows)}
+"""
 
 if __name__ == "__main__":
     main()

@@ -1,8 +1,12 @@
-"""Build the labelled real-HTML corpus for ``benchmarks/change_detection.py`` (issue 34).
+"""Build the labelled real-HTML corpus for ``benchmarks/change_detection.py`` (issues 34, 59).
 
-Source: Open Terms Archive collections, read from local git mirrors (the search tool's
-``fetch`` brings them to ``/work/.mirror/OpenTermsArchive+<name>/repo``). Each collection
-is two repositories:
+Two kinds of sources, read from local git mirrors (the search tool's ``fetch`` brings a
+repository to ``/work/.mirror/<owner>+<name>/repo``); each page of the manifest records its
+family, host and source (repository, file, first and last commit), so the corpus is
+rebuilt from the same mirrors by this script alone.
+
+**Legal documents** (family "legal"): Open Terms Archive collections. Each collection is
+two repositories:
 
 - ``<name>-snapshots``: the HTML of each document (terms, privacy policy, imprint,
   trackers policy, community guidelines ... of one service) as fetched, one commit
@@ -35,10 +39,18 @@ after) and one episode of the last ``--window`` captures; overlapping episodes a
 merged. Each episode is one "page" in the benchmark (its first capture is the first
 fetch, each later one a revisit).
 
-Output (outside the repository: the licences of the pages are unknown):
-``OUT/manifest.json`` and ``OUT/<collection>/<service>/<doc>/<n>.html``. Run:
+**Other families** (news/portal, government/data, shop/product, docs/changelog,
+forum/blog, status): "git scraping" repositories that commit a page's HTML whenever a
+scheduled fetch returned other bytes (``benchmarks/_scraped_pages.py``: the sources,
+how a path maps to a host and a family, and the labels: html2text's visible words,
+compared with the previous capture's). Per page, its last ``--window`` captures.
 
-    python benchmarks/make_html_corpus.py --out /work/html-corpus
+Output (outside the repository: the licences of the pages are unknown):
+``OUT/manifest.json`` and ``OUT/<collection>/<site>/<doc>/<n>.html``. Run:
+
+    pip install html2text
+    python benchmarks/make_html_corpus.py --out /work/html-corpus-v2
+    python benchmarks/make_html_corpus.py --legal-only --out /work/html-corpus  # issue 34's
 """
 
 from __future__ import annotations
@@ -47,7 +59,20 @@ import argparse
 import json
 import re
 import subprocess
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks._scraped_pages import (  # noqa: E402
+    SOURCES,
+    blob,
+    choose_pages,
+    labels,
+    mirror,
+    page_captures,
+    visible_words,
+)
 
 COLLECTIONS = ("dating", "genai-eu", "sante-numerique-france")
 SNAPSHOT_REF = re.compile(r"snapshots?\s+(https://\S+/commit/([0-9a-f]{40}))")
@@ -153,16 +178,8 @@ def episodes(n: int, changes: list[int], window: int, per_doc: int) -> list[rang
     return [span for span in merged if len(span) >= 2]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--mirrors", default="/work/.mirror")
-    parser.add_argument("--out", default="/work/html-corpus")
-    parser.add_argument("--window", type=int, default=13)
-    parser.add_argument("--changes", type=int, default=3)
-    parser.add_argument("--quick", action="store_true",
-                        help="only count the labels of the mirrors present; write nothing")
-    args = parser.parse_args()
-    out = Path(args.out)
+def legal_pages(args: argparse.Namespace, out: Path) -> list[dict]:
+    """Episodes of Open Terms Archive documents (family "legal")."""
     pages = []
     for collection in COLLECTIONS:
         base = Path(args.mirrors)
@@ -198,14 +215,90 @@ def main() -> None:
                     items.append({"path": str(path.relative_to(out)), "time": date,
                                   "commit": sha, "changed": label,
                                   "link_only": sha in links})
-                pages.append({"collection": collection, "host": service.lower().replace(" ", "-"),
+                pages.append({"collection": collection, "family": "legal",
+                              "host": service.lower().replace(" ", "-"),
                               "page": f"{service}/{doc}#{number}", "doc": doc,
-                              "kind": "legal", "captures": items})
+                              "kind": "legal", "captures": items,
+                              "source": {"repo": f"OpenTermsArchive/{collection}-snapshots",
+                                         "path": name, "from": items[0]["commit"],
+                                         "to": items[-1]["commit"],
+                                         "labels": f"OpenTermsArchive/{collection}-versions"}})
         print(f"{collection}: {len(docs)} documents, {len(changed)} content versions, "
               f"{len(links)} link-only versions")
+    return pages
+
+
+def scraped_pages(args: argparse.Namespace, out: Path) -> list[dict]:
+    """The last ``--window`` captures of each page of the git-scraping sources."""
+    pages = []
+    for source in SOURCES:
+        repo = mirror(Path(args.mirrors), source.repo)
+        if repo is None:
+            print(f"{source.name}: no mirror of {source.repo} under {args.mirrors} (fetch "
+                  f"it); skipped")
+            continue
+        history = page_captures(source, repo)
+        chosen = choose_pages(source, history)
+        hosts = {source.host(p) for p in chosen}
+        print(f"{source.name}: {len(chosen)} pages of {len(hosts)} hosts from {source.repo}"
+              + (" (--quick: nothing written)" if args.quick else ""), flush=True)
+        if args.quick:
+            continue
+        for path in chosen:
+            caps = history[path][-args.window:]
+            first = len(history[path]) - len(caps)
+            bodies = [blob(repo, sha) for _, _, sha in caps]
+            try:
+                words = [visible_words(body) for body in bodies]
+            except ValueError as error:
+                raise SystemExit(f"{source.repo} {path}: {error}") from error
+            host = source.host(path)
+            doc = re.sub(r"[^A-Za-z0-9._-]+", "-", path.rsplit("/", 1)[-1].removesuffix(".html"))
+            folder = out / source.name / host / doc
+            folder.mkdir(parents=True, exist_ok=True)
+            items = []
+            for number, ((commit, date, _), body, (label, reason)) in enumerate(
+                    zip(caps, bodies, labels(words), strict=True)):
+                file = folder / f"{first + number:05d}.html"
+                file.write_bytes(body)
+                items.append({"path": str(file.relative_to(out)), "time": date,
+                              "commit": commit, "changed": label if number else None,
+                              "reason": reason if number else "first", "link_only": False})
+            family = source.family(path)
+            pages.append({"collection": source.name, "family": family, "host": host,
+                          "page": f"{host}/{doc}#0", "doc": doc, "kind": family,
+                          "captures": items,
+                          "source": {"repo": source.repo, "path": path,
+                                     "from": items[0]["commit"], "to": items[-1]["commit"],
+                                     "labels": "html2text visible words"}})
+    return pages
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--mirrors", default="/work/.mirror")
+    parser.add_argument("--out", default="/work/html-corpus-v2")
+    parser.add_argument("--window", type=int, default=13)
+    parser.add_argument("--changes", type=int, default=3)
+    parser.add_argument("--legal-only", action="store_true",
+                        help="only the Open Terms Archive documents (the corpus of issue 34)")
+    parser.add_argument("--quick", action="store_true",
+                        help="only count the labels of the mirrors present; write nothing")
+    args = parser.parse_args()
+    out = Path(args.out)
+    pages = legal_pages(args, out)
+    if not args.legal_only:
+        pages += scraped_pages(args, out)
     if args.quick or not pages:
         return
     (out / "manifest.json").write_text(json.dumps({"pages": pages}, indent=1))
+    for family in sorted({p["family"] for p in pages}):
+        chosen = [p for p in pages if p["family"] == family]
+        revisits = [c for p in chosen for c in p["captures"][1:]]
+        print(f"{family}: {len(chosen)} pages, {len({p['host'] for p in chosen})} hosts, "
+              f"{sum(c['changed'] is True for c in revisits)} real changes, "
+              f"{sum(c['changed'] is False for c in revisits)} unchanged-content revisits, "
+              f"{sum(c['changed'] is None for c in revisits)} left out")
     revisits = [c for p in pages for c in p["captures"][1:]]
     print(f"{len(pages)} pages, {len({p['host'] for p in pages})} hosts, "
           f"{sum(c['changed'] is True for c in revisits)} real changes, "

@@ -2,7 +2,7 @@
 
     python benchmarks/scrapy_overhead.py [--quick] [--pairs N] [--pages N] [--write] [--url URL]
                                          [--no-scrapy-redis] [--no-lag] [--page-kb K]
-                                         [--inline-detection]
+                                         [--inline-detection] [--real-pages CORPUS]
 
 A ``scrapy bench``-style crawl: a local site on a few 127.0.0.x hosts (threads
 of this process) answers every page at once with a body that links to
@@ -32,6 +32,8 @@ work on the worker, and waiting.
 its own, in blocks as real pages have) instead of the ~1.5 KB page: real pages are ~100x
 larger (the change-detection corpus' median first copy is 179 KiB) and what the content
 detection costs grows with them. Such runs print and write nothing to docs/.
+``--real-pages CORPUS``: the corpus' real first captures of >= 100 KiB (markup, scripts and
+text as fetched), each served with the ``LINKS`` links put in before ``</body>``; prints only.
 
 ``--inline-detection``: ours with ``FRONTIER_RATE_DETECTION_PROCESS = False`` (the content
 detection on the event loop, not in the detection process); prints only, as ``--page-kb``.
@@ -115,13 +117,21 @@ WORDS = ("the service may change these terms at any time and will tell you befor
          "takes effect you may close your account if you do not agree with it").split()
 
 
-def page_body(n: int, hosts: list[str], page_kb: int = 0) -> bytes:
+def page_body(n: int, hosts: list[str], page_kb: int = 0,
+              real: list[bytes] | None = None) -> bytes:
     """Page n links to pages n*LINKS+1 .. n*LINKS+LINKS (a tree: every link is new);
-    ``page_kb``: then paragraphs of page n's own text up to about that many KiB."""
+    ``page_kb``: then paragraphs of page n's own text up to about that many KiB; ``real``
+    (``real_pages``): instead the real capture n modulo their number, the links put in
+    before its ``</body>``."""
     links = "".join(
         f'<li><a href="http://{hosts[k % len(hosts)]}/p/{k}">page {k}</a></li>'
         for k in range(n * LINKS + 1, n * LINKS + LINKS + 1)
     )
+    if real:
+        capture = real[n % len(real)]
+        cut = capture.rfind(b"</body>")
+        cut = len(capture) if cut < 0 else cut
+        return capture[:cut] + f"<ul>{links}</ul>".encode() + capture[cut:]
     text = []
     size = 0
     while size < page_kb * 1024:
@@ -133,10 +143,33 @@ def page_body(n: int, hosts: list[str], page_kb: int = 0) -> bytes:
             f"<p>{'lorem ipsum ' * 20}</p><ul>{links}</ul>{''.join(text)}</body></html>").encode()
 
 
+REAL_MIN_BYTES = 100 * 1024
+"""``--real-pages``: only captures of at least this many bytes are served."""
+
+
+def real_pages(corpus: Path) -> list[bytes]:
+    """The first capture of each page of the change-detection corpus
+    (``benchmarks/make_html_corpus.py``) of at least ``REAL_MIN_BYTES``, in the manifest's
+    order (real pages: their markup, scripts and text as fetched)."""
+    manifest = corpus / "manifest.json"
+    if not manifest.is_file():
+        raise SystemExit(f"--real-pages {corpus}: no manifest.json there "
+                         "(benchmarks/make_html_corpus.py writes the corpus)")
+    found = []
+    for page in json.loads(manifest.read_text())["pages"]:
+        body = (corpus / page["captures"][0]["path"]).read_bytes()
+        if len(body) >= REAL_MIN_BYTES and b"</body>" in body:
+            found.append(body)
+    if not found:
+        raise SystemExit(f"--real-pages {corpus}: no capture of {REAL_MIN_BYTES} bytes or more")
+    return found
+
+
 class Site:
     """One threaded HTTP server per loopback host, all serving the same page tree."""
 
-    def __init__(self, hosts: tuple[str, ...] = HOSTS, page_kb: int = 0) -> None:
+    def __init__(self, hosts: tuple[str, ...] = HOSTS, page_kb: int = 0,
+                 real: list[bytes] | None = None) -> None:
         self.netlocs: list[str] = []
         self._servers: list[ThreadingHTTPServer] = []
         site = self
@@ -150,7 +183,7 @@ class Site:
                 except ValueError:
                     self.send_error(404)
                     return
-                body = page_body(n, site.netlocs, page_kb)
+                body = page_body(n, site.netlocs, page_kb, real)
                 self.send_response(200)
                 self.send_header("Content-Type", "text/html; charset=utf-8")
                 self.send_header("Content-Length", str(len(body)))
@@ -321,7 +354,8 @@ def crawl_main(config_path: str) -> None:
 
         def parse(self, response):  # type: ignore[no-untyped-def]
             self.parsed.append(time.time())
-            for href in response.css("a::attr(href)").getall():
+            # the site's own links (a real capture's other links lead off the loopback site)
+            for href in response.css('a[href^="http://127."]::attr(href)').getall():
                 yield response.follow(href)
 
         def closed(self, reason: str) -> None:
@@ -607,6 +641,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-lag", action="store_true", help="skip the loop-lag crawls")
     parser.add_argument("--page-kb", type=int, default=0,
                         help="pages of about K KiB (default: the ~1.5 KB page); writes nothing")
+    parser.add_argument("--real-pages", type=Path, metavar="CORPUS",
+                        help="serve the real captures of the change-detection corpus of >= 100 "
+                             f"KiB, each with {LINKS} links; writes nothing")
     parser.add_argument("--inline-detection", action="store_true",
                         help="ours with FRONTIER_RATE_DETECTION_PROCESS = False; writes nothing")
     parser.add_argument("--shared-page-memory", action="store_true",
@@ -627,6 +664,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--page-kb must be >= 0, got {args.page_kb}")
 
     from frontier_rate.store.connection import connect, redact_url
+
+    real = real_pages(args.real_pages) if args.real_pages else None
+    if real:
+        print(f"real pages: {len(real)} captures of >= {REAL_MIN_BYTES // 1024} KiB, median "
+              f"{statistics.median(map(len, real)) / 1024:.0f} KiB, {LINKS} links each", flush=True)
 
     schedulers = ["default", "frontier_rate"]
     ours = {"FRONTIER_RATE_DETECTION_PROCESS": False} if args.inline_detection else {}
@@ -655,7 +697,7 @@ def main(argv: list[str] | None = None) -> int:
         runs: list[dict[str, Any]] = []
         load_start = os.getloadavg()[0]
         try:
-            with Site(page_kb=args.page_kb) as site:
+            with Site(page_kb=args.page_kb, real=real) as site:
                 for r in range(pairs):
                     for name in schedulers:
                         url = scrapy_redis_url if name == "scrapy_redis" else redis_url
@@ -713,7 +755,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, b in breakdown.items():
         print(f"ours, Frontier.{name:<13}: {b['ms_per_response']:.2f} ms per response "
               f"({b['ms_per_call']:.2f} ms per call, {b['calls_per_response']:.2f} calls per response)")
-    if (args.quick and not args.write) or args.page_kb or args.inline_detection \
+    if (args.quick and not args.write) or args.page_kb or args.real_pages or args.inline_detection \
             or args.shared_page_memory:
         return 0
     from _report import machine, table, write_json, write_section

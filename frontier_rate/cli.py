@@ -21,6 +21,7 @@ import click
 from tabulate import tabulate
 
 from frontier_rate import testbed as bed
+from frontier_rate.crawl import detection_record
 from frontier_rate.crawl import signal_sources as signals
 from frontier_rate.crawl.idle_reason import lease_end
 from frontier_rate.crawl.signal_sources import hints
@@ -164,6 +165,9 @@ def inspect(url: str, redis_url: str | None, namespace: str | None, as_json: boo
         raise Failure(f"unknown page {url!r} in namespace {frontier.namespace!r}")
     now = time.time()
     record = dict(record)
+    detection = last_detection(frontier, record["url"])
+    if detection is not None:
+        record["last_detection"] = detection if as_json else describe_detection(detection, now)
     if record["status"] == "leased" and record.get("lease_ends") is not None \
             and record["lease_ends"] <= now:  # the crawl holding it stopped: due again
         record["status"] = "due (lease expired)"
@@ -172,6 +176,33 @@ def inspect(url: str, redis_url: str | None, namespace: str | None, as_json: boo
             if record.get(field) is not None:
                 record[field] = f"{record[field]:.3f} ({when(record[field], now)})"
     emit(record, as_json, key_value)
+
+
+def last_detection(frontier: Frontier, url: str) -> dict | None:
+    """The page's last content detection as stored with the pages' detection memories in
+    Redis (crawl/detection_record.py), or None."""
+    return detection_record.decode(frontier.inspector.last_detection(url))
+
+
+def describe_detection(found: dict, now: float) -> str:
+    """One line for ``inspect``'s table: what the page's last detection decided and why."""
+    if found.get("not_content"):
+        said = f"not content ({found['not_content']})"
+    else:
+        said = (f"{found.get('segments')} content segments, "
+                f"{found.get('changed_segments')} changed, "
+                f"{found.get('ignored_segments')} differences ignored")
+    parts = [said, f"host masks hid {found.get('host_masked_segments', 0)} segments "
+                   f"({found.get('host_mask_size', 0)} learned), volatile slots "
+                   f"{found.get('host_slot_segments', 0)}"]
+    if found.get("content_selector"):
+        parts.append(f"selector {found['content_selector']!r}")
+    if found.get("ignore_text_patterns"):
+        parts.append(f"{found['ignore_text_patterns']} ignore-text patterns")
+    at = found.get("at")
+    if isinstance(at, (int, float)):
+        parts.append(when(at, now))
+    return "; ".join(parts)
 
 
 @main.command()

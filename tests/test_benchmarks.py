@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -22,3 +23,69 @@ def test_benchmark_quick_run(script: str, redis_url: str, tmp_path: Path) -> Non
     assert result.stdout.strip(), "a benchmark prints its numbers"
     docs_after = {p: p.stat().st_mtime for p in (ROOT / "docs").rglob("*") if p.is_file()}
     assert docs_after == docs_before, "--quick must not overwrite the committed numbers"
+
+
+def _load(name: str):
+    """A benchmark script as a module (they are scripts, not a package)."""
+    import importlib
+
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    return importlib.import_module(f"benchmarks.{name}")
+
+
+def test_scraped_labels_tell_text_digits_and_flaps_apart() -> None:
+    """The corpus' independent label: same words -> unchanged, other words -> real change,
+    words differing only in digits -> left out, an error page between two equal copies
+    -> left out with the capture after it."""
+    labels = _load("_scraped_pages").labels
+    page = "Opening hours Monday to Friday, the library lends books to members " * 4
+    words = [page, page, page + "price 12", page + "price 13", page + "price 13 new wing",
+             "Error 503", page + "price 13 new wing", page + "price 13 new wing"]
+    assert labels(words) == [(None, "first"), (False, "same_text"), (True, "text"),
+                             (None, "numbers_only"), (True, "text"), (None, "flap"),
+                             (None, "flap"), (False, "same_text")]
+
+
+def test_scraped_corpus_built_from_a_git_scraping_mirror(tmp_path: Path) -> None:
+    """make_html_corpus.py reads a git-scraping repository's history: one page, its
+    captures oldest first, labelled by html2text's words, family and source recorded."""
+    pytest.importorskip("html2text")
+    work = tmp_path / "jpoehls+christian-daily-reporter-archive" / "repo"
+    work.mkdir(parents=True)
+    git = ["git", "-C", str(work), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    news = "<p>Church opens a school in the valley, the mayor says.</p>"
+    copies = [news, news + "<script>var t=1</script>", news + "<p>Storm closes roads.</p>",
+              news + "<p>Storm closes roads.</p><!-- built 2 -->"]
+    for number, body in enumerate(copies):
+        (work / "index.html").write_text(f"<html><body>{body}</body></html>")
+        subprocess.run([*git, "add", "index.html"], check=True)
+        subprocess.run([*git, "commit", "-qm", f"capture {number}",
+                        f"--date=2020-01-0{number + 1}T00:00:00"], check=True)
+    out = tmp_path / "out"
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "make_html_corpus.py"),
+                             "--mirrors", str(tmp_path), "--out", str(out)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (page,) = json.loads((out / "manifest.json").read_text())["pages"]
+    assert page["family"] == "news/portal" and page["host"] == "christiandailyreporter.com"
+    assert page["source"]["repo"] == "jpoehls/christian-daily-reporter-archive"
+    assert [c["changed"] for c in page["captures"]] == [None, False, True, False]
+    assert (out / page["captures"][2]["path"]).read_text().count("Storm") == 1
+
+
+def test_change_detection_reports_every_family_apart(tmp_path: Path) -> None:
+    """change_detection.py scores each family of the manifest apart from the others."""
+    bench = _load("change_detection")
+    bench.synthetic_corpus(tmp_path)
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    for page in manifest["pages"][3:]:
+        page["family"] = "shop/product"
+    pages = manifest["pages"]
+    result = bench.run_mode("raw", pages, tmp_path)
+    legal, shop = result["groups"]["family legal"], result["groups"]["family shop/product"]
+    unchanged = [sum(c["changed"] is False for c in p["captures"][1:]) for p in pages]
+    assert legal["unchanged"] == sum(unchanged[:3]) and shop["unchanged"] == sum(unchanged[3:])
+    assert legal["false"] == legal["unchanged"] and legal["missed"] == 0  # raw bytes
+    assert "terms/privacy" in result["groups"]

@@ -530,3 +530,30 @@ def test_only_segments_with_a_digit_or_an_undated_word_are_masked():
              "A l'instant", "Vor 18 Min", "42"]
     assert stable_segments(parts) == ["<v>", "token <t> here", "plain words abcdefghijklmnop",
                                       "<v>", "<v>", "<n>"]
+
+
+def test_segments_work_out_only_the_pieces_not_seen_before(monkeypatch) -> None:
+    """A revisit's pieces of markup between block tags come from the cache: only the piece
+    that changed is worked out (inline tags, references, white space), and the segments are
+    those of a fresh process, the cache full or not."""
+    worked: list[str] = []
+    pieces_text = segments_module._pieces_text
+
+    def counted(pieces: list[str]) -> list[str]:
+        worked.extend(pieces)
+        return pieces_text(pieces)
+
+    monkeypatch.setattr(segments_module, "_pieces_text", counted)
+    monkeypatch.setattr(segments_module, "_normal", {})
+    rows = "".join(f"<tr><td>Row <b>{i}</b> &amp; its   text</td></tr>" for i in range(40))
+    page = "<html><head><title>T</title></head><body><table>{}</table><p>{}</p></body></html>"
+    first = segments(page.format(rows, "Old <i>text</i> here"))
+    assert len(worked) > 40
+    worked.clear()
+    again = segments(page.format(rows, "New <i>text</i> here"))
+    assert worked == ["New <i>text</i> here"], worked
+    assert again == first[:-1] + ["New text here"]
+    assert again[1:3] == ["Row 0 & its text", "Row 1 & its text"]
+    monkeypatch.setattr(segments_module, "NORMAL_CACHE", 10)  # full: starts afresh
+    assert segments(page.format(rows, "New <i>text</i> here")) == again
+    assert len(segments_module._normal) <= len(again) + 10

@@ -215,3 +215,37 @@ def test_hint_refuses_bad_input_and_writes_nothing(fetched: Frontier, redis_url:
     unknown = cli("hint", "--redis", redis_url, "--namespace", "no-such-namespace-here",
                   stdin="http://p.example/1\n")
     assert unknown.returncode == 2 and "no-such-namespace-here" in unknown.stderr
+
+
+def test_inspect_shows_the_last_detection_kept_in_redis(filled: Frontier, redis_url: str,
+                                                         namespace: str) -> None:
+    """With the pages' detection memories in Redis, ``inspect`` shows the page's last
+    detection: segments changed and ignored, what the host's masks hid, the selector."""
+    from frontier_rate.crawl.content_rules import ContentRule
+    from frontier_rate.crawl.fingerprint import Fingerprinter
+    from frontier_rate.crawl.shared_pages import SharedPages
+
+    fingerprinter = Fingerprinter("content")
+    fingerprinter.share(SharedPages(filled.client, namespace, filled.shards, 3600.0))
+    headers = {"Content-Type": "text/html"}
+    rule = ContentRule("main", ("Updated .*",))
+    menu = "".join(f"<li>Menu item {i}</li>" for i in range(5))
+    for n, edit in enumerate(("first clause", "first clause", "a new clause")):
+        for path in ("1", "2"):  # two pages of the host: the menu is its boilerplate
+            body = (f"<html><head><title>Terms</title></head><body><ul>{menu}</ul><main>"
+                    f"<p>The terms of page {path}, which the user accepts by using the "
+                    f"service: {edit}.</p><p>Updated {n} times</p>"
+                    f"<ul>{menu}</ul></main></body></html>").encode()
+            fingerprinter.detect(body, f"http://a.example/{path}", headers, rule=rule)
+    record = run_json("inspect", "http://a.example/1", "--redis", redis_url,
+                      "--namespace", namespace)
+    found = record["last_detection"]
+    assert found["changed_segments"] == 2, found  # the clause went, its edit came
+    assert found["content_selector"] == "main" and found["ignore_text_patterns"] == 1
+    assert found["host_masked_segments"] == 5 and found["host_mask_size"] >= 5, found
+    assert found["not_content"] is None and found["segments"] >= 1
+    table = cli("inspect", "http://a.example/1", "--redis", redis_url, "--namespace", namespace)
+    assert "2 changed" in table.stdout and "selector 'main'" in table.stdout, table.stdout
+    # a page never detected with the memory shared has none
+    other = run_json("inspect", "http://b.example/1", "--redis", redis_url, "--namespace", namespace)
+    assert "last_detection" not in other

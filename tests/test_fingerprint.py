@@ -146,3 +146,24 @@ def test_scrapy_headers_are_understood() -> None:
     headers = Headers({"Content-Type": "text/html; charset=latin-1", "ETag": '"abc"'})
     assert header_value(headers, "etag") == '"abc"'
     assert content_charset(headers, b"") == "latin-1"
+
+
+def test_a_detection_record_is_bounded_whatever_the_selector() -> None:
+    """The record ``inspect`` shows (kept in Redis per page) stays small: a long selector,
+    and the reason naming it, are cut."""
+    from frontier_rate.crawl.content_rules import ContentRule
+    from frontier_rate.crawl.detection_record import MAX_SELECTOR, decode, encode, explain
+
+    fingerprinter = Fingerprinter("content")
+    rule = ContentRule("div.x" + " > div.y" * 200)
+    body = b"<html><body><p>Some text of the page, long enough to be content.</p></body></html>"
+    found = fingerprinter.detect(body, "http://a.example/", {"Content-Type": "text/html"},
+                                 rule=rule)
+    assert found.fingerprint is None and "matched nothing" in found.reason
+    data = encode(explain(found, fingerprinter._detector, "http://a.example/", rule))
+    assert len(data) < 400
+    record = decode(data)
+    assert record["content_selector"].startswith("div.x > div.y")
+    assert len(record["content_selector"]) == MAX_SELECTOR
+    assert len(record["not_content"]) == MAX_SELECTOR
+    assert decode(b"not json") is None and decode(b"[1]") is None and decode(None) is None

@@ -1,7 +1,8 @@
 """Content detection in a child process, off the crawler's event loop (issue 36).
 
 ``Fingerprinter.detect`` in ``"content"`` mode is regular-expression work in Python:
-~0.2 ms for a 1.5 KB page, 10-15 ms for a text-heavy first copy of 100 KiB. On the
+~0.2 ms for a 1.5 KB page; on the real-HTML corpus (median first copy ~180 KiB) a median of
+~1.8 ms of CPU per response and ~2.4 ms per first copy (docs/CHANGE_DETECTION.md). On the
 event loop that is time the crawl neither fetches nor parses. ``DetectionProcess`` runs
 one ``Fingerprinter`` in one child process, ``python -m
 frontier_rate.crawl.detection_worker``, started at the first answer. The event loop

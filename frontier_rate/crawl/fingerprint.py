@@ -46,6 +46,7 @@ from typing import Any
 
 from frontier_rate.crawl.change_detection import ContentDetector, Detection, PageStore, is_html
 from frontier_rate.crawl.content_rules import ContentRule, select
+from frontier_rate.crawl.detection_record import encode, explain
 from frontier_rate.engine.validation import MAX_VALIDATOR_LENGTH
 
 __all__ = [
@@ -321,11 +322,24 @@ class Fingerprinter:
                 text = select(text, rule.select)
                 if text is None:
                     self._detector.not_content += 1
-                    return Detection(None, f"content selector {rule.select!r} matched nothing")
+                    return self._noted(Detection(
+                        None, f"content selector {rule.select!r} matched nothing"), url, rule)
         else:
             for byte_pattern in self._byte_patterns:
                 head = byte_pattern.sub(b"", head)
-        return self._detector.detect(text, head, url, content_type, suffix, rule)
+        return self._noted(self._detector.detect(text, head, url, content_type, suffix, rule),
+                           url, rule)
+
+    def _noted(self, detection: Detection, url: str, rule: ContentRule | None) -> Detection:
+        """``detection``, its record written beside the page's shared memory, if shared
+        (``detection_record``: what ``frontier-rate inspect`` shows); not for the same bytes
+        as the page's last copy (nothing was parsed: its record stands, and that answer
+        costs no write)."""
+        shared = self._detector.shared if self._detector is not None else None
+        note = getattr(shared, "note", None)
+        if note is not None and detection.segments != -1:
+            note(url, encode(explain(detection, self._detector, url, rule)))
+        return detection
 
     def _detect_text(self, body: bytes, headers: Any, rule: ContentRule, truncated: bool,
                      full_length: int | None) -> Detection:

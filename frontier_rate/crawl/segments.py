@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 import re
 import zlib
+from itertools import compress
 
 
 def alternation(names: list[str]) -> str:
@@ -45,7 +46,7 @@ _BLOCK_TAGS = (
 # Both spellings instead of re.I: the case-insensitive alternation took twice as long.
 _BLOCK = re.compile(r"</?" + alternation(_BLOCK_TAGS + [tag.upper() for tag in _BLOCK_TAGS])
                     + r"\b" + _ATTRIBUTES + r">")
-_TAG = re.compile(r"<[A-Za-z/!?]" + _ATTRIBUTES + ">")
+_TAG = re.compile(r"<[A-Za-z/!?][^<>\x00]*>")  # never across a cut (NUL)
 _SPACE = re.compile(r"\s+")
 
 _MONTHS = (
@@ -136,10 +137,11 @@ def is_html(body: bytes, content_type: str | None) -> bool:
     return bool(_HTML_SNIFF.match(body[:512]))
 
 
-def _drop_hidden(markup: str) -> str:
-    """``markup`` without comments and the elements that show no text (``_DROPPED``):
-    each is cut from its start tag to its end tag (or to the end of the document when
-    unclosed). Linear: every search starts where the previous one ended."""
+def _shown(markup: str) -> list[str]:
+    """The parts of ``markup`` between comments and the elements that show no text
+    (``_DROPPED``), each of which is cut from its start tag to its end tag (or to the end of
+    the document when unclosed), and is a cut in the text. Linear: every search starts where
+    the previous one ended."""
     pieces = []
     position = 0
     while True:
@@ -154,25 +156,58 @@ def _drop_hidden(markup: str) -> str:
         else:
             closing = _DROP_END[name.lower()].search(markup, found.end())
             position = len(markup) if closing is None else closing.end()
-        pieces.append("\x00")
     pieces.append(markup[position:])
-    return "".join(pieces)
+    return pieces
+
+
+NORMAL_CACHE = 100_000
+"""Pieces of a document between two block tags whose text is remembered (most of a page's
+repeat from fetch to fetch); the cache starts afresh when full."""
+_normal: dict[int, str] = {}
 
 
 def segments(markup: str) -> list[str]:
     """The visible text of ``markup`` cut at block-level elements, whitespace collapsed,
-    empty segments dropped (volatile fragments still in)."""
+    empty segments dropped (volatile fragments still in).
+
+    The document is cut at its hidden elements and its block tags in C (a split of each
+    part between hidden elements at its block tags: no copy of the document); each piece's
+    text (its inline tags removed, character references decoded, white space collapsed) is
+    then read from a bounded cache keyed by the piece's hash, and worked out only for the
+    pieces not seen before: a revisit's Python work is a few C-level passes over its
+    pieces, not over its text."""
     title = _TITLE.search(markup)
-    text = _drop_hidden(markup.replace("\x00", " ") if "\x00" in markup else markup)
-    text = _BLOCK.sub("\x00", text)
-    text = _TAG.sub(" ", text)
-    if "&" in text:
-        text = html.unescape(text)
-    found = [" ".join(part.split()) for part in text.split("\x00")
-             if part and not part.isspace()]
+    pieces: list[str] = []
+    cut = _BLOCK.split
+    for shown in _shown(markup.replace("\x00", " ") if "\x00" in markup else markup):
+        pieces.extend(cut(shown))
+    keys = list(map(hash, pieces))
+    cache = _normal
+    found = list(map(cache.get, keys))
+    if None in found:
+        if len(cache) + len(keys) > NORMAL_CACHE:
+            cache.clear()
+        missing = list(compress(range(len(found)), map(_is_none, found)))
+        texts = _pieces_text([pieces[i] for i in missing])
+        for i, piece_text in zip(missing, texts, strict=True):
+            found[i] = cache[keys[i]] = piece_text
     if title is not None:
         found.insert(0, " ".join(html.unescape(title.group(1)).split()))
-    return [part for part in found if part]
+    return list(filter(None, found))
+
+
+def _pieces_text(pieces: list[str]) -> list[str]:
+    """The visible text of each piece of markup between two block tags, white space
+    collapsed ("" for none): inline tags and character references in one pass over the
+    pieces joined (no piece holds a NUL: they were cut there)."""
+    text = _TAG.sub(" ", "\x00".join(pieces))
+    if "&" in text:
+        text = html.unescape(text)
+    return [" ".join(part.split()) for part in text.split("\x00")]
+
+
+def _is_none(value: object) -> bool:
+    return value is None
 
 
 def stable_segments(parts: list[str]) -> list[str]:

@@ -156,6 +156,16 @@ class SharedPages:
         pipe.pexpire(page_key, self._ttl_ms)
         self._write_mask(pipe, mask_key, host)
 
+    def note(self, url: str, record: bytes) -> None:
+        """Store ``record`` as the page's last detection (crawl/detection_record.py, what
+        ``inspect`` shows), expiring as its memory does."""
+        try:
+            host = parse_url(url)
+        except ValueError:
+            host = ""
+        key = self._keys.last_detection(shard_of(host, self._keys.shards), page_id(url))
+        self._call(self._client.set, key, record, px=self._ttl_ms)
+
     def _fold(self, url: str, key: str, host: HostMask, head: bytes, tail: bytes) -> None:
         """Mask in ``host`` the hashes of the log read from its offset (``tail``); the log's
         header (``head``) says whether it was written afresh since (then it is read whole)."""

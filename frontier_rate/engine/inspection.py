@@ -86,6 +86,14 @@ class Inspector:
             record["lease_ends"] = None if end is None else self.session.local(end / 1e6)
         return record
 
+    def last_detection(self, url: str) -> bytes | None:
+        """The stored record of the page's last content detection (crawl/detection_record.py
+        reads it), or None: kept only with the pages' detection memories in Redis."""
+        host = parse_url(url)
+        shard = self.calls.of(host)
+        with self.session.errors("page"):
+            return self.session.client.get(self.session.keys.last_detection(shard, page_id(url)))
+
     def _read_page(self, shard: int, host: str, pid: bytes) -> list:
         """(state, extras, due, quarantine record, pattern) of a page, read again if a
         bucket split moved it in between."""

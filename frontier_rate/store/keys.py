@@ -63,6 +63,10 @@ key                                   type   content
                                              host's boilerplate, a log of 16-byte events
                                              (with the setting above; crawl/host_mask.py),
                                              expiring
+``fr:{ns:s}:ld:<page id>``            str    the page's last detection, a JSON object of
+                                             counts and the rule applied (< 400 bytes, with
+                                             the setting above; ``inspect`` shows it;
+                                             crawl/detection_record.py), expiring
 ====================================  =====  ==============================================
 
 A page id is the first 8 bytes of BLAKE2b(URL). Pages live in bucketed small
@@ -264,6 +268,10 @@ class Keys:
     def page_memory(self, shard: int, pid: bytes) -> str:
         """str: one page's detection memory (crawl/shared_pages.py), expiring."""
         return f"{self.prefix(shard)}pm:{pid.hex()}"
+
+    def last_detection(self, shard: int, pid: bytes) -> str:
+        """str: one page's last detection (crawl/detection_record.py), expiring."""
+        return f"{self.prefix(shard)}ld:{pid.hex()}"
 
     def host_mask(self, shard: int, host: str) -> str:
         """str: one host's learned boilerplate as a log of events (crawl/host_mask.py),

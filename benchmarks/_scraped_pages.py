@@ -1,0 +1,199 @@
+"""Real HTML captures over time from "git scraping" repositories, labelled by their visible text.
+
+A git-scraping repository commits a page's HTML each time a scheduled fetch returned other
+bytes than the last one, so the commits touching one file are that page's captures, each
+different in bytes from the one before. Which of them changed in content is decided here
+by an extractor that shares nothing with this project's detector: ``html2text`` (the
+page as Markdown, links and images left out), whitespace and Markdown markers removed. A
+capture whose words equal the previous capture's is an **unchanged-content revisit**;
+one whose words differ is a **real change**; one whose words differ only in digits is
+labelled ``None`` (reason ``numbers_only``: a price or a stock count, or a clock or a
+comment count; no label can tell them apart without knowing the page) and left out of
+the scores; so are the two captures of a flap A -> B -> A where B is less than half of
+A's text (an error page or an empty shell between two copies of the page).
+
+Used by ``benchmarks/make_html_corpus.py``; each source names its repository (read from
+the ``fetch`` tool's mirror), which files are pages, each page's host and family.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+FAMILIES = ("news/portal", "government/data", "shop/product", "docs/changelog",
+            "forum/blog", "status", "legal")
+LEGAL_WORDS = re.compile(r"impressum|datenschutz|privacy|terms|agb|nutzungsbedingungen|cookie",
+                         re.I)
+
+
+def _reversed_host(path: str) -> str:
+    """``de/netcup/vserver.html`` and ``sites/de-netcup-vserver.html`` -> ``netcup.de``."""
+    parts = path.removesuffix(".html").split("/")
+    if parts[0] == "sites":
+        parts = parts[1].split("-")
+    host = f"{parts[1]}.{parts[0]}"
+    return {"rain.de": "rain-brainz.de"}.get(host, host)  # a dash in the flat form
+
+
+# website-stalker-example's pages, by words of their file name (first match wins)
+STALKER_FAMILIES = (
+    ("availability-and-shipping-status", "status"),
+    ("newsroom|apple-events|wdrmaus|netcup-news", "news/portal"),
+    ("wiki|docs|releases|telegram|debian|gnome|conventionalcommits|raspberrypi|archriscv"
+     "|teamspeak|hetzner", "docs/changelog"),
+    ("netcup|pine64-product|pine64/product|apple|cirrus7", "shop/product"),
+    ("edjopato|blinry|rain-brainz|konkludenz|ccc", "forum/blog"),
+)
+
+
+def _stalker_family(path: str) -> str | None:
+    flat = path.replace("/", "-")
+    for words, family in STALKER_FAMILIES:
+        if re.search(words, flat):
+            return family
+    return None
+
+
+@dataclass(frozen=True)
+class Source:
+    """One repository: ``pattern`` matches the paths of its pages; ``host`` and ``family``
+    map a path to the page's site and family (``None``: not a page of the corpus);
+    ``per_host``: at most that many pages of one host and family (those with the most
+    captures);
+    ``one_page``: all files the pattern matches are captures of one page, the folder (a
+    scraper that names each capture's file by the day its data are of)."""
+
+    name: str
+    repo: str
+    pattern: str
+    host: Callable[[str], str]
+    family: Callable[[str], str | None]
+    per_host: int = 100
+    one_page: bool = False
+    notes: str = field(default="", compare=False)
+
+
+def _frontpage_family(path: str) -> str:
+    return "legal" if LEGAL_WORDS.search(path.rsplit("/", 1)[-1]) else "news/portal"
+
+
+SOURCES = (
+    Source("frontpage-archive", "defgsus/frontpage-archive",
+           r"^docs/snapshots/[^/]+/[^/]+\.html$", lambda p: p.split("/")[2], _frontpage_family,
+           per_host=4, notes="German news and portal home and section pages, monthly"),
+    Source("christian-daily-reporter", "jpoehls/christian-daily-reporter-archive",
+           r"^index\.html$", lambda p: "christiandailyreporter.com", lambda p: "news/portal",
+           notes="a news home page, captured when its owner ran the scraper"),
+    Source("website-stalker", "EdJoPaTo/website-stalker-example",
+           r"^(sites/[a-z0-9]+-[^/]+|[a-z]+/[^/]+/.+)\.html$", _reversed_host, _stalker_family,
+           per_host=8, notes="shop, docs, blog, news and status pages; website-stalker keeps "
+                             "the HTML its editors made (a CSS selection, prettified)"),
+    Source("caltech-library", "caltechlibrary/overtime",
+           r"^content/(pages|posts)/[^/]+\.html$", lambda p: "library.caltech.edu",
+           lambda p: "docs/changelog" if "/pages/" in p else "forum/blog", per_host=25,
+           notes="a library's guide pages and blog posts (the body of each, as its API "
+                 "serves it)"),
+    Source("neos-website", "Wazbat/neos-website-archive",
+           r"^neos-local/neos\.com/[^/]+\.html$", lambda p: "neos.com",
+           lambda p: "shop/product", notes="a product's home and features pages, every 3 h"),
+    Source("michigan-covid", "MJHutchinson/michigan-covid-data",
+           r"^website-snapshots/\d\d-\d\d-\d{4}\.html$", lambda p: "michigan.gov",
+           lambda p: "government/data", one_page=True,
+           notes="a state government's data page, its file named by its data's day"),
+)
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-c", "core.quotepath=off", f"--git-dir={repo}", *args],
+                          check=True, capture_output=True, text=True).stdout
+
+
+def blob(repo: Path, sha: str) -> bytes:
+    return subprocess.run(["git", f"--git-dir={repo}", "cat-file", "blob", sha], check=True,
+                          capture_output=True).stdout
+
+
+def mirror(mirrors: Path, repo: str) -> Path | None:
+    """The git directory the ``fetch`` tool made for ``owner/name``, if any."""
+    base = mirrors / repo.replace("/", "+") / "repo"
+    for candidate in (base / ".git", base):
+        if (candidate / "HEAD").is_file():
+            return candidate
+    return None
+
+
+def page_captures(source: Source, repo: Path) -> dict[str, list[tuple[str, str, str]]]:
+    """Per page path: [(commit, date, blob)] oldest first, one capture a commit that added
+    or modified the page's file (``one_page``: any file of the folder)."""
+    pattern = re.compile(source.pattern)
+    log = git(repo, "log", "--reverse", "--no-renames", "--format=%x00%H%x01%aI", "--raw",
+              "--no-abbrev")
+    pages: dict[str, list[tuple[str, str, str]]] = {}
+    for entry in log.split("\x00")[1:]:
+        head, _, raw = entry.partition("\n")
+        commit, date = head.split("\x01")
+        for line in raw.splitlines():
+            if not line.startswith(":"):
+                continue
+            meta, path = line.split("\t", 1)
+            fields = meta.split()
+            if fields[4] not in ("A", "M") or not pattern.search(path):
+                continue
+            page = path.rsplit("/", 1)[0] if source.one_page else path
+            pages.setdefault(page, []).append((commit, date, fields[3]))
+    return pages
+
+
+def choose_pages(source: Source, pages: dict[str, list]) -> list[str]:
+    """The pages of the corpus: those with a family and at least 3 captures, at most
+    ``per_host`` a host and family (most captures first, then by path: fixed, label-independent)."""
+    by_host: dict[tuple[str, str], list[str]] = {}
+    for path, caps in pages.items():
+        family = source.family(path)
+        if family is not None and len(caps) >= 3:
+            by_host.setdefault((source.host(path), family), []).append(path)
+    chosen = []
+    for paths in by_host.values():
+        paths.sort(key=lambda p: (-len(pages[p]), p))
+        chosen += paths[:source.per_host]
+    return sorted(chosen)
+
+
+_MARKUP = re.compile(r"[#*_>`|\\\-]+")
+
+
+def visible_words(body: bytes) -> str:
+    """The page's words as html2text renders them (links and images left out), without
+    Markdown markers and whitespace: the independent label's view of a capture."""
+    import html2text  # only the corpus builder needs it (pip install html2text)
+
+    converter = html2text.HTML2Text()
+    converter.ignore_links = converter.ignore_images = converter.ignore_emphasis = True
+    converter.body_width = 0
+    try:
+        text = converter.handle(body.decode("utf-8", "replace"))
+    except Exception as error:  # a page html2text cannot read is no page of the corpus
+        raise ValueError(f"html2text could not read the capture: {error}") from error
+    return " ".join(_MARKUP.sub(" ", text).split())
+
+
+def labels(words: list[str]) -> list[tuple[bool | None, str]]:
+    """Per capture (the first has no previous one: ``None``, "first"): real change, or
+    unchanged, or left out, with the reason."""
+    out: list[tuple[bool | None, str]] = [(None, "first")]
+    for before, after in zip(words, words[1:], strict=False):
+        if before == after:
+            out.append((False, "same_text"))
+        elif re.sub(r"\d+", "0", before) == re.sub(r"\d+", "0", after):
+            out.append((None, "numbers_only"))
+        else:
+            out.append((True, "text"))
+    for i in range(1, len(words) - 1):
+        if words[i - 1] == words[i + 1] != words[i] and len(words[i]) < len(words[i - 1]) / 2:
+            out[i] = (None, "flap")
+            out[i + 1] = (None, "flap")
+    return out
