@@ -386,7 +386,7 @@ def markdown(rows: list[dict], pop: dict, written_on: str | None = None) -> str:
               + ", ".join(f"{v[1]:.2f} at {b:g}" for b, v in BEFORE.items()) + ".",
               "",
               f"The population's change rates, fitted as a gamma law with the pages that never changed "
-              f"counted (`frontier_rate.math.population.fit_gamma` on each page's changes in the window): "
+              f"counted (`frontier_rate.testing.population.fit_gamma` on each page's changes in the window): "
               f"shape {pop['gamma_alpha']:.3f}, mean {pop['gamma_mean_per_day']:.3f} changes/day, "
               f"E[log rate] = log({math.exp(pop['gamma_log_rate_mean_per_day']):.2g}/day), sd of log rate "
               f"{pop['gamma_log_rate_sd']:.1f}: a median page changes far less than once in the window, "
