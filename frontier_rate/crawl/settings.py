@@ -316,7 +316,7 @@ def adapter_settings(get: Callable[[str], Any]) -> AdapterSettings:
         strip_patterns=patterns,
         max_body=max_body,
         detection_process=flag_setting(get, "FRONTIER_RATE_DETECTION_PROCESS", True),
-        shared_page_memory=flag_setting(get, "FRONTIER_RATE_SHARED_PAGE_MEMORY", False),
+        shared_page_memory=flag_setting(get, "FRONTIER_RATE_SHARED_PAGE_MEMORY", True),
         conditional=flag_setting(get, "FRONTIER_RATE_CONDITIONAL", True),
         batch=batch,
         close_after=seconds,
