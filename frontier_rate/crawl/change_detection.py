@@ -365,10 +365,10 @@ class ContentDetector:
                 self.not_content += 1
                 return Detection(None, reason)
         hashes = self._stable_hashes(parts)
-        if host.pending:  # masks other processes learned, of segments first seen now
-            host.resolve(hashes)
         if memory is not None and memory.sketch is not None:  # read from Redis: page_memory
             memory.restore(hashes, host.seen)
+        if host.pending:  # masks other processes learned, of segments not seen here yet
+            host.resolve(hashes, memory.hashes if memory is not None else ())
         hash_set = set(hashes)
         before = set(memory.hashes) if memory is not None else set()
         if memory is not None and memory.rejected == 0 and len(memory.hashes) >= MIN_OVERLAP_SEGMENTS:

@@ -21,9 +21,9 @@ processes appended before it compares a copy of one of the host's pages:
 - only masks are shared, not which page each segment was first seen on: that would cost
   ~16 bytes for every segment of every page for 0.1 point fewer false changes
   (docs/CHANGE_DETECTION.md);
-- when the log holds more than ``COMPACT_AFTER`` words (and twice the reader's masks), the
+- when the log holds more than ``COMPACT_AFTER`` words (and 1.5x the reader's masks), the
   next writer replaces it with its own masks under a new generation, and a reader that
-  finds another generation reads it again from its start: a log stays under ~16 KiB.
+  finds another generation reads it again from its start: a log stays under ~13 KiB.
   Masks another process appended during that replacement are lost: a segment it had just
   masked is learned again. A log of the earlier 8-byte layout (``OLD_MAGIC``) is replaced
   the same way, its masks re-learned.
@@ -47,10 +47,14 @@ HEADER = struct.Struct("<8sQ")
 MAGIC = b"frhmask2"
 OLD_MAGIC = b"frhmask1"
 """The magic of the earlier layout (8-byte hashes, a zero word before a spread mask)."""
-COMPACT_AFTER = 2048
-"""Words in a host's log after which the next writer replaces it with its own masks (4 bytes
-a word: a host's log stays under ~16 KiB)."""
+COMPACT_AFTER = 256
+"""Words in a host's log (and half as many again as the reader's masks) after which the next
+writer replaces it with its own masks: a log holds each mask about once (processes append
+the masks each learns, the same ones too), under ~13 KiB for a host of 2,048 masks."""
 WORD = 4
+PARTIAL = 0xFFFFFF
+"""The low bits of a hash known only by its top 40 (all zero: a whole hash's Adler-32 low
+bits are zero one time in 2^24)."""
 SPREAD_FLAG = 1 << 31
 """In a log word: the mask was learned from the segment's spread (``SPREAD_MARK``)."""
 PENDING_LIMIT = 4096
@@ -173,7 +177,11 @@ class HostMask:
         self._bound_events()
 
     def mask(self, h: int) -> None:
-        """Mask ``h`` on this host (learned by a rule other than its spread)."""
+        """Mask ``h`` on this host (learned by a rule other than its spread). A segment known
+        only by its top 40 bits (``PARTIAL``: removed from a copy another process fetched)
+        waits by its tag until a copy shows it (``resolve``)."""
+        if not h & PARTIAL:
+            self.pending[tag(h)] = tag(h)
         if self.events is not None and h not in self.masked:
             self.events.append(h)
             self._bound_events()
@@ -203,13 +211,17 @@ class HostMask:
         while len(self.seen) > self.limit:
             self._forget_oldest()
 
-    def resolve(self, hashes: Iterable[int]) -> None:
-        """Fold the pending masks of the segments of a copy about to be compared."""
+    def resolve(self, hashes: Iterable[int], last: Iterable[int] = ()) -> None:
+        """Fold the pending masks of the segments of a copy about to be compared, and of
+        those of the page's last copy known only by their top 40 bits (``last``)."""
         pending = self.pending
         for h in hashes:
             word = pending.pop(tag(h), None)
             if word is not None:
                 self._fold_one(h, word)
+        for h in last:
+            if not h & PARTIAL and tag(h) in pending:
+                self._fold_one(h, pending[tag(h)])
 
     def _fold_one(self, h: int, word: int) -> None:
         events, self.events = self.events, None
@@ -293,8 +305,10 @@ def host_of(url: str) -> str:
 
 
 def tag(h: int) -> int:
-    """A segment's 31-bit tag in a shared log (never 0)."""
-    return (((h * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF) >> 33) or 1
+    """A segment's 31-bit tag in a shared log (never 0), of its top 40 bits: those a page's
+    shared memory keeps of a removed segment (``crawl/page_memory.py``), so a segment known
+    only by them has its tag."""
+    return ((((h >> 24) * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF) >> 33) or 1
 
 
 def words_of(events: Iterable[int]) -> list[int]:

@@ -128,8 +128,9 @@ def _match_gone(gone: array, hashes: Sequence[int]) -> array:
 
 
 def tag(h: int) -> int:
-    """A gone short segment's 16-bit tag (never 0)."""
-    return (((h * _MIX) & _M64) >> 48) or 1
+    """A gone short segment's 16-bit tag (never 0), of its top 40 bits (all a removed
+    segment not seen elsewhere is known by)."""
+    return ((((h >> 24) * _MIX) & _M64) >> 48) or 1
 
 
 def _add(cells: list[list[int]], key: int, sign: int) -> None:
@@ -191,7 +192,10 @@ def sketch_of(hashes: Sequence[int]) -> bytes:
 
 def pack(memory: PageMemory) -> bytes:
     """``memory`` as one string (``HEADER``, the cells, the gone tags): ~100 bytes."""
-    fingerprint = bytes.fromhex(memory.fingerprint)
+    try:
+        fingerprint = bytes.fromhex(memory.fingerprint)
+    except ValueError:
+        fingerprint = b""
     if len(fingerprint) != 8:
         raise ValueError(f"fingerprint {memory.fingerprint!r} is not 16 hex digits")
     sketch = memory.sketch if memory.sketch is not None else sketch_of(memory.hashes)

@@ -166,7 +166,8 @@ class SharedPages:
             return
         host.offset += len(tail)
         host.fold(words)
-        if host.offset > HEADER.size + WORD * max(COMPACT_AFTER, 2 * len(host.masked)):
+        held = len(host.masked) + len(host.pending)
+        if host.offset > HEADER.size + WORD * max(COMPACT_AFTER, 3 * held // 2):
             host.compact = True  # (a log no shorter than the masks it would be replaced by)
 
     def _write(self, url: str, memory: bytes | None, host: HostMask | None) -> None:
