@@ -19,7 +19,6 @@ import redis
 
 from frontier_rate.crawl.detection_worker import READY, frame, read_line
 from frontier_rate.crawl.fingerprint import Fingerprinter
-from frontier_rate.crawl.page_memory import unpack
 from frontier_rate.crawl.shared_pages import SharedPages
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -219,7 +218,7 @@ def test_a_process_told_to_share_keeps_every_pages_memory_in_redis(tmp_path, red
     pages = SharedPages(client, namespace, 4, 3600.0)
     last = {url: fingerprint for (url, _), (fingerprint, *_) in
             zip(answers, report["expected"], strict=True) if fingerprint is not None}
-    assert {url: unpack(client.get(pages.key(url))).fingerprint for url in last} == last
+    assert {url: pages.load(url).fingerprint for url in last} == last
     assert "detection process stopped" not in log
 
 

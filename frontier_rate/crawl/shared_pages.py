@@ -253,9 +253,9 @@ def use_page_memory(shared: bool, client: Any, fingerprinter: Any,
             logger.info("frontier-rate: pages fetched before this process started are "
                         "compared without their last copy the first time it fetches each "
                         "(a change is then more likely to be called): "
-                        "FRONTIER_RATE_SHARED_PAGE_MEMORY = True, the default, keeps each "
-                        "page's last copy and each host's learned masks in Redis for every "
-                        "process (~300 bytes a page; docs/CHANGE_DETECTION.md)")
+                        "FRONTIER_RATE_SHARED_PAGE_MEMORY = True keeps each page's last copy "
+                        "and each host's learned masks in Redis for every process (the "
+                        "default; ~300 bytes a page; docs/CHANGE_DETECTION.md)")
         return None
     text = spec(client.frontier)
     try:
