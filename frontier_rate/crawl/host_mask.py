@@ -52,9 +52,9 @@ COMPACT_AFTER = 256
 writer replaces it with its own masks: a log holds each mask about once (processes append
 the masks each learns, the same ones too), under ~13 KiB for a host of 2,048 masks."""
 WORD = 4
-PARTIAL = 0xFFFFFF
-"""The low bits of a hash known only by its top 40 (all zero: a whole hash's Adler-32 low
-bits are zero one time in 2^24)."""
+PARTIAL = 0xFFFFFFFF
+"""The low bits of a hash known only by its top 32 (all zero: a whole hash's are its
+Adler-32, never 0)."""
 SPREAD_FLAG = 1 << 31
 """In a log word: the mask was learned from the segment's spread (``SPREAD_MARK``)."""
 PENDING_LIMIT = 4096
@@ -178,7 +178,7 @@ class HostMask:
 
     def mask(self, h: int) -> None:
         """Mask ``h`` on this host (learned by a rule other than its spread). A segment known
-        only by its top 40 bits (``PARTIAL``: removed from a copy another process fetched)
+        only by its top 32 bits (``PARTIAL``: removed from a copy another process fetched)
         waits by its tag until a copy shows it (``resolve``)."""
         if not h & PARTIAL:
             self.pending[tag(h)] = tag(h)
@@ -213,7 +213,7 @@ class HostMask:
 
     def resolve(self, hashes: Iterable[int], last: Iterable[int] = ()) -> None:
         """Fold the pending masks of the segments of a copy about to be compared, and of
-        those of the page's last copy known only by their top 40 bits (``last``)."""
+        those of the page's last copy known only by their top 32 bits (``last``)."""
         pending = self.pending
         for h in hashes:
             word = pending.pop(tag(h), None)
@@ -238,10 +238,10 @@ class HostMask:
 
     def state(self) -> list[int]:
         """What a compacted log holds: the word of every mask here, and of those pending."""
-        found = [tag(h) | (0 if self.seen.get(h) == _EXPLICIT else SPREAD_FLAG)
-                 for h in self.masked]
-        found += self.pending.values()
-        return found
+        found = dict(self.pending)
+        for h in self.masked:
+            found[tag(h)] = tag(h) | (0 if self.seen.get(h) == _EXPLICIT else SPREAD_FLAG)
+        return list(found.values())
 
     def revisited(self, order: Iterable[int]) -> None:
         """A revisit of a page whose copy is ``order``: each slot it shows was revisited."""
@@ -305,10 +305,10 @@ def host_of(url: str) -> str:
 
 
 def tag(h: int) -> int:
-    """A segment's 31-bit tag in a shared log (never 0), of its top 40 bits: those a page's
+    """A segment's 31-bit tag in a shared log (never 0), of its top 32 bits: those a page's
     shared memory keeps of a removed segment (``crawl/page_memory.py``), so a segment known
     only by them has its tag."""
-    return ((((h >> 24) * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF) >> 33) or 1
+    return ((((h >> 32) * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF) >> 33) or 1
 
 
 def words_of(events: Iterable[int]) -> list[int]:

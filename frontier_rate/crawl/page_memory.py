@@ -9,22 +9,22 @@ Redis (``crawl/shared_pages.py``) for whichever process fetches the page next, a
 
 The sketch is an invertible Bloom lookup table (Goodrich and Mitzenmacher, "Invertible
 Bloom lookup tables", 2011; Eppstein et al., "What's the difference?", SIGCOMM 2011) of
-the copy's distinct segments: ``CELLS`` cells, each the count, the XOR of the 40-bit keys
-(the hash's two flag bits and 38 more), the XOR of their first positions and an 8-bit
-check of the keys that fell in it. ``restore`` subtracts the next copy's segments and
-peels the difference: the segments added and removed, with the removed ones' positions,
-so the last copy's order is rebuilt as the next copy's common segments with the removed
-ones put back where they were. On the real-HTML corpus 86% of parsed revisits differ in
-no segment and 93% in at most four; a difference too large to peel (a real rewrite,
-mostly) reads as a last copy with no segments: the whole-text hash still says "the same
-content" and anything else is a change (docs/CHANGE_DETECTION.md measures both).
+the copy's distinct segments: ``CELLS`` cells, each the count, the XOR of the 32-bit keys
+(a hash's top 32 bits: its two flag bits and 30 of CRC-32; two of a page's ~250 segments
+share one with probability ~2^-15) and the XOR of their 8-bit checks. ``restore``
+subtracts the next copy's segments and peels the difference: the segments added and
+removed. The last copy's order is guessed as the next copy's with each added segment in
+turn replaced by a removed one (exact for an edit or a rotated text). On the real-HTML
+corpus 86% of parsed revisits differ in no segment and 94% in at most eight; a
+difference too large to peel (a rewrite, mostly) reads as a last copy with no segments:
+the whole-text hash still says "the same content", anything else is a change.
 
 A removed key is made a whole hash again from the host's remembered segments
-(``HostMask.seen``); one the host never showed keeps its 40 bits (its flags intact),
-which is all a removed content segment needs: it counts as a change. The recently gone
-short segments (a block that goes and comes back is volatile) are kept as ``GONE``
-16-bit tags, matched against the next copy's segments. Nothing is pickled: a ``struct``
-header and fixed-size cells.
+(``HostMask.seen``); one the host never showed keeps its 32 bits (its flags intact, its
+Adler-32 half 0, which no whole hash has), all a removed content segment needs: it counts
+as a change. The recently gone short segments (a block that goes and comes back is
+volatile) are kept as ``GONE`` 16-bit tags, matched against the next copy's segments.
+Nothing is pickled: a ``struct`` header and fixed-size cells.
 """
 
 from __future__ import annotations
@@ -42,17 +42,16 @@ OLD_VERSION = 1
 HEADER = struct.Struct("<BqIB8s8sHBB")
 """version, raw (CRC-32 ^ length << 32, or -1), visible length, rejected answers in a row,
 whole-text hash, fingerprint (8 bytes), the copy's segments, gone tags, cells."""
-CELL = struct.Struct("<B5sB")
-"""count (mod 256), XOR of 40-bit keys, XOR of their 8-bit checks."""
-CELLS = 12
-"""Cells of a sketch: a difference of up to about seven segments peels (three cells a key)."""
-GONE = 8
+CELL = struct.Struct("<BIB")
+"""count (mod 256), XOR of 32-bit keys, XOR of their 8-bit checks."""
+CELLS = 15
+"""Cells of a sketch: a difference of up to about nine segments peels (three cells a key)."""
+GONE = 6
 """Recently gone short segments remembered (16-bit tags)."""
 SHORT = 1 << 63
 _MIX = 0x9E3779B97F4A7C15
 _CHECK = 0xC2B2AE3D27D4EB4F
 _M64 = (1 << 64) - 1
-_M40 = (1 << 40) - 1
 
 
 class PageMemory:
@@ -79,14 +78,14 @@ class PageMemory:
 
     def restore(self, hashes: Sequence[int], known: Iterable[int] = ()) -> bool:
         """Rebuild ``hashes`` (the last copy, in order) from the sketch and ``hashes``, the
-        next copy's segments; ``known``: whole hashes of segments seen elsewhere (the host's).
+        next copy's segments; ``known``: whole hashes of segments seen elsewhere (the host's);
         False when the difference is too large to peel (``hashes`` is then empty)."""
         sketch, self.sketch = self.sketch, None
         if sketch is None:
             return True
         self.gone = _match_gone(self.gone, hashes)
         cells = _cells_from(sketch)
-        here = {h >> 24: h for h in hashes}
+        here = {h >> 32: h for h in hashes}
         for key in here:
             _add(cells, key, -1)
         peeled = _peel(cells)
@@ -95,8 +94,8 @@ class PageMemory:
             return False
         removed, added = peeled
         if any(key not in here for key in removed):
-            here.update((h >> 24, h) for h in known if h >> 24 not in here)
-        old = [here.get(key) or key << 24 for key in removed]
+            here.update((h >> 32, h) for h in known if h >> 32 not in here)
+        old = [here.get(key) or key << 32 for key in removed]
         self.hashes = _merge(hashes, added, old)
         return True
 
@@ -108,7 +107,7 @@ def _merge(hashes: Sequence[int], added: set[int], removed: list[int]) -> array:
     order = array("Q")
     rest = iter(removed)
     for h in hashes:
-        if h >> 24 in added:
+        if h >> 32 in added:
             h = next(rest, None)
             if h is None:
                 continue
@@ -128,9 +127,9 @@ def _match_gone(gone: array, hashes: Sequence[int]) -> array:
 
 
 def tag(h: int) -> int:
-    """A gone short segment's 16-bit tag (never 0), of its top 40 bits (all a removed
+    """A gone short segment's 16-bit tag (never 0), of its top 32 bits (all a removed
     segment not seen elsewhere is known by)."""
-    return ((((h >> 24) * _MIX) & _M64) >> 48) or 1
+    return ((((h >> 32) * _MIX) & _M64) >> 48) or 1
 
 
 def _add(cells: list[list[int]], key: int, sign: int) -> None:
@@ -177,21 +176,19 @@ def _peel(cells: list[list[int]]) -> tuple[list[int], set[int]] | None:
 
 
 def _cells_from(sketch: bytes) -> list[list[int]]:
-    return [[count, int.from_bytes(key, "little"), check]
-            for count, key, check in CELL.iter_unpack(sketch)]
+    return [list(cell) for cell in CELL.iter_unpack(sketch)]
 
 
 def sketch_of(hashes: Sequence[int]) -> bytes:
     """The packed cells of a copy's distinct segments."""
     cells = [[0, 0, 0] for _ in range(CELLS)]
-    for key in {h >> 24 for h in hashes}:
+    for key in {h >> 32 for h in hashes}:
         _add(cells, key, 1)
-    return b"".join(CELL.pack(count, key.to_bytes(5, "little"), check)
-                    for count, key, check in cells)
+    return b"".join(CELL.pack(*cell) for cell in cells)
 
 
 def pack(memory: PageMemory) -> bytes:
-    """``memory`` as one string (``HEADER``, the cells, the gone tags): ~100 bytes."""
+    """``memory`` as one string (``HEADER``, the cells, the gone tags): ~130 bytes."""
     try:
         fingerprint = bytes.fromhex(memory.fingerprint)
     except ValueError:

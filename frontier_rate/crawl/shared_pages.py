@@ -20,8 +20,9 @@ is re-learned, said once at INFO.
 
 The masks a process learns of a host (boilerplate, volatile blocks) go to the host's log
 (``crawl/host_mask.py``): read from where the process last read, in the round trip that
-reads the page's memory, and appended to in the one that writes it, so sharing them costs
-no round trip of its own.
+reads the page's memory (again from its start when another process wrote it since), and
+written in the one that writes the page's memory, so sharing them costs no round trip of
+its own but that re-read.
 """
 
 from __future__ import annotations
@@ -42,7 +43,6 @@ from frontier_rate.crawl.host_mask import (
     log_generation,
     new_generation,
     read_log,
-    words_of,
     write_log,
 )
 from frontier_rate.crawl.page_memory import OLD_VERSION, PageMemory, pack, unpack
@@ -171,38 +171,26 @@ class SharedPages:
             host.compact = True  # (a log no shorter than the masks it would be replaced by)
 
     def _write(self, url: str, memory: bytes | None, host: HostMask | None) -> None:
-        """Write the page's memory (None: keep it) with ``host``'s events, or its whole
-        state when it is to be compacted; the events are dropped once written. The log's
-        offset moves past them when nothing else was written between."""
+        """Write the page's memory (None: keep it) and, when this process learned something
+        of the host since it last wrote, the host's log afresh: every mask it holds (those it
+        read of the others' included), under a new generation. Not an APPEND: Redis grows an
+        appended string to twice its length, which doubled the log's bytes. Masks another
+        process wrote between this one's read and write are lost from the log (kept by that
+        process, which writes them again with its next new mask)."""
         shard, pid, log = self._place(url)
         events = host.events if host is not None else None
         if events is None:
             self._call(self.store.write, shard, pid, memory)
             return
+        if not events and not host.compact:
+            self._call(self.store.write, shard, pid, memory, log)  # its expiry moves
+            return
         count = len(events)
-        if host.compact:
-            generation = new_generation()
-            data = write_log(host.state(), generation)
-            if self._call(self.store.write, shard, pid, memory, log, replace=data) is not None:
-                host.generation, host.offset, host.compact = generation, len(data), False
-                del events[:count]
-            return
-        if not events:
-            self._call(self.store.write, shard, pid, memory, log)
-            return
         generation = new_generation()
-        data = write_log(words_of(events))
-        replies = self._call(self.store.write, shard, pid, memory, log, append=data,
-                             head=write_log((), generation))
-        if replies is None:
-            return  # kept for the next write (at most PENDING_LIMIT: HostMask)
-        del events[:count]
-        created, length = replies[0], replies[1]  # SET NX, APPEND (then PEXPIRE)
-        if created:  # a new log: this header, these events and any appended since
-            host.generation = generation
-            host.offset = length if length == HEADER.size + len(data) else 0
-        elif length == host.offset + len(data):  # nothing else written since it last read
-            host.offset = length
+        data = write_log(host.state(), generation)
+        if self._call(self.store.write, shard, pid, memory, log, replace=data) is not None:
+            host.generation, host.offset, host.compact = generation, len(data), False
+            del events[:count]  # kept for the next write when it failed (``PENDING_LIMIT``)
 
     def _old(self) -> None:
         self.old += 1

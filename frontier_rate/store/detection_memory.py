@@ -9,7 +9,7 @@ Two kinds of key, both in the page's shard (a Cluster spreads them as it does th
   field ~50. Its expiry moves with every write, so the memories live while the shard is
   crawled (at least ``ttl``); a page that left the crawl keeps its field until then.
 - ``Keys.host_mask`` ``fr:{ns:s}:hm:<host id>``, a string: the host's log of masks
-  (``crawl/host_mask.py``), appended to, expiring ``ttl`` after its last write.
+  (``crawl/host_mask.py``), written whole, expiring ``ttl`` after its last write.
 
 ``Keys.page_memory`` (one string a page) is the earlier layout: a read deletes the page's
 old string (``UNLINK``, in the same round trip) and says whether there was one, so that the
@@ -59,12 +59,10 @@ class DetectionMemoryStore:
         return self.client.get(log) or b""
 
     def write(self, shard: int, pid: bytes, memory: bytes | None, log: str | None = None,
-              replace: bytes | None = None, append: bytes | None = None,
-              head: bytes = b"") -> list[Any]:
+              replace: bytes | None = None) -> list[Any]:
         """Store the page's packed ``memory`` (None: only keep it), and with ``log``: write
-        it afresh as ``replace``, or ``append`` to it (``head`` first when it is created
-        here), or only keep it. Returns the log's replies: SET's; or SET NX's, APPEND's (the
-        log's length) and PEXPIRE's; or PEXPIRE's."""
+        it afresh as ``replace``, or only keep it. Returns the replies of the log's SET or
+        PEXPIRE."""
         pipe = self.client.pipeline(transaction=False)
         memories = self.keys.page_memories(shard)
         if memory is not None:
@@ -73,10 +71,6 @@ class DetectionMemoryStore:
         if log is not None:
             if replace is not None:
                 pipe.set(log, replace, px=self.ttl_ms)
-            elif append:
-                pipe.set(log, head, nx=True, px=self.ttl_ms)
-                pipe.append(log, append)
-                pipe.pexpire(log, self.ttl_ms)
             else:
                 pipe.pexpire(log, self.ttl_ms)
         replies = pipe.execute()
