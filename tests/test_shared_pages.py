@@ -81,7 +81,7 @@ def test_a_memory_reads_back_as_it_was_packed_in_bounded_bytes(fingerprint, kept
     memory.rejected, memory.raw = rejected, raw
     data = pack(memory)
     shorts = [g for g in gone if g & SHORT][-GONE:]
-    assert len(data) == HEADER.size + 6 * CELLS + 2 * len(shorts) <= 136
+    assert len(data) == HEADER.size + 6 * CELLS + 2 * len(shorts) <= 124
     back = unpack(data)
     assert (back.fingerprint, back.length, back.rejected, back.whole, back.raw) == \
         (fingerprint, length, rejected, whole, raw)

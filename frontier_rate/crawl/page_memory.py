@@ -15,7 +15,8 @@ share one with probability ~2^-15) and the XOR of their 8-bit checks. ``restore`
 subtracts the next copy's segments and peels the difference: the segments added and
 removed. The last copy's order is guessed as the next copy's with each added segment in
 turn replaced by a removed one (exact for an edit or a rotated text). On the real-HTML
-corpus 86% of parsed revisits differ in no segment and 94% in at most eight; a
+corpus 86% of parsed revisits differ in no segment and 94% in at most eight (6% of
+the shared replay's restores did not peel); a
 difference too large to peel (a rewrite, mostly) reads as a last copy with no segments:
 the whole-text hash still says "the same content", anything else is a change.
 
@@ -39,14 +40,17 @@ VERSION = 2
 page) is an earlier memory, re-learned (``crawl/shared_pages.py``); any other reads as
 none."""
 OLD_VERSION = 1
-HEADER = struct.Struct("<BqIB8s8sHBB")
+HEADER = struct.Struct("<BqIB8s8sB")
 """version, raw (CRC-32 ^ length << 32, or -1), visible length, rejected answers in a row,
-whole-text hash, fingerprint (8 bytes), the copy's segments, gone tags, cells."""
+whole-text hash, fingerprint, gone tags (31 bytes: with the cells and four tags a value of
+at most 124 bytes, which Redis keeps in a 128-byte allocation)."""
 CELL = struct.Struct("<BIB")
 """count (mod 256), XOR of 32-bit keys, XOR of their 8-bit checks."""
-CELLS = 15
-"""Cells of a sketch: a difference of up to about nine segments peels (three cells a key)."""
-GONE = 6
+CELLS = 14
+"""Cells of a sketch: a difference of up to about eight segments peels (three cells a key,
+one in each of ``PARTS``)."""
+PARTS = ((0, 5), (5, 10), (10, 14))
+GONE = 4
 """Recently gone short segments remembered (16-bit tags)."""
 SHORT = 1 << 63
 _MIX = 0x9E3779B97F4A7C15
@@ -62,7 +66,7 @@ class PageMemory:
     segment's hash) of gone short segments not seen since."""
 
     __slots__ = ("fingerprint", "hashes", "length", "gone", "rejected", "whole", "raw",
-                 "count", "sketch")
+                 "sketch")
 
     def __init__(self, fingerprint: str, hashes: array, length: int, gone: array,
                  whole: bytes) -> None:
@@ -73,7 +77,6 @@ class PageMemory:
         self.gone = gone  # hashes removed from this page recently (to spot alternation)
         self.rejected = 0  # answers in a row taken as no copy
         self.raw = -1  # CRC-32 and length of the last copy's bytes
-        self.count = len(hashes)
         self.sketch: bytes | None = None
 
     def restore(self, hashes: Sequence[int], known: Iterable[int] = ()) -> bool:
@@ -145,8 +148,8 @@ def _add(cells: list[list[int]], key: int, sign: int) -> None:
 def _cells_of(key: int) -> tuple[int, int, int]:
     """The key's three cells, one in each third of the table."""
     x = (key * _MIX) & _M64
-    part = CELLS // 3
-    return (x >> 8) % part, part + (x >> 24) % part, 2 * part + (x >> 40) % part
+    (a, b), (c, d), (e, f) = PARTS
+    return a + (x >> 8) % (b - a), c + (x >> 24) % (d - c), e + (x >> 40) % (f - e)
 
 
 def _peel(cells: list[list[int]]) -> tuple[list[int], set[int]] | None:
@@ -188,7 +191,7 @@ def sketch_of(hashes: Sequence[int]) -> bytes:
 
 
 def pack(memory: PageMemory) -> bytes:
-    """``memory`` as one string (``HEADER``, the cells, the gone tags): ~130 bytes."""
+    """``memory`` as one string (``HEADER``, the cells, the gone tags): at most 124 bytes."""
     try:
         fingerprint = bytes.fromhex(memory.fingerprint)
     except ValueError:
@@ -196,13 +199,11 @@ def pack(memory: PageMemory) -> bytes:
     if len(fingerprint) != 8:
         raise ValueError(f"fingerprint {memory.fingerprint!r} is not 16 hex digits")
     sketch = memory.sketch if memory.sketch is not None else sketch_of(memory.hashes)
-    count = memory.count if memory.sketch is not None else len(memory.hashes)
     gone = [g if g < 0x10000 else tag(g) for g in memory.gone if g < 0x10000 or g & SHORT]
     gone = gone[-GONE:]
     return b"".join((
         HEADER.pack(VERSION, memory.raw, min(memory.length, 0xFFFFFFFF),
-                    min(memory.rejected, 255), memory.whole, fingerprint,
-                    min(count, 0xFFFF), len(gone), CELLS),
+                    min(memory.rejected, 255), memory.whole, fingerprint, len(gone)),
         sketch, array("H", gone).tobytes() if sys.byteorder == "little"
         else struct.pack(f"<{len(gone)}H", *gone)))
 
@@ -216,16 +217,13 @@ def unpack(data: bytes) -> PageMemory:
                          f"({HEADER.size})")
     if data[0] != VERSION:
         raise ValueError(f"page memory of version {data[0]}, not {VERSION}")
-    _, raw, length, rejected, whole, fingerprint, count, gone, cells = \
-        HEADER.unpack_from(data)
-    if cells != CELLS:
-        raise ValueError(f"page memory of {cells} cells, not {CELLS}")
-    end = HEADER.size + CELL.size * cells
+    _, raw, length, rejected, whole, fingerprint, gone = HEADER.unpack_from(data)
+    end = HEADER.size + CELL.size * CELLS
     if len(data) != end + 2 * gone:
         raise ValueError(f"page memory of {len(data)} bytes, expected {end + 2 * gone} for "
-                         f"{cells} cells and {gone} gone tags")
+                         f"{CELLS} cells and {gone} gone tags")
     memory = PageMemory(fingerprint.hex(), array("Q"), length,
                         array("Q", struct.unpack_from(f"<{gone}H", data, end)), whole)
-    memory.rejected, memory.raw, memory.count = rejected, raw, count
+    memory.rejected, memory.raw = rejected, raw
     memory.sketch = data[HEADER.size:end]
     return memory
