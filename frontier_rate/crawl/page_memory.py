@@ -42,15 +42,15 @@ none."""
 OLD_VERSION = 1
 HEADER = struct.Struct("<BqIB8s8sB")
 """version, raw (CRC-32 ^ length << 32, or -1), visible length, rejected answers in a row,
-whole-text hash, fingerprint, gone tags (31 bytes: with the cells and four tags a value of
+whole-text hash, fingerprint, gone tags (31 bytes: with the cells and five tags a value of
 at most 124 bytes, which Redis keeps in a 128-byte allocation)."""
 CELL = struct.Struct("<BIB")
 """count (mod 256), XOR of 32-bit keys, XOR of their 8-bit checks."""
-CELLS = 14
+CELLS = 13
 """Cells of a sketch: a difference of up to about eight segments peels (three cells a key,
 one in each of ``PARTS``)."""
-PARTS = ((0, 5), (5, 10), (10, 14))
-GONE = 4
+PARTS = ((0, 5), (5, 10), (10, 13))
+GONE = 5
 """Recently gone short segments remembered (16-bit tags)."""
 SHORT = 1 << 63
 _MIX = 0x9E3779B97F4A7C15
