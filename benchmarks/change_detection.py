@@ -259,8 +259,12 @@ def explain(wrong: list, pages: list[dict], corpus: Path, limit: int) -> None:
 
 
 def memory_per_key(client, namespace: str, kind: str = "pm") -> float:
-    """Mean ``MEMORY USAGE`` of the namespace's page memory keys (``kind`` "pm") or host
-    mask logs ("hm"): value, key and Redis's own overhead."""
+    """Mean ``MEMORY USAGE`` a page (``kind`` "pm": the shards' page memory hashes over their
+    fields) or a host ("hm": the host mask logs): value, key and Redis's own overhead."""
+    if kind == "pm":
+        keys = list(client.scan_iter(match=f"fr:{{{namespace}:*}}:pm", count=1000))
+        fields = sum(client.hlen(key) for key in keys)
+        return sum(client.memory_usage(key, samples=0) or 0 for key in keys) / max(1, fields)
     sizes = [client.memory_usage(key) or 0
              for key in client.scan_iter(match=f"fr:{{{namespace}:*}}:{kind}:*", count=1000)]
     return sum(sizes) / max(1, len(sizes))
@@ -332,6 +336,8 @@ def main() -> None:
                 if pages_memory is not None:
                     r["memory_bytes_per_page"] = memory_per_key(client, namespace)
                     r["memory_bytes_per_host"] = memory_per_key(client, namespace, "hm")
+                    r["memory_bytes_per_page_all"] = r["memory_bytes_per_page"] + \
+                        r["memory_bytes_per_host"] * len({p["host"] for p in pages}) / len(pages)
             finally:
                 drop(client, namespace)
             shared[name if memory == "own" else f"{name}, memory shared"] = r
@@ -340,7 +346,8 @@ def main() -> None:
                   f"{a['unchanged']}, missed {a['missed_share']:.3%} of {a['changed']}, "
                   f"median {r['median_ms']:.2f} ms p99 {r['p99_ms']:.2f} ms"
                   + (f", {r['memory_bytes_per_page']:.0f} bytes a page and "
-                     f"{r['memory_bytes_per_host']:.0f} a host in Redis"
+                     f"{r['memory_bytes_per_host']:.0f} a host in Redis "
+                     f"({r['memory_bytes_per_page_all']:.0f} a page in all)"
                      if pages_memory is not None else ""), flush=True)
             print_families(r)
     hosts = len({p["host"] for p in pages})

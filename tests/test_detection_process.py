@@ -20,7 +20,6 @@ import redis
 from frontier_rate.crawl.detection_record import decode
 from frontier_rate.crawl.detection_worker import READY, frame, read_line
 from frontier_rate.crawl.fingerprint import Fingerprinter
-from frontier_rate.crawl.page_memory import unpack
 from frontier_rate.crawl.shared_pages import SharedPages
 from frontier_rate.engine.validation import parse_url
 from frontier_rate.store.keys import Keys, page_id, shard_of
@@ -222,7 +221,7 @@ def test_a_process_told_to_share_keeps_every_pages_memory_in_redis(tmp_path, red
     pages = SharedPages(client, namespace, 4, 3600.0)
     last = {url: fingerprint for (url, _), (fingerprint, *_) in
             zip(answers, report["expected"], strict=True) if fingerprint is not None}
-    assert {url: unpack(client.get(pages.key(url))).fingerprint for url in last} == last
+    assert {url: pages.load(url).fingerprint for url in last} == last
     # and each page's last detection that parsed it, what ``inspect`` shows
     parsed = {url: fingerprint for (url, _), (fingerprint, *_, segments) in
               zip(answers, report["expected"], strict=True) if segments != -1}

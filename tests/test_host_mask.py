@@ -14,95 +14,134 @@ from frontier_rate.crawl.host_mask import (
     COUNTED_PAGES,
     HEADER,
     PENDING_LIMIT,
-    SPREAD_MARK,
+    SPREAD_FLAG,
     HostMask,
     host_of,
     log_generation,
     page_bit,
     read_log,
     spread_threshold,
+    tag,
+    words_of,
     write_log,
 )
 from frontier_rate.crawl.segments import SHORT_BIT
 
-hashes = st.lists(st.integers(0, 2**64 - 1), max_size=200)
+words32 = st.lists(st.integers(0, 2**32 - 1), max_size=200)
 
 
 @settings(max_examples=200, deadline=None)
-@given(values=hashes, more=hashes, generation=st.integers(0, 2**64 - 1))
+@given(values=words32, more=words32, generation=st.integers(0, 2**64 - 1))
 def test_a_log_reads_back_as_it_was_written(values, more, generation):
     whole = write_log(values, generation) + write_log(more)  # a header, then two appends
-    assert len(whole) == HEADER.size + 8 * (len(values) + len(more))
+    assert len(whole) == HEADER.size + 4 * (len(values) + len(more))
     assert log_generation(whole[:HEADER.size]) == generation
     assert read_log(whole, whole=True) == values + more
-    tail = whole[HEADER.size + 8 * len(values):]  # what a reader past the first write gets
+    tail = whole[HEADER.size + 4 * len(values):]  # what a reader past the first write gets
     assert read_log(tail, whole=False) == more
     assert log_generation(write_log(values)) is None  # an append has no header
 
 
 def test_a_damaged_log_is_refused_by_name():
-    with pytest.raises(ValueError, match="13 bytes is not a whole number of 8-byte hashes"):
+    with pytest.raises(ValueError, match="13 bytes is not a whole number of 4-byte words"):
         read_log(b"x" * 13, whole=False)
 
 
-def words(events: list[int]) -> tuple[list[int], list[int]]:
-    """The hashes of log words: (masked for their spread, masked by another rule), sorted."""
-    spread, other, marked = [], [], False
-    for word in events:
-        if word == SPREAD_MARK:
-            marked = True
-        else:
-            (spread if marked else other).append(word)
-            marked = False
-    return sorted(spread), sorted(other)
+def split(log_words: list[int]) -> tuple[list[int], list[int]]:
+    """The tags of log words: (masked for their spread, masked by another rule), sorted."""
+    spread = sorted(w & ~SPREAD_FLAG for w in log_words if w & SPREAD_FLAG)
+    other = sorted(w for w in log_words if not w & SPREAD_FLAG)
+    return spread, other
+
+
+def tags(*hashes: int) -> list[int]:
+    return sorted(map(tag, hashes))
+
+
+def test_a_tag_is_31_bits_of_the_top_32_never_0_and_spreads_near_hashes_apart():
+    found = {tag(h << 32) for h in range(1, 100_000)}
+    assert len(found) == 99_999 and 0 not in found and max(found) < 2**31
+    assert tag(5 << 32 | 0xABCDEF) == tag(5 << 32)  # a hash known by its top 32 bits
+    assert 0 < tag(0) < 2**31
+
+
+def h(n: int) -> int:
+    """A segment's hash for these tests: ``n`` in its top 32 bits, low bits not all zero."""
+    return n << 32 | 1
+
+
+def hs(*ns: int) -> set[int]:
+    return {h(n) for n in ns}
 
 
 def test_only_what_this_process_masks_becomes_an_event_and_each_once():
     mask = HostMask(limit=100, shared=True)
-    mask.see({1, 2, 3}, page=10)
+    mask.see(hs(1, 2, 3), page=10)
     assert mask.events == [] and not mask.masked  # seen on one page: content so far
-    mask.see({2, 3, 4}, page=11)
-    assert words(mask.events) == ([2, 3], []) and mask.masked == {2, 3}
-    mask.see({2, 3}, page=12)
-    mask.mask(3)
-    mask.mask(7)
-    assert words(mask.events) == ([2, 3], [7])
-    mask.fold([8, 9, 2])  # masked by other processes: learned, not written again
-    assert mask.masked == {2, 3, 7, 8, 9} and words(mask.events) == ([2, 3], [7])
-    assert words(mask.state()) == ([], [2, 3, 7, 8, 9])  # 2 folded as a rule's mask
+    mask.see(hs(2, 3, 4), page=11)
+    assert split(words_of(mask.events)) == (tags(h(2), h(3)), []) and mask.masked == hs(2, 3)
+    mask.see(hs(2, 3), page=12)
+    mask.mask(h(3))
+    mask.mask(h(7))
+    assert split(words_of(mask.events)) == (tags(h(2), h(3)), tags(h(7)))
+    mask.see(hs(8, 9), page=13)
+    mask.fold([tag(h(8)), tag(h(9)), tag(h(2))])  # masked by other processes: not written
+    assert mask.masked == hs(2, 3, 7, 8, 9)
+    assert split(words_of(mask.events)) == (tags(h(2), h(3)), tags(h(7)))
+    assert split(mask.state()) == ([], tags(*hs(2, 3, 7, 8, 9)))  # 2 folded as a rule's
     alone = HostMask(limit=100)
-    alone.see({1, 2}, page=10)
-    alone.see({1, 2}, page=11)
-    assert alone.events is None and alone.masked == {1, 2}
+    alone.see(hs(1, 2), page=10)
+    alone.see(hs(1, 2), page=11)
+    assert alone.events is None and alone.masked == hs(1, 2)
+
+
+def test_a_mask_of_a_segment_not_seen_here_waits_until_a_copy_shows_it():
+    """Another process masked 70 and 80; this one has not seen them: they wait by their tag
+    and are masked once a copy shows them, before that copy is compared (``resolve``); a
+    segment of the page's last copy known only by its top 32 bits is masked by its tag."""
+    mask = HostMask(limit=100, shared=True)
+    mask.fold([tag(h(70)), tag(h(80)) | SPREAD_FLAG, tag(h(90))])
+    assert not mask.masked and set(mask.pending) == {tag(h(70)), tag(h(80)), tag(h(90))}
+    assert split(mask.state()) == (tags(h(80)), tags(h(70), h(90)))  # a compaction keeps them
+    mask.resolve([h(5), h(70), h(80)], last=[90 << 32])
+    assert mask.masked == {h(70), h(80), 90 << 32} and mask.events == []
+    unresolved = HostMask(limit=100, shared=True)
+    unresolved.fold([tag(h(70))])
+    unresolved.see(hs(5, 70), page=1)  # seen without resolve: not masked
+    assert h(70) not in unresolved.masked
 
 
 def test_a_spread_mask_from_another_process_holds_only_while_few_of_the_hosts_pages_are_known():
     learned = HostMask(limit=1000, shared=True)
-    learned.see({1, 50}, page=0)
-    learned.see({1, 50}, page=1)  # two pages known: both masked for their spread
-    log = write_log(learned.events, generation=5)
+    learned.see(hs(1, 50), page=0)
+    learned.see(hs(1, 50), page=1)  # two pages known: both masked for their spread
+    log = write_log(words_of(learned.events), generation=5)
     small = HostMask(limit=1000)
+    small.see(hs(1, 50), page=7)
     small.fold(read_log(log, whole=True))
-    assert small.masked == {1, 50}  # a host as small here: taken
+    assert small.masked == hs(1, 50)  # a host as small here: taken
     for page in range(2, 40):
-        small.see({1}, page=page)
-    assert small.masked == {1}  # 40 pages known here: 50 is on too few of them
+        small.see(hs(1), page=page)
+    assert small.masked == hs(1)  # 40 pages known here: 50 is on too few of them
     large = HostMask(limit=1000)
     for page in range(40):
-        large.see({1, 1000 + page}, page=page)
+        large.see(hs(1, 50, 60, 1000 + page) if page == 0 else hs(1, 1000 + page), page=page)
     large.fold(read_log(log, whole=True))
-    assert large.masked == {1}
-    large.fold([SPREAD_MARK, 50, 60])  # a hash without the mark: masked by a rule
-    assert large.masked == {1, 60}
+    assert large.masked == hs(1)
+    large.fold([tag(h(50)) | SPREAD_FLAG, tag(h(60))])  # without the flag: masked by a rule
+    assert large.masked == hs(1, 60)
 
 
 def test_folding_keeps_the_mask_within_its_bound_and_too_many_unwritten_events_compact():
     mask = HostMask(limit=10, shared=True)
-    mask.see(range(5), page=1)
-    mask.fold(range(100, 120))
-    assert len(mask.seen) == 10 and mask.masked == set(range(110, 120))
+    mask.see(hs(*range(5)), page=1)
+    mask.see([h(n) for n in range(100, 120)], page=1)
+    mask.fold([tag(h(n)) for n in range(100, 120)])
+    assert len(mask.seen) == 10 and mask.masked == hs(*range(110, 120))
+    mask.fold(range(1000, 1100))  # tags of segments never seen here: bounded too
+    assert len(mask.pending) == 10
     mask.events.extend(range(PENDING_LIMIT))  # Redis did not answer for a long time
-    mask.mask(10**6)
+    mask.mask(h(10**6))
     assert mask.events == [] and mask.compact  # its whole set is written next time
 
 

@@ -105,7 +105,7 @@ def test_two_crawlers_share_a_frontier_on_redis_cluster(cluster_url, sites, tmp_
             total += len(hits)
         assert frontier.stats()["fetches"] == total
         memory = SharedPages(frontier.client, "shared", frontier.shards, 3600.0)
-        assert all(frontier.client.exists(memory.key(site.url(path))) for site, path in pages)
+        assert all(memory.load(site.url(path)) is not None for site, path in pages)
         assert all(len(log_hashes(read_log(frontier.client.get(memory.mask_key(site.url("/p0"))),
                                            whole=True))) >= 2 for site in hosts)
         assert [c.stats.get("frontier_rate/page_memory_failures") for c in crawls] == [0, 0]

@@ -30,7 +30,7 @@ from redis_servers import RedisServer  # noqa: I001
 from reliability_support.proxy import RedisProxy
 
 from frontier_rate import Frontier
-from frontier_rate.crawl.host_mask import HostMask
+from frontier_rate.crawl.host_mask import HostMask, tag
 from frontier_rate.crawl.page_memory import PageMemory
 from frontier_rate.crawl.shared_pages import SharedPages, spec
 from frontier_rate.store.connection import RedisPermissionDenied, RedisUnavailable
@@ -222,7 +222,7 @@ def test_documented_acl_rule_confines_a_user_to_its_namespace(secured):
             fa.set_host_delay("a1.example", 3.0)
             fa.resolve(now=5.0)
             # the pages' shared detection memory (FRONTIER_RATE_SHARED_PAGE_MEMORY) under the
-            # same rule: its GET / SET of fr:{crawl_a:s}:pm:... and the host's mask log
+            # same rule: its HGET / HSET of fr:{crawl_a:s}:pm and the host's mask log
             # (GETRANGE, SET NX, APPEND, PEXPIRE of fr:{crawl_a:s}:hm:...) are allowed,
             # crawl_b's are not
             mine = SharedPages.from_spec(spec(fa))
@@ -231,8 +231,8 @@ def test_documented_acl_rule_confines_a_user_to_its_namespace(secured):
             learned.mask(5)
             mine.save("http://a1.example/", copy, learned)
             fresh = HostMask(8, shared=True)
-            assert mine.load("http://a1.example/", fresh).hashes == copy.hashes
-            assert fresh.masked == {5} and learned.events == []
+            assert mine.load("http://a1.example/", fresh).fingerprint == copy.fingerprint
+            assert set(fresh.pending) == {tag(5)} and learned.events == []
             assert mine.failures == 0
             theirs = SharedPages(fa.client, "crawl_b", fb.shards, 3600.0)  # user_a's client
             assert theirs.load("http://b1.example/") is None and theirs.failures == 1

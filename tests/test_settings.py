@@ -27,7 +27,7 @@ def test_both_adapters_read_one_parse_spool_under_jobdir_and_bad_values_named(tm
                              "FRONTIER_RATE_SPOOL_DIR": "/elsewhere"}.get).spool_dir == "/elsewhere"
     assert adapter_settings({"FRONTIER_RATE_CLOSE_AFTER": "idle"}.get).frontier == {
         "fill_budget": False}
-    assert adapter_settings({}.get).shared_page_memory is False
+    assert adapter_settings({}.get).shared_page_memory is True
     assert adapter_settings({"FRONTIER_RATE_SHARED_PAGE_MEMORY": "True"}.get).shared_page_memory
     for name, value in (("FRONTIER_RATE_MAX_BODY", "big"), ("FRONTIER_RATE_CONDITIONAL", "maybe"),
                         ("FRONTIER_RATE_BATCH", "0"), ("FRONTIER_RATE_LOG_INTERVAL", "often"),

@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import random
+import struct
 import subprocess
 import sys
 import time
@@ -27,10 +28,19 @@ from frontier_rate.crawl.host_mask import (
     log_generation,
     log_hashes,
     read_log,
+    tag,
     write_log,
 )
 from frontier_rate.crawl.host_mask import HEADER as LOG_HEADER
-from frontier_rate.crawl.page_memory import HEADER, PageMemory, pack, unpack
+from frontier_rate.crawl.page_memory import (
+    CELLS,
+    GONE,
+    HEADER,
+    SHORT,
+    PageMemory,
+    pack,
+    unpack,
+)
 from frontier_rate.crawl.shared_pages import (
     ENVIRONMENT,
     MIN_TTL,
@@ -49,27 +59,70 @@ def _pages(client: redis.Redis, namespace: str, ttl: float = 3600.0) -> SharedPa
     return SharedPages(client, namespace, 4, ttl)
 
 
-hashes = st.lists(st.integers(0, 2**64 - 1), max_size=300).map(lambda v: array("Q", v))
+hashes = st.lists(st.integers(1 << 32, 2**64 - 1), max_size=300).map(lambda v: array("Q", v))
+
+
+def _key(namespace: str, url: str, shards: int = 4) -> tuple[str, bytes]:
+    """Where the page's memory is: its shard's hash and its field (``store.Keys``)."""
+    host = url.split("://")[1].split("/")[0].split(":")[0].lower()
+    return Keys(namespace, shards).page_memories(shard_of(host, shards)), page_id(url)
 
 
 @settings(max_examples=200, deadline=None)
 @given(fingerprint=st.text("0123456789abcdef", min_size=16, max_size=16), kept=hashes,
-       gone=hashes, length=st.integers(0, 2**40), rejected=st.integers(0, 255),
+       gone=hashes, length=st.integers(0, 2**32 - 1), rejected=st.integers(0, 255),
        whole=st.binary(min_size=8, max_size=8),
        raw=st.one_of(st.just(-1), st.integers(0, 2**63 - 1)))
-def test_a_memory_reads_back_as_it_was_packed(fingerprint, kept, gone, length, rejected, whole,
-                                               raw):
+def test_a_memory_reads_back_as_it_was_packed_in_bounded_bytes(fingerprint, kept, gone, length,
+                                                                rejected, whole, raw):
+    """Whatever the page's size, ~130 bytes; compared with the same copy the sketch gives
+    back the copy's segments, and the gone short ones by their tags."""
     memory = PageMemory(fingerprint, kept, length, gone, whole)
     memory.rejected, memory.raw = rejected, raw
     data = pack(memory)
-    assert len(data) == HEADER.size + 16 + 8 * (len(kept) + len(gone))
+    shorts = [g for g in gone if g & SHORT][-GONE:]
+    assert len(data) == HEADER.size + 6 * CELLS + 2 * len(shorts) <= 124
     back = unpack(data)
-    assert [getattr(back, name) for name in PageMemory.__slots__] == \
-        [getattr(memory, name) for name in PageMemory.__slots__]
+    assert (back.fingerprint, back.length, back.rejected, back.whole, back.raw) == \
+        (fingerprint, length, rejected, whole, raw)
+    assert back.restore(kept)
+    assert back.hashes.tolist() == kept.tolist()
+    assert len(back.gone) == len(shorts)
+
+
+def test_the_sketch_gives_back_what_a_small_difference_removed_and_where():
+    """A copy of 300 segments, then one with a paragraph edited, a short block gone and one
+    added: the last copy is rebuilt whole, the removed ones where the added ones are; a
+    rewrite of half the page
+    does not peel and reads as a last copy of no segments (then anything is a change)."""
+    rng = random.Random(59)
+    last = [rng.getrandbits(64) | 1 << 30 for _ in range(300)]
+    gone_short = last[40] | SHORT
+    last[40] = gone_short
+    memory = PageMemory("ab" * 8, array("Q", last), 1000, array("Q", [gone_short]), b"w" * 8)
+    data = pack(memory)
+    following = list(last)
+    following[10] = rng.getrandbits(64)  # an edit
+    del following[40]  # gone
+    following.insert(100, rng.getrandbits(64))  # added
+    back = unpack(data)
+    assert back.restore(following, known=last)  # the host showed the removed ones before
+    assert back.hashes.tolist()[:10] == last[:10] and sorted(back.hashes) == sorted(last)
+    assert set(back.hashes[10:101:90]) == {last[10], last[40]}  # where the added ones are
+    unknown = unpack(data)
+    assert unknown.restore(following)  # never shown elsewhere: 32 bits, flags kept
+    assert sorted(h >> 32 for h in unknown.hashes) == sorted(h >> 32 for h in last)
+    assert any(h == last[40] >> 32 << 32 and h & SHORT for h in unknown.hashes)
+    rewritten = following[:150] + [rng.getrandbits(64) for _ in range(150)]
+    again = unpack(data)
+    assert not again.restore(rewritten) and len(again.hashes) == 0
+    came_back = unpack(data)
+    came_back.restore(following + [gone_short])
+    assert gone_short in came_back.gone  # its tag matched: the detector sees it came back
 
 
 def test_a_damaged_or_foreign_memory_is_refused_by_name():
-    memory = PageMemory("ab" * 8, array("Q", [1, 2, 3]), 10, array("Q", [4]), b"w" * 8)
+    memory = PageMemory("ab" * 8, array("Q", [1 << 40, 2 << 40]), 10, array("Q"), b"w" * 8)
     data = pack(memory)
     with pytest.raises(ValueError, match="shorter than its header"):
         unpack(data[:5])
@@ -77,8 +130,8 @@ def test_a_damaged_or_foreign_memory_is_refused_by_name():
         unpack(data[:-1])
     with pytest.raises(ValueError, match="version 9"):
         unpack(b"\x09" + data[1:])
-    with pytest.raises(ValueError, match="not ASCII"):
-        unpack(data[:HEADER.size] + b"\xff" + data[HEADER.size + 1:])
+    with pytest.raises(ValueError, match="not 16 hex digits"):
+        pack(PageMemory("xyz", array("Q"), 1, array("Q"), b"w" * 8))
 
 
 def _document(boundary_moved: bool, token: str) -> bytes:
@@ -148,10 +201,9 @@ def test_processes_sharing_the_memory_call_unchanged_pages_unchanged_as_one_does
     pages' memory shared they find about the changes one process finds; each with its own,
     more than twice as many (the widget and the story compared with an older copy, or with
     none). Over five seeds of 64 copies (measured: one process 101 in all, three sharing
-    101, three apart 213). Each host has one page, so what one process learns of a host is
-    all masks (the rotating widget), and sharing them makes the three find exactly what one
-    finds; with only the pages' memories shared they found 109 (a widget one process
-    learned as volatile counted once more in another)."""
+    116, three apart 213; with every segment's 8-byte hash stored, before the sketch,
+    three sharing found 101: the sketch's guessed order of the last copy and its 32-bit
+    keys of removed segments cost 15 here)."""
     alone = shared = separate = 0
     for seed in range(5):
         copies = _site(random.Random(seed))
@@ -162,7 +214,7 @@ def test_processes_sharing_the_memory_call_unchanged_pages_unchanged_as_one_does
         for fingerprinter in sharing:
             fingerprinter.share(pages)
         shared += _changes(copies, sharing)
-    assert shared == alone, (alone, shared)
+    assert shared <= 1.2 * alone, (alone, shared)
     assert separate >= 2 * alone, (alone, separate)
 
 
@@ -217,9 +269,10 @@ def test_a_fresh_process_masks_what_another_process_learned_of_the_host(redis_cl
 
 def test_a_log_past_its_bound_is_written_afresh_and_read_again_by_every_process(
         redis_client, namespace):
-    """A host's log longer than ``COMPACT_AFTER`` hashes is replaced, by the next process that
-    writes, with that process's masks under a new generation; a process that had read the
-    old log reads the new one from its start and keeps every mask in it."""
+    """A host's log longer than ``COMPACT_AFTER`` words and 1.5x the masks it holds (the same
+    masks appended by several processes) is replaced, by the next process that writes, with
+    that process's masks under a new generation, each once; a process that had read the old
+    log reads the new one from its start and keeps every mask in it."""
     url = "http://shop.test/a"
     pages = _pages(redis_client, namespace)
     key = pages.mask_key(url)
@@ -227,7 +280,8 @@ def test_a_log_past_its_bound_is_written_afresh_and_read_again_by_every_process(
     reader = Fingerprinter("content")
     reader.share(pages)
     reader.detect(_shop_page("a", "Spring sale"), url, HTML)  # reads the 10 hashes
-    redis_client.append(key, write_log(range(11, COMPACT_AFTER + 20)))  # other processes'
+    for _ in range(3):  # other processes', each appending what it learned
+        redis_client.append(key, write_log(range(11, COMPACT_AFTER + 20)))
     writer = Fingerprinter("content")
     writer.share(pages)
     writer.detect(_shop_page("b", "Spring sale"), "http://shop.test/b", HTML)
@@ -235,11 +289,14 @@ def test_a_log_past_its_bound_is_written_afresh_and_read_again_by_every_process(
     generation = log_generation(log[:LOG_HEADER.size])
     assert generation not in (None, 7)
     kept = log_hashes(read_log(log, whole=True))
-    assert sorted(kept) == sorted(writer._detector._hosts["shop.test"].masked)
-    assert 2000 < len(kept) <= 2048  # the newest of the masks the writer read (its bound)
+    written = writer._detector._hosts["shop.test"]
+    assert sorted(kept) == sorted({tag(h) for h in written.masked} | set(written.pending))
+    assert set(range(1, COMPACT_AFTER + 20)) <= set(kept)
+    assert len(kept) == len(set(kept)) < COMPACT_AFTER + 40  # each mask once
     reader.detect(_shop_page("a", "Summer sale"), url, HTML)
     mask = reader._detector._hosts["shop.test"]
-    assert mask.generation == generation and set(kept) <= mask.masked
+    assert mask.generation == generation
+    assert set(kept) <= {tag(h) for h in mask.masked} | set(mask.pending)
 
 
 def test_a_damaged_mask_log_costs_its_masks_not_the_answer_and_is_written_again(
@@ -267,46 +324,92 @@ def test_the_memory_lives_in_its_pages_shard_expires_and_goes_with_the_namespace
     fingerprinter = Fingerprinter("content")
     fingerprinter.share(pages)
     fingerprinter.detect(_document(False, "aa" * 8), url, HTML)
-    key = Keys(namespace, 8).page_memory(shard_of("terms.test", 8), page_id(url))
-    assert pages.key(url) == key
+    key, field = _key(namespace, url, 8)
     assert 2 * MIN_TTL * 1000 - 10_000 < redis_client.pttl(key) <= 2 * MIN_TTL * 1000
-    assert unpack(redis_client.get(key)).fingerprint == \
+    assert unpack(redis_client.hget(key, field)).fingerprint == \
         fingerprinter.detect(_document(False, "bb" * 8), url, HTML).fingerprint
 
-    # the same bytes again: the stored copy stands, only its expiry moves (no 2 KB write),
+    # the same bytes again: the stored copy stands, only its expiry moves (no write of it),
     # and its host's mask log's (none was written: one page masks nothing here)
-    stored = redis_client.get(key)
+    stored = redis_client.hget(key, field)
     redis_client.pexpire(key, 5000)
     before = _calls(redis_client)
     again = Fingerprinter("content")  # another process, which reads the copy from Redis
     again.share(pages)
     assert again.detect(_document(False, "bb" * 8), url, HTML).segments == -1
     after = _calls(redis_client)
-    assert (after["set"] - before["set"], after["pexpire"] - before["pexpire"]) == (0, 2)
-    assert redis_client.get(key) == stored
+    assert (after["hset"] - before["hset"], after["pexpire"] - before["pexpire"]) == (0, 2)
+    assert redis_client.hget(key, field) == stored
     assert redis_client.pttl(key) > 2 * MIN_TTL * 1000 - 10_000
     assert drop(redis_client, namespace) >= 1
     assert redis_client.exists(key) == 0
 
 
+def test_no_key_of_the_memory_is_built_in_the_crawl_kit():
+    """Its keys come from ``store.Keys`` and its calls from ``store/detection_memory.py``."""
+    for module in ("shared_pages", "page_memory", "host_mask", "shared_detection_worker",
+                   "change_detection", "detection_process"):
+        text = (ROOT / "frontier_rate" / "crawl" / f"{module}.py").read_text()
+        assert "fr:{" not in text and ".pipeline(" not in text, module
+
+
+def _old_memory(fingerprint: str, hashes: list[int]) -> bytes:
+    """A page's memory as the earlier frontier-rate wrote it (version 1: every 8-byte hash),
+    written here by hand from its layout."""
+    head = struct.pack("<BqqB8sBII", 1, -1, 100, 0, b"w" * 8, 16, len(hashes), 0)
+    return head + fingerprint.encode() + struct.pack(f"<{len(hashes)}Q", *hashes)
+
+
+def test_a_namespace_of_the_earlier_layout_is_relearned_said_once_and_still_detects(
+        redis_client, namespace, caplog):
+    """Memories and a host log written by the earlier layout (a string a page, 8-byte log
+    words): the new code reads none of them, says so once at INFO, deletes the page's old
+    string when it meets it, writes the host's log afresh, and detects as a fresh process
+    would: a first copy, then an unchanged revisit called unchanged."""
+    url = "http://terms.test/tos"
+    shard = shard_of("terms.test", 4)
+    keys = Keys(namespace, 4)
+    old_page = keys.page_memory(shard, page_id(url))
+    redis_client.set(old_page, _old_memory("cd" * 8, [1 << 40, 2 << 40]), px=10**8)
+    old_log = keys.host_mask(shard, "terms.test")
+    redis_client.set(old_log, b"frhmask1" + struct.pack("<3Q", 7, 0, 5 << 40), px=10**8)
+    pages = _pages(redis_client, namespace)
+    fingerprinter = Fingerprinter("content")
+    fingerprinter.share(pages)
+    with caplog.at_level(logging.INFO, logger="frontier_rate.crawl.shared_pages"):
+        first = fingerprinter.detect(_document(False, "aa" * 8), url, HTML)
+        again = fingerprinter.detect(_document(False, "bb" * 8), url, HTML)
+    said = [r for r in caplog.records if "written by an earlier frontier-rate" in r.message]
+    assert len(said) == 1 and said[0].levelno == logging.INFO
+    assert first.fingerprint != "cd" * 8 and again.fingerprint == first.fingerprint
+    assert pages.unreadable == 0
+    assert not redis_client.exists(old_page)
+    assert log_generation(redis_client.get(old_log)[:LOG_HEADER.size]) is not None
+    fresh = Fingerprinter("content")  # another process reads what the new code wrote
+    fresh.share(pages)
+    assert fresh.detect(_document(True, "cc" * 8), url, HTML).fingerprint == first.fingerprint
+
+
 def _calls(client: redis.Redis) -> dict[str, int]:
-    """Calls of SET and PEXPIRE the server has answered (``INFO commandstats``)."""
+    """Calls of HSET and PEXPIRE the server has answered (``INFO commandstats``)."""
     stats = client.info("commandstats")
-    return {name: stats.get(f"cmdstat_{name}", {}).get("calls", 0) for name in ("set", "pexpire")}
+    return {name: stats.get(f"cmdstat_{name}", {}).get("calls", 0)
+            for name in ("hset", "pexpire")}
 
 
 def test_an_unreadable_memory_or_a_redis_that_fails_costs_the_memory_not_the_answer(
         redis_client, namespace, caplog):
     url = "http://terms.test/tos"
     pages = _pages(redis_client, namespace)
-    redis_client.set(pages.key(url), b"\x01garbage")
+    key, field = _key(namespace, url)
+    redis_client.hset(key, field, b"\x07garbage")
     fingerprinter = Fingerprinter("content")
     fingerprinter.share(pages)
     with caplog.at_level(logging.WARNING):
         first = fingerprinter.detect(_document(False, "aa" * 8), url, HTML)
     assert first.fingerprint and pages.unreadable == 1
     assert "unreadable" in caplog.text and url in caplog.text
-    assert unpack(redis_client.get(pages.key(url))).fingerprint == first.fingerprint
+    assert unpack(redis_client.hget(key, field)).fingerprint == first.fingerprint
 
     secret_url = "redis://:s3cret-pw@127.0.0.1:1/0"
     gone = redis.Redis.from_url(secret_url, socket_connect_timeout=0.2)
@@ -316,7 +419,7 @@ def test_an_unreadable_memory_or_a_redis_that_fails_costs_the_memory_not_the_ans
     with caplog.at_level(logging.WARNING):
         found = [alone.detect(_document(False, t * 8), url, HTML) for t in ("aa", "bb", "cc")]
     assert len({f.fingerprint for f in found}) == 1  # its own memory took over
-    assert failing.failures == 1  # then no call for BACKOFF seconds
+    assert failing.failures == 1  # then no call until the breaker's next attempt
     assert alone.stats()["page_memory_failures"] == 1
     assert caplog.text.count("cannot be read or written") == 1
     assert "s3cret-pw" not in caplog.text
@@ -370,4 +473,4 @@ def test_the_shared_worker_process_reads_and_writes_the_memory(redis_url, redis_
     before = run(_document(False, "aa" * 8), _document(False, "bb" * 8))
     after = run(_document(True, "cc" * 8))
     assert after == before[-1:]
-    assert redis_client.exists(_pages(redis_client, namespace).key(url))
+    assert redis_client.hexists(*_key(namespace, url))

@@ -323,7 +323,11 @@ class ContentDetector:
         if self.shared is None:
             return self._compare(text, body, url, suffix, self._pages.get(url), host, rule)
         memory = loaded = self.shared.load(url, host)
-        if loaded is not None:
+        own = self._pages.get(url)
+        if loaded is not None and own is not None and own.sketch is None \
+                and (own.raw, own.fingerprint) == (loaded.raw, loaded.fingerprint):
+            memory = own  # this process fetched the last copy: its whole memory, no sketch
+        elif loaded is not None:
             self._remember(url, loaded)
         else:  # none shared (never written, expired, or Redis failed): this process's own
             memory = self._pages.get(url)
@@ -365,6 +369,10 @@ class ContentDetector:
                 self.not_content += 1
                 return Detection(None, reason)
         hashes = self._stable_hashes(parts)
+        if memory is not None and memory.sketch is not None:  # read from Redis: page_memory
+            memory.restore(hashes, host.seen)
+        if host.pending:  # masks other processes learned, of segments not seen here yet
+            host.resolve(hashes, memory.hashes if memory is not None else ())
         hash_set = set(hashes)
         before = set(memory.hashes) if memory is not None else set()
         if memory is not None and memory.rejected == 0 and len(memory.hashes) >= MIN_OVERLAP_SEGMENTS:

@@ -7,21 +7,26 @@ banner). A process that learned nothing yet of a host (another process of the fr
 crawl after a restart) counts those segments as content the first time it fetches each page,
 so a revisit whose content did not change may be called changed.
 
-With ``FRONTIER_RATE_SHARED_PAGE_MEMORY`` every process appends the segments it masks to one
-Redis string per host (``crawl/shared_pages.py``), and masks those the other processes
-appended before it compares a copy of one of the host's pages:
+With ``FRONTIER_RATE_SHARED_PAGE_MEMORY`` (on by default) every process appends the segments it
+masks to one Redis string per host (``crawl/shared_pages.py``), and masks those the other
+processes appended before it compares a copy of one of the host's pages:
 
-- the log is a ``HEADER`` (``MAGIC`` and a random generation), then 8-byte segment hashes
-  (little-endian), each appended by the process that masked it;
-- reading it masks each hash (``fold``): masking twice, or a hash this process appended
-  itself, changes nothing;
+- the log is a ``HEADER`` (``MAGIC`` and a random generation), then one 4-byte word per mask
+  (little-endian): the segment's 31-bit ``tag``, its top bit set when it was masked for its
+  spread (``SPREAD_FLAG``). Two of a host's segments share a tag with probability ~n/2^31
+  for n masks (2,048 at most: one in a million), so a tag is as good as the hash;
+- reading it masks each segment this process knows by its tag (``fold``); a tag of a segment
+  not seen here yet waits in ``pending`` until a copy shows it (``resolve``); masking twice,
+  or a segment this process appended itself, changes nothing;
 - only masks are shared, not which page each segment was first seen on: that would cost
-  ~16 bytes for every segment of every page (22-31 KB a host on the real-HTML corpus
-  against ~1.8 KB) for 0.1 point fewer false changes (docs/CHANGE_DETECTION.md);
-- when the log holds more than ``COMPACT_AFTER`` hashes (and twice the reader's masks), the
+  ~16 bytes for every segment of every page for 0.1 point fewer false changes
+  (docs/CHANGE_DETECTION.md);
+- when the log holds more than ``COMPACT_AFTER`` words (and 1.5x the reader's masks), the
   next writer replaces it with its own masks under a new generation, and a reader that
-  finds another generation reads it again from its start. Hashes another process appended
-  during that replacement are lost: a segment it had just masked is learned again.
+  finds another generation reads it again from its start: a log stays under ~13 KiB.
+  Masks another process appended during that replacement are lost: a segment it had just
+  masked is learned again. A log of the earlier 8-byte layout (``OLD_MAGIC``) is replaced
+  the same way, its masks re-learned.
 """
 
 from __future__ import annotations
@@ -29,20 +34,29 @@ from __future__ import annotations
 import math
 import random
 import struct
+import sys
 from array import array
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from itertools import pairwise
 
-from frontier_rate.crawl.page_memory import hashes_of, little_endian
 from frontier_rate.crawl.segments import SHORT_BIT
 
 HEADER = struct.Struct("<8sQ")
 """The log's first 16 bytes: ``MAGIC`` and its generation."""
-MAGIC = b"frhmask1"
-COMPACT_AFTER = 4096
-"""Hashes in a host's log after which the next writer replaces it with its own masks (8 bytes
-a hash: a host's log stays under ~32 KiB)."""
+MAGIC = b"frhmask2"
+OLD_MAGIC = b"frhmask1"
+"""The magic of the earlier layout (8-byte hashes, a zero word before a spread mask)."""
+COMPACT_AFTER = 256
+"""Words in a host's log (and half as many again as the reader's masks) after which the next
+writer replaces it with its own masks: a log holds each mask about once (processes append
+the masks each learns, the same ones too), under ~13 KiB for a host of 2,048 masks."""
+WORD = 4
+PARTIAL = 0xFFFFFFFF
+"""The low bits of a hash known only by its top 32 (all zero: a whole hash's are its
+Adler-32, never 0)."""
+SPREAD_FLAG = 1 << 31
+"""In a log word: the mask was learned from the segment's spread (``SPREAD_MARK``)."""
 PENDING_LIMIT = 4096
 """Masks a process keeps unwritten while Redis does not answer; past it they are dropped and
 its whole set is written once Redis answers (``compact``)."""
@@ -115,7 +129,7 @@ class HostMask:
     shared as they are learned; a segment another process masked stays masked here."""
 
     __slots__ = ("seen", "masked", "limit", "pages", "threshold", "slots", "volatile_slots",
-                 "events", "generation", "offset", "compact")
+                 "events", "generation", "offset", "compact", "pending")
 
     def __init__(self, limit: int, shared: bool = False) -> None:
         self.seen: OrderedDict[int, int] = OrderedDict()
@@ -129,6 +143,7 @@ class HostMask:
         self.generation: int | None = None
         self.offset = 0
         self.compact = False
+        self.pending: dict[int, int] = {}  # tag -> log word of a mask read, segment unseen
 
     def see(self, hashes: Iterable[int], page: int) -> None:
         """Record the segments of one copy of ``page`` (a 32-bit id); a segment now on
@@ -162,7 +177,11 @@ class HostMask:
         self._bound_events()
 
     def mask(self, h: int) -> None:
-        """Mask ``h`` on this host (learned by a rule other than its spread)."""
+        """Mask ``h`` on this host (learned by a rule other than its spread). A segment known
+        only by its top 32 bits (``PARTIAL``: removed from a copy another process fetched)
+        waits by its tag until a copy shows it (``resolve``)."""
+        if not h & PARTIAL:
+            self.pending[tag(h)] = tag(h)
         if self.events is not None and h not in self.masked:
             self.events.append(h)
             self._bound_events()
@@ -170,43 +189,59 @@ class HostMask:
         self.seen[h] = _EXPLICIT
         self.seen.move_to_end(h)
 
-    def fold(self, hashes: Iterable[int]) -> None:
-        """Mask the hashes other processes masked (``read_log``: each after ``SPREAD_MARK``
-        when masked for its spread), as if this process had learned them; none of them becomes
-        an event of this process. A spread mask is taken only while the threshold here is 2
-        (few of the host's pages known); then the host's own pages decide. The oldest
-        remembered segments make room, as ``see`` does."""
-        events, self.events = self.events, None
-        spread = False
-        try:
-            for h in hashes:
-                if h == SPREAD_MARK:
-                    spread = True
-                elif not spread:
-                    self.mask(h)
-                else:
-                    spread = False
-                    if self.seen.get(h) == _EXPLICIT:
-                        continue
-                    if self.threshold <= 2:
-                        self.masked.add(h)
-                    self.seen[h] = _FOLDED
-                    self.seen.move_to_end(h)
-        finally:
-            self.events = events
+    def fold(self, words: Iterable[int]) -> None:
+        """Mask the segments other processes masked (``read_log``'s words), as if this
+        process had learned them; none of them becomes an event of this process. A segment
+        not seen here yet waits in ``pending`` (``resolve``). A spread mask is taken only
+        while the threshold here is 2 (few of the host's pages known); then the host's own
+        pages decide. The oldest remembered segments make room, as ``see`` does."""
+        words = list(words)
+        if not words:
+            return
+        by_tag = {tag(h): h for h in self.seen}
+        pending = self.pending
+        for word in words:
+            h = by_tag.get(word & ~SPREAD_FLAG)
+            if h is None:
+                pending[word & ~SPREAD_FLAG] = word
+            else:
+                self._fold_one(h, word)
+        while len(pending) > self.limit:
+            del pending[next(iter(pending))]
         while len(self.seen) > self.limit:
             self._forget_oldest()
 
+    def resolve(self, hashes: Iterable[int], last: Iterable[int] = ()) -> None:
+        """Fold the pending masks of the segments of a copy about to be compared, and of
+        those of the page's last copy known only by their top 32 bits (``last``)."""
+        pending = self.pending
+        for h in hashes:
+            word = pending.pop(tag(h), None)
+            if word is not None:
+                self._fold_one(h, word)
+        for h in last:
+            if not h & PARTIAL and tag(h) in pending:
+                self._fold_one(h, pending[tag(h)])
+
+    def _fold_one(self, h: int, word: int) -> None:
+        events, self.events = self.events, None
+        try:
+            if not word & SPREAD_FLAG:
+                self.mask(h)
+            elif self.seen.get(h) != _EXPLICIT:
+                if self.threshold <= 2:
+                    self.masked.add(h)
+                self.seen[h] = _FOLDED
+                self.seen.move_to_end(h)
+        finally:
+            self.events = events
+
     def state(self) -> list[int]:
-        """What a compacted log holds: every hash masked here (``SPREAD_MARK`` before those
-        masked for their spread)."""
-        found: list[int] = []
+        """What a compacted log holds: the word of every mask here, and of those pending."""
+        found = dict(self.pending)
         for h in self.masked:
-            if self.seen.get(h) == _EXPLICIT:
-                found.append(h)
-            else:
-                found += (SPREAD_MARK, h)
-        return found
+            found[tag(h)] = tag(h) | (0 if self.seen.get(h) == _EXPLICIT else SPREAD_FLAG)
+        return list(found.values())
 
     def revisited(self, order: Iterable[int]) -> None:
         """A revisit of a page whose copy is ``order``: each slot it shows was revisited."""
@@ -269,15 +304,38 @@ def host_of(url: str) -> str:
     return rest.split("/", 1)[0].split("?", 1)[0].lower()
 
 
+def tag(h: int) -> int:
+    """A segment's 31-bit tag in a shared log (never 0), of its top 32 bits: those a page's
+    shared memory keeps of a removed segment (``crawl/page_memory.py``), so a segment known
+    only by them has its tag."""
+    return ((((h >> 32) * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF) >> 33) or 1
+
+
+def words_of(events: Iterable[int]) -> list[int]:
+    """The log words of ``HostMask.events`` (a hash, or ``SPREAD_MARK`` then a hash)."""
+    found: list[int] = []
+    spread = False
+    for h in events:
+        if h == SPREAD_MARK:
+            spread = True
+        else:
+            found.append(tag(h) | (SPREAD_FLAG if spread else 0))
+            spread = False
+    return found
+
+
 def new_generation() -> int:
     """A random generation for a log written afresh."""
     return random.getrandbits(64)
 
 
-def write_log(hashes: Iterable[int], generation: int | None = None) -> bytes:
-    """``hashes`` as log bytes; with ``generation``, a whole log (its header first)."""
+def write_log(words: Iterable[int], generation: int | None = None) -> bytes:
+    """Log ``words`` as bytes; with ``generation``, a whole log (its header first)."""
     head = HEADER.pack(MAGIC, generation) if generation is not None else b""
-    return head + little_endian(array("Q", hashes))
+    values = array("I", words)
+    if sys.byteorder != "little":
+        values.byteswap()
+    return head + values.tobytes()
 
 
 def log_generation(head: bytes) -> int | None:
@@ -289,17 +347,26 @@ def log_generation(head: bytes) -> int | None:
     return None
 
 
+def is_old_log(head: bytes) -> bool:
+    """Whether a log's first bytes are those of the earlier 8-byte layout."""
+    return head[:len(OLD_MAGIC)] == OLD_MAGIC
+
+
 def read_log(data: bytes, whole: bool) -> list[int]:
-    """The hashes of log bytes (``whole``: from the log's start, whose header is skipped);
-    ValueError naming the fault when they are not whole 8-byte hashes."""
+    """The words of log bytes (``whole``: from the log's start, whose header is skipped);
+    ValueError naming the fault when they are not whole 4-byte words."""
     if whole and log_generation(data) is not None:
         data = data[HEADER.size:]
-    if len(data) % 8:
+    if len(data) % WORD:
         raise ValueError(f"host mask log of {len(data)} bytes is not a whole number of "
-                         "8-byte hashes")
-    return hashes_of(data).tolist()
+                         "4-byte words")
+    values = array("I")
+    values.frombytes(data)
+    if sys.byteorder != "little":
+        values.byteswap()
+    return values.tolist()
 
 
 def log_hashes(words: Iterable[int]) -> list[int]:
-    """The masked hashes of a log's words (``read_log``), without the ``SPREAD_MARK``s."""
-    return [word for word in words if word != SPREAD_MARK]
+    """The tags of a log's words, without their ``SPREAD_FLAG``."""
+    return [word & ~SPREAD_FLAG for word in words]

@@ -232,7 +232,7 @@ TABLE: tuple[Setting, ...] = (
     _s("FINGERPRINT", anything, "content", '`"content"`', field="fingerprint"),
     _s("DETECTION_PROCESS", boolean, True, "`True`", readers=frozenset({SCRAPY}),
        field="detection_process", unread="it detects changes in the crawler's process"),
-    _s("SHARED_PAGE_MEMORY", boolean, False, "`False`", field="shared_page_memory"),
+    _s("SHARED_PAGE_MEMORY", boolean, True, "`True`", field="shared_page_memory"),
     _s("STRIP_PATTERNS", strip_patterns, [], "`[]`", field="strip_patterns"),
     _s("CONTENT", anything, None, "`{}`"),
     _s("IGNORE_TEXT", anything, None, "`[]`"),

@@ -55,12 +55,14 @@ key                                   type   content
                                              for pages with dated changes (``pattern``)
 ``fr:{ns:s}:bad``                     hash   page id -> quarantine record (host, reason, raw
                                              corrupt value; ``wire.unpack_quarantine``)
-``fr:{ns:s}:pm:<page id>``            str    the page's last copy as the ``"content"``
-                                             detection compares with it (only with
-                                             ``FRONTIER_RATE_SHARED_PAGE_MEMORY``;
-                                             crawl/shared_pages.py), expiring
+``fr:{ns:s}:pm``                      hash   page id -> a sketch of the page's last copy as
+                                             the ``"content"`` detection compares with it
+                                             (``FRONTIER_RATE_SHARED_PAGE_MEMORY``;
+                                             store/detection_memory.py), expiring
+``fr:{ns:s}:pm:<page id>``            str    the same in the earlier layout: deleted when
+                                             read
 ``fr:{ns:s}:hm:<host id>``            str    what the ``"content"`` detection learned of a
-                                             host's boilerplate, a log of 16-byte events
+                                             host's boilerplate, a log of 4-byte words
                                              (with the setting above; crawl/host_mask.py),
                                              expiring
 ``fr:{ns:s}:ld:<page id>``            str    the page's last detection, a JSON object of
@@ -265,8 +267,13 @@ class Keys:
     def bad(self, shard: int) -> str:
         return f"{self.prefix(shard)}bad"
 
+    def page_memories(self, shard: int) -> str:
+        """hash page id -> its detection memory (store/detection_memory.py), expiring."""
+        return f"{self.prefix(shard)}pm"
+
     def page_memory(self, shard: int, pid: bytes) -> str:
-        """str: one page's detection memory (crawl/shared_pages.py), expiring."""
+        """str: one page's detection memory in the earlier layout, deleted when read
+        (store/detection_memory.py)."""
         return f"{self.prefix(shard)}pm:{pid.hex()}"
 
     def last_detection(self, shard: int, pid: bytes) -> str:
