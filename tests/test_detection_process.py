@@ -22,7 +22,8 @@ from frontier_rate.crawl.detection_worker import READY, frame, read_line
 from frontier_rate.crawl.fingerprint import Fingerprinter
 from frontier_rate.crawl.shared_pages import SharedPages
 from frontier_rate.engine.validation import parse_url
-from frontier_rate.store.keys import Keys, page_id, shard_of
+from frontier_rate.store.detection_memory import last_detection
+from frontier_rate.store.keys import Keys
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -226,8 +227,7 @@ def test_a_process_told_to_share_keeps_every_pages_memory_in_redis(tmp_path, red
     parsed = {url: fingerprint for (url, _), (fingerprint, *_, segments) in
               zip(answers, report["expected"], strict=True) if segments != -1}
     keys = Keys(namespace, 4)
-    records = {url: decode(client.get(keys.last_detection(shard_of(parse_url(url), 4),
-                                                          page_id(url)))) for url in parsed}
+    records = {url: decode(last_detection(client, keys, url, parse_url(url))) for url in parsed}
     assert {url: record["fingerprint"] for url, record in records.items()} == parsed
     assert all(record["segments"] >= 0 or record["not_content"] for record in records.values())
     assert "detection process stopped" not in log

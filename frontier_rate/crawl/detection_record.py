@@ -2,8 +2,8 @@
 
 With the pages' detection memories in Redis (``FRONTIER_RATE_SHARED_PAGE_MEMORY``), each
 ``"content"`` detection that parsed the page (not the same bytes as its last copy again)
-also writes one small record of what it decided and why, beside the
-page's memory (``Keys.last_detection``, expiring with it): how many segments the copy had,
+also writes one small record of what it decided and why to its shard's capped log of recent
+detections (``Keys.last_detections``, store/detection_memory.py): how many segments the copy had,
 how many changed and how many differences were ignored, how many of its segments the host's
 learned masks hid (boilerplate, volatile blocks) and how many sat in the host's volatile
 slots, and which content rule applied (the selector, the number of ignore-text patterns).

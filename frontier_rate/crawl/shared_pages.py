@@ -149,12 +149,8 @@ class SharedPages:
     def note(self, url: str, record: bytes) -> None:
         """Store ``record`` as the page's last detection (crawl/detection_record.py, what
         ``inspect`` shows), expiring as its memory does."""
-        try:
-            host = parse_url(url)
-        except ValueError:
-            host = ""
-        key = self._keys.last_detection(shard_of(host, self._keys.shards), page_id(url))
-        self._call(self._client.set, key, record, px=self._ttl_ms)
+        shard, pid, _ = self._place(url)
+        self._call(self.store.note, shard, pid, record)
 
     def _fold(self, url: str, key: str, host: HostMask, head: bytes, tail: bytes) -> None:
         """Mask in ``host`` the words of the log read from its offset (``tail``); the log's

@@ -17,6 +17,7 @@ from frontier_rate.engine.shards import ShardCalls
 from frontier_rate.engine.validation import count, parse_url, stored_url
 from frontier_rate.math import pattern
 from frontier_rate.store import health, wire
+from frontier_rate.store.detection_memory import last_detection
 from frontier_rate.store.errors import NamespaceLost
 from frontier_rate.store.keys import Layout, page_id
 from frontier_rate.store.namespace import SETTINGS, check_markers
@@ -89,10 +90,8 @@ class Inspector:
     def last_detection(self, url: str) -> bytes | None:
         """The stored record of the page's last content detection (crawl/detection_record.py
         reads it), or None: kept only with the pages' detection memories in Redis."""
-        host = parse_url(url)
-        shard = self.calls.of(host)
         with self.session.errors("page"):
-            return self.session.client.get(self.session.keys.last_detection(shard, page_id(url)))
+            return last_detection(self.session.client, self.session.keys, url, parse_url(url))
 
     def _read_page(self, shard: int, host: str, pid: bytes) -> list:
         """(state, extras, due, quarantine record, pattern) of a page, read again if a

@@ -11,6 +11,13 @@ Two kinds of key, both in the page's shard (a Cluster spreads them as it does th
 - ``Keys.host_mask`` ``fr:{ns:s}:hm:<host id>``, a string: the host's log of masks
   (``crawl/host_mask.py``), written whole, expiring ``ttl`` after its last write.
 
+- ``Keys.last_detections`` ``fr:{ns:s}:ld``, a stream: the shard's last ``DETECTIONS_KEPT``
+  (about: Redis trims whole nodes) detections, each a page id and its record
+  (``crawl/detection_record.py``), what ``frontier-rate inspect`` shows. A capped log rather
+  than a record a page: what it costs is bounded per namespace (16 shards x 64 records of
+  ~250 bytes), not paid by every page; a page not among its shard's recent detections says
+  so.
+
 ``Keys.page_memory`` (one string a page) is the earlier layout: a read deletes the page's
 old string (``UNLINK``, in the same round trip) and says whether there was one, so that the
 caller can say once that old memories are re-learned. Every call raises what redis-py
@@ -22,6 +29,20 @@ from __future__ import annotations
 from typing import Any
 
 from frontier_rate.store.keys import Keys, page_id, shard_of
+
+DETECTIONS_KEPT = 64
+"""Detections kept a shard for ``inspect`` (``Keys.last_detections``)."""
+
+
+def last_detection(client: Any, keys: Keys, url: str, host: str) -> bytes | None:
+    """The record of the page's last detection among its shard's kept ones, or None."""
+    pid = page_id(url)
+    entries = client.xrevrange(keys.last_detections(shard_of(host, keys.shards)),
+                               count=2 * DETECTIONS_KEPT)
+    for _, fields in entries:
+        if fields.get(b"page") == pid:
+            return fields.get(b"record")
+    return None
 
 
 class DetectionMemoryStore:
@@ -75,3 +96,12 @@ class DetectionMemoryStore:
                 pipe.pexpire(log, self.ttl_ms)
         replies = pipe.execute()
         return replies[2 if memory is not None else 1:]
+
+    def note(self, shard: int, pid: bytes, record: bytes) -> None:
+        """Append the page's last detection to its shard's capped log (one round trip)."""
+        key = self.keys.last_detections(shard)
+        pipe = self.client.pipeline(transaction=False)
+        pipe.xadd(key, {b"page": pid, b"record": record}, maxlen=DETECTIONS_KEPT,
+                  approximate=True)
+        pipe.pexpire(key, self.ttl_ms)
+        pipe.execute()

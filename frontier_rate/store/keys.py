@@ -276,9 +276,10 @@ class Keys:
         (store/detection_memory.py)."""
         return f"{self.prefix(shard)}pm:{pid.hex()}"
 
-    def last_detection(self, shard: int, pid: bytes) -> str:
-        """str: one page's last detection (crawl/detection_record.py), expiring."""
-        return f"{self.prefix(shard)}ld:{pid.hex()}"
+    def last_detections(self, shard: int) -> str:
+        """stream: the shard's last detections (crawl/detection_record.py), each a page id
+        and its record, capped (store/detection_memory.py ``DETECTIONS_KEPT``), expiring."""
+        return f"{self.prefix(shard)}ld"
 
     def host_mask(self, shard: int, host: str) -> str:
         """str: one host's learned boilerplate as a log of events (crawl/host_mask.py),
