@@ -53,8 +53,8 @@ from frontier_rate.crawl import scrapy_compat as compat
 from frontier_rate.crawl.detection_process import DetectionProcess
 from frontier_rate.crawl.fingerprint import Fingerprinter, clean_validator
 from frontier_rate.crawl.idle_reason import log_why_nothing
-from frontier_rate.crawl.politeness import HostGate
 from frontier_rate.crawl.responses import Outcome, outcome
+from frontier_rate.crawl.scrapy_politeness import ScrapyPoliteness
 from frontier_rate.crawl.settings import CLOCK_SLACK, DONT_REVISIT_KEY, WEIGHT_KEY, adapter_settings
 from frontier_rate.crawl.shared_pages import use_page_memory
 from frontier_rate.crawl.signal_reader import SITEMAP_KEY, SignalReader
@@ -62,7 +62,6 @@ from frontier_rate.scrapy.answers import BodyCap, ChildDetection, send_outcome, 
 from frontier_rate.scrapy.delivery import MAX_TRACKED, Delivery, failed_meta
 from frontier_rate.scrapy.namespace import NamespaceChoice
 from frontier_rate.scrapy.one_pass import OnePass
-from frontier_rate.scrapy.politeness import ScrapyPoliteness
 from frontier_rate.scrapy.redirects import RedirectHops
 from frontier_rate.scrapy.requests import (
     RESULT_KEY,
@@ -73,7 +72,6 @@ from frontier_rate.scrapy.requests import (
     request_to_page_meta,
     stored_priority,
 )
-from frontier_rate.scrapy.send import SharedSend
 from frontier_rate.scrapy.settling import Settling
 from frontier_rate.scrapy.startup import (
     Refusing,
@@ -207,18 +205,8 @@ class Scheduler:
         frontier = self.client.frontier
         assert frontier is not None
         self.lease_timeout = frontier.lease_timeout
-        gate = HostGate(
-            per_host=config.per_host, min_delay=frontier.min_host_delay,
-            obey_crawl_delay=config.obey_crawl_delay,
-            framework_reads_robots=config.framework_reads_robots,
-            robots_ttl=config.robots_ttl, max_crawl_delay=config.max_crawl_delay,
-            agent=config.robots_agent)
-        self.politeness = ScrapyPoliteness(self.crawler, gate, self.clock,
-                                           self.client.host_delay)
-        self.crawler.signals.connect(self.politeness.on_downloaded,
-                                     signal=signals.response_downloaded)
-        if self.crawler.settings.getbool("FRONTIER_RATE_SHARED_SEND", True):
-            self.shared_send = SharedSend.of(self.crawler, frontier, gate.delay)
+        self.politeness = ScrapyPoliteness.install(self.crawler, frontier, config, self.clock,
+                                                   self.client.host_delay)
         self._intake = PageIntake(spider, self.stats,
                                   AddedHeaders(self.crawler.settings, spider).clean)
         self._signals = SignalReader(

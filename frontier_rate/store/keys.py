@@ -12,6 +12,10 @@ key                                   type   content
                                              policy cell layout (fixed at creation)
 ``fr:{ns}:tokens``                    hash   the shared token bucket (tokens, ts)
 ``fr:{ns}:nu``                        hash   threshold ν, solved_at, budget, planned_rate, pages
+``fr:{ns}:send``                      hash   host -> "<time>,<delay>" of its last send (the
+                                             shared send slot, lua/send_slot.lua)
+``fr:{ns}:senders``                   zset   process id -> when it last took a send slot
+``fr:{ns}:origin``                    hash   project, spider, folder that created the namespace
 ``fr:{ns}:due``                       hash   per shard s: "<s>" -> earliest time (µs) the shard
                                              may have work (ready host or lease deadline,
                                              "inf": none), "v<s>" -> its version (lua/due.lua)
@@ -176,6 +180,21 @@ class Keys:
     @property
     def due(self) -> str:
         return f"fr:{{{self.namespace}}}:due"
+
+    @property
+    def send(self) -> str:
+        """hash host -> its last shared send ("<time>,<delay>", Redis's clock; lua/send_slot.lua)."""
+        return f"fr:{{{self.namespace}}}:send"
+
+    @property
+    def senders(self) -> str:
+        """zset process id -> when it last took a send slot (lua/send_slot.lua)."""
+        return f"fr:{{{self.namespace}}}:senders"
+
+    @property
+    def origin(self) -> str:
+        """hash: the project, spider and script folder that created the namespace."""
+        return f"fr:{{{self.namespace}}}:origin"
 
     def prefix(self, shard: int) -> str:
         return f"fr:{{{self.namespace}:{shard}}}:"
