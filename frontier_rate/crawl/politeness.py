@@ -243,6 +243,19 @@ class SendGate:
         with self._lock:
             return self._own_turn(host, delay)
 
+    def sent_late(self, host: str, delay: float, late: float) -> None:
+        """A request to ``host`` left ``late`` seconds after its time: record when it left, so
+        no process sends to the host within ``delay`` of it (best effort: never raises)."""
+        if self.breaker.outage_since is not None or not self.synced:
+            return
+        now = self.wall() + (self.offset or 0.0)
+        with self._lock:
+            self.last[host] = max(self.last.get(host, 0.0), now)
+        try:
+            self.slots.late(host, delay, now)
+        except Exception as exc:  # the next reservation trips the breaker if Redis is gone
+            logger.debug("late send of %s not recorded: %r", host, exc)
+
     def _own_turn(self, host: str, delay: float) -> float:
         """The next start of one of this process's windows, a delay after the host's last
         known send (see the class docstring), on the local clock."""

@@ -194,3 +194,8 @@ class ScrapyPoliteness:
             if self.crawler.stats is not None:
                 self.crawler.stats.inc_value("frontier_rate/send_waits")
             await compat.sleep(wait)
+        late = time.monotonic() - at
+        if late > SEND_MARGIN:  # a busy loop woke it late: the next send counts from now
+            if self.crawler.stats is not None:
+                self.crawler.stats.inc_value("frontier_rate/late_sends")
+            await compat.in_thread(self.send.sent_late, host, delay + SEND_MARGIN, late)

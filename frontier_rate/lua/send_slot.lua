@@ -5,7 +5,8 @@
 -- different clocks agree) and the delay its sender asked for; an older value (one number, the
 -- next free time) is read as such. KEYS[2]: zset process id -> when it last reserved.
 -- ARGV: host, delay (seconds >= 0), now (Redis's clock, seconds), the caller's process id,
--- window (seconds a process counts as sending after its last reservation).
+-- window (seconds a process counts as sending after its last reservation), and optionally
+-- "late": the caller's request left late, at ``now`` (recorded if after the last send).
 -- The next send keeps the longer of both delays after the last one: a process that has not
 -- read the host's Crawl-delay yet (its robots.txt fetch) never comes closer than it to a
 -- send of a process that has, nor the other way round.
@@ -26,6 +27,14 @@ if not window or window ~= window or window <= 0 or window == math.huge then
   return redis.error_reply("send_slot: window must be a finite number > 0")
 end
 local stored = redis.call("HGET", KEYS[1], host)
+if ARGV[6] == "late" then
+  -- the caller's request left at ``now``, later than its slot: the next send counts from now
+  local last = tonumber(string.match(stored or "", "^([^,]+),") or "")
+  if last and last < now then
+    redis.call("HSET", KEYS[1], host, string.format("%.6f,%.6f", now, delay))
+  end
+  return {"0", "1", "0"}
+end
 local at = now
 if stored then
   local last, before = string.match(stored, "^([^,]+),([^,]+)$")

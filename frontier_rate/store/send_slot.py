@@ -61,7 +61,16 @@ class SendSlots:
     def reserve(self, host: str, delay: float, now: float) -> Reservation:
         """Take ``host``'s next send slot at Redis time ``now`` with ``delay`` seconds after the
         previous send (the longer of both delays holds). Raises on any Redis error."""
-        args = [host, repr(float(delay)), repr(float(now)), self.sender, repr(self.window)]
+        return self._call(host, delay, now)
+
+    def late(self, host: str, delay: float, now: float) -> None:
+        """A request to ``host`` left at Redis time ``now``, later than its slot (a busy event
+        loop): the host's next send counts from ``now``."""
+        self._call(host, delay, now, "late")
+
+    def _call(self, host: str, delay: float, now: float, *mode: str) -> Reservation:
+        args = [host, repr(float(delay)), repr(float(now)), self.sender, repr(self.window),
+                *mode]
         keys = [self.keys.send, self.keys.senders]
         try:
             reply = self.scripts.call(self.scripts.client, "send_slot", keys, args)
