@@ -29,8 +29,10 @@ pytestmark = pytest.mark.timeout(150)
 
 
 def start(tmp_path: Path, name: str, redis_url: str, namespace: str, seeds: list[str],
-          run: float) -> tuple[subprocess.Popen, Path, Path]:
-    """Start one Frontera crawl of ``seeds`` for ``run`` seconds; (process, records, log)."""
+          run: float, extra: dict[str, Any] | None = None
+          ) -> tuple[subprocess.Popen, Path, Path]:
+    """Start one Frontera crawl of ``seeds`` for ``run`` seconds (``extra`` settings);
+    (process, records, log)."""
     output, log = tmp_path / f"{name}.jsonl", tmp_path / f"{name}.log"
     config: dict[str, Any] = {
         "spider": "RevisitSpider",
@@ -47,6 +49,7 @@ def start(tmp_path: Path, name: str, redis_url: str, namespace: str, seeds: list
             "ROBOTSTXT_OBEY": True,
             "LOG_FILE": str(log),
             "LOG_LEVEL": "DEBUG",
+            **(extra or {}),
         },
     }
     path = tmp_path / f"{name}.json"
