@@ -125,6 +125,11 @@ class HostGate:
             return True
         return False
 
+    def robots_read(self, host: str) -> bool:
+        """Whether this process has read ``host``'s robots.txt (knows its Crawl-delay)."""
+        state = self.robots.get(host)
+        return state is not None and state.fetched_at is not None
+
     def robots_done(self, host: str, now: float) -> None:
         """A robots.txt fetch ended (answered or not): the host may go on."""
         state = self.robots.setdefault(host, Robots())

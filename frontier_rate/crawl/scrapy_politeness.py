@@ -55,6 +55,11 @@ slot spaces request *starts*; at the site two requests may arrive closer than th
 (the first one's connection set-up, a busy event loop writing one request late): on this
 2-core VM under load the test-bed saw arrival gaps up to ~32 ms shorter than the start gaps
 (the demo's politeness check failed with 10 and 25 ms). It costs 5% of a 1 s delay's rate."""
+ROBOTS_GAP = 1.0
+"""Seconds kept at least around a robots.txt fetch to a host whose Crawl-delay this process
+does not know yet (its first one): two processes starting together fetched it 0.026 s apart
+under a ``Crawl-delay: 1`` neither had read (benchmarks/frontera_politeness.py). Costs each
+such host one wait of up to this long before its first page, once per process."""
 SEND_MARGIN = 0.01
 """Seconds added to a host's delay in its shared slot: the arrival of a request at the
 server drifts by a few ms from the moment its wait ends (scheduling, the connection)."""
@@ -187,6 +192,9 @@ class ScrapyPoliteness:
         delay = self.gate.delay(host) if host else 0.0
         if delay <= 0:
             return
+        if self.gate.obey_crawl_delay and urlparse_cached(request).path == "/robots.txt" \
+                and not self.gate.robots_read(host):
+            delay = max(delay, ROBOTS_GAP)
         at = await compat.in_thread(self.send.reserve, host, delay + SEND_MARGIN)
         wait = at - time.monotonic()
         if wait > 0:
