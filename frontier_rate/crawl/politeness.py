@@ -37,6 +37,8 @@ DEFAULT_MAX_CRAWL_DELAY = 60.0
 """Largest robots.txt Crawl-delay obeyed (FRONTIER_RATE_MAX_CRAWL_DELAY); larger ones are clamped."""
 ROBOTS_MAX_BYTES = 500 * 1024
 """Bytes of a robots.txt that are parsed (Google's limit, RFC 9309 asks for at least 500 KiB)."""
+LAST_SENDS_KEPT = 4096
+"""Hosts ``SendGate`` remembers its last send to before it forgets those sent to long ago."""
 _CRAWL_DELAY_LINE = re.compile(r"^[ \t]*crawl[-_ ]?delay[ \t]*:[ \t]*([^\r\n#]*)", re.I | re.M)
 
 
@@ -244,6 +246,8 @@ class SendGate:
                         self.outage_sends = 0
                     self.senders, self.place = taken.senders, taken.place
                     self.last[host] = max(self.last.get(host, 0.0), now + taken.wait)
+                    if len(self.last) > LAST_SENDS_KEPT:
+                        self._forget_before(now - 2 * DEFAULT_MAX_CRAWL_DELAY)
                 return start + taken.wait
         with self._lock:
             return self._own_turn(host, delay)
@@ -260,6 +264,10 @@ class SendGate:
             self.slots.late(host, delay, now)
         except Exception as exc:  # the next reservation trips the breaker if Redis is gone
             logger.debug("late send of %s not recorded: %r", host, exc)
+
+    def _forget_before(self, moment: float) -> None:
+        """Drop the hosts last sent to before ``moment`` (longer ago than any delay)."""
+        self.last = {host: at for host, at in self.last.items() if at >= moment}
 
     def _own_turn(self, host: str, delay: float) -> float:
         """The next start of one of this process's windows, a delay after the host's last
