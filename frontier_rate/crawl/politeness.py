@@ -239,16 +239,23 @@ class SendGate:
                         f"turns among the {self.senders} seen sending"))
             else:
                 start = self.clock()
+                at = now + taken.wait
                 with self._lock:
                     if self.breaker.outage_since is not None:
                         self.breaker.reset(start, f"shared send slots taken again ("
                                                   f"{self.outage_sends} sends in turns)")
                         self.outage_sends = 0
                     self.senders, self.place = taken.senders, taken.place
-                    self.last[host] = max(self.last.get(host, 0.0), now + taken.wait)
+                    # a send in this process's own turns during an outage: Redis never saw it
+                    unseen = self.last.get(host, -math.inf) + delay - at > 1e-3
+                    if unseen:
+                        at = self.last[host] + delay
+                    self.last[host] = max(self.last.get(host, 0.0), at)
                     if len(self.last) > LAST_SENDS_KEPT:
                         self._forget_before(now - 2 * DEFAULT_MAX_CRAWL_DELAY)
-                return start + taken.wait
+                if unseen:
+                    self._stamp(host, delay, at)
+                return start + (at - now)
         with self._lock:
             return self._own_turn(host, delay)
 
@@ -260,10 +267,14 @@ class SendGate:
         now = self.wall() + (self.offset or 0.0)
         with self._lock:
             self.last[host] = max(self.last.get(host, 0.0), now)
+        self._stamp(host, delay, now)
+
+    def _stamp(self, host: str, delay: float, at: float) -> None:
+        """Record in Redis that this process sends to ``host`` at ``at`` (Redis's clock)."""
         try:
-            self.slots.late(host, delay, now)
+            self.slots.late(host, delay, at)
         except Exception as exc:  # the next reservation trips the breaker if Redis is gone
-            logger.debug("late send of %s not recorded: %r", host, exc)
+            logger.debug("send of %s at %.3f not recorded: %r", host, at, exc)
 
     def _forget_before(self, moment: float) -> None:
         """Drop the hosts last sent to before ``moment`` (longer ago than any delay)."""
