@@ -229,3 +229,30 @@ def test_every_citation_of_the_project_resolves():
 def test_citation_check_sees_a_dangling_one():
     assert _unresolved({ROOT / "x.md": "see `frontier_rate/nowhere.py` and [A](NOWHERE.md)"}) == [
         "x.md: frontier_rate/nowhere.py", "x.md: NOWHERE.md"]
+
+
+def redis_keys_built_outside_the_store(root: Path) -> list[str]:
+    """Python modules outside ``store/`` whose code spells a namespace key (``fr:{``): every
+    key is named in ``store/keys.py`` and reached through the store layer. Bare string
+    statements (docstrings: prose about a key) are not code."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if path.relative_to(root).parts[0] == "store":
+            continue
+        tree = ast.parse(path.read_text())
+        prose = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)}
+        found += [f"{path.relative_to(root)}:{node.lineno}" for node in ast.walk(tree)
+                  if isinstance(node, ast.Constant) and isinstance(node.value, str)
+                  and "fr:{" in node.value and id(node) not in prose]
+    return found
+
+
+def test_no_redis_key_is_built_outside_the_store():
+    assert redis_keys_built_outside_the_store(PACKAGE) == []
+
+
+def test_a_key_built_in_the_crawl_kit_is_found(tmp_path):
+    (tmp_path / "crawl").mkdir()
+    (tmp_path / "crawl" / "m.py").write_text('"""Says fr:{ns}:pm in prose."""\n'
+                                             'KEY = f"fr:{{{1}}}:send"\n')
+    assert redis_keys_built_outside_the_store(tmp_path) == ["crawl/m.py:2"]

@@ -4,7 +4,8 @@ While Redis does not take calls (unreachable, refusing writes, the namespace los
 ``RedisFault``) the client sends nothing until the next attempt, 1, 2, 4 ... at most 30 s
 apart (``REDIS_RETRY_FIRST``, ``REDIS_RETRY_MAX``). The first failure is logged as a
 WARNING naming what Redis answered (an ERROR for a namespace found gone), later attempts
-at INFO, and the recovery with the number of results replayed.
+at INFO, and the recovery with the number of results replayed. It is the one breaker of
+every Redis outage: the client's calls and the shared send slots (``crawl.politeness``).
 """
 
 from __future__ import annotations
@@ -42,9 +43,11 @@ class Breaker:
         """Open, and the next attempt not due yet (timers may fire ``CLOCK_SLACK`` early)."""
         return self.outage_since is not None and now < self.retry_at - CLOCK_SLACK
 
-    def trip(self, exc: Exception, now: float, held: int, unadded: int) -> None:
+    def trip(self, exc: Exception, now: float, held: int = 0, unadded: int = 0, *,
+             doing: str | None = None) -> None:
         """A call failed with ``exc``: log it, back off (``held`` results and ``unadded``
-        pages wait, for the log line)."""
+        pages wait, for the log line; ``doing``, when given, says instead what the caller
+        does meanwhile, e.g. the shared send slots' local pacing)."""
         url = redact_url(self.redis_url)
         reason = str(exc)
         if f" at {url}: " in reason:  # the engine's message names the URL already
@@ -53,7 +56,11 @@ class Breaker:
         if self.outage_since is None:
             self.outage_since, self.failures, self.replayed = now, 0, 0
             self.backoff = _BACKOFF.compute(0)
-            if isinstance(exc, RedisUnavailable) or not isinstance(exc, RedisFault):
+            if doing is not None:
+                logger.warning("frontier-rate: Redis at %s %s (%s); %s, retrying in %.0f s",
+                               url, self.condition if isinstance(exc, RedisFault)
+                               else "unreachable", reason, doing, self.backoff)
+            elif isinstance(exc, RedisUnavailable) or not isinstance(exc, RedisFault):
                 logger.warning("frontier-rate: Redis at %s unreachable (%s); holding %d results, "
                                "retrying in %.0f s (%d new pages wait too)", url, reason,
                                held, self.backoff, unadded)
@@ -65,15 +72,18 @@ class Breaker:
             self.failures += 1
             self.backoff = _BACKOFF.compute(self.failures)
             logger.info("frontier-rate: Redis at %s still %s after %.0f s (%s); "
-                        "holding %d results, retrying in %.0f s", url, self.condition,
-                        now - self.outage_since, reason, held, self.backoff)
+                        "%s, retrying in %.0f s", url, self.condition,
+                        now - self.outage_since, reason,
+                        doing if doing is not None else f"holding {held} results", self.backoff)
         self.retry_at = now + self.backoff
 
-    def reset(self, now: float) -> None:
-        """A call succeeded after an outage: log the recovery, close the breaker."""
+    def reset(self, now: float, done: str | None = None) -> None:
+        """A call succeeded after an outage: log the recovery (``done``, when given, instead of
+        the results replayed), close the breaker."""
         assert self.outage_since is not None
-        logger.warning("frontier-rate: Redis at %s back after %.1f s; replayed %d results",
-                       redact_url(self.redis_url), now - self.outage_since, self.replayed)
+        logger.warning("frontier-rate: Redis at %s back after %.1f s; %s",
+                       redact_url(self.redis_url), now - self.outage_since,
+                       done if done is not None else f"replayed {self.replayed} results")
         self.outage_since, self.backoff, self.retry_at = None, REDIS_RETRY_FIRST, 0.0
         self.failures = 0
 

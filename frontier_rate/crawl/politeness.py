@@ -1,13 +1,19 @@
-"""Per-host politeness for an adapter: robots.txt Crawl-delay and a gate on each host.
+"""Per-host politeness for an adapter: robots.txt Crawl-delay, a gate on each host, and the
+host delay kept at the moment a request is sent, by every process of a frontier.
 
-The frontier spaces leases by ``min_host_delay``; a crawler may still hand a
-burst of leased pages for one host to its downloader, and Scrapy never applies
-a robots.txt Crawl-delay itself (the design brief, ../shared/DESIGN.md beside the
-repository, section 5). ``HostGate`` is the check every leased page passes before it leaves
-the adapter: the host has room
-under its concurrency, its robots.txt is known when it must be, and its
-Crawl-delay has passed since the previous send. Knows nothing of any crawler
-framework; times come from the caller.
+Where politeness lives: the frontier spaces *leases* by each host's delay (the engine,
+lua/lease.lua); this module holds what an adapter adds, framework-free; and
+``crawl.scrapy_politeness`` applies it to a Scrapy crawl, for the Scrapy scheduler and the
+Frontera backend alike (robots.txt answers, download-slot pacing, the send hook).
+
+A crawler may still hand a burst of leased pages for one host to its downloader, and
+Scrapy never applies a robots.txt Crawl-delay itself. ``HostGate`` is the check every
+leased page of the Scrapy scheduler passes before it leaves the adapter: the host has room
+under its concurrency, its robots.txt is known when it must be, and its Crawl-delay has
+passed since the previous send; it is also where each adapter reads a host's delay.
+``SendGate`` keeps the delay between the moments requests are *sent*, across processes
+(the shared send slot, ``store.send_slot``) and through Redis outages. Knows nothing of any
+crawler framework; times come from the caller or an injected clock.
 """
 
 from __future__ import annotations
@@ -15,9 +21,15 @@ from __future__ import annotations
 import logging
 import math
 import re
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from frontier_rate.client.clock import CLOCK_SLACK
+from frontier_rate.client.outage import Breaker
+from frontier_rate.store.health import clock_offset
+from frontier_rate.store.send_slot import SendSlots
 
 logger = logging.getLogger(__name__)
 
@@ -25,6 +37,8 @@ DEFAULT_MAX_CRAWL_DELAY = 60.0
 """Largest robots.txt Crawl-delay obeyed (FRONTIER_RATE_MAX_CRAWL_DELAY); larger ones are clamped."""
 ROBOTS_MAX_BYTES = 500 * 1024
 """Bytes of a robots.txt that are parsed (Google's limit, RFC 9309 asks for at least 500 KiB)."""
+LAST_SENDS_KEPT = 4096
+"""Hosts ``SendGate`` remembers its last send to before it forgets those sent to long ago."""
 _CRAWL_DELAY_LINE = re.compile(r"^[ \t]*crawl[-_ ]?delay[ \t]*:[ \t]*([^\r\n#]*)", re.I | re.M)
 
 
@@ -113,6 +127,11 @@ class HostGate:
             return True
         return False
 
+    def robots_read(self, host: str) -> bool:
+        """Whether this process has read ``host``'s robots.txt (knows its Crawl-delay)."""
+        state = self.robots.get(host)
+        return state is not None and state.fetched_at is not None
+
     def robots_done(self, host: str, now: float) -> None:
         """A robots.txt fetch ended (answered or not): the host may go on."""
         state = self.robots.setdefault(host, Robots())
@@ -165,3 +184,114 @@ class HostGate:
         """When ``host``'s Crawl-delay ends, if in the future."""
         at = self.ready_at.get(host, 0.0)
         return at if at > now else None
+
+
+class SendGate:
+    """When a request to a host may leave, kept by every process of the frontier together.
+
+    Right before a request to a host with a delay is sent, ``reserve`` takes the host's
+    shared send slot in Redis (``store.send_slot``): the request waits until no request of
+    any process was sent to the host within the delay. While Redis does not answer (the one
+    outage breaker, ``client.outage.Breaker``, decides when to ask again) the process cannot
+    see the others' sends, so it keeps to its own turns among the ``senders`` processes it
+    last saw: the shared clock is cut in windows of one delay, and this process sends only
+    at the start of every ``senders``-th one (its ``place``), so each host gets at most one
+    request per delay from all of them and an outage never shortens the gap (issue 63).
+
+    ``clock``: the local monotonic clock the caller waits on; ``wall``: the clock whose
+    offset to Redis's TIME is measured (``health.clock_offset``), the shared clock of the
+    windows. Thread-safe: reservations run off the event loop.
+    """
+
+    def __init__(self, slots: SendSlots, redis_url: str | None, *,
+                 clock: Callable[[], float] = time.monotonic,
+                 wall: Callable[[], float] = time.time) -> None:
+        self.slots, self.clock, self.wall = slots, clock, wall
+        self.breaker = Breaker(redis_url)
+        self.offset: float | None = None
+        """Redis's TIME minus ``wall()``, measured at the first reservation and again after an
+        outage (kept through it: the windows are on Redis's clock)."""
+        self.synced = False
+        self.senders, self.place = 1, 0
+        self.last: dict[str, float] = {}
+        """host -> the latest send time (Redis's clock) this process took or knows of."""
+        self.outage_sends = 0
+        self._lock = threading.Lock()
+
+    def reserve(self, host: str, delay: float) -> float:
+        """The ``clock`` time at which a request to ``host`` may leave (now or later)."""
+        if delay <= 0:
+            return self.clock()
+        with self._lock:
+            waiting = self.breaker.waiting(self.clock())
+        if not waiting:
+            try:
+                if not self.synced:
+                    self.offset, _ = clock_offset(self.slots.scripts.client, self.wall)
+                    self.synced = True
+                now = self.wall() + (self.offset or 0.0)
+                taken = self.slots.reserve(host, delay, now)
+            except Exception as exc:  # Redis down or slow: never stop a download for it
+                with self._lock:
+                    self.synced = False
+                    self.breaker.trip(exc, self.clock(), doing=(
+                        f"the shared send slots are not taken: each host gets this process's "
+                        f"turns among the {self.senders} seen sending"))
+            else:
+                start = self.clock()
+                at = now + taken.wait
+                with self._lock:
+                    if self.breaker.outage_since is not None:
+                        self.breaker.reset(start, f"shared send slots taken again ("
+                                                  f"{self.outage_sends} sends in turns)")
+                        self.outage_sends = 0
+                    self.senders, self.place = taken.senders, taken.place
+                    # a send in this process's own turns during an outage: Redis never saw it
+                    unseen = self.last.get(host, -math.inf) + delay - at > 1e-3
+                    if unseen:
+                        at = self.last[host] + delay
+                    self.last[host] = max(self.last.get(host, 0.0), at)
+                    if len(self.last) > LAST_SENDS_KEPT:
+                        self._forget_before(now - 2 * DEFAULT_MAX_CRAWL_DELAY)
+                if unseen:
+                    self._stamp(host, delay, at)
+                return start + (at - now)
+        with self._lock:
+            return self._own_turn(host, delay)
+
+    def sent_late(self, host: str, delay: float, late: float) -> None:
+        """A request to ``host`` left ``late`` seconds after its time: record when it left, so
+        no process sends to the host within ``delay`` of it (best effort: never raises)."""
+        if self.breaker.outage_since is not None or not self.synced:
+            return
+        now = self.wall() + (self.offset or 0.0)
+        with self._lock:
+            self.last[host] = max(self.last.get(host, 0.0), now)
+        self._stamp(host, delay, now)
+
+    def _stamp(self, host: str, delay: float, at: float) -> None:
+        """Record in Redis that this process sends to ``host`` at ``at`` (Redis's clock)."""
+        try:
+            self.slots.late(host, delay, at)
+        except Exception as exc:  # the next reservation trips the breaker if Redis is gone
+            logger.debug("send of %s at %.3f not recorded: %r", host, at, exc)
+
+    def _forget_before(self, moment: float) -> None:
+        """Drop the hosts last sent to before ``moment`` (longer ago than any delay)."""
+        self.last = {host: at for host, at in self.last.items() if at >= moment}
+
+    def _own_turn(self, host: str, delay: float) -> float:
+        """The next start of one of this process's windows, a delay after the host's last
+        known send (see the class docstring), on the local clock."""
+        start = self.clock()
+        now = self.wall() + (self.offset or 0.0)
+        earliest = max(now, self.last.get(host, -math.inf) + delay)
+        count, place = max(1, self.senders), min(self.place, max(1, self.senders) - 1)
+        at = earliest
+        if count > 1:
+            period = count * delay
+            turn = math.ceil((earliest - place * delay) / period - 1e-9)
+            at = turn * period + place * delay
+        self.last[host] = at
+        self.outage_sends += 1
+        return start + (at - now)

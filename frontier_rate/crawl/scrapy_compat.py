@@ -14,7 +14,7 @@ listed in docs/ARCHITECTURE.md ("Private Scrapy internals"):
 - ``engine._slot.scheduler`` before 2.14, where ``engine.scheduler`` is not public.
 - ``engine.downloader.handlers.download_request_async`` (2.14+) or
   ``download_request``: take a host's shared send slot at the moment a request is
-  sent (``frontier_rate.scrapy.send``; no signal or middleware runs that late).
+  sent (``frontier_rate.crawl.scrapy_politeness``; no signal or middleware runs that late).
 - ``crawler.spider`` cleared once the engine stopped (``fail_crawl``): Scrapy's crawler
   runners count a crawl that ends without a spider as failed (``bootstrap_failed``, so
   ``scrapy crawl`` exits with 1); the only other way to fail a crawl is an exception,

@@ -209,7 +209,7 @@ TABLE: tuple[Setting, ...] = (
        option="namespace"),
     _s("DATA_DIR", anything, None, "`$FRONTIER_RATE_DATA_DIR`, else `~/.local/share/frontier-rate`",
        readers=frozenset({SCRAPY})),
-    _s("SHARED_SEND", boolean, True, "`True`", readers=frozenset({SCRAPY}), field="shared_send"),
+    _s("SHARED_SEND", boolean, True, "`True`", field="shared_send"),
     _s("OVERRIDE_SETTINGS", boolean, False, "`False`", readers=frozenset({SCRAPY}),
        field="override_settings"),
     _s("REDIS_TIMEOUT", typed(float), None, "`5.0`", option="redis_timeout"),

@@ -352,7 +352,7 @@ class RedisErrors:
             raise RedisPermissionDenied(
                 f"Redis at {redact_url(self.url)} refused access to namespace "
                 f"{self.namespace!r} ({exc}): the Redis user's ACL rules do "
-                f"not cover its keys fr:{{{self.namespace}}}:* and fr:{{{self.namespace}:*"
+                "not cover its keys {} and {}".format(*Keys(self.namespace, 1).patterns)
             ) from None
         fault = translate(exc, self.url, f"{self.what} on namespace {self.namespace!r}",
                           namespace=self.namespace, applied=applied)

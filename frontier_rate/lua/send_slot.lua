@@ -1,20 +1,62 @@
 -- send_slot.lua: reserve the next send to a host for whichever process asks, so that no two
 -- requests to the host leave closer than its delay (frontier_rate/store/send_slot.py).
--- KEYS[1]: hash host -> earliest time of the host's next send (seconds on Redis's clock:
--- the caller passes its estimate of Redis's TIME, so processes on machines with different
--- clocks agree). ARGV: host, delay (seconds >= 0), now (Redis's clock, seconds).
--- Returns the seconds the caller waits before sending (0: send now), as a string.
+-- KEYS[1]: hash host -> "<time>,<delay>" of the host's last reserved send (seconds on Redis's
+-- clock: the caller passes its estimate of Redis's TIME, so processes on machines with
+-- different clocks agree) and the delay its sender asked for; an older value (one number, the
+-- next free time) is read as such. KEYS[2]: zset process id -> when it last reserved.
+-- ARGV: host, delay (seconds >= 0), now (Redis's clock, seconds), the caller's process id,
+-- window (seconds a process counts as sending after its last reservation), and optionally
+-- "late": the caller's request left late, at ``now`` (recorded if after the last send).
+-- The next send keeps the longer of both delays after the last one: a process that has not
+-- read the host's Crawl-delay yet (its robots.txt fetch) never comes closer than it to a
+-- send of a process that has, nor the other way round.
+-- Returns {seconds the caller waits before sending (0: send now), processes seen within the
+-- window, the caller's place among them by id (0-based)}, numbers as strings.
 local host, delay, now = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local sender, window = ARGV[4], tonumber(ARGV[5])
 if not delay or delay ~= delay or delay < 0 or delay == math.huge then
   return redis.error_reply("send_slot: delay must be a finite number >= 0")
 end
 if not now or now ~= now or now == math.huge or now == -math.huge then
   return redis.error_reply("send_slot: now must be a finite number")
 end
-local state = redis.call("HMGET", KEYS[1], host)
-local taken = tonumber(state[1] or "")
--- a stored time over an hour ahead (Redis's clock stepped back) is forgotten
-if not taken or taken ~= taken or taken > now + 2 * delay + 3600 then taken = 0 end
-local at = math.max(now, taken)
-redis.call("HSET", KEYS[1], host, string.format("%.6f", at + delay))
-return string.format("%.6f", at - now)
+if not sender or sender == "" then
+  return redis.error_reply("send_slot: a process id is needed")
+end
+if not window or window ~= window or window <= 0 or window == math.huge then
+  return redis.error_reply("send_slot: window must be a finite number > 0")
+end
+local stored = redis.call("HGET", KEYS[1], host)
+if ARGV[6] == "late" then
+  -- the caller's request left at ``now``, later than its slot: the next send counts from now
+  local last = tonumber(string.match(stored or "", "^([^,]+),") or "")
+  if last and last < now then
+    redis.call("HSET", KEYS[1], host, string.format("%.6f,%.6f", now, delay))
+  end
+  return {"0", "1", "0"}
+end
+local at = now
+if stored then
+  local last, before = string.match(stored, "^([^,]+),([^,]+)$")
+  local free
+  if last then
+    last, before = tonumber(last), tonumber(before)
+    if last and before and before == before and before >= 0 and before < math.huge then
+      free = last + math.max(before, delay)
+    end
+  else
+    free = tonumber(stored)
+  end
+  -- a time over an hour ahead (Redis's clock stepped back) is forgotten
+  if free and free == free and free <= now + 2 * delay + 3600 then at = math.max(now, free) end
+end
+redis.call("HSET", KEYS[1], host, string.format("%.6f,%.6f", at, delay))
+redis.call("ZADD", KEYS[2], now, sender)
+redis.call("ZREMRANGEBYSCORE", KEYS[2], "-inf", "(" .. string.format("%.6f", now - window))
+local seen = redis.call("ZRANGE", KEYS[2], 0, -1)
+table.sort(seen)
+local place = 0
+for i, name in ipairs(seen) do
+  if name == sender then place = i - 1 end
+end
+return {string.format("%.6f", at - now), tostring(#seen), tostring(place)}

@@ -9,9 +9,13 @@ first project's pages and yielded them as its own items. The default is now
 2. the top package of ``SCRAPY_SETTINGS_MODULE``;
 3. the top package of the spider's module, or the stem of the script that runs it.
 
-Each namespace records the project that created it (``fr:{ns}:origin``, a small hash
-of plain strings); a crawl of another project that opens it (an explicit
-``FRONTIER_RATE_NAMESPACE`` shared on purpose, or by mistake) is told so in a WARNING.
+Each namespace records the project that created it (``Keys.origin``, a small hash of
+plain strings, written by ``store.namespace.claim_origin``); a crawl of another project that
+opens it (an explicit ``FRONTIER_RATE_NAMESPACE`` shared on purpose, or by mistake) is told
+so in a WARNING. A project named after a script (case 3) also records the script's folder:
+two ``scrapy runspider pages.py`` in two folders both default to ``pages.pages``, and the
+second is told at start-up, before any request, that it shares the first one's frontier and
+how to name its own (before issue 61 it fetched 11 of the first one's URLs silently).
 """
 
 from __future__ import annotations
@@ -20,14 +24,12 @@ import logging
 import os
 import re
 import sys
-import time
 from dataclasses import dataclass
 from typing import Any
 
 from scrapy.settings import SETTINGS_PRIORITIES
 
-from frontier_rate.store.keys import Keys
-from frontier_rate.store.namespace import origin_key
+from frontier_rate.store.namespace import claim_origin, namespace_exists
 
 logger = logging.getLogger(__name__)
 
@@ -57,35 +59,50 @@ def default_namespace(project: str, spider_name: str) -> str:
     return name[:NAMESPACE_LIMIT]
 
 
+def script_folder(settings: Any, spider: Any) -> str | None:
+    """The folder of the script a crawl's project is named after (case 3 of the module
+    docstring: ``scrapy runspider pages.py``), else None: two scripts ``pages.py`` in two
+    folders are two projects of one name."""
+    if settings.getpriority("BOT_NAME") > SETTINGS_PRIORITIES["default"] and \
+            settings.get("BOT_NAME") or os.environ.get("SCRAPY_SETTINGS_MODULE"):
+        return None
+    module = sys.modules.get(type(spider).__module__)
+    path = getattr(module, "__file__", None)
+    return os.path.dirname(os.path.abspath(path)) if path else None
+
+
 def claim(client: Any, namespace: str, project: str, spider_name: str,
-          legacy: str | None) -> str:
+          legacy: str | None, folder: str | None = None) -> str:
     """Record (once) who created ``namespace``; log at start-up what the crawl opened.
 
     ``legacy``: the namespace the default was before issue 33 (the spider's name), checked
-    when this namespace is new. Returns how the namespace came to be ("created",
-    "opened", "shared"). Never raises: a Redis error only skips the check.
+    when this namespace is new; ``folder``: the script's folder when the project is a
+    script (``script_folder``), for a default namespace. Returns how the namespace came to
+    be ("created", "opened", "shared"). Never raises: a Redis error only skips the check.
     """
-    key = origin_key(namespace)
     try:
-        created = client.hsetnx(key, "project", project)
-        if created:
-            client.hset(key, mapping={"spider": spider_name, "created": f"{time.time():.0f}"})
-        owner = client.hget(key, "project")
-        old = legacy is not None and created and client.exists(Keys(legacy, 1).cfg)
+        origin = claim_origin(client, namespace, project, spider_name, folder)
+        old = legacy is not None and origin.created and namespace_exists(client, legacy)
     except Exception as exc:  # an outage at start: the client's own retries report it
         logger.debug("frontier-rate: origin of namespace %r not checked: %r", namespace, exc)
         return "unchecked"
-    owner = owner.decode("utf-8", "replace") if isinstance(owner, bytes) else str(owner)
     if old:
         logger.warning("frontier-rate: a frontier named %r exists from before namespaces were "
                        "per project; this crawl uses %r. Set FRONTIER_RATE_NAMESPACE = %r to "
                        "go on with the old one.", legacy, namespace, legacy)
-    if created:
+    if origin.created:
         return "created"
-    if owner != project:
+    if origin.project != project:
         logger.warning("frontier-rate: namespace %r was created by project %r; this crawl is "
                        "project %r, and both now share its pages. Set FRONTIER_RATE_NAMESPACE "
-                       "to keep them apart.", namespace, owner, project)
+                       "to keep them apart.", namespace, origin.project, project)
+        return "shared"
+    if folder is not None and origin.folder is not None and origin.folder != folder:
+        logger.warning("frontier-rate: namespace %r was created by a script in %s; this script "
+                       "is in %s, and both now share its pages. Set FRONTIER_RATE_NAMESPACE "
+                       "(e.g. -s FRONTIER_RATE_NAMESPACE=%s) to keep them apart.", namespace,
+                       origin.folder, folder, default_namespace(
+                           f"{os.path.basename(folder) or 'script'}.{project}", spider_name))
         return "shared"
     return "opened"
 
@@ -99,17 +116,19 @@ class NamespaceChoice:
     project: str
     spider: str
     explicit: bool
+    folder: str | None = None
+    """The script's folder (``script_folder``) of a default namespace, else None."""
 
     @classmethod
     def of(cls, settings: Any, spider: Any, explicit: str | None) -> NamespaceChoice:
         project = project_name(settings, spider)
         return cls(explicit or default_namespace(project, spider.name), project, spider.name,
-                   bool(explicit))
+                   bool(explicit), None if explicit else script_folder(settings, spider))
 
     def announce(self, frontier: Any, fingerprint: str) -> None:
         """Record the namespace's origin and log, at INFO, which one the crawl opened."""
         how = claim(frontier.client, frontier.namespace, self.project, self.spider,
-                    None if self.explicit else self.spider)
+                    None if self.explicit else self.spider, self.folder)
         logging.getLogger("frontier_rate.scrapy").info(
             "frontier-rate scheduler opened: namespace=%r (%s, %s; project %r), "
             "fingerprint=%s", frontier.namespace, how,

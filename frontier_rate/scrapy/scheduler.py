@@ -54,8 +54,8 @@ from frontier_rate.crawl import scrapy_compat as compat
 from frontier_rate.crawl.detection_process import DetectionProcess
 from frontier_rate.crawl.fingerprint import Fingerprinter, clean_validator
 from frontier_rate.crawl.idle_reason import log_why_nothing
-from frontier_rate.crawl.politeness import HostGate
 from frontier_rate.crawl.responses import Outcome, outcome
+from frontier_rate.crawl.scrapy_politeness import ScrapyPoliteness
 from frontier_rate.crawl.settings import CLOCK_SLACK, DONT_REVISIT_KEY, WEIGHT_KEY, scrapy_settings, user_settings
 from frontier_rate.crawl.shared_pages import use_page_memory
 from frontier_rate.crawl.signal_reader import SITEMAP_KEY, SignalReader
@@ -65,7 +65,6 @@ from frontier_rate.scrapy.exit_hand_back import hand_back_at_exit
 from frontier_rate.scrapy.namespace import NamespaceChoice
 from frontier_rate.scrapy.one_pass import OnePass
 from frontier_rate.scrapy.opening import open_scrapy_frontier
-from frontier_rate.scrapy.politeness import ScrapyPoliteness
 from frontier_rate.scrapy.redirects import RedirectHops
 from frontier_rate.scrapy.refusal import Refusing, SettingError, refuses_stored_settings
 from frontier_rate.scrapy.requests import (
@@ -77,7 +76,6 @@ from frontier_rate.scrapy.requests import (
     request_to_page_meta,
     stored_priority,
 )
-from frontier_rate.scrapy.send import SharedSend
 from frontier_rate.scrapy.settling import Settling
 from frontier_rate.scrapy.sitemap_requests import sitemap_callback, sitemap_request
 from frontier_rate.scrapy.stored import AddedHeaders, OneOffRedirects
@@ -199,18 +197,8 @@ class Scheduler:
         frontier = self.client.frontier
         assert frontier is not None
         self.lease_timeout = frontier.lease_timeout
-        gate = HostGate(
-            per_host=config.per_host, min_delay=frontier.min_host_delay,
-            obey_crawl_delay=config.obey_crawl_delay,
-            framework_reads_robots=config.framework_reads_robots,
-            robots_ttl=config.robots_ttl, max_crawl_delay=config.max_crawl_delay,
-            agent=config.robots_agent)
-        self.politeness = ScrapyPoliteness(self.crawler, gate, self.clock,
-                                           self.client.host_delay)
-        self.crawler.signals.connect(self.politeness.on_downloaded,
-                                     signal=signals.response_downloaded)
-        if config.shared_send:
-            self.shared_send = SharedSend.of(self.crawler, frontier, gate.delay)
+        self.politeness = ScrapyPoliteness.install(self.crawler, frontier, config, self.clock,
+                                                   self.client.host_delay)
         self._intake = PageIntake(spider, self.stats,
                                   AddedHeaders(self.crawler.settings, spider).clean)
         self._signals = SignalReader(

@@ -1,7 +1,6 @@
 """The Redis key schema: the keys of a namespace and of its shards, named once (``Keys``),
-and the ids that place a page in it (page id, shard, bucket). Two keys are still named
-beside their one user, not here: ``fr:{ns}:send`` (``store/send_slot.py``) and
-``fr:{ns}:origin`` (``store/namespace.origin_key``); issue 61 item 3 brings them in.
+and the ids that place a page in it (page id, shard, bucket); every key of a namespace is
+named here (tests/test_layers.py fails on an ``fr:{`` key built anywhere else).
 ``store.contract`` declares the names Lua shares; ``store.scripts`` runs the scripts over
 these keys.
 
@@ -15,6 +14,10 @@ key                                   type   content
                                              policy cell layout (fixed at creation)
 ``fr:{ns}:tokens``                    hash   the shared token bucket (tokens, ts)
 ``fr:{ns}:nu``                        hash   threshold ν, solved_at, budget, planned_rate, pages
+``fr:{ns}:send``                      hash   host -> "<time>,<delay>" of its last send (the
+                                             shared send slot, lua/send_slot.lua)
+``fr:{ns}:senders``                   zset   process id -> when it last took a send slot
+``fr:{ns}:origin``                    hash   project, spider, folder that created the namespace
 ``fr:{ns}:due``                       hash   per shard s: "<s>" -> earliest time (µs) the shard
                                              may have work (ready host or lease deadline,
                                              "inf": none), "v<s>" -> its version (lua/due.lua)
@@ -185,6 +188,27 @@ class Keys:
     @property
     def due(self) -> str:
         return f"fr:{{{self.namespace}}}:due"
+
+    @property
+    def send(self) -> str:
+        """hash host -> its last shared send ("<time>,<delay>", Redis's clock; lua/send_slot.lua)."""
+        return f"fr:{{{self.namespace}}}:send"
+
+    @property
+    def senders(self) -> str:
+        """zset process id -> when it last took a send slot (lua/send_slot.lua)."""
+        return f"fr:{{{self.namespace}}}:senders"
+
+    @property
+    def patterns(self) -> tuple[str, str]:
+        """The two glob patterns every key of the namespace matches: its own keys and its
+        shards' (for SCAN, and what an ACL rule must cover)."""
+        return f"fr:{{{self.namespace}}}:*", f"fr:{{{self.namespace}:*"
+
+    @property
+    def origin(self) -> str:
+        """hash: the project, spider and script folder that created the namespace."""
+        return f"fr:{{{self.namespace}}}:origin"
 
     def prefix(self, shard: int) -> str:
         return f"fr:{{{self.namespace}:{shard}}}:"

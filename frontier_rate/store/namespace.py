@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -248,7 +249,7 @@ def drop(client: redis.Redis, namespace: str) -> int:
     """Delete every key of ``namespace`` (SCAN for its two key patterns, never KEYS);
     the number of keys deleted. For a namespace that lost keys and cannot be opened."""
     deleted = 0
-    for pattern in (f"fr:{{{namespace}}}:*", f"fr:{{{namespace}:*"):
+    for pattern in Keys(namespace, 1).patterns:
         batch: list[bytes] = []
         for key in client.scan_iter(match=pattern, count=1000):
             batch.append(key)
@@ -331,5 +332,41 @@ def _mark_shards(client: redis.Redis, scripts: Scripts, keys: Keys, shards: int,
 
 
 def origin_key(namespace: str) -> str:
-    """The hash that says which project and spider created ``namespace``."""
-    return f"fr:{{{namespace}}}:origin"
+    """The hash that says which project and spider created ``namespace`` (``Keys.origin``)."""
+    return Keys(namespace, 1).origin
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Who created a namespace: ``project``, and ``folder`` for a crawl whose project is a
+    script's stem (None where not recorded); ``created``: by this call."""
+
+    created: bool
+    project: str
+    folder: str | None
+
+
+def claim_origin(client: redis.Redis, namespace: str, project: str, spider: str,
+                 folder: str | None) -> Origin:
+    """Record (once) who created ``namespace`` in ``Keys.origin`` (plain strings), the
+    ``folder`` also into a namespace recorded without one; what is recorded. Raises what
+    Redis raises."""
+    key = Keys(namespace, 1).origin
+    created = bool(client.hsetnx(key, "project", project))
+    if created:
+        client.hset(key, mapping={"spider": spider, "created": f"{time.time():.0f}"})
+    if folder is not None:
+        client.hsetnx(key, "folder", folder)
+    owner, where = client.hmget(key, "project", "folder")
+    return Origin(created, _text(owner) or "", _text(where))
+
+
+def namespace_exists(client: redis.Redis, namespace: str) -> bool:
+    """Whether ``namespace`` has a stored configuration."""
+    return bool(client.exists(Keys(namespace, 1).cfg))
+
+
+def _text(value: bytes | str | None) -> str | None:
+    if value is None:
+        return None
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)

@@ -44,7 +44,7 @@ SIGNAL_SCRIPTS = ("observe", "hint", "refresh", "candidates")
 """Shard scripts that also get lua/signals.lua (claims of sitemaps, feeds, pushes)."""
 READ_ONLY_SCRIPTS = ("stats",)
 """Shard scripts that never write: they run on a read-only replica and under maxmemory."""
-STANDALONE = ("take_tokens", "config", "due")
+STANDALONE = ("take_tokens", "config", "due", "send_slot")
 """Scripts without the library and the header."""
 LIBRARY_PREFIX = "frontier_rate_"
 """Libraries of this package are named ``frontier_rate_<hash>``; their functions

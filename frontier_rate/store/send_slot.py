@@ -1,79 +1,90 @@
-"""A host's next send time, shared in Redis by every process of a frontier.
+"""A host's next send time, shared in Redis by every process of a frontier (the store's part).
 
-The frontier spaces *leases* of a host by its delay, but a request leaves a
-crawler later than its lease (after a robots.txt fetch, behind the downloader's
-queue), and a crawler also sends requests the frontier never leased (robots.txt,
-one-off requests). So each process kept the delay only among its own requests:
-two processes on one frontier sent requests to one host 12-30 ms apart (issue 33).
+The frontier spaces *leases* of a host by its delay, but a request leaves a crawler later
+than its lease (after a robots.txt fetch, behind the downloader's queue), and a crawler also
+sends requests the frontier never leased (robots.txt, one-off requests). So each process kept
+the delay only among its own requests: two processes on one frontier sent requests to one
+host 12-30 ms apart (issue 33).
 
-``SendSlots.reserve`` is called at the moment a request is about to be sent; one
-Lua call (``lua/send_slot.lua``) takes the host's next free send time and moves it
-one delay on, atomically, on Redis's own clock. The caller waits until its time
-without blocking anything (the Scrapy side: ``frontier_rate.scrapy.send``). Knows
+``SendSlots.reserve`` runs ``lua/send_slot.lua`` through the store's script runner
+(``store.scripts.Scripts``) over ``Keys.send`` and ``Keys.senders``: one atomic call takes
+the host's next free send time on Redis's clock and records that this process sends. It
+raises whatever Redis raises; what a process does during an outage (``client.outage.Breaker``,
+pacing by the number of processes last seen) is ``crawl.politeness.SendGate``'s. Knows
 nothing of any crawler framework.
 """
 
 from __future__ import annotations
 
-import logging
-import time
-from collections.abc import Callable
-from importlib import resources
+import os
+import socket
+import uuid
+from dataclasses import dataclass
 from typing import Any
 
-from frontier_rate.store.health import clock_offset
+from frontier_rate.store.keys import Keys
 
-logger = logging.getLogger(__name__)
-
-OUTAGE_PAUSE = 5.0
-"""Seconds without reservations after Redis failed one (requests go on, paced locally)."""
+SENDER_WINDOW = 60.0
+"""Seconds a process counts among the senders of a frontier after its last reservation."""
 
 
-def send_slot_key(namespace: str) -> str:
-    """The hash host -> next send time (seconds, Redis's clock) of ``namespace``."""
-    return f"fr:{{{namespace}}}:send"
+def sender_id() -> str:
+    """An id for this process among the senders: host name, pid and a random part (a restarted
+    process with the same pid is another sender)."""
+    return f"{socket.gethostname()[:40]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """A send slot taken: ``wait`` seconds until the send may leave, ``senders`` processes seen
+    sending within ``SENDER_WINDOW`` (this one included) and ``place``, this process's index
+    among them ordered by id."""
+
+    wait: float
+    senders: int
+    place: int
 
 
 class SendSlots:
     """Reserve the next send to a host for this process (see the module docstring).
 
-    ``client``: a redis-py client (thread-safe: reservations are made off the event
-    loop); ``clock``: a monotonic clock for the local wait.
+    ``scripts``: the frontier's ``Scripts`` (thread-safe for single calls: reservations are
+    made off the event loop); ``keys``: the namespace's ``Keys``.
     """
 
-    def __init__(self, client: Any, namespace: str,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.client, self.key, self.clock = client, send_slot_key(namespace), clock
-        self.script = client.register_script(
-            resources.files("frontier_rate").joinpath("lua", "send_slot.lua").read_text("utf-8"))
-        self.paused_until = 0.0
-        self.failures = 0
-        self.offset: float | None = None
-        """Redis's TIME minus this process's ``time.time()`` (``health.clock_offset``),
-        measured at the first reservation and again after a failure."""
+    def __init__(self, scripts: Any, keys: Keys, sender: str | None = None,
+                 window: float = SENDER_WINDOW) -> None:
+        self.scripts, self.keys = scripts, keys
+        self.sender = sender or sender_id()
+        self.window = window
 
-    def reserve(self, host: str, delay: float) -> float:
-        """Take ``host``'s next send slot: the local ``clock`` time at which to send (now or
-        later). When Redis fails, no slot is taken (the local pacing holds) and none is
-        asked for during ``OUTAGE_PAUSE`` seconds; a WARNING says so once per outage."""
-        start = self.clock()
-        if delay <= 0 or start < self.paused_until:
-            return start
+    def reserve(self, host: str, delay: float, now: float) -> Reservation:
+        """Take ``host``'s next send slot at Redis time ``now`` with ``delay`` seconds after the
+        previous send (the longer of both delays holds). Raises on any Redis error."""
+        return self._call(host, delay, now)
+
+    def late(self, host: str, delay: float, now: float) -> None:
+        """A request to ``host`` left at Redis time ``now``, later than its slot (a busy event
+        loop): the host's next send counts from ``now``."""
+        self._call(host, delay, now, "late")
+
+    def _call(self, host: str, delay: float, now: float, *mode: str) -> Reservation:
+        args = [host, repr(float(delay)), repr(float(now)), self.sender, repr(self.window),
+                *mode]
+        keys = [self.keys.send, self.keys.senders]
         try:
-            if self.offset is None:
-                self.offset, _ = clock_offset(self.client, time.time)
-            now = time.time() + self.offset
-            wait = float(self.script(keys=[self.key], args=[host, repr(float(delay)), repr(now)]))
-        except Exception as exc:  # Redis down or slow: never stop a download for it
-            self.offset = None
-            self.paused_until = self.clock() + OUTAGE_PAUSE
-            self.failures += 1
-            if self.failures == 1:
-                logger.warning("frontier-rate: shared send slot of %s not taken (%r); hosts are "
-                               "paced by this process alone until Redis answers", host, exc)
-            return start
-        if self.failures:
-            logger.warning("frontier-rate: shared send slots taken again after %d failures",
-                           self.failures)
-            self.failures = 0
-        return start + wait
+            reply = self.scripts.call(self.scripts.client, "send_slot", keys, args)
+        except Exception as exc:
+            if not _lost(exc):
+                raise
+            self.scripts.load()  # Redis restarted or flushed its scripts: load and ask again
+            reply = self.scripts.call(self.scripts.client, "send_slot", keys, args)
+        wait, senders, place = reply
+        return Reservation(float(wait), max(1, int(senders)), max(0, int(place)))
+
+
+def _lost(exc: Exception) -> bool:
+    """Whether ``exc`` says Redis lost the scripts (NOSCRIPT, "Function not found")."""
+    text = str(exc).lower()
+    return "noscript" in text or "function not found" in text or \
+        type(exc).__name__ == "NoScriptError"

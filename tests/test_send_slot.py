@@ -1,0 +1,125 @@
+"""The shared send slot (``store.send_slot``, lua/send_slot.lua) and its outage rule
+(``crawl.politeness.SendGate``), on real Redis servers, with explicit times."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import redis
+
+from frontier_rate.crawl.politeness import SendGate
+from frontier_rate.store.keys import Keys
+from frontier_rate.store.scripts import Scripts
+from frontier_rate.store.send_slot import SendSlots
+
+sys.path.insert(0, str(Path(__file__).parent))
+from redis_servers import RedisServer  # noqa: E402
+
+HOST = "example.com"
+
+
+@pytest.fixture
+def slots(redis_url: str, namespace: str):
+    client = redis.Redis.from_url(redis_url)
+    scripts = Scripts(client)
+    keys = Keys(namespace, 1)
+    yield (SendSlots(scripts, keys, sender="a"), SendSlots(scripts, keys, sender="b"))
+    client.delete(keys.send, keys.senders)
+    client.close()
+
+
+def test_the_longer_of_both_delays_holds_between_two_sends(slots):
+    a, b = slots
+    assert a.reserve(HOST, 0.05, 100.0).wait == 0.0  # a robots.txt fetch: no Crawl-delay known
+    # a process that knows the host's Crawl-delay of 1 s waits 1 s after it, not 0.05 s
+    assert b.reserve(HOST, 1.0, 100.01).wait == pytest.approx(0.99)
+    # and the robots.txt fetch of a process that does not know it waits 1 s after that send
+    assert a.reserve(HOST, 0.05, 101.01).wait == pytest.approx(0.99)
+    assert b.reserve("other.org", 1.0, 101.01).wait == 0.0  # hosts are apart
+
+
+def test_a_late_send_moves_the_next_one(slots):
+    a, b = slots
+    assert a.reserve(HOST, 1.0, 100.0).wait == 0.0
+    a.late(HOST, 1.0, 100.4)  # it left 0.4 s late
+    assert b.reserve(HOST, 1.0, 100.5).wait == pytest.approx(0.9)
+    a.late(HOST, 1.0, 100.2)  # an earlier stamp never shortens the gap
+    assert a.reserve(HOST, 1.0, 101.0).wait == pytest.approx(1.4)
+
+
+def test_reservations_count_the_processes_seen_recently(slots):
+    a, b = slots
+    first = a.reserve(HOST, 1.0, 100.0)
+    assert (first.senders, first.place) == (1, 0)
+    second = b.reserve(HOST, 1.0, 100.0)
+    assert (second.senders, second.place) == (2, 1)
+    assert a.reserve(HOST, 1.0, 130.0).senders == 2
+    alone = a.reserve(HOST, 1.0, 100.0 + a.window + 1)  # b not seen within the window
+    assert (alone.senders, alone.place) == (1, 0)
+
+
+def test_slots_are_loaded_again_after_redis_lost_its_scripts(slots, redis_url):
+    a, _ = slots
+    client = redis.Redis.from_url(redis_url)
+    client.script_flush()
+    if a.scripts.library is not None:
+        client.function_flush()
+    client.close()
+    assert a.reserve(HOST, 1.0, 100.0).wait == 0.0
+
+
+def test_bad_delays_are_refused_naming_them(slots):
+    a, _ = slots
+    with pytest.raises(redis.ResponseError, match="delay must be a finite number"):
+        a.reserve(HOST, float("nan"), 100.0)
+
+
+class Process:
+    """One crawler process's view: its own clock (``now``) and ``SendGate``."""
+
+    def __init__(self, url: str, namespace: str, name: str) -> None:
+        self.now = 0.0
+        client = redis.Redis.from_url(url, socket_timeout=1, socket_connect_timeout=1)
+        self.gate = SendGate(SendSlots(Scripts(client), Keys(namespace, 1), sender=name), url,
+                             clock=lambda: self.now, wall=lambda: self.now)
+        self.sent: list[float] = []
+
+    def send(self) -> None:
+        """Reserve the host's next send, wait for it and send."""
+        self.now = at = self.gate.reserve(HOST, 1.0)
+        self.sent.append(at)
+
+
+def test_an_outage_never_shortens_the_gap_between_processes(tmp_path, namespace):
+    """Redis down: two processes that last saw each other send to one host in turns.
+
+    Before issue 63 each paced the host alone through a Redis restart: one host got two
+    requests 0.424 s apart under a 0.5 s delay.
+    """
+    with RedisServer(tmp_path / "redis") as server:
+        a, b = Process(server.url, namespace, "a"), Process(server.url, namespace, "b")
+        for process in (a, b, a):  # both seen sending
+            process.send()
+        assert (a.gate.senders, b.gate.senders) == (2, 2)
+        server.kill()
+        a.now = b.now = 10.0  # both want to send again while Redis is down
+        for _ in range(4):
+            a.send()
+            b.send()
+        assert a.gate.breaker.outage_since is not None
+        # Redis back, emptied (a restart without persistence): it never saw the turns taken
+        server.start()
+        last = a.sent[-1]
+        a.now = a.gate.breaker.retry_at = last + 0.5
+        a.send()
+        assert a.gate.breaker.outage_since is None
+        assert a.sent[-1] >= last + 1.0, (last, a.sent[-1])
+        b.now = b.gate.breaker.retry_at = a.sent[-1] + 0.1
+        b.send()  # and the other process's next send keeps the gap after it
+        assert b.sent[-1] >= a.sent[-1] + 0.99, (a.sent[-1], b.sent[-1])
+    sends = sorted(a.sent[-5:-1] + b.sent[-5:-1])
+    gaps = [later - earlier for earlier, later in zip(sends, sends[1:], strict=False)]
+    assert min(gaps) >= 0.99, sends  # 1 s, less the two processes' clock offsets' error
+    assert sends[-1] - sends[0] <= 8.5, sends  # and no slower than one send per delay
