@@ -59,6 +59,7 @@ FRONTIER_SETTINGS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "change_dates": ("FRONTIER_RATE_CHANGE_DATES", flag),
     "server_clock_rate": ("FRONTIER_RATE_SERVER_CLOCK_RATE", float),
     "budget_first_fetches": ("FRONTIER_RATE_BUDGET_FIRST_FETCHES", flag),
+    "cochange": ("FRONTIER_RATE_COCHANGE", flag),
 }
 """``Frontier`` keyword -> (setting name, type)."""
 

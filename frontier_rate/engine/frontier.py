@@ -56,7 +56,7 @@ from frontier_rate.engine.records import Dispatch, Lease, Observation
 from frontier_rate.engine.results import Results
 from frontier_rate.engine.session import DEFAULT_SHARDS, RedisErrors, Session, namespace_defaults
 from frontier_rate.engine.shards import ShardCalls
-from frontier_rate.engine.signals import Signals, TrustLog
+from frontier_rate.engine.signals import Signals, TrustLog, neighbours
 from frontier_rate.engine.threshold import Threshold
 from frontier_rate.engine.validation import check_options, namespace_name, parse_url, real
 from frontier_rate.store.connection import SOCKET_TIMEOUT, connect
@@ -108,6 +108,8 @@ class Frontier:
     (docs/SIGNALS.md). ``setting_defaults``: the shared settings a new
     namespace gets where this process asks for none (``DEFAULT_SETTINGS`` else;
     the Scrapy scheduler gives ``min_host_delay`` Scrapy's own default, 0).
+    ``cochange``: a change seen on a page brings its host's pages forward once later fetches
+    showed that they change together (math/cochange.py, issue 62; False: off).
 
     The shared settings (``budget``, ``min_host_delay``, ``min_interval``,
     ``max_interval``, ``lease_timeout``, ``prior_rate``) read as attributes: the
@@ -126,14 +128,15 @@ class Frontier:
                  server_clock_rate: float = 1.0, budget_first_fetches: bool = False,
                  override_settings: bool = False, clock_sync: bool | None = None,
                  setting_defaults: Mapping[str, float] | None = None,
-                 redis_client: redis.Redis | None = None) -> None:
+                 redis_client: redis.Redis | None = None, cochange: bool = True) -> None:
         options, requested = check_options(
             namespace=namespace, estimator=estimator, policy=policy, objective=objective,
             budget=budget, min_host_delay=min_host_delay, min_interval=min_interval,
             max_interval=max_interval, lease_timeout=lease_timeout, clock=clock, seed=seed,
             prior_rate=prior_rate, fill_budget=fill_budget, change_dates=change_dates,
             server_clock_rate=server_clock_rate, budget_first_fetches=budget_first_fetches,
-            override_settings=override_settings, clock_sync=clock_sync)
+            override_settings=override_settings, clock_sync=clock_sync, cochange=cochange)
+        self.cochange = options.cochange
         self.namespace, self.estimator, self.policy = namespace, estimator, policy
         self.objective, self.clock = objective, clock
         self.fill_budget, self.change_dates = options.fill_budget, options.change_dates
@@ -394,6 +397,12 @@ class Frontier:
         ``trusted`` (they move schedules) and ``ignored`` (more than 1 in
         ``evidence.TRUST_RATIO`` failed; lua/signals.lua)."""
         return self.hints.trust(host, source)
+
+    def neighbours(self, host: str) -> dict[str, Any]:
+        """Whether ``host``'s pages change together (math/cochange.py, issue 62): its latest
+        change event, decayed checks and hits, hits expected by chance, share and ``trusted``
+        (engine/signals.py ``neighbours``)."""
+        return neighbours(self.session, self.calls, host)
 
     # ------------------------------------------------------------------ threshold and settings
 
