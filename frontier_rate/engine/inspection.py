@@ -220,6 +220,7 @@ class Inspector:
                 "date_hosts_ignored": int(totals["date_hosts_ignored"]),
                 "claims": int(totals["claims"]),
                 "signal_sources_ignored": int(totals["signal_sources_ignored"]),
+                "cochange_pulls": int(totals["cochange_pulls"]),
                 "hosts_queued": int(totals["hosts_queued"]),
                 "nu": float(nu.get(b"nu", 0.0)), "budget": budget,
                 "planned_rate": planned, "budget_use": planned / budget,

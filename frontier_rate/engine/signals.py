@@ -23,8 +23,7 @@ from frontier_rate.engine.session import Session
 from frontier_rate.engine.shards import ShardCalls
 from frontier_rate.engine.validation import hint, host_name
 from frontier_rate.math import cochange, evidence
-from frontier_rate.store import contract
-from frontier_rate.store import wire
+from frontier_rate.store import contract, wire
 from frontier_rate.store.keys import page_id
 
 logger = logging.getLogger(__name__)
