@@ -76,8 +76,11 @@ def test_pages_that_change_together_are_fetched_sooner(redis_url, namespace):
         f = frontier(redis_url, f"{namespace}-{on}", cochange=on)
         runs[on] = (replay(f, changes, added, 150, step=2 * HOUR), f.neighbours("n0.test"),
                     f.stats(now=150 * DAY))
+        said = f.page("http://n0.test/p1")["neighbours"]  # frontier-rate inspect shows it
+        assert said.startswith("trusted") if on else said == "off (cochange=False)"
         f.close()
-    with_, info, _ = runs[True]
+    with_, info, stats = runs[True]
+    assert stats["cochange_pulls"] > 0
     without, info_off, _ = runs[False]
     assert info["trusted"] and info["share"] > 0.9 and info["hits"] > 2 * info["expected"]
     assert info_off["checks"] == 0  # off: nothing kept
@@ -154,7 +157,7 @@ def test_tally_against_an_independent_computation():
     on its own: 1 - e^{-lambda tau}); trusted by its three conditions."""
     rng = np.random.default_rng(7)
     t = cochange.Tally()
-    events, checks = [], []
+    events, checks = [], []  # each event's (start, end): a change over an overlapping window narrows it
     last = {p: 0.0 for p in range(5)}
     now = 0.0
     for _ in range(200):
@@ -162,18 +165,22 @@ def test_tally_against_an_independent_computation():
         p = int(rng.integers(5))
         changed = bool(rng.random() < 0.4)
         rate = float(rng.exponential(1e-5))
-        if events and events[-1] > last[p]:
+        if events and events[-1][1] > last[p]:
             checks.append((1.0 if changed else 0.0, 1 - math.exp(-rate * (now - last[p]))))
-        t.observe(changed, last[p], now, rate)
-        if changed:
-            events.append(now)
+        new = t.observe(changed, last[p], now, rate)
+        if changed and events and last[p] < events[-1][1]:
+            events[-1] = (max(events[-1][0], last[p]), events[-1][1])
+            assert not new
+        elif changed:
+            events.append((last[p], now))
+            assert new
         last[p] = now
     n = len(checks)
     weights = [cochange.FORGET ** (n - 1 - j) for j in range(n)]
     assert t.checks == pytest.approx(sum(weights))
     assert t.hits == pytest.approx(sum(w * h for w, (h, _) in zip(weights, checks, strict=True)))
     assert t.expected == pytest.approx(sum(w * e for w, (_, e) in zip(weights, checks, strict=True)))
-    assert t.hi == events[-1]
+    assert (t.lo, t.hi) == events[-1] and len(events) > 10
     trusted = (t.checks >= 3 and t.hits >= 0.5 * t.checks and t.hits >= 2 * t.expected)
     assert t.trusted() == trusted
     q = t.hits / t.checks
@@ -182,12 +189,14 @@ def test_tally_against_an_independent_computation():
 
 def test_trust_needs_probation_share_and_lift():
     t = cochange.Tally(hi=10.0)
-    t.observe(True, 0.0, 20.0, 1e-9)
-    t.observe(True, 0.0, 30.0, 1e-9)
-    assert not t.trusted()  # two checks only
+    for k in range(3):
+        t.observe(True, 0.0, 20.0 + k, 1e-9)
+    assert not t.trusted()  # three checks weigh 2.71 after forgetting: not yet PROBATION
     t.observe(True, 0.0, 40.0, 1e-9)
-    assert t.trusted() and cochange.pulled(t, 1.0, 35.0, 0.5)
-    assert not cochange.pulled(t, 1.0, 45.0, 0.5)  # the event is no news to that copy
+    assert (t.lo, t.hi) == (0.0, 10.0)  # one event: the changes over windows overlapping it
+    assert t.trusted() and cochange.pulled(t, 1.0, 5.0, 0.5)
+    assert not cochange.pulled(t, 1.0, 15.0, 0.5)  # the event is no news to that copy
+    assert not cochange.pulled(t, 0.4, 5.0, 0.5)  # worth less than the threshold
     busy = cochange.Tally(hi=10.0)
     for k in range(5):
         busy.observe(True, 0.0, 20.0 + k, 1.0)  # a page that changes anyway: no lift

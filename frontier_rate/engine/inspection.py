@@ -14,6 +14,7 @@ from typing import Any
 
 from frontier_rate.engine.session import Session, starting_rate
 from frontier_rate.engine.shards import ShardCalls
+from frontier_rate.engine.signals import neighbours
 from frontier_rate.engine.validation import count, parse_url, stored_url
 from frontier_rate.math import pattern
 from frontier_rate.store import health, wire
@@ -79,12 +80,31 @@ class Inspector:
         state = pattern.unpack(kept)
         record["pattern"] = None if state is None else pattern.describe(
             state, self.session.options.server_clock_rate)
+        record["neighbours"] = self.neighbours(host, record)
         if record["status"] == "leased":  # when the lease ends (it is handed out again then)
             with self.session.errors("page"):
                 end = self.session.client.zscore(self.session.keys.prefix(shard) + "leases",
                                                  pid + host.encode("utf-8"))
             record["lease_ends"] = None if end is None else self.session.local(end / 1e6)
         return record
+
+    def neighbours(self, host: str, record: dict) -> str:
+        """Why the host's co-change evidence (math/cochange.py, issue 62) moves this page or
+        not, in words: ``frontier-rate inspect`` shows it (why a page became due)."""
+        n = neighbours(self.session, self.calls, host)
+        if not self.session.options.cochange:
+            return "off (cochange=False)"
+        if n["event_hi"] == 0:
+            return "no change seen on the host yet"
+        tally = (f"{n['hits']:.1f} of {n['checks']:.1f} checks changed with the host, "
+                 f"{n['expected']:.2f} by chance")
+        if not n["trusted"]:
+            return f"not trusted: {tally}"
+        last = record.get("last_fetch")
+        if last is not None and record["fetches"] and n["event_hi"] > last:
+            return (f"trusted ({tally}): a change of the host seen at {n['event_hi']:.3f}, after "
+                    f"this copy, makes it worth {n['share']:.2f} x its weight: brought forward")
+        return f"trusted ({tally}): nothing new since this copy"
 
     def _read_page(self, shard: int, host: str, pid: bytes) -> list:
         """(state, extras, due, quarantine record, pattern) of a page, read again if a

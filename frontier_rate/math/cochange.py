@@ -37,7 +37,8 @@ import math
 from dataclasses import dataclass
 
 PROBATION = 3
-"""Checks before a host's co-change evidence moves anything (as ``evidence.PROBATION``)."""
+"""Decayed checks before a host's co-change evidence moves anything (as ``evidence.PROBATION``;
+with ``FORGET`` it takes 4 checks: 1 + 0.9 + 0.81 = 2.71 < 3)."""
 MIN_SHARE = 0.5
 """Least share of checks that must have found a change."""
 LIFT = 2.0
