@@ -212,4 +212,5 @@ end
 if fetches > 0 then redis.call("HINCRBY", CNT, "fetches", fetches) end
 if changes > 0 then redis.call("HINCRBY", CNT, "changes", changes) end
 if dated > 0 then redis.call("HINCRBY", CNT, "dated_changes", dated) end
+if C.cochange then lib.cochange_flush() end
 return lib.finish({table.concat(out), SIGNAL_EVENTS})

@@ -188,11 +188,24 @@ function lib.cochange_observe(host, I, last_fetch, now, rate)
     end
     write = true
   end
-  if write then
-    redis.call("HSET", COCHANGE, host,
-      spack(COCHANGE_FORMAT, t.lo, t.hi, t.checks, t.hits, t.expected))
-  end
+  if write then t.dirty = true end  -- written once per call (lib.cochange_flush)
   return new and lib.cochange_trusted(t)
+end
+
+-- Write the co-change records this call changed: one HSET per host, however many of its
+-- pages the call observed (observe.lua, before lib.finish).
+function lib.cochange_flush()
+  local fields = {}
+  for host, t in pairs(COCHANGE_READ) do
+    if t.dirty then
+      fields[#fields + 1] = host
+      fields[#fields + 1] = spack(COCHANGE_FORMAT, t.lo, t.hi, t.checks, t.hits, t.expected)
+      t.dirty = false
+    end
+  end
+  for i = 1, #fields, 1000 do
+    redis.call("HSET", COCHANGE, unpack(fields, i, math.min(i + 999, #fields)))
+  end
 end
 
 -- What a fetch of queued page s of `host` is worth by its host's co-change evidence
