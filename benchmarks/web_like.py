@@ -180,19 +180,20 @@ def score(world: World, fetches: list[np.ndarray], tick: float = 1.0) -> dict:
 
 
 def run_ours(world: World, url: str | None, seed: int, tick: float = 1.0,
-             every_estimate: bool = False) -> tuple[list[np.ndarray], dict]:
+             every_estimate: bool = False, cochange: bool = True) -> tuple[list[np.ndarray], dict]:
     """``policy.drive`` with the engine's defaults, every fetch counted, reading the
     estimates before the namespace is dropped. ``seed``: the engine's random stream and a
     salt in every URL that reorders first fetches, hosts included (``policy.page_urls``). ``tick``: simulated
     seconds per unit of the engine's clock (every time setting scaled to it, as
     ``benchmarks/policy.py`` does); a batch of fetches happens at one tick.
     ``every_estimate``: also every page's estimate per day (None: never fetched) in the run
-    info (``estimates_per_day``), for ``per_page``."""
+    info (``estimates_per_day``), for ``per_page``. ``cochange``: the engine's co-change
+    evidence (issue 62; False: off)."""
     namespace = f"weblike-{world.per_page_day:g}-{seed}-{os.getpid()}-{time.monotonic_ns() % 10**9}"
     f = Frontier(url, namespace=namespace, budget=world.budget * tick,
                  min_host_delay=world.host_delay / tick, min_interval=MIN_INTERVAL / tick,
                  max_interval=MAX_INTERVAL / tick, lease_timeout=1e12, prior_rate=tick / DAY,
-                 seed=seed, budget_first_fetches=True)
+                 seed=seed, budget_first_fetches=True, cochange=cochange)
     urls = page_urls(world.host, draw_salt(seed))
     index = {u: i for i, u in enumerate(urls)}
     f.add_many([(u, 1.0, None) for u in urls], now=0.0)
@@ -273,7 +274,7 @@ def per_page(world: World, fetches: dict[str, list[np.ndarray]], estimates: list
 def run_task(task: tuple) -> tuple[float, int, dict]:
     """One budget and seed: the baselines, the bound and ours (and, with ``breakdown``, the
     ``per_page`` table printed)."""
-    pages, per_page_day, seed, url, breakdown = task
+    pages, per_page_day, seed, url, breakdown, compare = task
     world = World(pages, per_page_day, seed=seed)
     results: dict[str, dict] = {}
     kept: dict[str, list[np.ndarray]] = {}
@@ -289,6 +290,12 @@ def run_task(task: tuple) -> tuple[float, int, dict]:
         del kept["nutch"]
         print(per_page(world, kept, info.pop("estimates_per_day")), flush=True)
     results["ours"] = {**score(world, fetches, TICK), **info}
+    if compare:  # the same run without co-change evidence (issue 62)
+        off, off_info = run_ours(world, url, seed, tick=TICK, cochange=False)
+        results["ours_off"] = {**score(world, off, TICK), **off_info}
+        print(f"  B={per_page_day:<5g} seed {seed}: without co-change "
+              f"{results['ours_off']['freshness']:.4f}, with {results['ours']['freshness']:.4f} "
+              f"(pulls {info['stats'].get('cochange_pulls', 0)})", flush=True)
     ours, uniform, est = results["ours"], results["uniform"], info["estimate_ratio_median"]
     print(f"  B={per_page_day:<5g} seed {seed}: uniform {uniform['freshness']:.4f} "
           f"ours {ours['freshness']:.4f} (x{ours['freshness'] / uniform['freshness']:.3f}, "
@@ -333,6 +340,29 @@ def summarise(done: list[tuple[float, int, dict]]) -> list[dict]:
                    violations=sum(d[2]["ours"]["violations"] for d in mine))
         rows.append(row)
     return rows
+
+
+def compare_cochange(done: list[tuple[float, int, dict]]) -> str:
+    """Per budget, with and without co-change evidence: gap closed and ours / uniform, median
+    [min-max] over the seeds, and the pages brought forward (issue 62)."""
+    def spread(xs: list[float], fmt: str) -> str:
+        return f"{statistics.median(xs):{fmt}} [{min(xs):{fmt}}-{max(xs):{fmt}}]"
+
+    out = ["| B | gap closed without | gap closed with | ours / uniform without | with | pulls |",
+           "|---|---|---|---|---|---|"]
+    for b in sorted({d[0] for d in done}):
+        runs = [d[2] for d in done if d[0] == b]
+        cols = []
+        for key in ("ours_off", "ours"):
+            cols.append([(r[key]["freshness"] - r["uniform"]["freshness"])
+                         / max(r["clairvoyant"]["freshness"] - r["uniform"]["freshness"], 1e-12)
+                         for r in runs])
+        ratios = [[r[key]["freshness"] / r["uniform"]["freshness"] for r in runs]
+                  for key in ("ours_off", "ours")]
+        pulls = [r["ours"]["stats"].get("cochange_pulls", 0) or 0 for r in runs]
+        out.append(f"| {b:g} | {spread(cols[0], '.3f')} | {spread(cols[1], '.3f')} | "
+                   f"{spread(ratios[0], '.4f')} | {spread(ratios[1], '.4f')} | {sum(pulls)} |")
+    return "\n".join(out)
 
 
 def _estimates(ratios: list) -> str:
@@ -437,6 +467,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-page", action="store_true",
                         help="also print, per run, where the fetches go by class of page "
                              "(changes in the window) and ours' estimates there; prints only")
+    parser.add_argument("--compare-cochange", action="store_true",
+                        help="also run ours without co-change evidence (issue 62) and print "
+                             "the gap closed with and without; prints only, unless --write")
     parser.add_argument("--url", default=os.environ.get("FRONTIER_RATE_REDIS_URL"))
     args = parser.parse_args(argv)
     if args.from_json:
@@ -452,14 +485,17 @@ def main(argv: list[str] | None = None) -> int:
     pop = describe(pages)
     print(f"{pop['pages']} pages of {pop['hosts']} hosts, {pop['unchanged_share']:.0%} unchanged, "
           f"{pop['pages_with_5_changes']} with >= {MIN_CHANGES} changes", flush=True)
-    tasks = sorted(((pages, b, s, args.url, args.per_page) for b in budgets for s in seeds),
+    tasks = sorted(((pages, b, s, args.url, args.per_page, args.compare_cochange)
+                    for b in budgets for s in seeds),
                    key=lambda t: -t[1])
     with embedded_redis(args.url, "weblike"):
         done = pool_map(run_task, tasks, args.jobs)
     rows = summarise(done)
     text = markdown(rows, pop)
     print(text)
-    if (args.quick or args.offset or args.per_page) and not args.write:
+    if args.compare_cochange:
+        print(compare_cochange(done))
+    if (args.quick or args.offset or args.per_page or args.compare_cochange) and not args.write:
         return 0
     from _report import write_json, write_section
 

@@ -209,6 +209,7 @@ TABLE: tuple[Setting, ...] = (
        option="namespace"),
     _s("DATA_DIR", anything, None, "`$FRONTIER_RATE_DATA_DIR`, else `~/.local/share/frontier-rate`",
        readers=frozenset({SCRAPY})),
+    _s("COCHANGE", boolean, False, "`False`", option="cochange"),
     _s("SHARED_SEND", boolean, True, "`True`", field="shared_send"),
     _s("OVERRIDE_SETTINGS", boolean, False, "`False`", readers=frozenset({SCRAPY}),
        field="override_settings"),

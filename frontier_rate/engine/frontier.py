@@ -55,7 +55,7 @@ from frontier_rate.engine.records import Dispatch, Lease, Observation
 from frontier_rate.engine.results import Results
 from frontier_rate.engine.session import DEFAULT_SHARDS, RedisErrors, Session, namespace_defaults
 from frontier_rate.engine.shards import ShardCalls
-from frontier_rate.engine.signals import Signals, TrustLog
+from frontier_rate.engine.signals import Signals, TrustLog, neighbours
 from frontier_rate.engine.threshold import Threshold
 from frontier_rate.engine.validation import namespace_name, parse_url, real
 from frontier_rate.store.connection import connect
@@ -111,6 +111,8 @@ class Frontier:
     (docs/SIGNALS.md). ``setting_defaults``: the shared settings a new
     namespace gets where this process asks for none (``DEFAULT_SETTINGS`` else;
     the Scrapy scheduler gives ``min_host_delay`` Scrapy's own default, 0).
+    ``cochange``: a change seen on a page brings its host's pages forward once later fetches
+    showed that they change together (math/cochange.py, issue 62; False: off).
 
     The shared settings (``budget``, ``min_host_delay``, ``min_interval``,
     ``max_interval``, ``lease_timeout``, ``prior_rate``) read as attributes: the
@@ -127,6 +129,7 @@ class Frontier:
         self.fill_budget, self.change_dates = checked.fill_budget, checked.change_dates
         self.server_clock_rate = checked.server_clock_rate
         self.budget_first_fetches = checked.budget_first_fetches
+        self.cochange = checked.cochange
         self.redis_url = redis_url
         defaults = namespace_defaults(setting_defaults)
         self.redis_timeout = float(opts.redis_timeout)
@@ -400,6 +403,12 @@ class Frontier:
         ``trusted`` (they move schedules) and ``ignored`` (more than 1 in
         ``evidence.TRUST_RATIO`` failed; lua/signals.lua)."""
         return self.hints.trust(host, source)
+
+    def neighbours(self, host: str) -> dict[str, Any]:
+        """Whether ``host``'s pages change together (math/cochange.py, issue 62): its latest
+        change event, decayed checks and hits, hits expected by chance, share and ``trusted``
+        (engine/signals.py ``neighbours``)."""
+        return neighbours(self.session, self.calls, host)
 
     # ------------------------------------------------------------------ threshold and settings
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from frontier_rate.engine.session import Session, starting_rate
 from frontier_rate.engine.shards import ShardCalls
+from frontier_rate.engine.signals import neighbours
 from frontier_rate.engine.validation import count, parse_url, stored_url
 from frontier_rate.math import pattern
 from frontier_rate.store import health, wire
@@ -80,6 +81,7 @@ class Inspector:
         state = pattern.unpack(kept)
         record["pattern"] = None if state is None else pattern.describe(
             state, self.session.options.server_clock_rate)
+        record["neighbours"] = self.neighbours(host, record)
         if record["status"] == "leased":  # when the lease ends (it is handed out again then)
             with self.session.errors("page"):
                 end = self.session.client.zscore(self.session.keys.prefix(shard) + "leases",
@@ -92,6 +94,24 @@ class Inspector:
         reads it), or None: kept only with the pages' detection memories in Redis."""
         with self.session.errors("page"):
             return last_detection(self.session.client, self.session.keys, url, parse_url(url))
+
+    def neighbours(self, host: str, record: dict) -> str:
+        """Why the host's co-change evidence (math/cochange.py, issue 62) moves this page or
+        not, in words: ``frontier-rate inspect`` shows it (why a page became due)."""
+        n = neighbours(self.session, self.calls, host)
+        if not self.session.options.cochange:
+            return "off (cochange=False)"
+        if n["event_hi"] == 0:
+            return "no change seen on the host yet"
+        tally = (f"{n['hits']:.1f} of {n['checks']:.1f} checks changed with the host, "
+                 f"{n['expected']:.2f} by chance")
+        if not n["trusted"]:
+            return f"not trusted: {tally}"
+        last = record.get("last_fetch")
+        if last is not None and record["fetches"] and n["event_hi"] > last:
+            return (f"trusted ({tally}): a change of the host seen at {n['event_hi']:.3f}, after "
+                    f"this copy, makes it worth {n['share']:.2f} x its weight: brought forward")
+        return f"trusted ({tally}): nothing new since this copy"
 
     def _read_page(self, shard: int, host: str, pid: bytes) -> list:
         """(state, extras, due, quarantine record, pattern) of a page, read again if a
@@ -227,6 +247,7 @@ class Inspector:
                 "date_hosts_ignored": int(totals["date_hosts_ignored"]),
                 "claims": int(totals["claims"]),
                 "signal_sources_ignored": int(totals["signal_sources_ignored"]),
+                "cochange_pulls": int(totals["cochange_pulls"]),
                 "hosts_queued": int(totals["hosts_queued"]),
                 "nu": float(nu.get(b"nu", 0.0)), "budget": budget,
                 "planned_rate": planned, "budget_use": planned / budget,

@@ -42,6 +42,7 @@ class FrontierOptions:
     budget_first_fetches: bool = False
     override_settings: bool = False
     clock_sync: bool | None = None
+    cochange: bool = False
 
     def replace(self, **changes: Any) -> FrontierOptions:
         """These options with ``changes``; a TypeError names an unknown option."""

@@ -13,6 +13,7 @@ record and behaves as without this module.
 from __future__ import annotations
 
 import logging
+import struct
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
@@ -21,8 +22,8 @@ from frontier_rate.engine.intake import Intake
 from frontier_rate.engine.session import Session
 from frontier_rate.engine.shards import ShardCalls
 from frontier_rate.engine.validation import hint, host_name
-from frontier_rate.math import evidence
-from frontier_rate.store import wire
+from frontier_rate.math import cochange, evidence
+from frontier_rate.store import contract, wire
 from frontier_rate.store.keys import page_id
 
 logger = logging.getLogger(__name__)
@@ -121,3 +122,33 @@ class Signals:
         tally = evidence.Tally(*wire.signal_tally(raw))
         return {"checked": int(tally.checked), "bad": int(tally.bad), "trusted": tally.trusted,
                 "ignored": tally.ignored}
+
+
+COCHANGE_RECORD = struct.Struct(contract.STRUCTS["COCHANGE"])
+
+
+def cochange_tally(raw: bytes | None) -> cochange.Tally:
+    """A host's co-change record as lua/signals.lua stores it (none, or an unreadable one,
+    reads as an empty tally, as the Lua reads it)."""
+    if not raw or len(raw) != COCHANGE_RECORD.size:
+        return cochange.Tally()
+    lo, hi, checks, hits, expected = COCHANGE_RECORD.unpack(raw)
+    if any(x != x for x in (lo, hi, checks, hits, expected)) or not 0 <= hits <= checks \
+            or expected < 0:
+        return cochange.Tally()
+    return cochange.Tally(lo, hi, checks, hits, expected)
+
+
+def neighbours(session: Session, calls: ShardCalls, host: str) -> dict[str, Any]:
+    """``Frontier.neighbours``: whether ``host``'s pages change together (math/cochange.py):
+    its latest change event (``event_lo``, ``event_hi``: the window a fetch found it in; 0:
+    none), decayed ``checks``, ``hits`` and hits ``expected`` by chance, ``share`` (q) and
+    ``trusted`` (a trusted host's change brings its other pages forward)."""
+    host = host_name(host)
+    with session.errors("neighbours"):
+        raw = session.client.hget(session.keys.cochange(calls.of(host)), host)
+    t = cochange_tally(raw)
+    return {"event_lo": session.local(t.lo) if t.hi else 0.0,
+            "event_hi": session.local(t.hi) if t.hi else 0.0,
+            "checks": t.checks, "hits": t.hits, "expected": t.expected, "share": t.share(),
+            "trusted": t.trusted()}

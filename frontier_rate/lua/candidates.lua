@@ -106,7 +106,8 @@ for _, host in ipairs(hosts) do
     -- to be unchanged by a trusted source, is never fetched early
     if s and not (early and (s.fails > 0 or now - s.last_fetch < lib.early_interval(s)
         or lib.signal_says_fresh(id, host, s.last_fetch))) then
-      local g = lib.index(s, now)
+      -- a trusted co-change event since its last fetch (lua/signals.lua) may raise it
+      local g = max(lib.index(s, now), lib.cochange_value(host, s))
       if not held_source(id, host, s, g) then
         if delay == 0 then
           out[#out + 1] = struct.pack(CANDIDATE_FORMAT, g, #host) .. id .. host

@@ -44,7 +44,7 @@
 -- of every format.
 
 -- H: the header's length (ARGV[1..H], C below)
-local H = 20
+local H = 21
 
 -- The last parsed header, kept from call to call by a Functions library (an EVAL script
 -- keeps nothing: its LAST_C is nil at every call): a call whose header equals the last one
@@ -89,7 +89,7 @@ end
 -- An EVAL script keeps nothing (LAST_KEY and LAST_C stay nil): it works all out each call.
 local READY, HOSTS, LEASES, AGG, CNT = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local PREFIX, BAD, HOST_PRIOR, HOST_AGG, HOST_NU
-local DATES, HOST_PAGES, HOST_SWEEP, SIGNAL_PAGES, SIGNAL_TRUST, PROBE, SHARD
+local DATES, HOST_PAGES, HOST_SWEEP, SIGNAL_PAGES, SIGNAL_TRUST, COCHANGE, PROBE, SHARD
 -- BUCKET_KEYS: the hash key of bucket b of a kind ("s:", "u:", "x:", "m:"), built once
 -- for its prefix (no number formatting and string building per HGET/HSET; bkey).
 local BUCKET_KEYS
@@ -103,6 +103,7 @@ if KEYS[1] ~= LAST_KEY then
   DATES = PREFIX .. "lm"
   HOST_PAGES, HOST_SWEEP = PREFIX .. "hp", PREFIX .. "hs"
   SIGNAL_PAGES, SIGNAL_TRUST = PREFIX .. "sg", PREFIX .. "st"
+  COCHANGE = PREFIX .. "cc"
   PROBE = PREFIX .. "probe"
   SHARD = string.match(PREFIX, ":(%d+)}:$") or "?"
   BUCKET_KEYS = {}  -- kind -> bucket -> key
@@ -121,7 +122,8 @@ if not C then
   interval_prior_info = tonumber(ARGV[11]), interval_max_step = tonumber(ARGV[12]),
   min_host_delay = tonumber(ARGV[13]), lease_timeout = tonumber(ARGV[14]),
   buckets = tonumber(ARGV[15]), log_prior_rate = tonumber(ARGV[16]), cells = ARGV[17],
-  server_clock_rate = tonumber(ARGV[18]), namespace_id = ARGV[19], digest = ARGV[20],
+  server_clock_rate = tonumber(ARGV[18]), cochange = ARGV[19] == "1",
+  namespace_id = ARGV[20], digest = ARGV[21],
   }
   LAST_C = C
 end

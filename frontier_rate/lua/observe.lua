@@ -108,6 +108,13 @@ local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_
   local old_rate = stored_rate
   -- no observed interval yet: the host's pooled prior as it is now
   if lib.follow_prior(s, host) then old_rate = lib.plan_rate(s) end
+  -- co-change (lua/signals.lua, math/cochange.py): a page's fetch checks its host's last
+  -- change event; a change is the host's new event, and on a trusted host brings its
+  -- other pages forward (below, once this page is queued)
+  local pull = false
+  if C.cochange and s.fetches > 0 and not lib.has(s.flags, F_SOURCE) then
+    pull = lib.cochange_observe(host, I, s.last_fetch, now, old_rate)
+  end
   local old_pooled = lib.pooled_log_rate(s, old_rate)
   local tau = now - s.last_fetch
   if s.fetches > 0 then
@@ -153,6 +160,10 @@ local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_
   finished = finished + 1
   FINISHED_LEASES[finished] = id .. host
   due = lib.enqueue(host, id, due)
+  if pull then
+    local pulled = lib.cochange_pull(host, id, now)
+    if pulled > 0 then redis.call("HINCRBY", CNT, "cochange_pulls", pulled) end
+  end
 
   -- validators: a 304 keeps those it does not send again; any other answer replaces both,
   -- so one the server stopped sending is not sent back (issue 60)
@@ -201,4 +212,5 @@ end
 if fetches > 0 then redis.call("HINCRBY", CNT, "fetches", fetches) end
 if changes > 0 then redis.call("HINCRBY", CNT, "changes", changes) end
 if dated > 0 then redis.call("HINCRBY", CNT, "dated_changes", dated) end
+if C.cochange then lib.cochange_flush() end
 return lib.finish({table.concat(out), SIGNAL_EVENTS})

@@ -22,9 +22,12 @@ local SIGNAL_EVENTS = {}
 -- host|source -> {checks, failed checks}: tallies read once per call, written at once
 -- (a call may check one pair many times)
 local SIGNAL_TALLIES = {}
+-- host -> its co-change record (lib.cochange_get), read once per call, written at once
+local COCHANGE_READ = {}
 -- per call: begin (lua/lib.lua says what this block may hold) ----------------
 -- the two tables above, emptied (lib.lua's emptied: no allocation while they stay unused)
 SIGNAL_EVENTS, SIGNAL_TALLIES = emptied(SIGNAL_EVENTS), emptied(SIGNAL_TALLIES)
+COCHANGE_READ = emptied(COCHANGE_READ)
 -- Whether this shard holds any claim: one EXISTS per call, so a shard never told
 -- anything (the common case) pays no HGET per page.
 local SIGNAL_PAGES_EXIST = nil
@@ -132,4 +135,105 @@ function lib.signal_says_fresh(id, host, last_fetch)
   local r = lib.signal_get(id)
   return r ~= nil and not r.pending and r.received > last_fetch
     and lib.signal_trusted(host, r.source)
+end
+
+-- Co-change (issue 62): a change seen on one page of a host as evidence that its other
+-- pages changed; frontier_rate/math/cochange.py states the rules (Tally, value, pulled) and
+-- why. COCHANGE <prefix>cc hash: host -> "<ddddd" event lo, event hi, checks, hits,
+-- expected (COCHANGE_FORMAT), O(1) per host. Only with the header's `cochange` (C.cochange).
+
+-- The co-change record of `host` (cochange.Tally); an unreadable one reads as none.
+function lib.cochange_get(host)
+  local t = COCHANGE_READ[host]
+  if t then return t end
+  t = {lo = 0, hi = 0, checks = 0, hits = 0, expected = 0}
+  local raw = redis.call("HGET", COCHANGE, host)
+  if raw and #raw == COCHANGE_SIZE then
+    local lo, hi, checks, hits, expected = sunpack(COCHANGE_FORMAT, raw)
+    if lo == lo and hi == hi and checks == checks and hits == hits and expected == expected
+        and hits >= 0 and checks >= hits and expected >= 0 then
+      t = {lo = lo, hi = hi, checks = checks, hits = hits, expected = expected}
+    end
+  end
+  COCHANGE_READ[host] = t
+  return t
+end
+
+-- cochange.Tally.trusted
+function lib.cochange_trusted(t)
+  return t.checks >= COCHANGE_PROBATION - 1e-9 and t.hits >= COCHANGE_MIN_SHARE * t.checks
+    and t.hits >= COCHANGE_LIFT * t.expected
+end
+
+-- A fetch at `now` of a page of `host` last fetched at `last_fetch` (plan rate `rate`) that
+-- found change I (cochange.Tally.observe): a check when the host's event is news to that
+-- copy, then, when it changed, the event narrowed (a window that overlaps it) or a new one.
+-- Returns whether this is a new event of a trusted host (its other pages may come forward).
+function lib.cochange_observe(host, I, last_fetch, now, rate)
+  local t = lib.cochange_get(host)
+  local write = false
+  if t.hi > last_fetch then
+    local f = COCHANGE_FORGET
+    t.checks = t.checks * f + 1
+    t.hits = t.hits * f + I
+    t.expected = t.expected * f - lib.expm1(-max(rate, 0) * max(now - last_fetch, 0))
+    write = true
+  end
+  local new = false
+  if I == 1 then
+    if last_fetch < t.hi then  -- the same event, its window narrowed
+      t.lo = max(t.lo, last_fetch)
+    else
+      t.lo, t.hi, new = last_fetch, now, true
+    end
+    write = true
+  end
+  if write then t.dirty = true end  -- written once per call (lib.cochange_flush)
+  return new and lib.cochange_trusted(t)
+end
+
+-- Write the co-change records this call changed: one HSET per host, however many of its
+-- pages the call observed (observe.lua, before lib.finish).
+function lib.cochange_flush()
+  local fields = {}
+  for host, t in pairs(COCHANGE_READ) do
+    if t.dirty then
+      fields[#fields + 1] = host
+      fields[#fields + 1] = spack(COCHANGE_FORMAT, t.lo, t.hi, t.checks, t.hits, t.expected)
+      t.dirty = false
+    end
+  end
+  for i = 1, #fields, 1000 do
+    redis.call("HSET", COCHANGE, unpack(fields, i, math.min(i + 999, #fields)))
+  end
+end
+
+-- What a fetch of queued page s of `host` is worth by its host's co-change evidence
+-- (cochange.value: q * w_eff while the host is trusted and its event is news to the copy; 0
+-- otherwise, and for a page never fetched or a source).
+function lib.cochange_value(host, s)
+  if not C.cochange or s.fetches == 0 or lib.has(s.flags, F_SOURCE) then return 0 end
+  local t = lib.cochange_get(host)
+  if t.hi <= s.last_fetch or not lib.cochange_trusted(t) then return 0 end
+  return t.hits / t.checks * lib.eff_weight(s.weight, lib.plan_rate(s))
+end
+
+-- After a change of page `id` of a trusted host at `now`: the COCHANGE_PULL_LOOK
+-- earliest-due other pages of the host that the event makes worth their host's threshold
+-- are due at once (cochange.pulled); returns how many.
+function lib.cochange_pull(host, id, now)
+  local nu = lib.host_nu(host)
+  local queued = redis.call("ZRANGE", qkey(host), 0, COCHANGE_PULL_LOOK - 1, "WITHSCORES")
+  local pulled = 0
+  for j = 1, #queued, 2 do
+    local other = queued[j]
+    if other ~= id and lib.seconds(queued[j + 1]) > now then
+      local s = lib.peek_queued(other, host)
+      if s and s.fails == 0 and lib.cochange_value(host, s) >= nu then
+        lib.enqueue(host, other, now)
+        pulled = pulled + 1
+      end
+    end
+  end
+  return pulled
 end

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 import struct
 
-from frontier_rate.math import evidence, index, pattern
+from frontier_rate.math import cochange, evidence, index, pattern
 
 # --------------------------------------------------------------------------- keys
 
@@ -32,7 +32,7 @@ lua/lib.lua strips "ready" from KEYS[1] to get the shard's prefix)."""
 DERIVED_KEYS = {
     "bad": "BAD", "hr": "HOST_PRIOR", "ha": "HOST_AGG", "hnu": "HOST_NU", "lm": "DATES",
     "hp": "HOST_PAGES", "hs": "HOST_SWEEP", "sg": "SIGNAL_PAGES", "st": "SIGNAL_TRUST",
-    "probe": "PROBE", "cursor": "cursor_key",
+    "cc": "COCHANGE", "probe": "PROBE", "cursor": "cursor_key",
 }
 """Shard keys the scripts build from the prefix themselves, ``fr:{ns:s}:<name>``, with the
 Lua name of each (lib.lua, signals.lua; ``cursor_key`` in refresh.lua). ``probe`` is never
@@ -47,7 +47,7 @@ QUEUE_KIND = "q:"
 HEADER = ("now", "nu", "objective", "policy", "estimator", "min_interval", "max_interval",
           "eta", "beta", "omega", "interval_prior_info", "interval_max_step", "min_host_delay",
           "lease_timeout", "buckets", "log_prior_rate", "cells", "server_clock_rate",
-          "namespace_id", "digest")
+          "cochange", "namespace_id", "digest")
 """ARGV[1 .. len(HEADER)] of every shard script, in the order lua/lib.lua reads them into its
 table ``C`` (same names on both sides). ``digest``, the last, names the values of the fields
 between ``now`` and it (``wire.Header``): a Functions library that saw the same digest on its
@@ -65,6 +65,7 @@ STRUCTS = {
     "DATE_TALLY": "<dd",
     "SIGNAL_TALLY": "<dd",
     "SIGNAL_RECORD": "<ddddB",
+    "COCHANGE": "<ddddd",
     "LENGTHS": "<HH",
     "OBSERVATION": "<8sHdBd4sHHHd",
     "OBSERVE_REPLY": "<BBddBH",
@@ -77,7 +78,8 @@ PATTERN its change pattern in ``m:<b>``; HOST_RECORD a host in ``hosts`` (next d
 own delay); HOST_AGG one cell of a host in ``ha`` (pages, Σλ, Σw); HOST_POOL a host's pooled
 prior in ``hr`` (pages, Σ log rate); DATE_TALLY a host's Last-Modified checks in ``lm``;
 SIGNAL_TALLY a (host, source) pair in ``st``; SIGNAL_RECORD a page's claim in ``sg`` (the
-source follows); LENGTHS the two lengths in front of extras (etag, last_modified) and of a
+source follows); COCHANGE a host's co-change record in ``cc`` (event lo, hi, checks, hits,
+expected: ``math.cochange.Tally``); LENGTHS the two lengths in front of extras (etag, last_modified) and of a
 quarantine record (host, reason); OBSERVATION one argument of observe.lua; OBSERVE_REPLY one
 of its replies; CANDIDATE one reply of candidates.lua; LEASE one reply of lease.lua."""
 
@@ -113,6 +115,11 @@ CONSTANTS = {
     "EXPLORE_C": index.EXPLORE_C,
     "EXPLORE_CHANGES": index.EXPLORE_CHANGES,
     "WORTH_Y": index.WORTH_Y,
+    "COCHANGE_PROBATION": cochange.PROBATION,
+    "COCHANGE_MIN_SHARE": cochange.MIN_SHARE,
+    "COCHANGE_LIFT": cochange.LIFT,
+    "COCHANGE_FORGET": cochange.FORGET,
+    "COCHANGE_PULL_LOOK": cochange.PULL_LOOK,
 }
 """Numbers both sides use, by their Lua name; each value has one Python home (this module,
 evidence.py for the claims of sitemaps/feeds/pushes, pattern.py for the change pattern,

@@ -50,6 +50,9 @@ key                                   type   content
 ``fr:{ns:s}:st``                      hash   "<host>|<source>" -> packed (claims checked,
                                              claims contradicted): whether the source is
                                              believed for the host (``evidence``)
+``fr:{ns:s}:cc``                      hash   host -> packed (event lo, event hi, checks, hits,
+                                             expected): whether its pages change together
+                                             (``math.cochange``, issue 62)
 ``fr:{ns:s}:q:<host>``                zset   page id -> due time (µs)
 ``fr:{ns:s}:s:<b>``                   hash   page id -> packed state (48/64 bytes, ``wire.STATE``)
 ``fr:{ns:s}:u:<b>``                   hash   page id -> URL
@@ -269,6 +272,10 @@ class Keys:
     def signal_trust(self, shard: int) -> str:
         """hash host|source -> packed tally of its claims (``wire.SIGNAL_TALLY``)."""
         return f"{self.prefix(shard)}st"
+
+    def cochange(self, shard: int) -> str:
+        """host -> its co-change record (``contract.STRUCTS`` COCHANGE; math/cochange.py)."""
+        return f"{self.prefix(shard)}cc"
 
     def state(self, shard: int, bucket: int) -> str:
         return f"{self.prefix(shard)}s:{bucket}"

@@ -1,0 +1,108 @@
+"""Co-change evidence: a change seen on one page of a host as evidence that its other pages
+changed too (issue 62). No Redis: lua/signals.lua ("Co-change") applies the same rules
+atomically in observe.lua, candidates.lua and refresh.lua; tests check the two agree.
+
+Why: below ~0.1 fetches/page/day a page is fetched a few times in its life and its own
+history says little, but pages of one site often change together (terms and privacy policy
+updated the same day, a redesign touching every page). What is kept, per host, O(1) per
+observation and never a scan of the host's pages:
+
+- the host's latest **change event**: the window (lo, hi] between the fetch before a change
+  and the fetch that found it (any page of the host); a change found over a window that
+  overlaps it is the same event, its window narrowed (so the pages that found it are not
+  checked against it again);
+- a decayed **tally** (checks, hits, expected): every later fetch of a page of the host whose
+  copy predates the event (its last fetch < hi) checks whether the host's pages change
+  together: checks += 1, hits += I (it changed too), expected += the chance it changed on its
+  own over the same interval, 1 - exp(-lambda tau) at its own planned rate; each count is
+  first multiplied by ``FORGET``, so a host whose pages stopped changing together loses trust
+  within a few checks.
+
+The host is **trusted** while ``checks >= PROBATION``, ``hits >= MIN_SHARE * checks`` and
+``hits >= LIFT * expected``: coincidences well beyond chance, the "interest" (lift) of an
+association P(A and B) / (P(A) P(B)) of Brin, Motwani, Ullman & Tsur (SIGMOD 1997), here
+hits / expected, and confirmed by later fetches as the claims of sitemaps are
+(``evidence``: probation, then kept only while checks agree). A trusted host's change event
+makes its other queued pages fetched before it worth ``q * w_eff`` (``value``), where
+``q = hits / checks`` is the learned chance that a page of the host changed with it and
+``w_eff`` the page's effective weight (w / lambda under the freshness objective: what a fetch
+of a copy known to be stale is worth in seed 001's index, scaled by the chance it is stale).
+A page whose value reaches its host's threshold is due at once (``PULL_LOOK`` earliest-due
+pages of the host per event, a bounded cost) and ranks by that value.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+PROBATION = 3
+"""Decayed checks before a host's co-change evidence moves anything (as ``evidence.PROBATION``;
+with ``FORGET`` it takes 4 checks: 1 + 0.9 + 0.81 = 2.71 < 3)."""
+MIN_SHARE = 0.5
+"""Least share of checks that must have found a change."""
+LIFT = 2.0
+"""Least ratio of hits to the hits expected by chance (each page's own rate)."""
+FORGET = 0.9
+"""Each check first multiplies the tally by this: about the last 10 checks count."""
+PULL_LOOK = 8
+"""Queued pages of a host (earliest due first) a trusted change event may bring forward."""
+
+
+@dataclass
+class Tally:
+    """A host's co-change record: its latest change event (lo, hi] and its decayed checks."""
+
+    lo: float = 0.0
+    hi: float = 0.0
+    checks: float = 0.0
+    hits: float = 0.0
+    expected: float = 0.0
+
+    def trusted(self) -> bool:
+        """Do the host's pages change together beyond chance, as later fetches confirmed?"""
+        return (self.checks >= PROBATION - 1e-9 and self.hits >= MIN_SHARE * self.checks
+                and self.hits >= LIFT * self.expected)
+
+    def share(self) -> float:
+        """q: the learned chance that a page of the host changed with its host's event."""
+        return self.hits / self.checks if self.checks > 0 else 0.0
+
+    def news_for(self, last_fetch: float) -> bool:
+        """Is the latest event newer than a copy fetched at ``last_fetch``?"""
+        return self.hi > last_fetch
+
+    def observe(self, changed: bool, last_fetch: float, now: float, rate: float) -> bool:
+        """A fetch at ``now`` of a page of the host last fetched at ``last_fetch`` (planned
+        rate ``rate``) that found ``changed``: a check when the event is news to that copy,
+        then, when it changed, the event narrowed or a new one; whether it is a new one."""
+        if self.news_for(last_fetch):
+            self.checks = self.checks * FORGET + 1.0
+            self.hits = self.hits * FORGET + (1.0 if changed else 0.0)
+            self.expected = self.expected * FORGET + chance(rate, now - last_fetch)
+        if changed:
+            if last_fetch < self.hi:  # overlaps the event's window: the same event, narrowed
+                self.lo = max(self.lo, last_fetch)
+            else:
+                self.lo, self.hi = last_fetch, now
+                return True
+        return False
+
+
+def chance(rate: float, tau: float) -> float:
+    """The chance that a Poisson page of ``rate`` changed within ``tau``: 1 - e^{-rate tau}."""
+    return -math.expm1(-max(rate, 0.0) * max(tau, 0.0))
+
+
+def value(tally: Tally, w_eff: float) -> float:
+    """What a fetch of a page of a trusted host whose copy predates its event is worth:
+    q * w_eff (0 for an untrusted host)."""
+    if not tally.trusted():
+        return 0.0
+    return tally.share() * w_eff
+
+
+def pulled(tally: Tally, w_eff: float, last_fetch: float, nu: float) -> bool:
+    """Is a queued page (fetched at ``last_fetch``, effective weight ``w_eff``) due at once
+    after its trusted host's change event, at host threshold ``nu``?"""
+    return tally.news_for(last_fetch) and tally.trusted() and value(tally, w_eff) >= nu

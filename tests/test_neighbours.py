@@ -1,0 +1,203 @@
+"""Co-change evidence (issue 62) on a real Redis: a change seen on one page of a host brings
+its other pages forward once later fetches showed that they change together (lua/signals.lua
+"Co-change", lua/observe.lua), never while they do not, and the Python statement of the rules
+(frontier_rate/math/cochange.py) agreeing with the Lua step by step."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from redis_servers import both_servers  # noqa: F401, I001  (every test on both script paths)
+
+from frontier_rate import Frontier
+from frontier_rate.math import cochange
+
+DAY = 86400.0
+HOUR = 3600.0
+
+
+def frontier(redis_url: str, namespace: str, **kw) -> Frontier:
+    opts = {"budget": 1000.0, "min_host_delay": 0.0, "min_interval": 600.0,
+            "max_interval": 30 * DAY, "prior_rate": 1 / (10 * DAY), "seed": 1}
+    opts.update(kw)
+    return Frontier(redis_url, namespace=namespace, **opts)
+
+
+def replay(f: Frontier, changes: dict[str, list[float]], added: dict[str, float], days: float,
+           step: float = HOUR) -> dict[str, list[float]]:
+    """Lease and observe every due page each ``step`` over ``days`` (a page's fingerprint is
+    the number of its changes so far); each page's fetch times."""
+    fetched: dict[str, list[float]] = {u: [] for u in changes}
+    pending = dict(added)
+    t = 0.0
+    while t < days * DAY:
+        new = [u for u, at in pending.items() if at <= t]
+        if new:
+            f.add_many(new, now=t)
+            for u in new:
+                del pending[u]
+        got = f.next_requests(1000, now=t)
+        if got:
+            f.observe_many([(d, {"fingerprint": str(int(np.searchsorted(changes[d.url], t, "right"))),
+                                 "fetched_at": t}) for d in got])
+            for d in got:
+                fetched[d.url].append(t)
+        t += step
+    return fetched
+
+
+def staleness(changes: list[float], fetches: list[float], end: float) -> float:
+    """Time the copy was stale: from each change to the first fetch after it."""
+    total = 0.0
+    for c in changes:
+        after = [x for x in fetches if x >= c]
+        total += (after[0] if after else end) - c
+    return total
+
+
+def together(days: float, every: float, hosts: int = 1) -> tuple[dict, dict]:
+    """``hosts`` hosts of 4 pages each that all change together every ``every`` days (at
+    noon), the pages added a day apart so that their schedules differ."""
+    changes, added = {}, {}
+    for h in range(hosts):
+        for i in range(4):
+            url = f"http://n{h}.test/p{i}"
+            changes[url] = [k * every * DAY + 0.5 * DAY for k in range(1, int(days / every) + 1)]
+            added[url] = i * DAY
+    return changes, added
+
+
+def test_pages_that_change_together_are_fetched_sooner(redis_url, namespace):
+    changes, added = together(150, 15)
+    runs = {}
+    for on in (True, False):
+        f = frontier(redis_url, f"{namespace}-{on}", cochange=on)
+        runs[on] = (replay(f, changes, added, 150, step=2 * HOUR), f.neighbours("n0.test"),
+                    f.stats(now=150 * DAY))
+        said = f.page("http://n0.test/p1")["neighbours"]  # frontier-rate inspect shows it
+        assert said.startswith("trusted") if on else said == "off (cochange=False)"
+        f.close()
+    with_, info, stats = runs[True]
+    assert stats["cochange_pulls"] > 0
+    without, info_off, _ = runs[False]
+    assert info["trusted"] and info["share"] > 0.9 and info["hits"] > 2 * info["expected"]
+    assert info_off["checks"] == 0  # off: nothing kept
+    end = 150 * DAY
+    stale_on = sum(staleness(changes[u], with_[u], end) for u in changes)
+    stale_off = sum(staleness(changes[u], without[u], end) for u in changes)
+    assert stale_on < 0.7 * stale_off
+    # not bought by more fetches
+    assert sum(map(len, with_.values())) <= 1.1 * sum(map(len, without.values()))
+
+
+def lying(days: float) -> tuple[dict, dict]:
+    """A host whose pages change together once (day 2), then p0 changes every day alone."""
+    changes = {"http://l.test/p0": [2.5 * DAY] + [k * DAY + 0.3 * DAY for k in range(3, int(days))],
+               "http://l.test/p1": [2.5 * DAY], "http://l.test/p2": [2.5 * DAY]}
+    return changes, {"http://l.test/p0": 0.0, "http://l.test/p1": 0.4 * DAY,
+                     "http://l.test/p2": 0.8 * DAY}
+
+
+def test_neighbours_that_lie_do_not_bring_a_page_forward(redis_url, namespace):
+    """Pages that changed together once, then never, are fetched no more than without the
+    evidence: the later checks fail and the host is never trusted (fails without the trust
+    rule: every change of p0 would bring p1 and p2 forward)."""
+    changes, added = lying(90)
+    runs = {}
+    for on in (True, False):
+        f = frontier(redis_url, f"{namespace}-{on}", cochange=on)
+        runs[on] = replay(f, changes, added, 90, step=2 * HOUR)
+        if on:
+            info = f.neighbours("l.test")
+        f.close()
+    assert info["checks"] >= cochange.PROBATION and not info["trusted"]
+    for url in ("http://l.test/p1", "http://l.test/p2"):
+        assert len(runs[True][url]) <= len(runs[False][url])
+
+
+def test_the_tally_agrees_with_the_lua_step_by_step(redis_url, namespace):
+    """Every observation of a replay also goes through cochange.Tally; the stored record
+    equals it after each step (``expected`` within 5%: the mirror takes each page's rate from
+    ``Frontier.page``, where a page fetched once plans with its host's pooled prior as
+    observe.lua finds it, not read back here)."""
+    changes, added = together(60, 6)
+    changes["http://n0.test/p3"] = [5.2 * DAY, 40.1 * DAY]  # one page that mostly does not follow
+    f = frontier(redis_url, namespace)
+    mirror = cochange.Tally()
+    t, pending = 0.0, dict(added)
+    steps = 0
+    while t < 60 * DAY:
+        new = [u for u, at in pending.items() if at <= t]
+        if new:
+            f.add_many(new, now=t)
+            for u in new:
+                del pending[u]
+        for d in f.next_requests(1000, now=t):
+            before = f.page(d.url)
+            version = str(int(np.searchsorted(changes[d.url], t, "right")))
+            obs = f.observe_many([(d, {"fingerprint": version, "fetched_at": t})])[0]
+            if before["fetches"] > 0:
+                rate = max(before["estimate"], 1 / f.max_interval)
+                mirror.observe(obs.changed, before["last_fetch"], t, rate)
+                steps += 1
+            got = f.neighbours("n0.test")
+            assert got["event_hi"] == mirror.hi and got["event_lo"] == mirror.lo
+            for name in ("checks", "hits"):
+                assert got[name] == pytest.approx(getattr(mirror, name), rel=1e-9, abs=1e-12)
+            assert got["expected"] == pytest.approx(mirror.expected, rel=0.05, abs=1e-9)
+            assert got["trusted"] == mirror.trusted()
+        t += 2 * HOUR
+    assert steps > 20 and mirror.checks > cochange.PROBATION
+
+
+def test_tally_against_an_independent_computation():
+    """The decayed tally is sum_j FORGET^(n-1-j) x_j over the checks (hits, chance of a change
+    on its own: 1 - e^{-lambda tau}); trusted by its three conditions."""
+    rng = np.random.default_rng(7)
+    t = cochange.Tally()
+    events, checks = [], []  # each event's (start, end): a change over an overlapping window narrows it
+    last = {p: 0.0 for p in range(5)}
+    now = 0.0
+    for _ in range(200):
+        now += float(rng.exponential(3600.0))
+        p = int(rng.integers(5))
+        changed = bool(rng.random() < 0.4)
+        rate = float(rng.exponential(1e-5))
+        if events and events[-1][1] > last[p]:
+            checks.append((1.0 if changed else 0.0, 1 - math.exp(-rate * (now - last[p]))))
+        new = t.observe(changed, last[p], now, rate)
+        if changed and events and last[p] < events[-1][1]:
+            events[-1] = (max(events[-1][0], last[p]), events[-1][1])
+            assert not new
+        elif changed:
+            events.append((last[p], now))
+            assert new
+        last[p] = now
+    n = len(checks)
+    weights = [cochange.FORGET ** (n - 1 - j) for j in range(n)]
+    assert t.checks == pytest.approx(sum(weights))
+    assert t.hits == pytest.approx(sum(w * h for w, (h, _) in zip(weights, checks, strict=True)))
+    assert t.expected == pytest.approx(sum(w * e for w, (_, e) in zip(weights, checks, strict=True)))
+    assert (t.lo, t.hi) == events[-1] and len(events) > 10
+    trusted = (t.checks >= 3 and t.hits >= 0.5 * t.checks and t.hits >= 2 * t.expected)
+    assert t.trusted() == trusted
+    q = t.hits / t.checks
+    assert cochange.value(t, 10.0) == (q * 10.0 if trusted else 0.0)
+
+
+def test_trust_needs_probation_share_and_lift():
+    t = cochange.Tally(hi=10.0)
+    for k in range(3):
+        t.observe(True, 0.0, 20.0 + k, 1e-9)
+    assert not t.trusted()  # three checks weigh 2.71 after forgetting: not yet PROBATION
+    t.observe(True, 0.0, 40.0, 1e-9)
+    assert (t.lo, t.hi) == (0.0, 10.0)  # one event: the changes over windows overlapping it
+    assert t.trusted() and cochange.pulled(t, 1.0, 5.0, 0.5)
+    assert not cochange.pulled(t, 1.0, 15.0, 0.5)  # the event is no news to that copy
+    assert not cochange.pulled(t, 0.4, 5.0, 0.5)  # worth less than the threshold
+    busy = cochange.Tally(hi=10.0)
+    for k in range(5):
+        busy.observe(True, 0.0, 20.0 + k, 1.0)  # a page that changes anyway: no lift
+    assert busy.hits == pytest.approx(busy.expected) and not busy.trusted()
