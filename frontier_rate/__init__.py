@@ -12,18 +12,24 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from frontier_rate.renamed import current
+
 __version__ = "0.1.0"
 
-__all__ = ["Dispatch", "Frontier", "Lease", "Observation", "__version__"]
+__all__ = ["Frontier", "Lease", "Observation", "__version__"]
 
 if TYPE_CHECKING:
-    from frontier_rate.engine.frontier import Dispatch as Dispatch
     from frontier_rate.engine.frontier import Frontier as Frontier
     from frontier_rate.engine.frontier import Lease as Lease
     from frontier_rate.engine.frontier import Observation as Observation
 
 
+RENAMED = {"Dispatch": "Lease"}
+"""Retired names still importable (issue 61): old -> new (``frontier_rate.renamed``)."""
+
+
 def __getattr__(name: str) -> Any:
+    name = current(__name__, name, RENAMED)
     if name in __all__:
         import frontier_rate.engine.frontier as frontier
 

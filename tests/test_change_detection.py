@@ -170,11 +170,11 @@ def test_bot_wall_is_a_failed_fetch_and_never_a_change():
     assert changed(fingerprinter, url, [page(), wall, page()]) == [None, False]
     detection = fingerprinter.detect(wall, url, HTML)
     assert detection.fingerprint is None and detection.reason == "bot wall"
-    dispatch = Lease(url=url, token="1", host="d.test", etag=None, last_modified=None)
-    result = outcome(dispatch, 200, HTML, wall, url, fingerprinter, 1000.0)
+    lease = Lease(url=url, token="1", host="d.test", etag=None, last_modified=None)
+    result = outcome(lease, 200, HTML, wall, url, fingerprinter, 1000.0)
     assert result.kind == "failed" and result.args == {
         "reason": "not content: bot wall", "status": 200}
-    good = outcome(dispatch, 200, HTML, page(), url, fingerprinter, 1000.0)
+    good = outcome(lease, 200, HTML, page(), url, fingerprinter, 1000.0)
     assert good.kind == "observe" and good.args["fingerprint"]
 
 

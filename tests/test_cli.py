@@ -32,12 +32,12 @@ def filled(redis_url: str, namespace: str):
                         min_interval=1.0, seed=1)
     frontier.add_many([("http://a.example/1", 2.0), ("http://a.example/2", 1.0),
                        ("http://b.example/1", 0.5)], now=1000.0)
-    dispatches = frontier.next_requests(3, now=1000.0) + frontier.next_requests(3, now=1001.0)
-    assert sorted(d.url for d in dispatches) == ["http://a.example/1", "http://a.example/2",
+    leases = frontier.next_requests(3, now=1000.0) + frontier.next_requests(3, now=1001.0)
+    assert sorted(d.url for d in leases) == ["http://a.example/1", "http://a.example/2",
                                                  "http://b.example/1"]
-    first = next(d for d in dispatches if d.url == "http://a.example/1")
+    first = next(d for d in leases if d.url == "http://a.example/1")
     frontier.observe(first, fingerprint="v1", fetched_at=1001.0)
-    other = next(d for d in dispatches if d.url == "http://b.example/1")
+    other = next(d for d in leases if d.url == "http://b.example/1")
     frontier.observe(other, fingerprint="w1", fetched_at=1001.0)
     yield frontier
     frontier.close()
@@ -143,10 +143,10 @@ def fetched(redis_url: str, namespace: str):
                         min_interval=60.0, max_interval=3600.0, seed=1)
     start = time.time() - 600
     frontier.add_many(["http://p.example/1", "http://p.example/2"], now=start)
-    dispatches = frontier.next_requests(2, now=start) + frontier.next_requests(2, now=start + 1)
-    assert len(dispatches) == 2  # one page of a host per call
-    for dispatch in dispatches:
-        frontier.observe(dispatch, fingerprint="v1", fetched_at=start + 1)
+    leases = frontier.next_requests(2, now=start) + frontier.next_requests(2, now=start + 1)
+    assert len(leases) == 2  # one page of a host per call
+    for lease in leases:
+        frontier.observe(lease, fingerprint="v1", fetched_at=start + 1)
     yield frontier
     frontier.close()
 

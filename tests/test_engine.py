@@ -610,9 +610,9 @@ def test_a_summary_left_too_late_is_corrected_by_the_periodic_full_scan(redis_ur
     crawler.client.delete(crawler.keys.due)
     for shard in range(crawler.shards):  # what a dead writer leaves: "nothing before later"
         crawler.client.hset(crawler.keys.due, str(shard), "inf")
-    crawler.dispatcher._due_sets = {}
+    crawler.lease_desk._due_sets = {}
     assert crawler.next_requests(10, now=200.2) == []
-    crawler.dispatcher._full_scan_wall = -math.inf  # real time has passed too (not waited for here)
+    crawler.lease_desk._full_scan_wall = -math.inf  # real time has passed too (not waited for here)
     got = crawler.next_requests(10, now=200.0 + FULL_SCAN_EVERY)
     assert [d.url for d in got] == ["http://lost.example/a"]
 
@@ -637,7 +637,7 @@ def test_old_namespaces_without_a_due_summary_are_scanned(redis_url, namespace):
     f.add("http://old.example/a", now=0.0)
     f.client.delete(f.keys.due)  # data written before the summary existed
     f2 = frontier(redis_url, namespace, fill_budget=False)
-    f2.dispatcher._full_scan_at = 0.0  # not a full scan: the absent fields alone send it to the shards
+    f2.lease_desk._full_scan_at = 0.0  # not a full scan: the absent fields alone send it to the shards
     assert [d.url for d in f2.next_requests(10, now=0.5)] == ["http://old.example/a"]
 
 

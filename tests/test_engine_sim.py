@@ -63,9 +63,9 @@ def simulate(frontier: Frontier, rates: dict[str, float], fetches: int, *, seed:
     for _ in range(max_steps):
         if min(counts.values()) >= fetches:
             break
-        while dispatches := frontier.next_requests(1000, now=t):
+        while leases := frontier.next_requests(1000, now=t):
             batch = []
-            for d in dispatches:
+            for d in leases:
                 at = d.due
                 assert at <= t, "a page was handed out before it was due"
                 if d.url in last:

@@ -24,7 +24,7 @@ from frontera.utils.tester import BaseDownloaderSimulator, FrontierTester
 from frontier_rate.engine.frontier import Frontier
 from frontier_rate.engine.results import BACKOFF_BASE
 from frontier_rate.frontera import (
-    DISPATCH_KEY,
+    LEASE_KEY,
     RESULT_KEY,
     RevisitBackend,
     lease_of,
@@ -149,7 +149,7 @@ def test_budget_filling_hands_out_a_page_before_it_is_due(redis_url, namespace, 
         clock.advance(4.0)
         early = manager.get_next_requests(10, key_type="domain", overused_keys=[])
         assert urls(early) == [url]
-        assert early[0].meta[b"scrapy_meta"][DISPATCH_KEY]["due"] == pytest.approx(due)
+        assert early[0].meta[b"scrapy_meta"][LEASE_KEY]["due"] == pytest.approx(due)
         assert clock.now < due
     finally:
         manager.stop()
@@ -166,7 +166,7 @@ def test_seed_fetch_wait_revisit(manager: FrontierManager, clock: VirtualClock) 
     request = first[0]
     assert request.meta[b"scrapy_callback"] == b"parse_item"
     assert request.meta[b"scrapy_meta"]["category"] == "news"
-    assert request.meta[b"scrapy_meta"][DISPATCH_KEY]["url"] == url
+    assert request.meta[b"scrapy_meta"][LEASE_KEY]["url"] == url
     assert request.headers[b"Accept"] == [b"text/html"]
     assert b"If-None-Match" not in request.headers  # no validators known yet
     assert manager.get_next_requests(10, key_type="domain", overused_keys=[]) == []  # leased
@@ -594,13 +594,13 @@ def test_page_meta_round_trip() -> None:
     request.cookies["session"] = "abc"
     request.meta[b"this_param"] = b"should be passed over"
     request.meta[b"scrapy_cb_kwargs"] = {"when": ("a", 1.5)}
-    request.meta[DISPATCH_KEY.encode()] = {"url": "http://site.test/x", "token": "t"}
+    request.meta[LEASE_KEY.encode()] = {"url": "http://site.test/x", "token": "t"}
     request._body = b"\x01body"
     stored = page_meta(request)
     text = json.dumps(stored, allow_nan=False)  # plain JSON: nothing pickled
     rebuilt = page_request(request.url, json.loads(text))
     expected_meta = dict(request.meta)
-    del expected_meta[DISPATCH_KEY.encode()]  # per-fetch: the lease of the fetch it came from
+    del expected_meta[LEASE_KEY.encode()]  # per-fetch: the lease of the fetch it came from
     expected_meta[b"scrapy_meta"] = {k: v for k, v in request.meta[b"scrapy_meta"].items()
                                      if k != "retry_times"}
     assert rebuilt.meta == expected_meta

@@ -721,7 +721,7 @@ def test_observe_path_keeps_its_invariants(redis_url, estimator, operations):
     f = frontier(redis_url, estimator=estimator, lease_timeout=LEASE_TIMEOUT,
                  min_interval=MIN_INTERVAL, max_interval=MAX_INTERVAL, clock=lambda: model.now)
     f.add_many(SM_URLS, now=0.0)
-    dispatches: list[Lease] = []
+    leases: list[Lease] = []
     calls: list[tuple[Lease, dict]] = []
     for op in operations:
         if op[0] == "next":
@@ -730,13 +730,13 @@ def test_observe_path_keeps_its_invariants(redis_url, estimator, operations):
             model.reclaim(model.now)
             for d in f.next_requests(n, now=model.now):
                 model.leased(d, model.now)
-                dispatches.append(d)
-        elif not dispatches:
+                leases.append(d)
+        elif not leases:
             continue
         elif op[0] in ("observe", "replay"):
             if op[0] == "observe":
                 _, pick, fp, not_modified, status, offset = op
-                d = dispatches[pick % len(dispatches)]
+                d = leases[pick % len(leases)]
                 kwargs = {"fingerprint": fp, "not_modified": not_modified, "status": status,
                           "fetched_at": model.now + offset}
                 calls.append((d, kwargs))
@@ -766,7 +766,7 @@ def test_observe_path_keeps_its_invariants(redis_url, estimator, operations):
                 assert (obs.changed, obs.estimate) == (first.changed, first.estimate)
         else:
             _, pick, status = op
-            d = dispatches[pick % len(dispatches)]
+            d = leases[pick % len(leases)]
             event(f"failed: {model.outcome(d, observe=False)}")
             if model.outcome(d, observe=False) == "new":
                 del model.open[d.url]

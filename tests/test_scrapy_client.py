@@ -65,7 +65,7 @@ def test_calls_go_in_order_through_an_outage_and_never_on_the_callers_thread(
         leases: list = []
         pump(posted, lambda: leases.extend(d for d, _ in client.take()) or len(leases) == 3,
              "three leases")
-        by_url = {dispatch.url: dispatch for dispatch in leases}
+        by_url = {lease.url: lease for lease in leases}
 
         proxy.cut()
         observed = client.observe(by_url[PAGES[0]], {"fingerprint": "v1", "status": 200,
@@ -121,7 +121,7 @@ def test_a_large_settled_batch_resumes_its_waiters_a_slice_per_loop_turn(
         calls = [client.observe(d, {"fingerprint": "v1", "status": 200, "fetched_at": time.time()})
                  for d in leases]
         for call in calls:
-            call.when_settled(lambda c: resumed.append(c.dispatch.url))
+            call.when_settled(lambda c: resumed.append(c.lease.url))
         deadline = time.monotonic() + 20
         while not all(c.applied for c in calls):  # the worker applied them; none settled here
             assert time.monotonic() < deadline, "observations not applied"

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from frontier_rate.engine.records import Lease, NewPage, Observation
+from frontier_rate.renamed import resolve
 
 """A page for ``add``: (url, weight, meta[, priority]), as ``Frontier.add_many`` takes it."""
 
@@ -18,7 +19,7 @@ Stat = Callable[[str, float, bool], None]
 """``stat(name, value, replace)``: add ``value`` to ``frontier_rate/<name>`` (or set it)."""
 
 
-def failure_reason(status: int) -> str:
+def status_reason(status: int) -> str:
     """The reason recorded for an HTTP answer that is not a fetch result (both adapters)."""
     return f"HTTP {status}"
 
@@ -54,7 +55,7 @@ class Call:
     """
 
     kind: str
-    dispatch: Lease | None = None
+    lease: Lease | None = None
     args: dict[str, Any] = field(default_factory=dict)
     pages: list[NewPage] = field(default_factory=list)
     observation: Observation | None = None
@@ -90,3 +91,11 @@ def hint_call(hints: list[Hint], *, discover: bool,
     for its host). Advisory: not spooled at close (the next fetch of the sitemap tells
     again)."""
     return Call("hint", None, {"hints": list(hints), "discover": discover, "sitemap": sitemap})
+
+
+RENAMED = {"failure_reason": "status_reason"}
+"""Retired names still importable (issue 61): old -> new (``frontier_rate.renamed``)."""
+
+
+def __getattr__(name: str) -> Any:
+    return resolve(globals(), name, RENAMED)

@@ -35,12 +35,13 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from frontier_rate.client.calls import Call, NewPage, Stat, failure_reason, result_meta
+from frontier_rate.client.calls import Call, NewPage, Stat, result_meta, status_reason
 from frontier_rate.client.clock import CLOCK_SLACK
 from frontier_rate.client.handoff import SETTLE_SLICE, Handoff
 from frontier_rate.client.outage import Breaker
 from frontier_rate.client.sending import Sender
 from frontier_rate.client.spool import OutboxSpool
+from frontier_rate.renamed import resolve
 from frontier_rate.store.errors import RedisFault
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SETTLE_SLICE", "Call", "FrontierClient", "NewPage", "Stat", "failure_reason",
+__all__ = ["SETTLE_SLICE", "Call", "FrontierClient", "NewPage", "Stat", "status_reason",
            "result_meta"]
 
 OBSERVE_CALL = 256
@@ -165,7 +166,7 @@ class FrontierClient:
         except Exception as exc:  # a bug: what Redis has not taken still goes to the spool
             logger.exception("frontier-rate: unexpected error sending the last calls")
             self._down(exc)
-        unsent = unsent + [dispatch for dispatch, _ in self._leases]
+        unsent = unsent + [lease for lease, _ in self._leases]
         self._leases.clear()
         if self._outbox:  # whatever Redis answered: the next crawl replays it
             saved = self._spool().save(list(self._outbox), self.breaker.state(self.namespace),
@@ -204,22 +205,22 @@ class FrontierClient:
     def add(self, pages: list[NewPage]) -> Call:
         return self.submit(Call("add", pages=list(pages)))
 
-    def observe(self, dispatch: Lease, args: dict[str, Any]) -> Call:
-        return self.submit(Call("observe", dispatch, dict(args)))
+    def observe(self, lease: Lease, args: dict[str, Any]) -> Call:
+        return self.submit(Call("observe", lease, dict(args)))
 
-    def failed(self, dispatch: Lease, reason: str, status: int | None, now: float,
+    def failed(self, lease: Lease, reason: str, status: int | None, now: float,
                park: bool = False) -> Call:
         """``Frontier.failed`` (``park``: robots.txt forbids the page)."""
-        return self.submit(Call("failed", dispatch, {"reason": reason, "status": status,
+        return self.submit(Call("failed", lease, {"reason": reason, "status": status,
                                                      "now": now, "park": park}))
 
-    def settle(self, dispatch: Lease) -> None:
+    def settle(self, lease: Lease) -> None:
         """The adapter is done with the copy ``dispatch``'s observation brought (observed
         with ``settle_later``); sent after the outbox, in batches (``Frontier.settle_many``)."""
         with self._lock:
             if not self._settles:
                 self._settle_by = self.clock() + SETTLE_WAIT
-            self._settles.append(dispatch)
+            self._settles.append(lease)
         if self.handoff.post is None:
             self._step(lease=False)
 
@@ -429,7 +430,7 @@ class FrontierClient:
             due = self._frontier.next_due_time()
             call = self._frontier.next_call_time(now=now, retry=WAKE_LIMIT)
         with self._lock:
-            self._leases.extend((dispatch, now) for dispatch in fresh)
+            self._leases.extend((lease, now) for lease in fresh)
             if not fresh:
                 self.next_due, self.next_call = due, call
             self._lease_rounds += 1
@@ -467,27 +468,27 @@ class FrontierClient:
         self.handoff.send(self._ready)
 
     # -- release, summary ---------------------------------------------------------------
-    def _release(self, dispatches: list[Lease]) -> None:
+    def _release(self, leases: list[Lease]) -> None:
         """Hand unsent leases back so other crawlers need not wait for them to expire."""
-        if not dispatches:
+        if not leases:
             return
         try:
-            released = self._frontier.release_many(dispatches)
+            released = self._frontier.release_many(leases)
         except RedisFault as exc:
             logger.warning("frontier-rate: could not hand back %d unsent leases (%s); they "
-                           "expire after FRONTIER_RATE_LEASE_TIMEOUT", len(dispatches), exc)
+                           "expire after FRONTIER_RATE_LEASE_TIMEOUT", len(leases), exc)
             return
         self._stat("released", released, False)
 
-    def _unsettle(self, dispatches: list[Lease]) -> None:
+    def _unsettle(self, leases: list[Lease]) -> None:
         """Have the pages of ``dispatches`` fetched again at once, unconditionally."""
-        if not dispatches:
+        if not leases:
             return
         try:
-            marked = self._frontier.unsettle_many(dispatches)
+            marked = self._frontier.unsettle_many(leases)
         except RedisFault as exc:
             logger.warning("frontier-rate: could not mark %d pages to fetch again (%s); their "
-                           "next fetches are conditional", len(dispatches), exc)
+                           "next fetches are conditional", len(leases), exc)
             return
         self._stat("unsettled", marked, False)
 
@@ -518,3 +519,11 @@ def _short(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     return str(value)
+
+
+RENAMED = {"failure_reason": "status_reason"}
+"""Retired names still importable (issue 61): old -> new (``frontier_rate.renamed``)."""
+
+
+def __getattr__(name: str) -> Any:
+    return resolve(globals(), name, RENAMED)

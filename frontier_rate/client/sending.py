@@ -44,8 +44,8 @@ class Sender:
         call = batch[0]
         try:
             if kind == "failed":
-                assert call.dispatch is not None
-                frontier.failed(call.dispatch, call.args["reason"],
+                assert call.lease is not None
+                frontier.failed(call.lease, call.args["reason"],
                                 status=call.args["status"], park=call.args.get("park", False),
                                 now=call.args["now"])
             elif kind == "hint":
@@ -83,12 +83,12 @@ class Sender:
         """Claims of one sitemap, feed or push (``calls.hint_call``), counted by outcome;
         then the document's page re-weighted (less once its source is ignored for its
         host)."""
-        hints, discover = call.args["hints"], call.args["discover"]
+        claims, discover = call.args["hints"], call.args["discover"]
         try:
-            counts = frontier.signal_many(hints, discover=discover)
+            counts = frontier.signal_many(claims, discover=discover)
         except ValueError:  # one bad claim refuses the batch: the others one at a time
             counts = {}
-            for item in hints:
+            for item in claims:
                 try:
                     for name, n in frontier.signal_many([item], discover=discover).items():
                         counts[name] = counts.get(name, 0) + n
@@ -97,7 +97,7 @@ class Sender:
         for name in ("due", "postponed", "held", "future", "added"):
             if counts.get(name):
                 self._emit(f"signal_{name}", counts[name])
-        self._emit("signal_claims", len(hints))
+        self._emit("signal_claims", len(claims))
         if call.args["sitemap"] is not None:
             url, weight, source = call.args["sitemap"]
             if frontier.signal_trust(parse_url(url), source)["ignored"]:
@@ -108,13 +108,13 @@ class Sender:
         while True:
             try:
                 observations = frontier.observe_many(
-                    [(call.dispatch, call.args) for call in batch])
+                    [(call.lease, call.args) for call in batch])
                 break
             except ValueError as exc:  # bad data cannot block the queue
                 if len(batch) > 1:
                     del batch[1:]  # the chunks before the bad one may have applied
                     continue
-                url = batch[0].dispatch.url if batch[0].dispatch else "?"
+                url = batch[0].lease.url if batch[0].lease else "?"
                 logger.warning("frontier-rate: dropping an observation of %s the frontier "
                                "refused: %s", url, exc)
                 return
@@ -134,7 +134,7 @@ class Sender:
         # a page's first fetch, whichever run added it, is no revisit (issue 33: after a
         # resume, "observed minus added in this run" counted earlier runs' pages), and
         # neither changed nor unchanged: there was no copy to compare with
-        first = call.dispatch is not None and call.dispatch.first
+        first = call.lease is not None and call.lease.first
         if first:
             self._emit("first_fetches", 1)
             return
@@ -146,9 +146,9 @@ class Sender:
         status = call.args.get("status")
         if status in (404, 410):
             self._emit(f"http_{status}", 1)
-            assert call.dispatch is not None
+            assert call.lease is not None
             try:  # the failure is recorded: reading the page back is only for the stat
-                page = frontier.page(call.dispatch.url)
+                page = frontier.page(call.lease.url)
             except RedisFault:
                 page = None
             if page is not None and page.get("status") == "gone":

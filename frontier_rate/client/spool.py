@@ -110,7 +110,7 @@ def page_entry(url: str, weight: float, meta: dict[str, Any] | None,
     return entry
 
 
-def call_entry(kind: str, dispatch: Lease | None, args: dict[str, Any]) -> dict[str, Any]:
+def call_entry(kind: str, lease: Lease | None, args: dict[str, Any]) -> dict[str, Any]:
     """A spool entry for a held ``observe`` / ``failed`` / ``host_delay`` call.
 
     A bytes fingerprint (from a custom fingerprint function) is kept as hex.
@@ -120,8 +120,8 @@ def call_entry(kind: str, dispatch: Lease | None, args: dict[str, Any]) -> dict[
     if isinstance(fingerprint, (bytes, bytearray)):
         args["fingerprint"], args["fingerprint_hex"] = None, bytes(fingerprint).hex()
     entry: dict[str, Any] = {"kind": kind, "args": args}
-    if dispatch is not None:
-        entry["dispatch"] = asdict(dispatch)
+    if lease is not None:
+        entry["dispatch"] = asdict(lease)
     return entry
 
 
@@ -143,16 +143,16 @@ def read_entry(entry: dict[str, Any]) -> tuple[str, Any, dict[str, Any]]:
             args["fingerprint"] = bytes.fromhex(args.pop("fingerprint_hex"))
         if kind != "host_delay" and "dispatch" not in entry:
             raise ValueError(f"a {kind} entry needs its dispatch")
-        dispatch = Lease(**entry["dispatch"]) if "dispatch" in entry else None
+        lease = Lease(**entry["dispatch"]) if "dispatch" in entry else None
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"unreadable spool entry ({type(exc).__name__}: {exc}): {entry!r:.200}") from None
-    return kind, dispatch, args
+    return kind, lease, args
 
 
 def entries_of(calls: list[Call]) -> list[dict[str, Any]]:
     """The spool entries of the client's outbox: its new pages first, then its held calls."""
     entries = [page_entry(*page) for call in calls if call.kind == "add" for page in call.pages]
-    return entries + [call_entry(call.kind, call.dispatch, call.args)
+    return entries + [call_entry(call.kind, call.lease, call.args)
                       for call in calls if call.kind not in ("add", "hint")]
 
 

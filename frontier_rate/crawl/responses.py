@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from frontier_rate.client.frontier_client import failure_reason
+from frontier_rate.client.frontier_client import status_reason
 from frontier_rate.crawl.change_detection import Detection
 from frontier_rate.crawl.content_rules import ContentRule
 from frontier_rate.crawl.fingerprint import Fingerprinter, clean_validator, header_value
@@ -40,7 +40,7 @@ class Outcome:
         return bool(self.args.get("not_modified"))
 
 
-def outcome(dispatch: Lease, status: int, headers: Any, body: bytes, url: str,
+def outcome(lease: Lease, status: int, headers: Any, body: bytes, url: str,
             fingerprinter: Fingerprinter, now: float, *, truncated: bool = False,
             detection: Detection | None = None, rule: ContentRule | None = None) -> Outcome:
     """The evidence one answer to ``dispatch`` gives (see the module docstring).
@@ -52,7 +52,7 @@ def outcome(dispatch: Lease, status: int, headers: Any, body: bytes, url: str,
     ``rule``: the page's ``ContentRule`` (what counts on it), for a detection made here.
     """
     if not (200 <= status < 300 or status == 304):
-        return Outcome("failed", {"reason": failure_reason(status), "status": status})
+        return Outcome("failed", {"reason": status_reason(status), "status": status})
     bad: list[tuple[str, str]] = []
     validators: dict[str, str | None] = {}
     for name in VALIDATORS:
@@ -65,8 +65,8 @@ def outcome(dispatch: Lease, status: int, headers: Any, body: bytes, url: str,
         "last_modified": validators["Last-Modified"], "served_at": header_value(headers, "Date")}
     if status == 304:
         args["not_modified"] = True
-        args["etag"] = args["etag"] or clean_validator(dispatch.etag)
-        args["last_modified"] = args["last_modified"] or clean_validator(dispatch.last_modified)
+        args["etag"] = args["etag"] or clean_validator(lease.etag)
+        args["last_modified"] = args["last_modified"] or clean_validator(lease.last_modified)
     else:
         if detection is None:
             detection = fingerprinter.detect(

@@ -36,6 +36,8 @@ from typing import TYPE_CHECKING, Any
 from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 
+from frontier_rate.renamed import resolve
+
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
@@ -332,9 +334,17 @@ ROBOTS_REFUSAL = "Forbidden by robots.txt"
 exception class of its own; the same text in Scrapy 2.13 to 2.19)."""
 
 
-def failure_reason(exc: BaseException) -> tuple[str, bool]:
+def exception_reason(exc: BaseException) -> tuple[str, bool]:
     """The reason a request failed with ``exc``, and whether it is Scrapy's robots.txt
     refusal (``ROBOTS_REFUSAL``: then no retry soon can pass)."""
     if isinstance(exc, IgnoreRequest):
         return f"ignored: {exc}", str(exc) == ROBOTS_REFUSAL
     return type(exc).__name__, False
+
+
+RENAMED = {"failure_reason": "exception_reason"}
+"""Retired names still importable (issue 61): old -> new (``frontier_rate.renamed``)."""
+
+
+def __getattr__(name: str) -> Any:
+    return resolve(globals(), name, RENAMED)

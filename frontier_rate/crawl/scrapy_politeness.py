@@ -115,12 +115,12 @@ class ScrapyPoliteness:
                 crawler.signals.connect(politeness.on_response, signal=signals.response_received)
         return politeness
 
-    def fetch_robots(self, dispatch: Lease) -> None:
+    def fetch_robots(self, lease: Lease) -> None:
         """Fetch the robots.txt of ``dispatch``'s host before its first page (the answer is
         read by ``learn``, as every robots.txt answer is)."""
-        self.pace(dispatch.host)
-        parts = urlsplit(dispatch.url)
-        deferred_from_coro(self._download_robots(dispatch.host,
+        self.pace(lease.host)
+        parts = urlsplit(lease.url)
+        deferred_from_coro(self._download_robots(lease.host,
                                                  f"{parts.scheme}://{parts.netloc}/robots.txt"))
 
     async def _download_robots(self, host: str, url: str) -> None:

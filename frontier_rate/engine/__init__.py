@@ -9,13 +9,20 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Dispatch", "Lease", "Frontier", "FrontierError", "FrontierOptions", "NamespaceLost",
+from frontier_rate.renamed import current
+
+__all__ = ["Lease", "Frontier", "FrontierError", "FrontierOptions", "NamespaceLost",
            "Observation", "RedisFault",
            "RedisPermissionDenied", "RedisRefused", "RedisUnavailable", "SettingsMismatch",
            "UnknownNamespace", "parse_url"]
 
 
+RENAMED = {"Dispatch": "Lease"}
+"""Retired names still importable (issue 61): old -> new (``frontier_rate.renamed``)."""
+
+
 def __getattr__(name: str) -> Any:
+    name = current(__name__, name, RENAMED)
     if name in __all__:
         import frontier_rate.engine.frontier as frontier
 

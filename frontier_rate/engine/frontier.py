@@ -11,8 +11,8 @@ that respect each host's minimum delay and the shared fetch budget.
 
 - ``session.Session``: the open namespace (client, configuration, shared settings, clock
   offset to Redis, error translation); ``shards.ShardCalls``: shard script calls;
-- ``intake.Intake``: new pages, host delays; ``dispatch.Dispatcher``: leases;
-  ``results.Results``: observations, failures, releases; ``hints.Signals``: claims of
+- ``intake.Intake``: new pages, host delays; ``leases.LeaseDesk``: leases;
+  ``results.Results``: observations, failures, releases; ``signals.Signals``: claims of
   sitemaps, feeds and pushes (``evidence`` states their rules);
 - ``threshold.Threshold``: the re-solve of ν and the host thresholds;
 - ``inspection.Inspector``: records and counters (what the CLI reads);
@@ -49,15 +49,16 @@ import redis
 from frontier_rate.engine import validation
 from frontier_rate.engine.inspection import Inspector
 from frontier_rate.engine.intake import Intake
-from frontier_rate.engine.leases import Dispatcher
+from frontier_rate.engine.leases import LeaseDesk
 from frontier_rate.engine.options import FrontierOptions
-from frontier_rate.engine.records import Dispatch, Lease, Observation
+from frontier_rate.engine.records import Lease, Observation
 from frontier_rate.engine.results import Results
 from frontier_rate.engine.session import DEFAULT_SHARDS, RedisErrors, Session, namespace_defaults
 from frontier_rate.engine.shards import ShardCalls
 from frontier_rate.engine.signals import Signals, TrustLog, neighbours
 from frontier_rate.engine.threshold import Threshold
 from frontier_rate.engine.validation import namespace_name, parse_url, real
+from frontier_rate.renamed import resolve
 from frontier_rate.store.connection import connect
 from frontier_rate.store.errors import (
     FrontierError,
@@ -73,7 +74,7 @@ from frontier_rate.store.errors import (
 from frontier_rate.store.keys import Keys
 from frontier_rate.store.namespace import refuse_half
 
-__all__ = ["Dispatch", "Lease", "Frontier", "FrontierError", "FrontierOptions", "NamespaceLost",
+__all__ = ["Lease", "Frontier", "FrontierError", "FrontierOptions", "NamespaceLost",
            "Observation", "RedisFault",
            "RedisPermissionDenied", "RedisRefused", "RedisUnavailable", "SettingsMismatch",
            "UnknownNamespace", "parse_url"]
@@ -143,10 +144,10 @@ class Frontier:
         self.threshold = Threshold(session, calls)
         self.inspector = Inspector(session, calls)
         self.intake = Intake(session, calls)
-        self.dispatcher = Dispatcher(session, calls, self.threshold)
+        self.lease_desk = LeaseDesk(session, calls, self.threshold)
         trust_log = TrustLog()
         self.results = Results(session, calls, self.threshold, self.inspector.page, trust_log)
-        self.hints = Signals(session, calls, self.intake, trust_log)
+        self.signals = Signals(session, calls, self.intake, trust_log)
         # the shard plumbing under the names tests and tools use
         self._shard_of, self._shard_call, self._layouts = calls.of, calls.call, calls.layouts
         self._header = session.header.args
@@ -256,14 +257,14 @@ class Frontier:
         before the next call. Every ``FULL_SCAN_EVERY`` s (of both the frontier's clock and
         real time) every shard is asked.
         """
-        return self.dispatcher.next_requests(max_n, now)
+        return self.lease_desk.next_requests(max_n, now)
 
     def next_due_time(self) -> float | None:
         """Earliest time a page may be dispatched (host delay included) or a lease expires.
 
         Also reads the namespace's marker id from its configuration: a namespace that was
         emptied or created anew raises NamespaceLost here, not only at the next script."""
-        return self.dispatcher.next_due_time()
+        return self.lease_desk.next_due_time()
 
     def next_call_time(self, now: float | None = None, retry: float = 1.0) -> float | None:
         """When a crawler whose last ``next_requests`` got fewer pages than it asked for
@@ -274,11 +275,11 @@ class Frontier:
         tokens are left a call ``retry`` seconds later may find a host whose delay ended
         (its pages not due yet). Sleeping until this time loses no budget."""
         now = float(self.clock()) if now is None else real("now", now)
-        return self.dispatcher.next_call_time(now, real("retry", retry, minimum=0.0))
+        return self.lease_desk.next_call_time(now, real("retry", retry, minimum=0.0))
 
     # ------------------------------------------------------------------ results
 
-    def observe(self, dispatch: Lease, *, fingerprint: str | bytes | None = None,
+    def observe(self, lease: Lease, *, fingerprint: str | bytes | None = None,
                 not_modified: bool = False, status: int = 200, fetched_at: float | None = None,
                 etag: str | None = None, last_modified: str | None = None,
                 served_at: str | None = None, changed_at: float | None = None,
@@ -303,7 +304,7 @@ class Frontier:
         sends no validators and is reported changed, so a crawler that dies first loses
         nothing (docs/SCRAPY.md).
         """
-        return self.observe_many([(dispatch, {"fingerprint": fingerprint,
+        return self.observe_many([(lease, {"fingerprint": fingerprint,
                                               "not_modified": not_modified, "status": status,
                                               "fetched_at": fetched_at, "etag": etag,
                                               "last_modified": last_modified,
@@ -323,7 +324,7 @@ class Frontier:
         """
         return self.results.observe_many(results)
 
-    def failed(self, dispatch: Lease, reason: str, *, status: int | None = None,
+    def failed(self, lease: Lease, reason: str, *, status: int | None = None,
                park: bool = False, now: float | None = None) -> None:
         """A fetch that gave no observation: retry with exponential backoff.
 
@@ -333,17 +334,17 @@ class Frontier:
         soon can pass (robots.txt forbids the page): the next try is max_interval
         away at once (robots.txt may change; the page is kept).
         """
-        validation.lease(dispatch)
+        validation.lease(lease)
         if status is not None and (isinstance(status, bool) or not isinstance(status, int)):
             raise ValueError(f"status must be an int or None, got {status!r}")
         with self.session.errors("failed"):
-            self.results.fail(dispatch, reason, status, self.session.now(now), park=bool(park))
+            self.results.fail(lease, reason, status, self.session.now(now), park=bool(park))
 
-    def release(self, dispatch: Lease, *, now: float | None = None) -> bool:
+    def release(self, lease: Lease, *, now: float | None = None) -> bool:
         """Hand back a dispatch that was never sent; True if its lease was still open."""
-        return self.release_many([dispatch], now=now) == 1
+        return self.release_many([lease], now=now) == 1
 
-    def release_many(self, dispatches: Iterable[Lease], *, now: float | None = None) -> int:
+    def release_many(self, leases: Iterable[Lease], *, now: float | None = None) -> int:
         """Hand back dispatches that were never sent (a crawler closing with a buffer).
 
         Each page goes back to its host queue at its old due time instead of
@@ -351,31 +352,31 @@ class Frontier:
         moved earlier. A lease already observed, failed, expired or handed out
         again is left alone. Returns how many leases were released.
         """
-        return self.results.release_many(dispatches, self.session.now(now))
+        return self.results.release_many(leases, self.session.now(now))
 
-    def settle_many(self, dispatches: Iterable[Lease], *, now: float | None = None) -> int:
+    def settle_many(self, leases: Iterable[Lease], *, now: float | None = None) -> int:
         """The crawler is done with the copies these leases' observations (``settle_later``)
         brought: the pages' next fetches are conditional again. A page observed again since
         is left alone. Returns how many pages were settled."""
-        return self.results.settle_many(dispatches, self.session.now(now))
+        return self.results.settle_many(leases, self.session.now(now))
 
-    def unsettle_many(self, dispatches: Iterable[Lease], *, now: float | None = None) -> int:
+    def unsettle_many(self, leases: Iterable[Lease], *, now: float | None = None) -> int:
         """Redo fetches whose output the crawler lost (it stopped by force while their items
         were still in its pipelines): each page is due at once, its next fetch sends no
         ``If-None-Match`` / ``If-Modified-Since`` and is reported changed (the estimator
         still learns whether it changed). A lease still open is closed as ``release`` closes
         it; a page leased again, or observed with a later lease, is left alone. Returns how
         many pages were marked."""
-        return self.results.unsettle_many(dispatches, self.session.now(now))
+        return self.results.unsettle_many(leases, self.session.now(now))
 
     # ------------------------------------------------------------------ signals
 
-    def signal_many(self, hints: Iterable, *, now: float | None = None, discover: bool = False,
+    def signal_many(self, claims: Iterable, *, now: float | None = None, discover: bool = False,
                   weight: float = 1.0) -> dict[str, int]:
         """Change evidence that does not come from fetching the page: a sitemap's
         ``<lastmod>``, a feed entry's date, a push (IndexNow, WebSub, the CLI).
 
-        ``hints``: ``(url, changed_at, source)`` items; ``changed_at`` is when the source
+        ``claims``: ``(url, changed_at, source)`` items; ``changed_at`` is when the source
         says the page last changed, on the frontier's clock, or None for "changed, time
         unknown" (taken as now); ``source`` names the source (``evidence.SOURCE_RE``:
         ``"sitemap"``, ``"feed"``, ``"push"``...). A claim that the page changed since its
@@ -390,9 +391,9 @@ class Frontier:
 
         Every item is checked before anything is written; a bad one raises ValueError
         naming it. Returns how many claims had each outcome (``evidence.OUTCOMES``) and
-        ``"added"`` (``hints.Signals``).
+        ``"added"`` (``signals.Signals``).
         """
-        return self.hints.signal_many(hints, self.session.now(now), discover=discover,
+        return self.signals.signal_many(claims, self.session.now(now), discover=discover,
                                     weight=weight)
 
     hint_many = signal_many
@@ -402,7 +403,7 @@ class Frontier:
         """How the claims of ``source`` about ``host``'s pages fared: ``checked``, ``bad``,
         ``trusted`` (they move schedules) and ``ignored`` (more than 1 in
         ``evidence.TRUST_RATIO`` failed; lua/signals.lua)."""
-        return self.hints.trust(host, source)
+        return self.signals.trust(host, source)
 
     def neighbours(self, host: str) -> dict[str, Any]:
         """Whether ``host``'s pages change together (math/cochange.py, issue 62): its latest
@@ -505,3 +506,11 @@ class Frontier:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+RENAMED = {"Dispatch": "Lease"}
+"""Retired names still importable (issue 61): old -> new (``frontier_rate.renamed``)."""
+
+
+def __getattr__(name: str) -> Any:
+    return resolve(globals(), name, RENAMED)

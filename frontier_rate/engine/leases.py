@@ -31,6 +31,7 @@ from frontier_rate.engine.session import Session
 from frontier_rate.engine.shards import BURST_SECONDS, ShardCalls, log_quarantined
 from frontier_rate.engine.threshold import NU_FIELDS, Threshold
 from frontier_rate.engine.validation import count, stored_meta, stored_url, stored_validator
+from frontier_rate.renamed import resolve
 from frontier_rate.store import wire
 from frontier_rate.store.errors import NamespaceLost, lost_message
 
@@ -72,7 +73,7 @@ class _Round:
     """Each asked shard's earliest time with work after this call (for the due summary)."""
 
 
-class Dispatcher:
+class LeaseDesk:
     """Hands out leases (``next_requests``) and says when the next page falls due."""
 
     def __init__(self, session: Session, calls: ShardCalls, threshold: Threshold) -> None:
@@ -98,16 +99,16 @@ class Dispatcher:
             offers = self._offers(call, scan, refresh)
             self.threshold.use_published(nu_raw, call.now)
             free, paid, early_shards = self._choose(call, offers)
-            dispatches = self._lease(call, free + paid, early_shards, len(paid))
-            spent = sum(1 for d in dispatches if not (free and d.first))
+            leases = self._lease(call, free + paid, early_shards, len(paid))
+            spent = sum(1 for d in leases if not (free and d.first))
             self._unused_tokens = max(0, len(paid) - spent)
             # what the shards said after this call goes to the summary with the next call's
             # first round trip, if no writer lowered it meanwhile (lua/due.lua "set")
             self._due_sets = {shard: (t, call.versions[shard])
                               for shard, t in call.earliest.items()}
         if self.session.offset:  # due times on this process's clock
-            dispatches = [replace(d, due=self.session.local(d.due)) for d in dispatches]
-        return dispatches
+            leases = [replace(d, due=self.session.local(d.due)) for d in leases]
+        return leases
 
     def _first_trip(self, call: _Round) -> tuple[list, dict]:
         """Round trip (1): the published ν, the tokens granted (after giving back the ones
@@ -225,7 +226,7 @@ class Dispatcher:
                 self.calls.call(pipe, "lease", shard, call.now,
                                  wire.lease_args(shard in early_shards, args))
 
-        dispatches: list[Lease] = []
+        leases: list[Lease] = []
         unreadable: list[tuple[bytes, str, str, str, str]] = []
         if give_back > 0 or chosen:
             leased = self.session.scripts.run(lease)
@@ -235,14 +236,14 @@ class Dispatcher:
                 log_quarantined(quarantined)
                 for pid, fields in wire.leases(packed):
                     try:
-                        dispatches.append(lease_of_reply(fields))
+                        leases.append(lease_of_reply(fields))
                     except ValueError as exc:
                         unreadable.append((pid, fields[0].decode("utf-8", "replace"),
                                            fields[2], str(exc),
                                            fields[1].decode("utf-8", "replace")))
         if unreadable:
             self._quarantine_leased(unreadable, call.now)
-        return dispatches
+        return leases
 
     def _quarantine_leased(self, pages: list[tuple[bytes, str, str, str, str]], now: float) -> None:
         """Quarantine leased pages whose URL or meta could not be read (lua/quarantine.lua)."""
@@ -345,3 +346,11 @@ def lease_of_reply(fields: tuple) -> Lease:
     return Lease(url=url, token=token, host=host.decode("utf-8"), meta=meta,
                     etag=stored_validator("etag", etag),
                     last_modified=stored_validator("last_modified", lm), due=due, first=first)
+
+
+RENAMED = {"Dispatcher": "LeaseDesk"}
+"""Retired names still importable (issue 61): old -> new (``frontier_rate.renamed``)."""
+
+
+def __getattr__(name: str) -> Any:
+    return resolve(globals(), name, RENAMED)

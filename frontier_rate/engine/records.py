@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from frontier_rate.renamed import resolve
+
 NewPage = tuple[str, float, "dict[str, Any] | None", int, bool]
 """A page for ``Frontier.add_many``: (url, weight, meta, priority, source); a bare url or a
 shorter tuple takes the defaults (weight 1, no meta, priority 0, not a source). ``source``: the
@@ -33,8 +35,12 @@ class Lease:
     """The page was never fetched before (its first successful fetch is still to come)."""
 
 
-Dispatch = Lease
-"""The name ``Lease`` had before issue 32; kept for code that imports it."""
+RENAMED = {"Dispatch": "Lease"}
+"""Retired names still importable (issue 61): old -> new (``frontier_rate.renamed``)."""
+
+
+def __getattr__(name: str) -> Any:
+    return resolve(globals(), name, RENAMED)
 
 
 @dataclass(frozen=True)

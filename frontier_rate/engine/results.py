@@ -89,56 +89,56 @@ class Results:
                    for o in out]
         return out  # type: ignore[return-value]
 
-    def check(self, dispatch_: Lease, *, fingerprint: str | bytes | None = None,
+    def check(self, lease_: Lease, *, fingerprint: str | bytes | None = None,
               not_modified: bool = False, status: int = 200,
               fetched_at: float | None = None, etag: str | None = None,
               last_modified: str | None = None, served_at: str | None = None,
               changed_at: float | None = None, settle_later: bool = False) -> tuple:
         """Validate one observe call: ("observe", dispatch, now, ...) or ("fail", ...)."""
-        return (*_check_observe(self.session, dispatch_, fingerprint, not_modified, status,
+        return (*_check_observe(self.session, lease_, fingerprint, not_modified, status,
                                 fetched_at, etag, last_modified, served_at, changed_at),
                 bool(settle_later))
 
     def pack(self, call: tuple) -> tuple[int, bytes]:
         """(shard, packed argument of lua/observe.lua) for a checked observe call."""
-        (_, dispatch_, now, host, token_, fingerprint_, not_modified, etag, lm, changed_at,
+        (_, lease_, now, host, token_, fingerprint_, not_modified, etag, lm, changed_at,
          settle_later) = call
         fp = b"" if fingerprint_ is None else digest(fingerprint_)
-        packed = wire.observation(page_id(dispatch_.url), token_, now, host.encode("utf-8"),
+        packed = wire.observation(page_id(lease_.url), token_, now, host.encode("utf-8"),
                                   not_modified, fp, etag, lm, changed_at,
                                   1.0 - self.session.options.rng.random(),
                                   claim_dates=self.session.options.change_dates,
                                   settle_later=settle_later)
         return self.calls.of(host), packed
 
-    def fail(self, dispatch_: Lease, reason: str, status: int | None, now: float,
+    def fail(self, lease_: Lease, reason: str, status: int | None, now: float,
              park: bool = False) -> Observation:
         """Record a fetch that gave no observation (``Frontier.failed``); its Observation
         (next due time on Redis's clock: observe_many converts). ``park``: the backoff
         starts at max_interval (lua/fail.lua caps it there)."""
-        host = parse_url(dispatch_.url)
-        pid = page_id(dispatch_.url)
+        host = parse_url(lease_.url)
+        pid = page_id(lease_.url)
         base = self.session.settings["max_interval"] if park else BACKOFF_BASE
         reply = self.calls.run_one(
             "fail", self.calls.of(host), now,
-            wire.fail_args(pid, host, token(dispatch_), status in (404, 410), base,
+            wire.fail_args(pid, host, token(lease_), status in (404, 410), base,
                            GONE_AFTER), lower=now)
         outcome = reply[0].decode()
         if outcome == "quarantined":
             logger.error("failed fetch of %s not recorded: the page is quarantined (%s)",
-                         dispatch_.url, reply[1].decode("utf-8", "replace"))
+                         lease_.url, reply[1].decode("utf-8", "replace"))
             return Observation(False, math.nan, None, accepted=False)
-        logger.debug("fetch of %s failed (%s): %s", dispatch_.url, reason, outcome)
-        page = self._page(dispatch_.url) or {}
+        logger.debug("fetch of %s failed (%s): %s", lease_.url, reason, outcome)
+        page = self._page(lease_.url) or {}
         estimate = page.get("estimate")
         return Observation(False, math.nan if estimate is None else estimate,
                            float(reply[1]) if outcome == "retry" else None,
                            accepted=outcome in ("retry", "gone"))
 
-    def release_many(self, dispatches: Iterable[Lease], now: float) -> int:
+    def release_many(self, leases: Iterable[Lease], now: float) -> int:
         """``Frontier.release_many``: leases never sent go back to their host queues."""
         groups: dict[int, list] = defaultdict(list)
-        for item in dispatches:
+        for item in leases:
             lease(item)
             host = parse_url(item.url)
             due = now if item.due is None else \
@@ -157,9 +157,9 @@ class Results:
         with self.session.errors("release_many"):
             return sum(int(n) for n in self.calls.run_writes(build, lowest, len(groups)))
 
-    def settle_many(self, dispatches: Iterable[Lease], now: float) -> int:
+    def settle_many(self, leases: Iterable[Lease], now: float) -> int:
         """``Frontier.settle_many``: the crawler is done with these fetches' copies."""
-        groups = self._by_shard(dispatches)
+        groups = self._by_shard(leases)
         if not groups:
             return 0
 
@@ -170,19 +170,19 @@ class Results:
         with self.session.errors("settle_many"):
             return sum(int(n) for n in self.session.scripts.run(build))
 
-    def _by_shard(self, dispatches: Iterable[Lease]) -> dict[int, list]:
+    def _by_shard(self, leases: Iterable[Lease]) -> dict[int, list]:
         """lua/settle.lua's and lua/unsettle.lua's arguments, by shard."""
         groups: dict[int, list] = defaultdict(list)
-        for item in dispatches:
+        for item in leases:
             lease(item)
             host = parse_url(item.url)
             groups[self.calls.of(host)] += wire.unsettle_args(page_id(item.url), host,
                                                                token(item))
         return groups
 
-    def unsettle_many(self, dispatches: Iterable[Lease], now: float) -> int:
+    def unsettle_many(self, leases: Iterable[Lease], now: float) -> int:
         """``Frontier.unsettle_many``: fetches whose output the crawler lost are redone."""
-        groups = self._by_shard(dispatches)
+        groups = self._by_shard(leases)
         if not groups:
             return 0
 
@@ -220,8 +220,8 @@ class _ObserveCall:
             chunk = range(start, min(start + OBSERVE_CHUNK, len(self.checked)))
             try:
                 for i in chunk:
-                    dispatch_, kwargs = self.items[i]
-                    self.checked[i] = self.results.check(dispatch_, **kwargs)
+                    lease_, kwargs = self.items[i]
+                    self.checked[i] = self.results.check(lease_, **kwargs)
             except ValueError:
                 for shard in list(self._groups):  # the chunks before the bad item still apply
                     yield self._batch(shard)
@@ -264,21 +264,21 @@ class _ObserveCall:
                 self.out[i] = self.results.fail(call[1], call[3], call[4], call[2])
 
 
-def _check_observe(session: Session, dispatch_: Lease, fingerprint_: Any, not_modified: Any,
+def _check_observe(session: Session, lease_: Lease, fingerprint_: Any, not_modified: Any,
                    status: Any, fetched_at: Any, etag: Any, last_modified: Any, served_at: Any,
                    changed_at: Any) -> tuple:
     """Validate one observe call: ("observe", dispatch, now, host, token, fingerprint,
     not_modified, etag, last_modified, changed_at) or ("fail", dispatch, now, reason,
     status) for a status >= 400."""
-    lease(dispatch_)
+    lease(lease_)
     observe_status(status)
     now = session.now(fetched_at)
-    host = parse_url(dispatch_.url)
-    token_ = int(token(dispatch_))
+    host = parse_url(lease_.url)
+    token_ = int(token(lease_))
     if status >= 400:
-        return ("fail", dispatch_, now, f"HTTP {status}", status)
+        return ("fail", lease_, now, f"HTTP {status}", status)
     not_modified = bool(not_modified) or status == 304
-    fingerprint(dispatch_.url, fingerprint_, not_modified)
+    fingerprint(lease_.url, fingerprint_, not_modified)
     if changed_at is not None:
         changed_at = real("changed_at", changed_at) + session.offset
     elif not not_modified:
@@ -286,20 +286,20 @@ def _check_observe(session: Session, dispatch_: Lease, fingerprint_: Any, not_mo
                                  session.options.server_clock_rate)
     if not session.options.change_dates:
         changed_at = None
-    return ("observe", dispatch_, now, host, token_, fingerprint_, not_modified,
+    return ("observe", lease_, now, host, token_, fingerprint_, not_modified,
             validator("etag", etag), validator("last_modified", last_modified), changed_at)
 
 
 def observation_of(status: int, changed: int, estimate: float, due: float, date_bits: int,
-                   reason: bytes, dispatch_: Lease) -> Observation:
+                   reason: bytes, lease_: Lease) -> Observation:
     """The Observation of one observe.lua reply (logging what the caller should hear of)."""
-    url = dispatch_.url
+    url = lease_.url
     if date_bits & wire.DATES_IGNORED:
         logger.warning("ignoring the change dates (Last-Modified) of host %s: more than 1 in %d "
                        "disagreed with the content (now, constant or future dates)",
-                       dispatch_.host, wire.DATE_TRUST)
+                       lease_.host, wire.DATE_TRUST)
     elif date_bits & wire.DATES_TRUSTED:
-        logger.info("trusting the change dates (Last-Modified) of host %s again", dispatch_.host)
+        logger.info("trusting the change dates (Last-Modified) of host %s again", lease_.host)
     if status == wire.QUARANTINED:
         text = reason.decode("utf-8", "replace")
         logger.error("observation of %s dropped: the page is quarantined (%s); add the URL again "

@@ -65,11 +65,11 @@ class Signals:
         self.intake = intake  # unknown pages, added with ``discover``
         self.trust_log = trust_log
 
-    def signal_many(self, hints: Iterable, now: float, *, discover: bool, weight: float
+    def signal_many(self, claims: Iterable, now: float, *, discover: bool, weight: float
                   ) -> dict[str, int]:
         """``Frontier.signal_many`` at ``now`` (Redis's clock): every claim checked before any
         is sent, then pipelined per-shard calls; the count of each outcome and ``added``."""
-        groups, urls = self._arguments(hints)
+        groups, urls = self._arguments(claims)
         counts = dict.fromkeys(evidence.OUTCOMES, 0)
         counts["added"] = 0
         if not groups:
@@ -97,12 +97,12 @@ class Signals:
                 [(url, weight) for url in dict.fromkeys(unknown)], now)
         return counts
 
-    def _arguments(self, hints: Iterable) -> tuple[dict[int, list], dict[int, list[str]]]:
+    def _arguments(self, claims: Iterable) -> tuple[dict[int, list], dict[int, list[str]]]:
         """lua/hint.lua's arguments per shard and the URLs they name, every claim checked
         before any is sent (``validation.hint``); claimed times on Redis's clock."""
         groups: dict[int, list] = defaultdict(list)
         urls: dict[int, list[str]] = defaultdict(list)
-        for item in hints:
+        for item in claims:
             url, host, changed_at, source = hint(item)
             if changed_at is not None:
                 changed_at += self.session.offset

@@ -86,7 +86,7 @@ from frontier_rate.crawl.settings import (
 from frontier_rate.crawl.shared_pages import use_page_memory
 from frontier_rate.engine.frontier import Frontier, Lease, parse_url
 from frontier_rate.frontera.requests import (
-    DISPATCH_KEY,
+    LEASE_KEY,
     RESULT_KEY,
     _body,
     _host_of,
@@ -240,7 +240,7 @@ class RevisitBackend(Backend):
         if self.client is None:
             return
         self._drain()
-        self.client.close([dispatch for dispatch, _ in self._buffer],
+        self.client.close([lease for lease, _ in self._buffer],
                           close_frontier=self._own_frontier)
         self._posted.clear()  # close() ran the client's queue itself
         self._buffer.clear()
@@ -353,11 +353,11 @@ class RevisitBackend(Backend):
             client.want(room)
             client.poll()
             client.want(0)
-            for dispatch, leased_at in client.take():
-                if _slot_key(dispatch.host, key_type) in overused:
-                    self._buffer.append((dispatch, leased_at))
+            for lease, leased_at in client.take():
+                if _slot_key(lease.host, key_type) in overused:
+                    self._buffer.append((lease, leased_at))
                 else:
-                    out.append(self._to_request(dispatch))
+                    out.append(self._to_request(lease))
         else:
             client.poll()
         self._stat("dispatched", len(out), False)
@@ -385,29 +385,29 @@ class RevisitBackend(Backend):
         out: list[FrontierRequest] = []
         keep: list[tuple[Lease, float]] = []
         max_age = HOLD_FRACTION * self._client.frontier.lease_timeout  # type: ignore[union-attr]
-        for dispatch, held_at in self._buffer:
+        for lease, held_at in self._buffer:
             if now - held_at > max_age:
-                logger.debug("frontier-rate: dropped held %s (its lease will expire)", dispatch.url)
-            elif len(out) < room and _slot_key(dispatch.host, key_type) not in overused:
-                out.append(self._to_request(dispatch))
+                logger.debug("frontier-rate: dropped held %s (its lease will expire)", lease.url)
+            elif len(out) < room and _slot_key(lease.host, key_type) not in overused:
+                out.append(self._to_request(lease))
             else:
-                keep.append((dispatch, held_at))
+                keep.append((lease, held_at))
         self._buffer = keep
         return out
 
-    def _to_request(self, dispatch: Lease) -> FrontierRequest:
+    def _to_request(self, lease: Lease) -> FrontierRequest:
         """The request of a leased page: as the spider gave it, plus the lease and validators."""
-        lease = {"url": dispatch.url, "token": dispatch.token, "host": dispatch.host,
-                 "etag": dispatch.etag, "last_modified": dispatch.last_modified,
-                 "due": dispatch.due, "first": dispatch.first}
+        carried = {"url": lease.url, "token": lease.token, "host": lease.host,
+                 "etag": lease.etag, "last_modified": lease.last_modified,
+                 "due": lease.due, "first": lease.first}
         try:
-            request = page_request(dispatch.url, dispatch.meta, self.request_model)
+            request = page_request(lease.url, lease.meta, self.request_model)
         except ValueError as exc:  # tampered or corrupt meta in Redis: fetch the URL bare
             self._stat("bad_meta", 1, False)
             logger.warning("frontier-rate: stored request of %s unreadable (%s); fetching the "
-                           "URL without it", dispatch.url, exc)
-            request = _legacy_request(dispatch.url, {}, self.request_model)
-        etag, last_modified = clean_validator(dispatch.etag), clean_validator(dispatch.last_modified)
+                           "URL without it", lease.url, exc)
+            request = _legacy_request(lease.url, {}, self.request_model)
+        etag, last_modified = clean_validator(lease.etag), clean_validator(lease.last_modified)
         if self.settings.conditional:
             if etag:
                 request.headers[b"If-None-Match"] = etag.encode("ascii")
@@ -418,36 +418,36 @@ class RevisitBackend(Backend):
         if scrapy_meta is None:
             scrapy_meta = meta[b"scrapy_meta"] = {}
         if isinstance(scrapy_meta, dict):  # scrapy-frontera carries it through Scrapy
-            scrapy_meta[DISPATCH_KEY] = lease
-        meta[DISPATCH_KEY.encode()] = lease
+            scrapy_meta[LEASE_KEY] = carried
+        meta[LEASE_KEY.encode()] = carried
         return request
 
     # -- results -----------------------------------------------------------------
     def page_crawled(self, response: Any) -> None:
         """Record a response: 2xx observed with a fingerprint, 304 unchanged, else failed."""
-        dispatch = lease_of(response.request)
-        if dispatch is None:
+        lease = lease_of(response.request)
+        if lease is None:
             logger.debug("frontier-rate: response of %s was not dispatched by the frontier",
                          response.url)
             self._stat("untracked", 1, False)
             return
         rules = self.settings.content_rules
-        result = outcome(dispatch, int(response.status_code), response.headers,
+        result = outcome(lease, int(response.status_code), response.headers,
                          _body(response.body), response.url, self.fingerprinter, self.clock(),
-                         rule=rules.rule(dispatch.url, _scrapy_meta(response)))
+                         rule=rules.rule(lease.url, _scrapy_meta(response)))
         for name, count in self.fingerprinter.stats().items():
             self._stat(name, count, True)
         for name, value in result.bad_validators:
             self._stat("bad_validator", 1, False)
             logger.debug("not keeping %s %r of %s", name, value[:100], response.url)
         if result.kind == "failed":
-            rules.unmatched(dispatch.url, result.args["reason"])  # a WARNING, once a page
-            self._client.failed(dispatch, result.args["reason"], result.args["status"],
+            rules.unmatched(lease.url, result.args["reason"])  # a WARNING, once a page
+            self._client.failed(lease, result.args["reason"], result.args["status"],
                                 self.clock())
             return
         args, status = result.args, int(response.status_code)
         meta, not_modified = response.meta, status == 304
-        first = dispatch.first
+        first = lease.first
         meta[RESULT_KEY] = result_meta(None, not_modified=not_modified,
                                        first=first)  # until Redis has it
 
@@ -456,17 +456,17 @@ class RevisitBackend(Backend):
                                            not_modified=not_modified, first=first)
 
         # Inline: settled before observe() returns. Background: on a later backend call.
-        self._client.observe(dispatch, args).when_settled(settled)
+        self._client.observe(lease, args).when_settled(settled)
         if self.sitemaps is not None:  # a sitemap or feed: its answer becomes claims
             self.sitemaps.crawled(response)
 
     def request_error(self, page: FrontierRequest, error: Any) -> None:
         """A fetch without a response (DNS, timeout, refused): retried with backoff."""
-        dispatch = lease_of(page)
-        if dispatch is None:
+        lease = lease_of(page)
+        if lease is None:
             self._stat("untracked", 1, False)
             return
-        self._client.failed(dispatch, str(error) or "error", None, self.clock())
+        self._client.failed(lease, str(error) or "error", None, self.clock())
 
     def _stat(self, name: str, value: float, replace: bool) -> None:
         if self.stats is None:

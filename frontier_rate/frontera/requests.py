@@ -21,25 +21,26 @@ from frontier_rate.crawl.settings import (
     page_weight,
 )
 from frontier_rate.engine.frontier import Lease, parse_url
+from frontier_rate.renamed import resolve
 
 logger = logging.getLogger(__name__)
 
 
 
-DISPATCH_KEY = "frontier_rate_dispatch"
+LEASE_KEY = "frontier_rate_dispatch"
 """Meta key (str in Scrapy meta, bytes in frontera meta) that carries the lease of a fetch."""
 
 RESULT_KEY = b"frontier_rate"
 """Frontera response meta key that ``page_crawled`` fills (``client.result_meta``)."""
 
 _PER_FETCH_META = frozenset({
-    DISPATCH_KEY, "download_slot", "download_latency", "download_timeout", "redirect_urls",
+    LEASE_KEY, "download_slot", "download_latency", "download_timeout", "redirect_urls",
     "redirect_times", "redirect_ttl", "redirect_reasons", "retry_times", "_scheme_proxy",
     "frontier_request", "frontier_rate",
 })
 """Scrapy meta keys that describe one fetch: never stored with a page."""
 
-_PER_FETCH_FRONTERA_META = frozenset({DISPATCH_KEY.encode(), RESULT_KEY})
+_PER_FETCH_FRONTERA_META = frozenset({LEASE_KEY.encode(), RESULT_KEY})
 """Frontera meta keys (bytes) that describe one fetch: never stored with a page."""
 
 _CONDITIONAL = ("if-none-match", "if-modified-since")
@@ -263,7 +264,7 @@ def lease_of(request: Any) -> Lease | None:
     meta = request.meta or {}
     scrapy_meta = meta.get(b"scrapy_meta")
     scrapy_meta = scrapy_meta if isinstance(scrapy_meta, dict) else {}
-    lease = scrapy_meta.get(DISPATCH_KEY) or meta.get(DISPATCH_KEY.encode())
+    lease = scrapy_meta.get(LEASE_KEY) or meta.get(LEASE_KEY.encode())
     if not isinstance(lease, dict) or not isinstance(lease.get("url"), str) \
             or not isinstance(lease.get("token"), str):
         return None
@@ -324,3 +325,11 @@ def _slot_key(host: str, key_type: str) -> str:
     except ImportError:
         return host
     return str(dnscache.get(host, host))
+
+
+RENAMED = {"DISPATCH_KEY": "LEASE_KEY"}
+"""Retired names still importable (issue 61): old -> new (``frontier_rate.renamed``)."""
+
+
+def __getattr__(name: str) -> Any:
+    return resolve(globals(), name, RENAMED)

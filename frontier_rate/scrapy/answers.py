@@ -46,7 +46,7 @@ Send = Callable[[Outcome, "Lease", str, float], "Call"]
 
 
 def send_outcome(client: FrontierClient, stats: StatsCollector, result: Outcome,
-                 dispatch: Lease, url: str, now: float, rules: ContentRules | None = None) -> Call:
+                 lease: Lease, url: str, now: float, rules: ContentRules | None = None) -> Call:
     """Hand one answer's evidence to the client: the observe call, or the failed call for
     a failure (its ``reason`` says why: ``RESULT_KEY``'s ``failed``)."""
     for name, value in result.bad_validators:
@@ -55,10 +55,10 @@ def send_outcome(client: FrontierClient, stats: StatsCollector, result: Outcome,
                      name, value[:100], url, MAX_VALIDATOR_LENGTH)
     if result.kind == "failed":
         if rules is not None:
-            rules.unmatched(dispatch.url, result.args["reason"])  # a WARNING, once a page
-        return client.failed(dispatch, result.args["reason"], result.args["status"], now)
+            rules.unmatched(lease.url, result.args["reason"])  # a WARNING, once a page
+        return client.failed(lease, result.args["reason"], result.args["status"], now)
     # the copy counts once the spider's items left the pipelines (settling.py, issue 60)
-    return client.observe(dispatch, {**result.args, "settle_later": True})
+    return client.observe(lease, {**result.args, "settle_later": True})
 
 
 def set_counters(stats: StatsCollector, fingerprinter: Fingerprinter,
@@ -133,14 +133,14 @@ class ChildDetection:
         self.counts: dict[str, int] = {}
         self.counted_twice: dict[str, int] | None = None  # this process's, at the first taken
 
-    def submit(self, response: Response, dispatch: Lease, flight: str, now: float,
+    def submit(self, response: Response, lease: Lease, flight: str, now: float,
                truncated: bool, rule: ContentRule | None = None) -> Call | None:
         """Send a 2xx answer to the child (``rule``: what counts on the page); the stand-in
         call its callback waits on, or None when the child has stopped (the scheduler then
         detects it inline)."""
         headers, body, url = response.headers, response.body, response.url
-        pending = Call("observe", dispatch)
-        self._pending[flight] = (pending, dispatch, response.status, headers, body, url, now,
+        pending = Call("observe", lease)
+        self._pending[flight] = (pending, lease, response.status, headers, body, url, now,
                                  truncated, rule)
         if not self.process.submit(
                 body, url, header_value(headers, "Content-Type"), truncated=truncated,
@@ -158,17 +158,17 @@ class ChildDetection:
         answer = self._pending.pop(flight, None)
         if answer is None:
             return
-        pending, dispatch, status, headers, body, url, now, truncated, rule = answer
+        pending, lease, status, headers, body, url, now, truncated, rule = answer
         detection = None
         if found is not None:
             detection, self.counts = found
             self.stats.inc_value("frontier_rate/detected_in_process")
         call = None
         try:
-            result = outcome(dispatch, status, headers, body, url, self.fingerprinter, now,
+            result = outcome(lease, status, headers, body, url, self.fingerprinter, now,
                              truncated=truncated, detection=detection, rule=rule)
             set_counters(self.stats, self.fingerprinter, self)
-            call = self._send(result, dispatch, url, now)
+            call = self._send(result, lease, url, now)
         finally:  # the spider's callback waits on pending: it must settle, whatever raised
             if call is None:
                 pending.kind, pending.args = "failed", {"reason": "not recorded: an error"}

@@ -22,6 +22,7 @@ from w3lib.url import safe_url_string
 from frontier_rate.crawl.settings import DONT_REVISIT_KEY, WEIGHT_KEY, json_value, page_weight
 from frontier_rate.crawl.signal_reader import SITEMAP_KEY
 from frontier_rate.engine.frontier import parse_url
+from frontier_rate.renamed import resolve
 from frontier_rate.store.keys import page_id
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-NewPage = tuple[str, float, dict[str, Any], int]
+RequestPage = tuple[str, float, dict[str, Any], int]
 """A page for the frontier: (url, weight, stored request, priority)."""
 MAX_WARNINGS = 100
 """Requests not revisitable logged at WARNING level per crawl; later ones at DEBUG (all are
@@ -176,7 +177,7 @@ class PageIntake:
         self._taken: set[bytes] = set()  # ids of the pages this crawl took
         self._warnings = 0
 
-    def page(self, request: Request) -> NewPage | None:
+    def page(self, request: Request) -> RequestPage | None:
         reason = one_off_reason(request)
         if reason is not None:
             logger.debug("frontier-rate: %s is fetched once (%s)", request, reason)
@@ -217,3 +218,11 @@ def _header_bytes(value: Any) -> bytes:
         return text.encode("latin-1")
     except UnicodeEncodeError:
         return text.encode("utf-8")
+
+
+RENAMED = {"NewPage": "RequestPage"}
+"""Retired names still importable (issue 61): old -> new (``frontier_rate.renamed``)."""
+
+
+def __getattr__(name: str) -> Any:
+    return resolve(globals(), name, RENAMED)

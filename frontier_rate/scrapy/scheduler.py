@@ -70,8 +70,8 @@ from frontier_rate.scrapy.refusal import Refusing, SettingError, refuses_stored_
 from frontier_rate.scrapy.requests import (
     RESULT_KEY,
     TOKEN_KEY,
-    NewPage,
     PageIntake,
+    RequestPage,
     request_kwargs,
     request_to_page_meta,
     stored_priority,
@@ -134,7 +134,7 @@ class Scheduler:
         self.client: FrontierClient | None = None
         self.dupefilter = build_from_crawler(load_object(crawler.settings["DUPEFILTER_CLASS"]),
                                              crawler)
-        self._new_pages: list[NewPage] = []
+        self._new_pages: list[RequestPage] = []
         self._new_since = 0.0
         self._one_off: deque[Request] = deque()
         self._one_offs = OneOffRedirects()
@@ -239,7 +239,7 @@ class Scheduler:
             if not self.stats.get_value("scheduler/dequeued/redis"):
                 log_why_nothing(self.client.frontier, self.clock(), logger)
             self._queue_new_pages()
-            self.client.close([dispatch for dispatch, _ in self._buffer] + self._one_pass.held())
+            self.client.close([lease for lease, _ in self._buffer] + self._one_pass.held())
             self._buffer.clear()
         self.dupefilter.close(reason)
         return stopped  # the detection process's exit
@@ -298,14 +298,14 @@ class Scheduler:
         self._take_leases()
         if not self._buffer and self._starved(now):
             self._wait_for_worker(now)
-        dispatch = self._take_ready(now)
+        lease = self._take_ready(now)
         room = BUFFER_BATCHES * self.batch_size - len(self._buffer)
         client.want(room if room >= self.batch_size else 0)  # whole batches: fewer round trips
-        if dispatch is None:
+        if lease is None:
             return None
-        self._politeness.pace(dispatch.host)
+        self._politeness.pace(lease.host)
         self._count("dequeued", "redis")
-        return self._to_request(dispatch, now)
+        return self._to_request(lease, now)
 
     def has_pending_requests(self) -> bool:
         client = self._client
@@ -403,30 +403,30 @@ class Scheduler:
         a lease held past half the lease timeout is dropped and expires in Redis)."""
         gate, lease_limit = self._politeness.gate, 0.5 * self.lease_timeout
         for _ in range(len(self._buffer)):
-            dispatch, leased_at = self._buffer.popleft()
+            lease, leased_at = self._buffer.popleft()
             if now - leased_at > lease_limit:
-                logger.debug("dropping a lease held too long: %s", dispatch.url)
+                logger.debug("dropping a lease held too long: %s", lease.url)
                 continue
-            host = dispatch.host
+            host = lease.host
             if gate.needs_robots(host, now):
-                self._politeness.fetch_robots(dispatch)
+                self._politeness.fetch_robots(lease)
             if gate.open(host, now):
                 gate.sent(host, now)
-                return dispatch
-            self._buffer.append((dispatch, leased_at))
+                return lease
+            self._buffer.append((lease, leased_at))
             ready = gate.next_ready(host, now)
             if ready is not None:
                 self._wake_at(ready)
         return None
 
-    def _to_request(self, dispatch: Lease, now: float) -> Request:
+    def _to_request(self, lease: Lease, now: float) -> Request:
         """The request a lease goes out as: what the spider gave, plus this fetch's lease
         token and the conditional headers of the last fetch."""
         assert self.spider is not None
-        stored = dispatch.meta or {}
+        stored = lease.meta or {}
         kwargs = request_kwargs(stored)
         headers = kwargs["headers"]
-        etag, last_modified = clean_validator(dispatch.etag), clean_validator(dispatch.last_modified)
+        etag, last_modified = clean_validator(lease.etag), clean_validator(lease.last_modified)
         if self.settings.conditional:
             present = {name.lower() for name in headers}
             if etag and "if-none-match" not in present:
@@ -440,22 +440,22 @@ class Scheduler:
         if kwargs["meta"].get(SITEMAP_KEY):  # a sitemap or feed: read by the frontier
             callback = self._read_sitemap
         errback_name = stored.get("eb")
-        self._in_flight[flight], self._sent_at[flight] = dispatch, now
-        self._one_pass.sent(dispatch.url)
+        self._in_flight[flight], self._sent_at[flight] = lease, now
+        self._one_pass.sent(lease.url)
         return Request(
-            dispatch.url, callback=self._delivery.wrap_callback(callback, dispatch.first),
+            lease.url, callback=self._delivery.wrap_callback(callback, lease.first),
             errback=self._wrap_errback(getattr(self.spider, errback_name) if errback_name
                                        else None, flight),
             dont_filter=True, **kwargs,
         )
 
     def _finish(self, flight: str) -> None:
-        dispatch = self._in_flight.pop(flight, None)
+        lease = self._in_flight.pop(flight, None)
         self._sent_at.pop(flight, None)
         self._answered.discard(flight)
         self._hops.forget(flight)
-        if dispatch is not None:
-            self._politeness.gate.done(dispatch.host)
+        if lease is not None:
+            self._politeness.gate.done(lease.host)
             if self._buffer:
                 compat.wake_engine(self.crawler)
 
@@ -475,41 +475,41 @@ class Scheduler:
             if response.status == 200 and hasattr(self, "_signals"):
                 self._signals.from_robots(response.url, response.body)
         flight = request.meta.get(TOKEN_KEY)
-        dispatch = self._in_flight.get(flight) if flight else None
-        if dispatch is None or flight in self._answered:
+        lease = self._in_flight.get(flight) if flight else None
+        if lease is None or flight in self._answered:
             return
         self._answered.add(flight)
         try:
-            self._record_response(response, dispatch, flight)
+            self._record_response(response, lease, flight)
         finally:
-            if response.url != dispatch.url:
+            if response.url != lease.url:
                 self.stats.inc_value("frontier_rate/redirected")
-                logger.debug("%s redirected to %s", dispatch.url, response.url)
+                logger.debug("%s redirected to %s", lease.url, response.url)
             self._finish(flight)
 
-    def _record_response(self, response: Response, dispatch: Lease, flight: str) -> None:
+    def _record_response(self, response: Response, lease: Lease, flight: str) -> None:
         """Observe a 2xx or 304, report anything else as failed (held if Redis is down).
         With a detection process, a 2xx is fingerprinted there (``scrapy/answers.py``)."""
         now = self.clock()
         truncated = "download_stopped" in response.flags
         call = None
-        rule = self.settings.content_rules.rule(dispatch.url, response.meta)  # what counts
+        rule = self.settings.content_rules.rule(lease.url, response.meta)  # what counts
         if self._detection is not None and not self._closing and 200 <= response.status < 300:
-            call = self._detection.submit(response, dispatch, flight, now, truncated, rule)
+            call = self._detection.submit(response, lease, flight, now, truncated, rule)
         if call is None:
-            result = outcome(dispatch, response.status, response.headers, response.body,
+            result = outcome(lease, response.status, response.headers, response.body,
                              response.url, self.fingerprinter, now, truncated=truncated,
                              rule=rule)
             set_counters(self.stats, self.fingerprinter, self._detection)
-            call = self._send(result, dispatch, response.url, now)
+            call = self._send(result, lease, response.url, now)
             self._delivery.recorded(flight, call, not_modified=result.not_modified)
         else:
             self._delivery.recorded(flight, call)
         if call.kind == "observe":
-            self._settling.answered(flight, dispatch, response.status)
+            self._settling.answered(flight, lease, response.status)
 
-    def _send(self, result: Outcome, dispatch: Lease, url: str, now: float) -> Call:
-        return send_outcome(self._client, self.stats, result, dispatch, url, now,
+    def _send(self, result: Outcome, lease: Lease, url: str, now: float) -> Call:
+        return send_outcome(self._client, self.stats, result, lease, url, now,
                             self.settings.content_rules)
 
     def _wrap_errback(self, errback: Callable[[Failure], Any] | None,
@@ -522,14 +522,14 @@ class Scheduler:
             self._settling.settled(token)  # a failure: nothing for the pipelines
             if self._delivery.swallow_304(token):
                 return None  # a 304, observed as unchanged: not an error for the spider
-            dispatch = self._in_flight.get(token) if token else None
-            if dispatch is not None and token not in self._answered:
-                reason, park = compat.failure_reason(failure.value)
+            lease = self._in_flight.get(token) if token else None
+            if lease is not None and token not in self._answered:
+                reason, park = compat.exception_reason(failure.value)
                 if park:  # robots.txt forbids the page: its next try is max_interval away
                     self.stats.inc_value("frontier_rate/robots_forbidden")
-                self._client.failed(dispatch, reason, None, self.clock(), park=park)
+                self._client.failed(lease, reason, None, self.clock(), park=park)
                 self._finish(token)
-                request.meta[RESULT_KEY] = failed_meta(reason, dispatch.first)
+                request.meta[RESULT_KEY] = failed_meta(reason, lease.first)
             self._delivery.results.pop(token, None)
             if errback is None:
                 return failure

@@ -16,7 +16,7 @@ from frontier_rate.store import scripting
 
 logger = logging.getLogger(__name__)
 
-HINT_SCRIPTS = ("due",)
+ADVISORY_SCRIPTS = ("due",)
 """Scripts whose failure leaves the call applied: the due summary only tells which shards to
 ask first, and every shard is asked at least once a second anyway (lua/due.lua)."""
 STREAM_WINDOW = 64
@@ -177,7 +177,7 @@ class Scripts:
         """Execute ``build(pipeline)`` as one pipeline; reload scripts once if the server lost them.
 
         Every reply is read before an error is raised: the first error of a script
-        call that is not a hint (``HINT_SCRIPTS``) or of a plain command, as
+        call that is not advisory (``ADVISORY_SCRIPTS``) or of a plain command, as
         ``PartlyApplied`` when other script calls of the pipeline took effect. A
         pipeline whose every script call found NOSCRIPT ran none of them (the server
         lost them all), so building it again is safe.
@@ -218,14 +218,14 @@ class Scripts:
         if not errors:
             return replies
         for i, error in errors:
-            if names[i] in HINT_SCRIPTS:
+            if names[i] in ADVISORY_SCRIPTS:
                 logger.debug("the %s script failed (%s); every shard is asked within a second",
                              names[i], error)
-        fatal = [error for i, error in errors if names[i] not in HINT_SCRIPTS]
+        fatal = [error for i, error in errors if names[i] not in ADVISORY_SCRIPTS]
         if not fatal:
             return replies
         scripts = [i for i, name in enumerate(names) if name is not None
-                   and name not in HINT_SCRIPTS]
+                   and name not in ADVISORY_SCRIPTS]
         applied = sum(not isinstance(replies[i], Exception) for i in scripts)
         if applied:
             raise PartlyApplied(fatal[0], applied, len(scripts))
