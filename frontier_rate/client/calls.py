@@ -1,5 +1,5 @@
 """A call for Redis as the client keeps it until Redis has taken it (``Call``, ``hint_call``),
-and what both adapters make of its result (``result_meta``, ``failure_reason``)."""
+and what both adapters make of its result (``result_meta``, ``status_reason``)."""
 
 from __future__ import annotations
 

@@ -215,7 +215,7 @@ class FrontierClient:
                                                      "now": now, "park": park}))
 
     def settle(self, lease: Lease) -> None:
-        """The adapter is done with the copy ``dispatch``'s observation brought (observed
+        """The adapter is done with the copy ``lease``'s observation brought (observed
         with ``settle_later``); sent after the outbox, in batches (``Frontier.settle_many``)."""
         with self._lock:
             if not self._settles:
@@ -481,7 +481,7 @@ class FrontierClient:
         self._stat("released", released, False)
 
     def _unsettle(self, leases: list[Lease]) -> None:
-        """Have the pages of ``dispatches`` fetched again at once, unconditionally."""
+        """Have the pages of ``leases`` fetched again at once, unconditionally."""
         if not leases:
             return
         try:

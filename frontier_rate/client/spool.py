@@ -121,12 +121,12 @@ def call_entry(kind: str, lease: Lease | None, args: dict[str, Any]) -> dict[str
         args["fingerprint"], args["fingerprint_hex"] = None, bytes(fingerprint).hex()
     entry: dict[str, Any] = {"kind": kind, "args": args}
     if lease is not None:
-        entry["dispatch"] = asdict(lease)
+        entry["dispatch"] = asdict(lease)  # the key spools on disk have
     return entry
 
 
 def read_entry(entry: dict[str, Any]) -> tuple[str, Any, dict[str, Any]]:
-    """(kind, dispatch or None, args) of a call entry, or ("page", (url, weight, meta,
+    """(kind, lease or None, args) of a call entry, or ("page", (url, weight, meta,
     priority, source), {}).
 
     Raises ValueError naming what is wrong with an entry that cannot be used.
@@ -142,7 +142,7 @@ def read_entry(entry: dict[str, Any]) -> tuple[str, Any, dict[str, Any]]:
         if args.get("fingerprint_hex") is not None:
             args["fingerprint"] = bytes.fromhex(args.pop("fingerprint_hex"))
         if kind != "host_delay" and "dispatch" not in entry:
-            raise ValueError(f"a {kind} entry needs its dispatch")
+            raise ValueError(f"a {kind} entry needs its lease")
         lease = Lease(**entry["dispatch"]) if "dispatch" in entry else None
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"unreadable spool entry ({type(exc).__name__}: {exc}): {entry!r:.200}") from None

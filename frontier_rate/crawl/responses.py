@@ -43,7 +43,7 @@ class Outcome:
 def outcome(lease: Lease, status: int, headers: Any, body: bytes, url: str,
             fingerprinter: Fingerprinter, now: float, *, truncated: bool = False,
             detection: Detection | None = None, rule: ContentRule | None = None) -> Outcome:
-    """The evidence one answer to ``dispatch`` gives (see the module docstring).
+    """The evidence one answer to ``lease`` gives (see the module docstring).
 
     ``headers``: any mapping ``fingerprint.header_value`` reads (Scrapy ``Headers``, a
     dict); ``truncated``: the download was cut at ``max_body`` (the fingerprint then

@@ -116,7 +116,7 @@ class ScrapyPoliteness:
         return politeness
 
     def fetch_robots(self, lease: Lease) -> None:
-        """Fetch the robots.txt of ``dispatch``'s host before its first page (the answer is
+        """Fetch the robots.txt of ``lease``'s host before its first page (the answer is
         read by ``learn``, as every robots.txt answer is)."""
         self.pace(lease.host)
         parts = urlsplit(lease.url)

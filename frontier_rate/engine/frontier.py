@@ -27,7 +27,7 @@ Choices worth knowing:
   quarantined (out of its queue and the lease set, listed by ``quarantined()``
   with the reason) and the rest of the batch goes on; ``add`` of its URL gives
   it a fresh state.
-- Politeness: the dispatcher enforces every host's delay, and the solve
+- Politeness: the lease desk (``leases.LeaseDesk``) enforces every host's delay, and the solve
   knows it: from each host's own cell aggregates, a host that would want more
   than 1/delay at ν runs at its cap in the budget equation and plans its
   pages with its own threshold max(ν, τ_h) (published per shard).
@@ -35,7 +35,7 @@ Choices worth knowing:
   pages that are not due yet on hosts that may be fetched now.
 - Pooled prior: a page's prior log-rate is the mean over its host's other
   observed pages, shrunk towards ``prior_rate`` (lua/lib.lua).
-- Ordering: among due pages, the highest index first (``dispatch``).
+- Ordering: among due pages, the highest index first (``leases``).
 """
 
 from __future__ import annotations
@@ -89,9 +89,9 @@ class Frontier:
     ``redis_url=None`` uses the embedded Redis (``frontier_rate.store.connection``);
     ``redis_client``: a Redis client to use instead (the frontier leaves it open at
     ``close``). ``budget``: fetches per second over all hosts; ``min_host_delay``: seconds
-    between two dispatches to one host; ``min_interval`` / ``max_interval``
+    between two fetches of one host; ``min_interval`` / ``max_interval``
     bound every planned (mean) interval; ``lease_timeout``: seconds before an
-    unanswered dispatch is handed out again; ``clock``: the time source
+    unanswered lease is handed out again; ``clock``: the time source
     (every time-dependent method also takes ``now=``); ``seed``: seeds the
     random draws of the exponential intervals; ``redis_timeout``: seconds one
     Redis call may block before it raises ``RedisUnavailable``; ``fill_budget``:
@@ -238,10 +238,10 @@ class Frontier:
         return self.intake.add_many(pages, self.session.now(now))
 
     def set_host_delay(self, host: str, seconds: float | None) -> None:
-        """Minimum seconds between dispatches to ``host`` (None: back to min_host_delay)."""
+        """Minimum seconds between two fetches of ``host`` (None: back to min_host_delay)."""
         self.intake.set_host_delay(host, seconds)
 
-    # ------------------------------------------------------------------ dispatch
+    # ------------------------------------------------------------------ leases
 
     def next_requests(self, max_n: int, now: float | None = None) -> list[Lease]:
         """Lease up to ``max_n`` due pages, highest index first, within budget and host delays.
@@ -260,7 +260,7 @@ class Frontier:
         return self.lease_desk.next_requests(max_n, now)
 
     def next_due_time(self) -> float | None:
-        """Earliest time a page may be dispatched (host delay included) or a lease expires.
+        """Earliest time a page may be leased (host delay included) or a lease expires.
 
         Also reads the namespace's marker id from its configuration: a namespace that was
         emptied or created anew raises NamespaceLost here, not only at the next script."""
@@ -314,7 +314,7 @@ class Frontier:
 
     def observe_many(self, results: Iterable[tuple[Lease, Mapping[str, Any]]]
                      ) -> list[Observation]:
-        """``observe`` for many (dispatch, keyword dict) pairs, streamed in per-shard batches.
+        """``observe`` for many (lease, keyword dict) pairs, streamed in per-shard batches.
 
         Each observation is still its own atomic step (in input order within
         a shard); batching only saves round trips and script start-up. Chunks
@@ -341,14 +341,14 @@ class Frontier:
             self.results.fail(lease, reason, status, self.session.now(now), park=bool(park))
 
     def release(self, lease: Lease, *, now: float | None = None) -> bool:
-        """Hand back a dispatch that was never sent; True if its lease was still open."""
+        """Hand back a lease that was never sent; True if its lease was still open."""
         return self.release_many([lease], now=now) == 1
 
     def release_many(self, leases: Iterable[Lease], *, now: float | None = None) -> int:
-        """Hand back dispatches that were never sent (a crawler closing with a buffer).
+        """Hand back leases that were never sent (a crawler closing with a buffer).
 
         Each page goes back to its host queue at its old due time instead of
-        waiting for the lease deadline; the host's next dispatch time is not
+        waiting for the lease deadline; the host's next fetch time is not
         moved earlier. A lease already observed, failed, expired or handed out
         again is left alone. Returns how many leases were released.
         """

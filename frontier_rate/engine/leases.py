@@ -1,6 +1,6 @@
 """Leases: which due pages a crawler gets, within the budget and every host's delay.
 
-``Dispatcher.next_requests`` makes up to three round trips: (1) the published ν, tokens
+``LeaseDesk.next_requests`` makes up to three round trips: (1) the published ν, tokens
 from the shared bucket and the namespace's due summary (fr:{ns}:due: when each shard may
 next have work), nothing more when no shard has work now (an idle call is one cheap
 read); (2) a background refresh step and the candidates of the shards that have work
@@ -198,7 +198,7 @@ class LeaseDesk:
                                     self.session.options.budget_first_fetches)
 
     def _early_candidates(self, call: _Round, tokens: int) -> list[Candidate]:
-        """Pages not due yet on hosts that may dispatch now, best index first, for ``tokens``
+        """Pages not due yet on hosts that may be fetched now, best index first, for ``tokens``
         the budget holds that no due page can use (``fill_budget``; lua/candidates.lua)."""
         args = self._candidates_args(tokens, early=True)
 
@@ -259,7 +259,7 @@ class LeaseDesk:
                          "the URL again for a fresh state)", url, pid.hex(), host, reason)
 
     def next_due_time(self) -> float | None:
-        """Earliest time a page may be dispatched (host delay included) or a lease expires.
+        """Earliest time a page may be leased (host delay included) or a lease expires.
 
         Also reads the namespace's marker id from its configuration: a namespace that was
         emptied or created anew raises NamespaceLost here, not only at the next script."""

@@ -94,7 +94,7 @@ class Results:
               fetched_at: float | None = None, etag: str | None = None,
               last_modified: str | None = None, served_at: str | None = None,
               changed_at: float | None = None, settle_later: bool = False) -> tuple:
-        """Validate one observe call: ("observe", dispatch, now, ...) or ("fail", ...)."""
+        """Validate one observe call: ("observe", lease, now, ...) or ("fail", ...)."""
         return (*_check_observe(self.session, lease_, fingerprint, not_modified, status,
                                 fetched_at, etag, last_modified, served_at, changed_at),
                 bool(settle_later))
@@ -142,7 +142,7 @@ class Results:
             lease(item)
             host = parse_url(item.url)
             due = now if item.due is None else \
-                real("dispatch.due", item.due) + self.session.offset
+                real("lease.due", item.due) + self.session.offset
             groups[self.calls.of(host)] += wire.release_args(page_id(item.url), host,
                                                               token(item), due)
         if not groups:
@@ -267,8 +267,8 @@ class _ObserveCall:
 def _check_observe(session: Session, lease_: Lease, fingerprint_: Any, not_modified: Any,
                    status: Any, fetched_at: Any, etag: Any, last_modified: Any, served_at: Any,
                    changed_at: Any) -> tuple:
-    """Validate one observe call: ("observe", dispatch, now, host, token, fingerprint,
-    not_modified, etag, last_modified, changed_at) or ("fail", dispatch, now, reason,
+    """Validate one observe call: ("observe", lease, now, host, token, fingerprint,
+    not_modified, etag, last_modified, changed_at) or ("fail", lease, now, reason,
     status) for a status >= 400."""
     lease(lease_)
     observe_status(status)

@@ -5,7 +5,7 @@ the clock it shares with Redis, and how a Redis error becomes the frontier's err
 shared settings and the script header (``wire.Header``) current, measures the clock
 offset to Redis and watches for evictions (``health``), and wraps every call in
 ``errors(what)``, which turns what Redis answered into a ``FrontierError`` naming the
-condition and the URL. The engine's other parts (``frontier_rate.engine.shards``, ``dispatch``,
+condition and the URL. The engine's other parts (``frontier_rate.engine.shards``, ``leases``,
 ``results``, ``threshold``, ``inspection``) all work through one ``Session``.
 """
 

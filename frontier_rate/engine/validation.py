@@ -186,15 +186,15 @@ def count(field: str, value: Any, *, minimum: int) -> int:
 def lease(value: Any) -> Lease:
     """``value`` if it is a ``Lease``; ValueError otherwise."""
     if not isinstance(value, Lease):
-        raise ValueError(f"dispatch must be a Lease, got {type(value).__name__}")
+        raise ValueError(f"lease must be a Lease, got {type(value).__name__}")
     return value
 
 
 def token(value: Lease) -> str:
-    """A dispatch's lease token (the lease number next_requests gave); ValueError otherwise."""
+    """A lease's token (the lease number next_requests gave); ValueError otherwise."""
     token = value.token
     if not isinstance(token, str) or not token.isdigit() or len(token) > 10:
-        raise ValueError(f"dispatch token must be the lease number from next_requests, "
+        raise ValueError(f"lease token must be the lease number from next_requests, "
                          f"got {token!r}")
     return token
 

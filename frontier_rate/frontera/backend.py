@@ -117,7 +117,7 @@ send the seeds and lease (scrapy-frontera without ``KeepAlive`` ends a crawl who
 finds nothing). Later calls never wait."""
 HOLD_FRACTION = 0.5
 """A page held for an overused slot is dropped after this fraction of the lease timeout
-(its lease then expires in Redis and the page is dispatched again)."""
+(its lease then expires in Redis and the page is leased again)."""
 
 
 class RevisitBackend(Backend):
@@ -317,7 +317,7 @@ class RevisitBackend(Backend):
         self._one_off.append(request)
         self._stat("one_off", 1, False)
 
-    # -- dispatch ----------------------------------------------------------------
+    # -- leases ------------------------------------------------------------------
     def get_next_requests(self, max_n_requests: int, **kwargs: Any) -> list[FrontierRequest]:
         """Up to ``max_n_requests`` requests (0: ``DEFAULT_BATCH``) of due pages.
 
@@ -427,7 +427,7 @@ class RevisitBackend(Backend):
         """Record a response: 2xx observed with a fingerprint, 304 unchanged, else failed."""
         lease = lease_of(response.request)
         if lease is None:
-            logger.debug("frontier-rate: response of %s was not dispatched by the frontier",
+            logger.debug("frontier-rate: response of %s was not leased by the frontier",
                          response.url)
             self._stat("untracked", 1, False)
             return

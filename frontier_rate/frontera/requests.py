@@ -252,7 +252,7 @@ def one_off_fingerprint(request: FrontierRequest) -> bytes:
 
 
 def lease_of(request: Any) -> Lease | None:
-    """The lease a request carries, or None if the frontier did not dispatch it.
+    """The lease a request carries, or None if the frontier did not lease it.
 
     Looks in ``meta[b"frontier_rate_dispatch"]`` and in the Scrapy meta (which
     survives scrapy-frontera's round trip, redirects and retries). A lease
