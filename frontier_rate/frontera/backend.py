@@ -398,8 +398,8 @@ class RevisitBackend(Backend):
     def _to_request(self, lease: Lease) -> FrontierRequest:
         """The request of a leased page: as the spider gave it, plus the lease and validators."""
         carried = {"url": lease.url, "token": lease.token, "host": lease.host,
-                 "etag": lease.etag, "last_modified": lease.last_modified,
-                 "due": lease.due, "first": lease.first}
+                   "etag": lease.etag, "last_modified": lease.last_modified,
+                   "due": lease.due, "first": lease.first}
         try:
             request = page_request(lease.url, lease.meta, self.request_model)
         except ValueError as exc:  # tampered or corrupt meta in Redis: fetch the URL bare
