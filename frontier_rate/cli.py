@@ -24,7 +24,7 @@ from frontier_rate import testbed as bed
 from frontier_rate.crawl import detection_record
 from frontier_rate.crawl import signal_sources as signals
 from frontier_rate.crawl.idle_reason import lease_end
-from frontier_rate.crawl.signal_sources import hints
+from frontier_rate.crawl.signal_sources import claims_of
 from frontier_rate.engine.frontier import Frontier, parse_url
 from frontier_rate.math import index as policy  # the cell bins, defined in math/index.py
 from frontier_rate.scrapy.requests import written_page_url
@@ -461,7 +461,7 @@ def hint(file: Any, fmt: str | None, discover: bool, skip_invalid: bool, redis_u
                       "nothing hinted (--skip-invalid hints the rest)")
     frontier = open_frontier(redis_url, namespace)
     try:
-        counts = frontier.signal_many(hints(parsed.entries, "push"), discover=discover)
+        counts = frontier.signal_many(claims_of(parsed.entries, "push"), discover=discover)
     except ValueError as exc:
         raise Failure(f"{exc}; nothing hinted") from None
     result = {"format": {"lines": "lines", "indexnow": "indexnow"}.get(parsed.kind, "websub"),

@@ -106,9 +106,9 @@ def test_pushes_in_three_forms():
     assert parsed.dropped == 1
     with pytest.raises(signals.SignalError, match="not valid JSON"):
         signals.parse_push(b"{nope", content_type="application/json")
-    assert signals.hints(parsed.entries, "push", offset=10.0) == [
+    assert signals.claims_of(parsed.entries, "push", offset=10.0) == [
         ("http://a.test/1", 1704067210.0, "push"), ("http://a.test/2", None, "push")]
-    assert signals.hints(parsed.entries, "sitemap", dated_only=True) == [
+    assert signals.claims_of(parsed.entries, "sitemap", dated_only=True) == [
         ("http://a.test/1", 1704067200.0, "sitemap")]
 
 

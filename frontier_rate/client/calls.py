@@ -1,4 +1,4 @@
-"""A call for Redis as the client keeps it until Redis has taken it (``Call``, ``hint_call``),
+"""A call for Redis as the client keeps it until Redis has taken it (``Call``, ``claim_call``),
 and what both adapters make of its result (``result_meta``, ``status_reason``)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from frontier_rate.renamed import resolve
 
 """A page for ``add``: (url, weight, meta[, priority]), as ``Frontier.add_many`` takes it."""
 
-Hint = tuple[str, float | None, str]
+Claim = tuple[str, float | None, str]
 """A claim for ``Frontier.signal_many``: (url, changed_at or None, source)."""
 
 Stat = Callable[[str, float, bool], None]
@@ -49,7 +49,7 @@ class Call:
     ``kind``: "add" (``pages``: ``NewPage`` tuples), "observe" (``args``
     are ``Frontier.observe`` keywords, ``fetched_at`` included), "failed"
     (``reason``, ``status``, ``now``), "host_delay" (``host``, ``seconds``) or "hint"
-    (``hints``, ``discover``, ``sitemap``: ``hint_call``).
+    (``hints``: its claims, ``discover``, ``sitemap``: ``claim_call``).
     *Settled* once applied, or held by an outage; ``waiters`` run then, on the
     adapter's thread.
     """
@@ -83,17 +83,17 @@ class Call:
             self.waiters.append(waiter)
 
 
-def hint_call(hints: list[Hint], *, discover: bool,
-              sitemap: tuple[str, float, str] | None = None) -> Call:
+def claim_call(claims: list[Claim], *, discover: bool,
+               sitemap: tuple[str, float, str] | None = None) -> Call:
     """A "hint" call (``FrontierClient.submit`` it): claims of a sitemap, feed or push
     (``Frontier.signal_many``); ``sitemap``: the (URL, weight, source) of the document they
     came from, re-weighted after them (``signals.IGNORED_WEIGHT`` once its source is ignored
     for its host). Advisory: not spooled at close (the next fetch of the sitemap tells
     again)."""
-    return Call("hint", None, {"hints": list(hints), "discover": discover, "sitemap": sitemap})
+    return Call("hint", None, {"hints": list(claims), "discover": discover, "sitemap": sitemap})
 
 
-RENAMED = {"failure_reason": "status_reason"}
+RENAMED = {"failure_reason": "status_reason", "Hint": "Claim", "hint_call": "claim_call"}
 """Retired names still importable (issue 61): old -> new (``frontier_rate.renamed``)."""
 
 

@@ -49,7 +49,7 @@ class Sender:
                                 status=call.args["status"], park=call.args.get("park", False),
                                 now=call.args["now"])
             elif kind == "hint":
-                self._hint(frontier, call)
+                self._claims(frontier, call)
             else:
                 frontier.set_host_delay(call.args["host"], call.args["seconds"])
         except ValueError as exc:
@@ -79,8 +79,8 @@ class Sender:
         self._emit("new_pages", added)
         return added
 
-    def _hint(self, frontier: Frontier, call: Call) -> None:
-        """Claims of one sitemap, feed or push (``calls.hint_call``), counted by outcome;
+    def _claims(self, frontier: Frontier, call: Call) -> None:
+        """Claims of one sitemap, feed or push (``calls.claim_call``), counted by outcome;
         then the document's page re-weighted (less once its source is ignored for its
         host)."""
         claims, discover = call.args["hints"], call.args["discover"]

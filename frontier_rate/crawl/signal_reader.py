@@ -8,7 +8,7 @@ conditional requests, within the budget and its host's politeness. Each answer i
 ``signals.parse`` (safe XML, gzip and size limits) and becomes:
 
 - claims for ``Frontier.signal_many`` (source "sitemap" or "feed"; a "hint" call of the
-  client, ``calls.hint_call``): each entry's lastmod /
+  client, ``calls.claim_call``): each entry's lastmod /
   updated date, placed on the frontier's clock (``server_clock_rate``, as Last-Modified);
   entries without a date are only discovered;
 - for a sitemap index, its child sitemaps (up to ``sitemap_max_files`` documents a crawl);
@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from frontier_rate.client.calls import hint_call
+from frontier_rate.client.calls import claim_call
 from frontier_rate.client.frontier_client import FrontierClient
 from frontier_rate.crawl import signal_sources as signals
 from frontier_rate.crawl.settings import AdapterSettings
@@ -123,6 +123,6 @@ class SignalReader:
         if discover and undated:
             self.client.add([(u, w, None, 0) for u, w in undated])
         weight = signals.sitemap_weight(len(parsed.entries), per_page=self.settings.sitemap_weight)
-        self.client.submit(hint_call(told, discover=discover, sitemap=(url, weight, source)))
+        self.client.submit(claim_call(told, discover=discover, sitemap=(url, weight, source)))
         self._stat("sitemap_entries", len(parsed.entries))
         return parsed

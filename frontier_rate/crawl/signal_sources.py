@@ -30,6 +30,7 @@ import re
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 from defusedxml import DefusedXmlException
@@ -37,6 +38,7 @@ from defusedxml.ElementTree import iterparse
 from protego import Protego
 
 from frontier_rate.math.evidence import IGNORED_WEIGHT
+from frontier_rate.renamed import resolve
 
 MAX_BYTES = 50 * 1024 * 1024
 """Largest uncompressed sitemap or feed read (the sitemap protocol's limit)."""
@@ -428,10 +430,18 @@ def _push_entry(parsed: Parsed, name: str, link: str, date, now: float | None, m
     parsed.entries.append(Entry(link, changed))
 
 
-def hints(entries: Iterable[Entry], source: str, *, offset: float = 0.0,
-          dated_only: bool = False) -> list[tuple[str, float | None, str]]:
+def claims_of(entries: Iterable[Entry], source: str, *, offset: float = 0.0,
+              dated_only: bool = False) -> list[tuple[str, float | None, str]]:
     """``Frontier.signal_many`` items for ``entries``: their dates moved by ``offset`` (onto
     the frontier's clock); ``dated_only`` leaves out entries without a date (a sitemap URL
     without lastmod tells nothing about a change)."""
     return [(e.url, None if e.changed_at is None else e.changed_at + offset, source)
             for e in entries if e.changed_at is not None or not dated_only]
+
+
+RENAMED = {"hints": "claims_of"}
+"""Retired names still importable (issue 61): old -> new (``frontier_rate.renamed``)."""
+
+
+def __getattr__(name: str) -> Any:
+    return resolve(globals(), name, RENAMED)
