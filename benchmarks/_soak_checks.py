@@ -85,27 +85,45 @@ def observed_check(run: dict[str, Any]) -> dict[str, Any]:
             "unobserved_pages": dict(list(unobserved.items())[:20])}
 
 
-def politeness_check(run: dict[str, Any]) -> dict[str, Any]:
-    """Request gaps per host at the site >= the host's delay (robots.txt's once read)."""
+def robots_read(entries: list[dict[str, Any]]) -> dict[str, float]:
+    """Per host, when its robots.txt was first fetched (``real_time``)."""
+    first: dict[str, float] = {}
+    for r in entries:
+        if r["path"] == "/robots.txt":
+            first[r["host"]] = min(first.get(r["host"], math.inf), r["real_time"])
+    return first
+
+
+def gap_violations(entries: list[dict[str, Any]], addresses: list[str], delays: list[float],
+                   min_host_delay: float, robots_at: dict[str, float] | None = None
+                   ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Gaps between requests (``real_time``) per host shorter than the delay in force:
+    the host's (robots.txt's Crawl-delay) once its robots.txt was fetched, before that
+    the smaller of it and ``min_host_delay``."""
     hosts, violations = {}, []
-    for h, address in enumerate(run["addresses"]):
-        entries = sorted((r for r in run["requests"] if r["host"] == address),
-                         key=lambda r: r["real_time"])
-        times = [r["real_time"] for r in entries]
-        robots = next((r["real_time"] for r in entries if r["path"] == "/robots.txt"), math.inf)
-        delay = run["delays"][h]
+    for h, address in enumerate(addresses):
+        mine = sorted((r for r in entries if r["host"] == address), key=lambda r: r["real_time"])
+        robots = (robots_at or robots_read(mine)).get(address, math.inf)
         gaps = []
-        for a, b in zip(entries, entries[1:], strict=False):
+        for a, b in zip(mine, mine[1:], strict=False):
             gap = b["real_time"] - a["real_time"]
-            in_force = delay if b["real_time"] > robots else min(delay, run["min_host_delay"])
+            in_force = delays[h] if b["real_time"] > robots else min(delays[h], min_host_delay)
             gaps.append(gap)
             if gap < in_force - GAP_TOLERANCE:
                 violations.append({"host": address, "t": round(b["real_time"], 3),
                                    "gap_s": round(gap, 4), "delay_s": in_force,
                                    "agents": [a.get("agent"), b.get("agent")],
                                    "paths": [a["path"], b["path"]]})
-        hosts[address] = {"requests": len(times), "delay_s": delay,
+        hosts[address] = {"requests": len(mine), "delay_s": delays[h],
                           "min_gap_s": round(min(gaps), 4) if gaps else None}
+    return violations, hosts
+
+
+def politeness_check(run: dict[str, Any]) -> dict[str, Any]:
+    """Request gaps per host in the site's own log >= the host's delay; each violation
+    with how late the site's process woke around it (its log's stamps are that late)."""
+    violations, hosts = gap_violations(run["requests"], run["addresses"], run["delays"],
+                                       run["min_host_delay"])
     lags = sorted((e["real_time"], e["late_s"]) for e in run.get("site_lag", []))
     for violation in violations:  # did the site's own process wake late around then?
         near = [late for t, late in lags if abs(t - violation["t"]) <= 1.0]
@@ -118,6 +136,24 @@ def politeness_check(run: dict[str, Any]) -> dict[str, Any]:
                                             default=1.0), 3),
             "site_worst_lag_s": max((late for _t, late in lags), default=0.0),
             "disallowed_fetched": private, "details": violations[:50], "hosts": hosts}
+
+
+def capture_politeness_check(run: dict[str, Any], capture: list[dict[str, Any]]
+                             ) -> dict[str, Any]:
+    """The same gaps from the kernel's timestamps (``_soak_capture``): what the crawlers
+    sent, whatever the site's process did. Wall times map onto the site log's clock by
+    the median offset of its own entries."""
+    offsets = sorted(r["wall_time"] - r["real_time"] for r in run["requests"])
+    offset = offsets[len(offsets) // 2] if offsets else 0.0
+    mine = [{**c, "real_time": c["wall_time"] - offset} for c in capture
+            if c["host"] in run["addresses"]]
+    violations, hosts = gap_violations(mine, run["addresses"], run["delays"],
+                                       run["min_host_delay"], robots_read(run["requests"]))
+    return {"ok": not violations if mine else None, "requests": len(mine),
+            "site_log_requests": len(run["requests"]), "violations": len(violations),
+            "smallest_gap_ratio": round(min((v["gap_s"] / v["delay_s"] for v in violations),
+                                            default=1.0), 3),
+            "details": violations[:50], "hosts": hosts}
 
 
 def memory_check(run: dict[str, Any], warmup: float, min_span: float) -> dict[str, Any]:
@@ -193,5 +229,6 @@ def all_checks(run: dict[str, Any], control: dict[str, Any] | None, lease_timeou
             "leases": leases_check(run, lease_timeout, sample_every),
             "observed_once": observed_check(run),
             "politeness": politeness_check(run),
+            "politeness_capture": capture_politeness_check(run, run.get("capture", [])),
             "memory": memory_check(run, warmup, min_span),
             "freshness": freshness_check(run, control)}

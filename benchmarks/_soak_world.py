@@ -27,6 +27,7 @@ from frontier_rate.testbed.demo import DemoConfig, crawl_command, example_projec
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _soak_capture import read_capture, start_capture  # noqa: E402
 from redis_servers import RedisServer  # noqa: E402
 from scrapy_support.harness import spawned_children  # noqa: E402
 
@@ -219,6 +220,7 @@ class World:
         self._t0 = 0.0
         self._stop = threading.Event()
         self._frontier: Frontier | None = None
+        self.capture: subprocess.Popen | None = None
         self._log_seen = 0
 
     # ----- time and events --------------------------------------------------
@@ -243,6 +245,8 @@ class World:
         self.redis.start()
         self.processes[self.redis.proc.pid] = {"label": "redis-1", "kind": "redis", "start": 0.0}
         self.site.start()
+        net = ".".join(self.site.addresses[0].split(".")[:3]) + ".0/24"
+        self.capture = start_capture(self.out / "requests.pcap", net)
         self._t0 = self.site.started_at_wall
         sampler = threading.Thread(target=self._sample_loop, name=f"sampler-{self.name}",
                                    daemon=True)
@@ -269,6 +273,9 @@ class World:
                 if crawler.alive():
                     crawler.proc.kill()
             self.site.stop()
+            if self.capture is not None:
+                self.capture.terminate()
+                self.capture.wait(timeout=10)
             if self._frontier is not None:
                 self._frontier.close()
             self.redis.stop()
@@ -434,6 +441,12 @@ class World:
     def _collect(self, codes: list[int]) -> dict[str, Any]:
         self.site.stop()
         truth = self.site.truth()
+        if self.capture is not None:
+            time.sleep(1.0)  # tcpdump writes each packet at once (-U); let it catch up
+            self.capture.terminate()
+            self.capture.wait(timeout=10)
+            self.capture = None
+        capture = read_capture(self.out / "requests.pcap")
         frontier = Frontier.attach(self.redis.url, namespace=self.namespace)
         try:
             urls = [p["url"] for p in truth["pages"]] + self.site.seed_urls()
@@ -445,6 +458,7 @@ class World:
                 "samples": self.samples, "processes": self.processes, "epoch": self.epoch,
                 "recovery": self.recovery, "final_exit_codes": codes, "pages": pages,
                 "frontier_pages": every, "truth": truth,
-                "requests": self.site.read_log()[0], "site_lag": self.site.lag(), "delays": self.cfg.host_delays(),
+                "requests": self.site.read_log()[0], "site_lag": self.site.lag(),
+                "capture": capture, "delays": self.cfg.host_delays(),
                 "min_host_delay": self.cfg.min_host_delay,
                 "addresses": self.site.addresses, "port": self.site.port, "faults": [f.__dict__ for f in self.faults]}

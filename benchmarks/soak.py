@@ -26,10 +26,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import IMG, machine, table, write_json, write_section  # noqa: E402
-from _soak_checks import all_checks, freshness_series  # noqa: E402
+from _soak_capture import read_capture  # noqa: E402
+from _soak_checks import all_checks, capture_politeness_check, freshness_series  # noqa: E402
 from _soak_world import LEASE_TIMEOUT, Fault, World  # noqa: E402
 
 from frontier_rate.testbed.demo import DemoConfig  # noqa: E402
+from frontier_rate.testbed.server import loopback_addresses  # noqa: E402
 
 FULL = [
     Fault(0.08, "kill9", {"crawler": 0, "restart_after": 60}),
@@ -105,6 +107,21 @@ def soak(duration: float, out: Path, faults: list[Fault], sample_every: float,
             "processes": {str(k): v for k, v in run["processes"].items()}}
     (out / "soak.json").write_text(json.dumps(record, indent=1, default=str))
     return record
+
+
+def add_capture(record: dict[str, Any], out: Path, pcap: Path) -> None:
+    """Check a finished run's gaps again by a capture taken beside it (``read_capture``)."""
+    capture = read_capture(pcap)
+    cfg = config(record["duration"])
+    for name in ("soak", "control"):
+        if name not in record:
+            continue
+        requests = [json.loads(line) for line in
+                    (out / name / "requests.jsonl").read_text().splitlines() if line]
+        base = "127.0.3.2" if name == "soak" else "127.0.4.2"
+        run = {"requests": requests, "addresses": loopback_addresses(base, cfg.hosts),
+               "delays": cfg.host_delays(), "min_host_delay": cfg.min_host_delay}
+        record[name]["checks"]["politeness_capture"] = capture_politeness_check(run, capture)
 
 
 def verdict(record: dict[str, Any]) -> dict[str, bool | None]:
@@ -214,9 +231,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="the CI form, nothing written")
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--from-json", help="write the docs from a run's soak.json")
+    parser.add_argument("--capture", help="with --from-json: a tcpdump capture of the run "
+                        "(one for both worlds) to check the gaps by")
     options = parser.parse_args(argv)
     if options.from_json:
         record = json.loads(Path(options.from_json).read_text())
+        if options.capture:
+            add_capture(record, Path(options.from_json).parent, Path(options.capture))
         print(summary(record))
         if not options.no_write:
             write_docs(record, plot(record, IMG))
