@@ -19,13 +19,13 @@ SNAP = 512
 """Bytes kept of each packet: the request line and the first headers."""
 
 
-def start_capture(path: Path, net: str) -> subprocess.Popen | None:
-    """Capture every GET sent to ``net`` (e.g. ``127.0.3.0/24``) on ``lo``; None when
-    tcpdump is not installed (or may not capture)."""
+def start_capture(path: Path, net: str, port: int) -> subprocess.Popen | None:
+    """Capture every GET sent to ``net`` (e.g. ``127.0.3.0/24``) and ``port`` on ``lo``;
+    None when tcpdump is not installed (or may not capture)."""
     binary = shutil.which("tcpdump")
     if binary is None:
         return None
-    expression = f"dst net {net} and tcp[((tcp[12:1] & 0xf0) >> 2):4] = 0x47455420"
+    expression = f"dst net {net} and dst port {port} and tcp[((tcp[12:1] & 0xf0) >> 2):4] = 0x47455420"
     proc = subprocess.Popen([binary, "-i", "lo", "-n", "-s", str(SNAP), "-U", "-w", str(path),
                              expression], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
@@ -53,6 +53,8 @@ def read_capture(path: Path) -> list[dict[str, Any]]:
         if len(ip) < 20 or ip[0] >> 4 != 4:
             continue
         tcp = ip[(ip[0] & 0x0F) * 4:]
+        if len(tcp) < 20:
+            continue
         payload = tcp[(tcp[12] >> 4) * 4:]
         if not payload.startswith(b"GET "):
             continue
@@ -61,5 +63,6 @@ def read_capture(path: Path) -> list[dict[str, Any]]:
                       if line.lower().startswith(b"user-agent:")), None)
         found.append({"wall_time": sec + frac / (1e9 if nano else 1e6),
                       "host": ".".join(str(b) for b in ip[16:20]),
+                      "port": struct.unpack("!H", tcp[2:4])[0],
                       "path": lines[0].split(b" ")[1].decode("latin-1"), "agent": agent})
     return found

@@ -146,7 +146,7 @@ def capture_politeness_check(run: dict[str, Any], capture: list[dict[str, Any]]
     offsets = sorted(r["wall_time"] - r["real_time"] for r in run["requests"])
     offset = offsets[len(offsets) // 2] if offsets else 0.0
     mine = [{**c, "real_time": c["wall_time"] - offset} for c in capture
-            if c["host"] in run["addresses"]]
+            if c["host"] in run["addresses"] and c.get("port", run["port"]) == run["port"]]
     violations, hosts = gap_violations(mine, run["addresses"], run["delays"],
                                        run["min_host_delay"], robots_read(run["requests"]))
     return {"ok": not violations if mine else None, "requests": len(mine),

@@ -246,7 +246,7 @@ class World:
         self.processes[self.redis.proc.pid] = {"label": "redis-1", "kind": "redis", "start": 0.0}
         self.site.start()
         net = ".".join(self.site.addresses[0].split(".")[:3]) + ".0/24"
-        self.capture = start_capture(self.out / "requests.pcap", net)
+        self.capture = start_capture(self.out / "requests.pcap", net, self.site.port)
         self._t0 = self.site.started_at_wall
         sampler = threading.Thread(target=self._sample_loop, name=f"sampler-{self.name}",
                                    daemon=True)

@@ -119,13 +119,20 @@ def add_capture(record: dict[str, Any], out: Path, pcap: Path) -> None:
         requests = [json.loads(line) for line in
                     (out / name / "requests.jsonl").read_text().splitlines() if line]
         base = "127.0.3.2" if name == "soak" else "127.0.4.2"
+        truth = json.loads((out / name / "truth.json").read_text())
         run = {"requests": requests, "addresses": loopback_addresses(base, cfg.hosts),
+               "port": int(truth["pages"][0]["url"].rsplit(":", 1)[1].split("/")[0]),
                "delays": cfg.host_delays(), "min_host_delay": cfg.min_host_delay}
         record[name]["checks"]["politeness_capture"] = capture_politeness_check(run, capture)
 
 
 def verdict(record: dict[str, Any]) -> dict[str, bool | None]:
     return {name: check["ok"] for name, check in record["soak"]["checks"].items()}
+
+
+def run_end(record: dict[str, Any]) -> float:
+    """The run's length (s): its closing stops are no fault."""
+    return float(record["duration"])
 
 
 def plot(record: dict[str, Any], folder: Path) -> list[str]:
@@ -140,16 +147,14 @@ def plot(record: dict[str, Any], folder: Path) -> list[str]:
     run = record["soak"]
     marks = [e for e in run["events"] if e["kind"] in (
         "kill -9", "redis emptied", "client pause", "graceful stop", "detection child killed",
-        "redis restart", "host down", "host 503", "host wall")]
+        "redis restart", "host down", "host 503", "host wall") and e["t"] < run_end(record)]
     figure, axes = plt.subplots(2, 1, figsize=(10, 7), sharex=True)
     series: dict[str, list[tuple[float, float]]] = {}
     for sample in run["samples"]:
         for label, rss in sample.get("rss", {}).items():
             if rss:
-                kind = "detection" if "detect" in label else label.rsplit("-r", 1)[0]
                 series.setdefault(label if "redis" not in label else "redis", []).append(
                     (sample["t"] / 60, rss / 2**20))
-                del kind
     for label, points in sorted(series.items()):
         xs, ys = zip(*points, strict=True)
         axes[0].plot(xs, ys, lw=0.8, label=label.replace("soak-soak-", ""))
@@ -204,8 +209,25 @@ def write_docs(record: dict[str, Any], images: list[str]) -> None:
                          if k not in ("ok", "details", "hosts", "processes", "unobserved_pages",
                                       "missing", "without_due")}, default=str)[:300]]
             for name, c in checks.items()]
-    events = [[f"{e['t'] / 60:.1f}", e["kind"], e["detail"][:120]]
+    events = [[f"{e['t'] / 60:.1f}", e["kind"], e["detail"][:120].replace("\n", " ")]
               for e in record["soak"]["events"]]
+    write_reliability(record, f"""## Soak: an hour under the faults of a deployment
+
+`python benchmarks/soak.py` (numbers and plot: [BENCHMARKS.md](BENCHMARKS.md), section "Soak",
+docs/img/soak.png; a 2-minute form with a subset of the faults is
+`tests/test_soak.py::test_a_short_soak_through_faults_loses_nothing`). Four
+`example_project` crawls on one frontier (redis-server, AOF `appendfsync everysec`)
+for {record['duration'] / 60:.0f} minutes, 300 test-bed pages on 12 hosts, with
+{len(record['soak']['events'])} events: kill -9 of a crawler restarted a minute later,
+a graceful stop and restart, the detection child killed, Redis restarted (SHUTDOWN,
+AOF), Redis emptied (kill -9, files deleted, restarted empty: noticed, refused, then
+recovered by stopping the crawlers, `frontier-rate drop` and starting them again),
+`CLIENT PAUSE` of 5 s and 8 s, a host down 10 minutes, one answering 503 with
+`Retry-After`, one a bot wall. Beside it, at the same time, a control run with the
+site's faults only.
+
+{table(["check", "result", "numbers"], rows)}
+""")
     write_section("soak", f"""## Soak: an hour of faults under four crawlers (`benchmarks/soak.py`)
 
 Four `example_project` crawls on one frontier (redis-server with AOF, `appendfsync
@@ -221,6 +243,22 @@ Faults and events (minutes into the run):
 
 {table(["min", "event", "detail"], events)}
 """)
+
+
+RELIABILITY_MD = IMG.parent / "RELIABILITY.md"
+
+
+def write_reliability(record: dict[str, Any], text: str) -> None:
+    """Replace (or add before "## Known limits") the soak's section of RELIABILITY.md."""
+    begin, end = "<!-- BEGIN soak -->", "<!-- END soak -->"
+    doc = RELIABILITY_MD.read_text()
+    block = f"{begin}\n{text.strip()}\n{end}\n"
+    if begin in doc:
+        doc = doc[:doc.index(begin)] + block + doc[doc.index(end) + len(end) + 1:]
+    else:
+        at = doc.index("## Known limits")
+        doc = doc[:at] + block + "\n" + doc[at:]
+    RELIABILITY_MD.write_text(doc)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -88,7 +88,8 @@ def test_a_capture_is_read_back_with_its_kernel_times(tmp_path: Path) -> None:
     record = struct.pack("<IIII", 1700000000, 250000, len(frame), len(frame))
     (tmp_path / "c.pcap").write_bytes(header + record + frame)
     assert read_capture(tmp_path / "c.pcap") == [{"wall_time": 1700000000.25,
-                                                 "host": "127.0.3.4", "path": "/page/7",
+                                                 "host": "127.0.3.4", "port": 8080,
+                                                 "path": "/page/7",
                                                  "agent": "soak-c1-r2"}]
 
 
