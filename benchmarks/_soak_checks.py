@@ -166,15 +166,13 @@ def memory_check(run: dict[str, Any], warmup: float, min_span: float) -> dict[st
         for label, rss in sample.get("rss", {}).items():
             if rss:
                 series.setdefault(label, []).append((sample["t"], rss))
-        if sample.get("redis_used_memory"):
-            label = "redis used_memory (since its last start)"
-            series.setdefault(label, []).append((sample["t"], sample["redis_used_memory"]))
-    redis_starts = sorted(p["start"] for p in run["processes"].values() if p["kind"] == "redis")
+            if label.startswith("redis-") and sample.get("redis_used_memory"):
+                name = f"{label} used_memory"  # the instance that answered, by its start
+                starts[name] = starts.get(label, 0.0)
+                series.setdefault(name, []).append((sample["t"], sample["redis_used_memory"]))
     result, worst = {}, None
     for label, points in series.items():
         begin = starts.get(label, 0.0)
-        if label.startswith("redis used_memory"):
-            begin = redis_starts[-1] if redis_starts else 0.0
         cut = max(warmup, begin + 120.0)
         kept = [(t, v) for t, v in points if t >= cut]
         if len(kept) < 3 or kept[-1][0] - kept[0][0] < min_span:

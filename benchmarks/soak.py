@@ -27,7 +27,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import IMG, machine, table, write_json, write_section  # noqa: E402
 from _soak_capture import read_capture  # noqa: E402
-from _soak_checks import all_checks, capture_politeness_check, freshness_series  # noqa: E402
+from _soak_checks import (  # noqa: E402
+    all_checks,
+    capture_politeness_check,
+    freshness_series,
+    memory_check,
+)
 from _soak_world import LEASE_TIMEOUT, Fault, World  # noqa: E402
 
 from frontier_rate.testbed.demo import DemoConfig  # noqa: E402
@@ -278,6 +283,11 @@ def main(argv: list[str] | None = None) -> int:
         record = json.loads(Path(options.from_json).read_text())
         if options.capture:
             add_capture(record, Path(options.from_json).parent, Path(options.capture))
+        duration = record["duration"]
+        for name in ("soak", "control"):  # again, by this version's rule
+            if name in record:
+                record[name]["checks"]["memory"] = memory_check(
+                    record[name], 0.25 * duration, min(600.0, 0.25 * duration))
         print(summary(record))
         if not options.no_write:
             write_docs(record, plot(record, IMG))
