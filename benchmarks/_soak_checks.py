@@ -59,9 +59,11 @@ def _answers(run: dict[str, Any]) -> list[dict[str, Any]]:
     pages = {p["url"] for p in run["truth"]["pages"]} | {u for u in run["pages"]}
     found = []
     for r in run["requests"]:
-        if r["method"] != "GET" or r["status"] not in FETCH_STATUSES or r.get("fault"):
+        if r["method"] != "GET" or r["status"] not in FETCH_STATUSES:
             continue
-        url = r["url"] or f"http://{r['host']}:{run['port']}{r['path']}"  # a home page
+        if r.get("fault") and r["status"] == 200:
+            continue  # a bot wall's body: no copy of the page (its 304s are answers, though)
+        url = r["url"] or f"http://{r['host']}:{run['port']}{r['path']}"  # home page, wall 304
         if url in pages:
             found.append({**r, "url": url})
     return found
