@@ -20,7 +20,8 @@ HOUR = 3600.0
 
 def frontier(redis_url: str, namespace: str, **kw) -> Frontier:
     opts = {"budget": 1000.0, "min_host_delay": 0.0, "min_interval": 600.0,
-            "max_interval": 30 * DAY, "prior_rate": 1 / (10 * DAY), "seed": 1}
+            "max_interval": 30 * DAY, "prior_rate": 1 / (10 * DAY), "seed": 1,
+            "cochange": True}  # off by default (FRONTIER_RATE_COCHANGE)
     opts.update(kw)
     return Frontier(redis_url, namespace=namespace, **opts)
 

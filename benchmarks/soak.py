@@ -1,0 +1,309 @@
+"""Soak: four Scrapy processes on one frontier crawl the test-bed through the faults of a
+real deployment, and a fault-free control run beside them; memory flat, nothing lost?
+
+Two worlds run at once, each its own redis-server (AOF, ``appendfsync everysec``), its
+own test-bed (12 hosts on 127.0.x.y, 300 pages changing at seeded times, one simulated
+day every 6 real minutes) and four ``example_project`` crawls (``scrapy crawl pages``)
+on one namespace. The soak world gets the faults below at fixed fractions of the run;
+the control world only the site's own faults (a host down, 503, a bot wall), which no
+deployment can avoid. Every few seconds: RSS of every process, Redis memory and keys,
+pages and due times, leases and their ages, spool files, request rates. At the end the
+checks of ``_soak_checks``; docs/benchmarks/soak.json, docs/img/soak_*.png and a section
+of docs/BENCHMARKS.md (unless ``--quick`` or ``--no-write``).
+
+    python benchmarks/soak.py [--duration 3600] [--out DIR] [--quick] [--no-write]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _report import IMG, machine, table, write_json, write_section  # noqa: E402
+from _soak_capture import read_capture  # noqa: E402
+from _soak_checks import (  # noqa: E402
+    all_checks,
+    capture_politeness_check,
+    freshness_series,
+    memory_check,
+)
+from _soak_world import LEASE_TIMEOUT, Fault, World  # noqa: E402
+
+from frontier_rate.testbed.demo import DemoConfig  # noqa: E402
+from frontier_rate.testbed.server import loopback_addresses  # noqa: E402
+
+FULL = [
+    Fault(0.08, "kill9", {"crawler": 0, "restart_after": 60}),
+    Fault(0.14, "empty"),
+    Fault(0.22, "pause", {"seconds": 5}),
+    Fault(0.28, "graceful", {"crawler": 1, "restart_after": 30}),
+    Fault(0.34, "detection", {"crawler": 2}),
+    Fault(0.40, "host", {"host": 3, "mode": "down", "for": 1 / 6}),
+    Fault(0.46, "redis_restart"),
+    Fault(0.52, "host", {"host": 5, "mode": "503", "for": 0.12}),
+    Fault(0.58, "host", {"host": 7, "mode": "wall", "for": 0.12}),
+    Fault(0.70, "kill9", {"crawler": 3, "restart_after": 60}),
+    Fault(0.80, "pause", {"seconds": 8}),
+    Fault(0.86, "redis_restart"),
+]
+"""The hour's faults (at: fraction of the run)."""
+
+SHORT = [
+    Fault(0.15, "kill9", {"crawler": 0, "restart_after": 10}),
+    Fault(0.25, "host", {"host": 3, "mode": "503", "for": 0.2}),
+    Fault(0.35, "redis_restart"),
+    Fault(0.50, "pause", {"seconds": 3}),
+    Fault(0.60, "detection", {"crawler": 2}),
+    Fault(0.65, "graceful", {"crawler": 1, "restart_after": 5}),
+]
+"""The CI form's subset (a 2-minute run)."""
+
+
+def config(duration: float) -> DemoConfig:
+    """The crawl: 300 pages on 12 hosts, 1 real s = 240 simulated s (a day in 6 min)."""
+    return DemoConfig(duration=duration * 4 + 600, pages=300, hosts=12, budget=6.0,
+                      acceleration=240.0, rate_min=0.5, rate_max=20.0, min_host_delay=0.3,
+                      crawl_delay=0.5, min_interval=2.0, max_interval=600.0)
+
+
+def soak(duration: float, out: Path, faults: list[Fault], sample_every: float,
+         control: bool = True) -> dict[str, Any]:
+    """Run the soak world (and the control world beside it); the record with its checks."""
+    worlds = {"soak": World("soak", out / "soak", config(duration), "127.0.3.2", faults,
+                            duration, sample_every)}
+    if control:
+        worlds["control"] = World("control", out / "control", config(duration), "127.0.4.2",
+                                  [f for f in faults if f.site_only], duration, sample_every)
+    runs: dict[str, Any] = {}
+    errors: list[BaseException] = []
+
+    def one(name: str) -> None:
+        try:
+            runs[name] = worlds[name].run()
+        except BaseException as exc:  # noqa: BLE001 - reported after both ended
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one, args=(name,)) for name in worlds]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    warmup, min_span = 0.25 * duration, min(600.0, 0.25 * duration)
+    window = max(10.0, duration / 60)
+    record: dict[str, Any] = {"duration": duration, "sample_every": sample_every,
+                              "lease_timeout": LEASE_TIMEOUT, "window_s": window,
+                              "config": {k: v for k, v in config(duration).__dict__.items()
+                                         if k != "redis_url"}}
+    for name, run in runs.items():
+        other = runs.get("control") if name == "soak" else None
+        record[name] = {
+            "checks": all_checks(run, other, LEASE_TIMEOUT, sample_every, warmup, min_span),
+            "events": run["events"], "recovery": run["recovery"], "epoch": run["epoch"],
+            "final_exit_codes": run["final_exit_codes"],
+            "freshness": freshness_series(run, window), "samples": run["samples"],
+            "processes": {str(k): v for k, v in run["processes"].items()}}
+    (out / "soak.json").write_text(json.dumps(record, indent=1, default=str))
+    return record
+
+
+def add_capture(record: dict[str, Any], out: Path, pcap: Path) -> None:
+    """Check a finished run's gaps again by a capture taken beside it (``read_capture``)."""
+    capture = read_capture(pcap)
+    cfg = config(record["duration"])
+    for name in ("soak", "control"):
+        if name not in record:
+            continue
+        requests = [json.loads(line) for line in
+                    (out / name / "requests.jsonl").read_text().splitlines() if line]
+        base = "127.0.3.2" if name == "soak" else "127.0.4.2"
+        truth = json.loads((out / name / "truth.json").read_text())
+        run = {"requests": requests, "addresses": loopback_addresses(base, cfg.hosts),
+               "port": int(truth["pages"][0]["url"].rsplit(":", 1)[1].split("/")[0]),
+               "delays": cfg.host_delays(), "min_host_delay": cfg.min_host_delay}
+        record[name]["checks"]["politeness_capture"] = capture_politeness_check(run, capture)
+
+
+def verdict(record: dict[str, Any]) -> dict[str, bool | None]:
+    return {name: check["ok"] for name, check in record["soak"]["checks"].items()}
+
+
+def run_end(record: dict[str, Any]) -> float:
+    """The run's length (s): its closing stops are no fault."""
+    return float(record["duration"])
+
+
+def plot(record: dict[str, Any], folder: Path) -> list[str]:
+    """Memory and freshness over time, faults marked; [] without matplotlib."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    folder.mkdir(parents=True, exist_ok=True)
+    run = record["soak"]
+    marks = [e for e in run["events"] if e["kind"] in (
+        "kill -9", "redis emptied", "client pause", "graceful stop", "detection child killed",
+        "redis restart", "host down", "host 503", "host wall") and e["t"] < run_end(record)]
+    figure, axes = plt.subplots(2, 1, figsize=(10, 7), sharex=True)
+    series: dict[str, list[tuple[float, float]]] = {}
+    for sample in run["samples"]:
+        for label, rss in sample.get("rss", {}).items():
+            if rss:
+                series.setdefault(label if "redis" not in label else "redis", []).append(
+                    (sample["t"] / 60, rss / 2**20))
+    for label, points in sorted(series.items()):
+        xs, ys = zip(*points, strict=True)
+        axes[0].plot(xs, ys, lw=0.8, label=label.replace("soak-soak-", ""))
+    axes[0].set_ylabel("RSS (MiB)")
+    axes[0].legend(fontsize=6, ncol=4)
+    for name, style in (("soak", "-"), ("control", "--")):
+        if name in record:
+            xs, ys = zip(*record[name]["freshness"], strict=True)
+            axes[1].plot([x / 60 for x in xs], ys, style, label=name)
+    axes[1].set_ylabel("weighted freshness")
+    axes[1].set_xlabel("minutes")
+    axes[1].legend()
+    for axis in axes:
+        for mark in marks:
+            axis.axvline(mark["t"] / 60, color="grey", lw=0.6, ls=":")
+    for mark in marks:
+        axes[0].annotate(mark["kind"], (mark["t"] / 60, axes[0].get_ylim()[1]), fontsize=6,
+                         rotation=90, va="top")
+    figure.tight_layout()
+    path = folder / "soak.png"
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return [str(path)]
+
+
+def summary(record: dict[str, Any]) -> str:
+    """The checks in lines a person reads."""
+    checks = record["soak"]["checks"]
+    lines = [f"soak of {record['duration']:.0f} s:"]
+    for name, check in checks.items():
+        shown = {k: v for k, v in check.items() if k not in ("details", "hosts", "processes")}
+        lines.append(f"  {name}: {'PASS' if check['ok'] else 'not judged' if check['ok'] is None else 'FAIL'} "
+                     f"{json.dumps(shown, default=str)[:600]}")
+    memory = checks["memory"]["processes"]
+    for label, numbers in memory.items():
+        lines.append(f"    memory {label}: {numbers}")
+    if checks["politeness"]["details"]:
+        lines.append(f"    violations: {checks['politeness']['details'][:10]}")
+    return "\n".join(lines)
+
+
+def write_docs(record: dict[str, Any], images: list[str]) -> None:
+    """docs/benchmarks/soak.json and the BENCHMARKS.md section."""
+    light = {name: ({k: v for k, v in part.items() if k != "samples"}
+                    if isinstance(part, dict) and "samples" in part else part)
+             for name, part in record.items()}
+    light["soak_samples_every_3rd"] = record["soak"]["samples"][::3]
+    write_json("soak", light)
+    checks = record["soak"]["checks"]
+    rows = [[name, {True: "pass", False: "**fail**", None: "not judged"}[c["ok"]],
+             json.dumps({k: v for k, v in c.items()
+                         if k not in ("ok", "details", "hosts", "processes", "unobserved_pages",
+                                      "missing", "without_due")}, default=str)[:300]]
+            for name, c in checks.items()]
+    events = [[f"{e['t'] / 60:.1f}", e["kind"], e["detail"][:120].replace("\n", " ")]
+              for e in record["soak"]["events"]]
+    write_reliability(record, f"""## Soak: an hour under the faults of a deployment
+
+`python benchmarks/soak.py` (numbers and plot: [BENCHMARKS.md](BENCHMARKS.md), section "Soak",
+docs/img/soak.png; a 2-minute form with a subset of the faults is
+`tests/test_soak.py::test_a_short_soak_through_faults_loses_nothing`). Four
+`example_project` crawls on one frontier (redis-server, AOF `appendfsync everysec`)
+for {record['duration'] / 60:.0f} minutes, 300 test-bed pages on 12 hosts, with
+{len(record['soak']['events'])} events: kill -9 of a crawler restarted a minute later,
+a graceful stop and restart, the detection child killed, Redis restarted (SHUTDOWN,
+AOF), Redis emptied (kill -9, files deleted, restarted empty: noticed, refused, then
+recovered by stopping the crawlers, `frontier-rate drop` and starting them again),
+`CLIENT PAUSE` of 5 s and 8 s, a host down 10 minutes, one answering 503 with
+`Retry-After`, one a bot wall. Beside it, at the same time, a control run with the
+site's faults only.
+
+{table(["check", "result", "numbers"], rows)}
+""")
+    write_section("soak", f"""## Soak: an hour of faults under four crawlers (`benchmarks/soak.py`)
+
+Four `example_project` crawls on one frontier (redis-server with AOF, `appendfsync
+everysec`), the test-bed's 300 pages on 12 hosts (one simulated day every 6 minutes,
+host delay 0.3 s, Crawl-delay 0.5 s on odd hosts), {record['duration'] / 60:.0f} minutes of
+real time, with the faults below; beside it, at the same time, a control world with
+the site's faults only. {machine()} (the machine was shared with other work).
+Plot: docs/img/soak.png. Whole record: docs/benchmarks/soak.json.
+
+{table(["check", "result", "numbers"], rows)}
+
+Faults and events (minutes into the run):
+
+{table(["min", "event", "detail"], events)}
+""")
+
+
+RELIABILITY_MD = IMG.parent / "RELIABILITY.md"
+
+
+def write_reliability(record: dict[str, Any], text: str) -> None:
+    """Replace (or add before "## Known limits") the soak's section of RELIABILITY.md."""
+    begin, end = "<!-- BEGIN soak -->", "<!-- END soak -->"
+    doc = RELIABILITY_MD.read_text()
+    block = f"{begin}\n{text.strip()}\n{end}\n"
+    if begin in doc:
+        doc = doc[:doc.index(begin)] + block + doc[doc.index(end) + len(end) + 1:]
+    else:
+        at = doc.index("## Known limits")
+        doc = doc[:at] + block + "\n" + doc[at:]
+    RELIABILITY_MD.write_text(doc)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=float, default=3600.0)
+    parser.add_argument("--out", default="soak-out")
+    parser.add_argument("--sample-every", type=float, default=5.0)
+    parser.add_argument("--quick", action="store_true",
+                        help="60 s, the short faults, no control run, nothing written "
+                             "(tests/test_soak.py runs the 2-minute form with its control)")
+    parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--from-json", help="write the docs from a run's soak.json")
+    parser.add_argument("--capture", help="with --from-json: a tcpdump capture of the run "
+                        "(one for both worlds) to check the gaps by")
+    options = parser.parse_args(argv)
+    if options.from_json:
+        record = json.loads(Path(options.from_json).read_text())
+        if options.capture:
+            add_capture(record, Path(options.from_json).parent, Path(options.capture))
+        duration = record["duration"]
+        for name in ("soak", "control"):  # again, by this version's rule
+            if name in record:
+                record[name]["checks"]["memory"] = memory_check(
+                    record[name], 0.25 * duration, min(600.0, 0.25 * duration))
+        print(summary(record))
+        if not options.no_write:
+            write_docs(record, plot(record, IMG))
+        return 0
+    duration, faults = options.duration, FULL
+    if options.quick:
+        duration, faults = 60.0, SHORT
+    started = time.monotonic()
+    record = soak(duration, Path(options.out), faults, 2.0 if options.quick
+                  else options.sample_every, control=not options.quick)
+    print(summary(record))
+    print(f"wall time {time.monotonic() - started:.0f} s")
+    if not (options.quick or options.no_write):
+        write_docs(record, plot(record, IMG))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
