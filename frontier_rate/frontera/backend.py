@@ -27,7 +27,7 @@ by, them. How a page travels:
 2. ``get_next_requests``: due pages come back as leased ``Lease`` objects
    and leave as frontera Requests whose ``meta[b"scrapy_meta"]`` (the Scrapy
    request meta that scrapy-frontera rebuilds) and ``meta[b"frontier_rate_dispatch"]``
-   carry the lease (``DISPATCH_KEY``), with ``If-None-Match`` /
+   carry the lease (``LEASE_KEY``), with ``If-None-Match`` /
    ``If-Modified-Since`` from the stored validators. Pages and one-offs of
    overused download slots (``overused_keys``) are held locally until their
    slot frees.
