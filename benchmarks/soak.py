@@ -74,7 +74,9 @@ def config(duration: float) -> DemoConfig:
 
 def soak(duration: float, out: Path, faults: list[Fault], sample_every: float,
          control: bool = True) -> dict[str, Any]:
-    """Run the soak world (and the control world beside it); the record with its checks."""
+    """Run the soak world (and the control world beside it); the record with its checks.
+    ``out`` is made absolute: the crawlers run in example_project/ and log there."""
+    out = out.resolve()
     worlds = {"soak": World("soak", out / "soak", config(duration), "127.0.3.2", faults,
                             duration, sample_every)}
     if control:
