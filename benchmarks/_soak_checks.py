@@ -33,10 +33,13 @@ their freshness is reported, not judged."""
 
 
 def pages_check(run: dict[str, Any]) -> dict[str, Any]:
-    """Every page of the site (and each home page) is in the frontier with a due time."""
+    """Every page of the site (and each home page) is in the frontier with a due time (a
+    leased page's is its lease's end: a crawler killed with it leased hands it back then,
+    and the leases check holds no lease past its timeout)."""
     missing = [url for url, page in run["pages"].items() if page is None]
     no_due = [url for url, page in run["pages"].items()
-              if page is not None and page["next_due"] is None and page["status"] != "gone"]
+              if page is not None and page["next_due"] is None and page["status"] != "gone"
+              and not (page["status"] == "leased" and page.get("lease_ends") is not None)]
     return {"ok": not missing and not no_due, "pages": len(run["pages"]),
             "missing": missing[:20], "without_due": no_due[:20],
             "frontier_pages": len(run["frontier_pages"])}
