@@ -242,6 +242,45 @@ def test_hosts_bind_only_requested_loopback_addresses():
     assert tb.servers == []
 
 
+_KEEP_ALIVE_CLIENT = """
+import http.client, sys, time
+connection = http.client.HTTPConnection(sys.argv[1], int(sys.argv[2]))
+connection.request("GET", "/robots.txt"); connection.getresponse().read()
+print("ready", flush=True)
+send_at = float(sys.stdin.readline())
+time.sleep(max(0.0, send_at - time.time()))
+sent = time.time()
+connection.request("GET", "/"); connection.getresponse().read()
+print(sent, flush=True)
+"""
+
+
+def test_a_request_is_logged_when_it_reached_the_host_not_when_a_busy_server_read_it():
+    """The arrival time is the kernel's receive stamp (testbed/arrival.py): a request sent
+    while the test-bed's process held the GIL (a sort of ~1 s) is logged at its sending, not
+    when the handler thread ran after the sort (the politeness checks measured that lag as
+    shorter or longer gaps)."""
+    rng = random.Random(0)
+    numbers = [rng.random() for _ in range(2_000_000)]  # ~1 s to sort here
+    with Testbed(n_pages=4, n_hosts=1, base_address="127.0.0.9") as tb:
+        address, port = tb.servers[0].server_address
+        client = subprocess.Popen([sys.executable, "-c", _KEEP_ALIVE_CLIENT, address, str(port)],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert client.stdout.readline().strip() == "ready"  # its connection is open and idle
+        send_at = time.time() + 0.2
+        client.stdin.write(f"{send_at}\n")
+        client.stdin.flush()
+        time.sleep(max(0.0, send_at - 0.1 - time.time()))
+        held = time.time()
+        numbers.sort()  # one C call: no handler thread runs until it returns
+        released = time.time()
+        sent = float(client.communicate(timeout=30)[0])
+        entry = next(r for r in tb.requests() if r["path"] == "/")
+        arrival = tb.started_at_wall + entry["real_time"]
+    assert held < sent < released - 0.2, (held, sent, released)  # sent while the GIL was held
+    assert abs(arrival - sent) < 0.05, (arrival - sent, released - sent)
+
+
 def test_content_changes_exactly_at_truth_change_times():
     clock = FakeClock()
     tb = Testbed(n_pages=4, n_hosts=2, acceleration=1.0, rate_min=0.02, rate_max=0.02,

@@ -214,14 +214,19 @@ def politeness(log: list[dict], bed: Testbed, delays: list[float], min_host_dela
     """
     hosts = {}
     violations = 0
+    worst: list[dict[str, Any]] = []
     for h, address in enumerate(bed.addresses):
         entries = sorted((r for r in log if r["host"] == address), key=lambda r: r["real_time"])
         times = [r["real_time"] for r in entries]
         robots_read = next((r["real_time"] for r in entries if r.get("path") == "/robots.txt"), -math.inf)
         in_force = np.array([delays[h] if t > robots_read else min(delays[h], min_host_delay) for t in times[1:]])
         gaps = np.diff(times) if len(times) > 1 else np.array([])
-        bad = int((gaps < in_force - GAP_TOLERANCE).sum())
+        short = np.flatnonzero(gaps < in_force - GAP_TOLERANCE)
+        bad = int(short.size)
         violations += bad
+        worst.extend({"host": address, "t": round(times[i + 1], 4), "gap_s": round(float(gaps[i]), 4),
+                      "delay_s": float(in_force[i]),
+                      "paths": [entries[i]["path"], entries[i + 1]["path"]]} for i in short)
         per_second = 0
         if times:
             arr = np.array(times)
@@ -230,7 +235,7 @@ def politeness(log: list[dict], bed: Testbed, delays: list[float], min_host_dela
                           "min_gap_s": float(gaps.min()) if gaps.size else None,
                           "max_rps": per_second, "violations": bad}
     return {"violations": violations, "max_host_rps": max(h["max_rps"] for h in hosts.values()),
-            "hosts": hosts}
+            "short_gaps": sorted(worst, key=lambda v: v["gap_s"] - v["delay_s"])[:10], "hosts": hosts}
 
 
 def estimate_accuracy(pages: list[dict], truth: dict, acceleration: float) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import calendar
 import email.utils
 import hashlib
+import io
 import ipaddress
 import itertools
 import json
@@ -26,6 +27,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from frontier_rate.testbed import published
+from frontier_rate.testbed.arrival import ArrivalReader, stamp_arrivals
 from frontier_rate.testbed.changes import DAY
 from frontier_rate.testbed.site import PRIVATE_PATH, Site
 
@@ -246,6 +248,7 @@ class Testbed:
                 for h, address in enumerate(self.addresses):
                     server = ThreadingHTTPServer((address, port), _Handler)
                     server.daemon_threads = True
+                    stamp_arrivals(server.socket)
                     server.testbed = self  # type: ignore[attr-defined]
                     server.host_index = h  # type: ignore[attr-defined]
                     servers.append(server)
@@ -367,6 +370,15 @@ class _Handler(BaseHTTPRequestHandler):
     def version_string(self) -> str:
         return self.server_version
 
+    def setup(self) -> None:
+        super().setup()
+        self._arrival = ArrivalReader(self.connection)
+        self.rfile = io.BufferedReader(self._arrival)
+
+    def handle_one_request(self) -> None:
+        self._arrival.first_arrival = None  # the next chunk read is this request's first
+        super().handle_one_request()
+
     def do_GET(self) -> None:  # noqa: N802 (http.server naming)
         self._serve(head=False)
 
@@ -383,10 +395,18 @@ class _Handler(BaseHTTPRequestHandler):
         sim = getattr(self, "_sim", None)
         return http_date(SIM_EPOCH + (self.server.testbed.sim_time() if sim is None else sim))
 
+    def _arrived(self, testbed: Testbed) -> float:
+        """When this request reached the host, on the test-bed's clock: the kernel's receive
+        stamp where there is one (``testbed/arrival.py``), else now, before any rendering."""
+        now, stamped = testbed.clock(), self._arrival.first_arrival
+        if stamped is None or testbed.clock is not time.monotonic:
+            return now
+        return now - max(0.0, time.time() - stamped)
+
     def _serve(self, head: bool) -> None:
         testbed: Testbed = self.server.testbed  # type: ignore[attr-defined]
         host: int = self.server.host_index  # type: ignore[attr-defined]
-        arrived = testbed.clock()  # before any rendering, so politeness gaps are measured at arrival
+        arrived = self._arrived(testbed)
         self._sim = testbed.sim_time()
         reply = self._route(testbed, host, urlsplit(self.path).path)
         inm = self.headers.get("If-None-Match")
