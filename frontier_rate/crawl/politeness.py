@@ -229,7 +229,7 @@ class SendGate:
                 if not self.synced:
                     self.offset, _ = clock_offset(self.slots.scripts.client, self.wall)
                     self.synced = True
-                now = self.wall() + (self.offset or 0.0)
+                asked, now = self.clock(), self.wall() + (self.offset or 0.0)
                 taken = self.slots.reserve(host, delay, now)
             except Exception as exc:  # Redis down or slow: never stop a download for it
                 with self._lock:
@@ -238,11 +238,10 @@ class SendGate:
                         f"the shared send slots are not taken: each host gets this process's "
                         f"turns among the {self.senders} seen sending"))
             else:
-                start = self.clock()
                 at = now + taken.wait
                 with self._lock:
                     if self.breaker.outage_since is not None:
-                        self.breaker.reset(start, f"shared send slots taken again ("
+                        self.breaker.reset(self.clock(), f"shared send slots taken again ("
                                                   f"{self.outage_sends} sends in turns)")
                         self.outage_sends = 0
                     self.senders, self.place = taken.senders, taken.place
@@ -255,19 +254,33 @@ class SendGate:
                         self._forget_before(now - 2 * DEFAULT_MAX_CRAWL_DELAY)
                 if unseen:
                     self._stamp(host, delay, at)
-                return start + (at - now)
+                # on the clock read with ``now``: a slow call leaves the slot in the past (the
+                # caller finds it late), never moved by the call's length. Before, two
+                # requests whose calls Redis answered together (CLIENT PAUSE, a loaded
+                # machine) both went at once (issue 63's soak: 0.6 ms apart under 0.5 s)
+                return asked + (at - now)
         with self._lock:
             return self._own_turn(host, delay)
 
-    def sent_late(self, host: str, delay: float, late: float) -> None:
-        """A request to ``host`` left ``late`` seconds after its time: record when it left, so
-        no process sends to the host within ``delay`` of it (best effort: never raises)."""
+    def retake(self, host: str, delay: float, slot: float) -> float | None:
+        """A request to ``host`` could not leave at its slot (``slot``, on ``clock``): None when
+        it may leave now (recorded as sent now: the next send counts from it), else the
+        ``clock`` time of the next free slot, taken because another send was reserved after
+        the missed one (the request must wait: sent now, it would come closer than the delay
+        before that one). During an outage: the next of this process's own turns."""
         if self.breaker.outage_since is not None or not self.synced:
-            return
-        now = self.wall() + (self.offset or 0.0)
+            with self._lock:
+                return self._own_turn(host, delay)
+        asked, now = self.clock(), self.wall() + (self.offset or 0.0)
+        try:
+            taken = self.slots.late(host, delay, now, reserved=now - (asked - slot))
+        except Exception as exc:  # the next reservation trips the breaker if Redis is gone
+            logger.debug("late send of %s not recorded: %r", host, exc)
+            return None
+        at = now + taken.wait
         with self._lock:
-            self.last[host] = max(self.last.get(host, 0.0), now)
-        self._stamp(host, delay, now)
+            self.last[host] = max(self.last.get(host, 0.0), at)
+        return None if taken.wait <= 0 else asked + taken.wait
 
     def _stamp(self, host: str, delay: float, at: float) -> None:
         """Record in Redis that this process sends to ``host`` at ``at`` (Redis's clock)."""

@@ -60,6 +60,10 @@ ROBOTS_GAP = 1.0
 does not know yet (its first one): two processes starting together fetched it 0.026 s apart
 under a ``Crawl-delay: 1`` neither had read (benchmarks/frontera_politeness.py). Costs each
 such host one wait of up to this long before its first page, once per process."""
+RETAKES = 4
+"""Slots a request takes at most before it leaves: a request that finds its slot missed by
+more than ``SEND_MARGIN`` takes the next free one (``SendGate.retake``); the last one it
+takes, it keeps, late or not (a loop busy that long is not going to wait better)."""
 SEND_MARGIN = PACE_MARGIN
 """Seconds added to a host's delay in its shared slot: the arrival of a request at the
 server drifts from the moment its wait ends (scheduling, the connection), as it does from
@@ -197,15 +201,23 @@ class ScrapyPoliteness:
         if self.gate.obey_crawl_delay and urlparse_cached(request).path == "/robots.txt" \
                 and not self.gate.robots_read(host):
             delay = max(delay, ROBOTS_GAP)
-        at = await compat.in_thread(self.send.reserve, host, delay + SEND_MARGIN)
-        wait = at - time.monotonic()
-        if wait > 0:
-            self.waited += wait
-            if self.crawler.stats is not None:
-                self.crawler.stats.inc_value("frontier_rate/send_waits")
-            await compat.sleep(wait)
-        late = time.monotonic() - at
-        if late > SEND_MARGIN:  # a busy loop woke it late: the next send counts from now
+        gap = delay + SEND_MARGIN
+        at = await compat.in_thread(self.send.reserve, host, gap)
+        for _ in range(RETAKES):
+            wait = at - time.monotonic()
+            if wait > 0:
+                self.waited += wait
+                if self.crawler.stats is not None:
+                    self.crawler.stats.inc_value("frontier_rate/send_waits")
+                await compat.sleep(wait)
+            if time.monotonic() - at <= SEND_MARGIN:
+                return
+            # late (a busy event loop, a slow reservation): leave now only if no other send
+            # was reserved after the missed slot, else wait for the next free one
             if self.crawler.stats is not None:
                 self.crawler.stats.inc_value("frontier_rate/late_sends")
-            await compat.in_thread(self.send.sent_late, host, delay + SEND_MARGIN, late)
+            again = await compat.in_thread(self.send.retake, host, gap, at)
+            if again is None:
+                return
+            at = again
+        await compat.sleep(at - time.monotonic())  # the last slot taken: kept, late or not
