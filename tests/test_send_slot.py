@@ -49,6 +49,17 @@ def test_a_late_send_moves_the_next_one(slots):
     assert a.reserve(HOST, 1.0, 101.0).wait == pytest.approx(1.4)
 
 
+def test_a_late_send_takes_the_next_slot_once_another_was_reserved_after_its_own(slots):
+    a, b = slots
+    assert a.reserve(HOST, 1.0, 100.0).wait == 0.0
+    assert b.reserve(HOST, 1.0, 100.1).wait == pytest.approx(0.9)  # b's slot: 101.0
+    # a leaves 0.3 s late: sent now it would come 0.7 s before b's; it takes the one after
+    assert a.late(HOST, 1.0, 100.3, reserved=100.0).wait == pytest.approx(1.7)
+    # nobody reserved after the missed slot: it leaves now, and the next send counts from it
+    assert b.late(HOST, 1.0, 102.5, reserved=102.0).wait == 0.0
+    assert a.reserve(HOST, 1.0, 102.6).wait == pytest.approx(0.9)
+
+
 def test_reservations_count_the_processes_seen_recently(slots):
     a, b = slots
     first = a.reserve(HOST, 1.0, 100.0)
