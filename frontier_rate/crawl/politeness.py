@@ -37,6 +37,9 @@ DEFAULT_MAX_CRAWL_DELAY = 60.0
 """Largest robots.txt Crawl-delay obeyed (FRONTIER_RATE_MAX_CRAWL_DELAY); larger ones are clamped."""
 ROBOTS_MAX_BYTES = 500 * 1024
 """Bytes of a robots.txt that are parsed (Google's limit, RFC 9309 asks for at least 500 KiB)."""
+ROBOTS_RETRY = 300.0
+"""Seconds (at most; ``robots_ttl`` when shorter) before a robots.txt that answered a server
+error (5xx) or could not be fetched is asked again, its host's pages held meanwhile."""
 LAST_SENDS_KEPT = 4096
 """Hosts ``SendGate`` remembers its last send to before it forgets those sent to long ago."""
 _CRAWL_DELAY_LINE = re.compile(r"^[ \t]*crawl[-_ ]?delay[ \t]*:[ \t]*([^\r\n#]*)", re.I | re.M)
@@ -86,6 +89,10 @@ class Robots:
     fetched_at: float | None = None
     pending: bool = False
     crawl_delay: float | None = None
+    unavailable: str | None = None
+    """Why the last robots.txt fetch gave no rules ("503", "unreachable"): the host's pages
+    are held until one does (RFC 9309 2.3.1.4: a server error means complete disallow)."""
+    retry_at: float | None = None
 
 
 class HostGate:
@@ -121,7 +128,8 @@ class HostGate:
         state = self.robots.setdefault(host, Robots())
         if state.fetched_at is None and self.framework_reads_robots:
             return False
-        stale = state.fetched_at is None or now - state.fetched_at > self.robots_ttl
+        stale = state.fetched_at is None or now - state.fetched_at > self.robots_ttl \
+            or (state.retry_at is not None and now >= state.retry_at)
         if stale and not state.pending:
             state.pending = True
             return True
@@ -138,8 +146,16 @@ class HostGate:
         state.fetched_at, state.pending = state.fetched_at or now, False
 
     def learn(self, host: str, status: int, body: bytes, now: float) -> float | None:
-        """Read a robots.txt answer; the host's new Crawl-delay if it changed, else None."""
+        """Read a robots.txt answer; the host's new Crawl-delay if it changed, else None.
+
+        A server error (5xx) holds the host's pages (``held``) and asks again in
+        ``robots_retry`` seconds, keeping the Crawl-delay known; any other answer lets them
+        go (a 4xx: no rules at all, as RFC 9309 says)."""
         state = self.robots.setdefault(host, Robots())
+        if status >= 500:
+            self.unreachable(host, str(status), now)
+            return None
+        state.unavailable = state.retry_at = None
         delay = None
         if 200 <= status < 300:
             delay = robots_crawl_delay(body, self.agent, host, self.max_crawl_delay)
@@ -147,6 +163,29 @@ class HostGate:
         changed = delay is not None and delay != state.crawl_delay
         state.crawl_delay = delay
         return delay if changed else None
+
+    def unreachable(self, host: str, why: str, now: float) -> None:
+        """``host``'s robots.txt gave no rules (``why``: a 5xx status, "unreachable"): hold
+        its pages and fetch it again in ``robots_retry`` seconds."""
+        if not self.obey_crawl_delay:
+            return
+        state = self.robots.setdefault(host, Robots())
+        if state.unavailable is None:
+            logger.warning("robots.txt of %s: %s; the host's pages are held and robots.txt "
+                           "is asked again every %g s", host,
+                           "unreachable" if why == "unreachable" else f"server error {why}",
+                           self.robots_retry)
+        state.unavailable, state.retry_at = why, now + self.robots_retry
+        state.fetched_at = state.fetched_at or now
+
+    @property
+    def robots_retry(self) -> float:
+        return min(self.robots_ttl, ROBOTS_RETRY)
+
+    def held(self, host: str) -> str | None:
+        """Why ``host``'s pages may not be sent now (its robots.txt's server error), or None."""
+        state = self.robots.get(host)
+        return state.unavailable if state is not None else None
 
     def open(self, host: str, now: float) -> bool:
         """Whether a page of ``host`` may be sent now (room, robots known, delay passed)."""
@@ -156,6 +195,8 @@ class HostGate:
             state = self.robots.get(host)
             known = state is not None and state.fetched_at is not None
             if not known and not self.framework_reads_robots:
+                return False
+            if state is not None and state.unavailable is not None:
                 return False
         return self.ready_at.get(host, 0.0) <= now + CLOCK_SLACK
 
@@ -181,9 +222,12 @@ class HostGate:
         return max([self.min_delay, *(r.crawl_delay for r in self.robots.values() if r.crawl_delay)])
 
     def next_ready(self, host: str, now: float) -> float | None:
-        """When ``host``'s Crawl-delay ends, if in the future."""
-        at = self.ready_at.get(host, 0.0)
-        return at if at > now else None
+        """When ``host``'s Crawl-delay ends (or its held robots.txt is asked again), if in
+        the future."""
+        state = self.robots.get(host)
+        times = [self.ready_at.get(host, 0.0), state.retry_at if state is not None else None]
+        future = [at for at in times if at is not None and at > now]
+        return min(future) if future else None
 
 
 class SendGate:

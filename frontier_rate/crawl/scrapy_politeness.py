@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from scrapy import Request, signals
+from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.httpobj import urlparse_cached
 
@@ -71,6 +72,17 @@ a slot's start (``PACE_MARGIN``, the same margin). With 0.01 s two Frontera proc
 loaded 2-core VM had requests arrive 0.950 s apart under a 1 s Crawl-delay."""
 
 
+ROBOTS_HELD = "robots.txt unavailable"
+"""The start of ``RobotsHeld``'s message."""
+
+
+class RobotsHeld(IgnoreRequest):
+    """A request not sent because its host's robots.txt answered a server error or could not
+    be fetched (RFC 9309 2.3.1.4: then nothing of the host may be crawled). The Scrapy
+    scheduler keeps such a page's lease and sends it once robots.txt answers again; a one-off
+    request fails with it (its errback sees it)."""
+
+
 class ScrapyPoliteness:
     """robots.txt reading, download-slot pacing and the shared send slot of one crawl.
 
@@ -88,7 +100,8 @@ class ScrapyPoliteness:
         self.closing = False
         self.send = send
         self.waited = 0.0
-        if send is not None and not compat.before_download(crawler, self.before_send):
+        hooked = compat.before_download(crawler, self.before_send, self.on_send_failed)
+        if send is not None and not hooked:
             logger.warning("frontier-rate: this Scrapy's downloader has no download "
                            "handlers to hook; host delays hold within each process only")
             self.send = None
@@ -136,6 +149,7 @@ class ScrapyPoliteness:
                 self.crawler.stats.inc_value("frontier_rate/robots_fetched")
         except Exception as exc:  # a missing robots.txt must never stop the crawl
             logger.debug("robots.txt of %s not fetched: %r", host, exc)
+            self.gate.unreachable(host, "unreachable", self.clock())
         self.gate.robots_done(host, self.clock())
         compat.wake_engine(self.crawler)
 
@@ -145,10 +159,16 @@ class ScrapyPoliteness:
         Scrapy's ``robots_parsed`` signal (2.19) hands over a parser whose public
         interface has no Crawl-delay, so the answer itself is read.
         """
-        host = urlsplit(response.url).hostname
+        parts = urlsplit(response.url)
+        host = parts.hostname
         if not host:
             return
+        held = self.gate.held(host)
         delay = self.gate.learn(host, response.status, response.body, self.clock())
+        if held and not self.gate.held(host):
+            logger.info("robots.txt of %s answers again (%d); its pages go on", host,
+                        response.status)
+            compat.forget_robots(self.crawler, parts.netloc)  # Scrapy's parse of the error
         if delay is not None and not self.closing:
             logger.info("robots.txt Crawl-delay %.3gs for %s", delay, host)
             self._set_host_delay(host, delay)
@@ -190,11 +210,25 @@ class ScrapyPoliteness:
         if urlsplit(response.url).path == "/robots.txt":
             self.learn(response)
 
+    def on_send_failed(self, request: Request, exc: Exception) -> None:
+        """A download got no answer: a robots.txt that could not be fetched holds its host's
+        pages as a server error does (Scrapy's middleware reads it as "allow all")."""
+        url = urlparse_cached(request)
+        if url.path == "/robots.txt" and url.hostname and not isinstance(exc, IgnoreRequest):
+            self.gate.unreachable(url.hostname, "unreachable", self.clock())
+
     async def before_send(self, request: Request) -> None:
-        """Wait (without blocking) until ``request``'s host may be sent to by this process."""
+        """Wait (without blocking) until ``request``'s host may be sent to by this process;
+        raise ``RobotsHeld`` for a page of a host whose robots.txt answers a server error."""
+        url = urlparse_cached(request)
+        held = self.gate.held(url.hostname) if url.hostname else None
+        if held is not None and url.path != "/robots.txt":
+            if self.crawler.stats is not None:
+                self.crawler.stats.inc_value("frontier_rate/robots_held")
+            raise RobotsHeld(f"{ROBOTS_HELD} ({held}): {request.url} held back")
         if self.send is None:
             return
-        host = urlparse_cached(request).hostname
+        host = url.hostname
         delay = self.gate.delay(host) if host else 0.0
         if delay <= 0:
             return
