@@ -40,6 +40,11 @@ ROBOTS_MAX_BYTES = 500 * 1024
 ROBOTS_RETRY = 300.0
 """Seconds (at most; ``robots_ttl`` when shorter) before a robots.txt that answered a server
 error (5xx) or could not be fetched is asked again, its host's pages held meanwhile."""
+SEND_RETRY_MAX = 1.0
+"""Seconds at most between two attempts of the shared send slots during an outage. With the
+client's backoff (1, 2, 4 ... 30 s) a process went on sending in its own turns for up to 8 s
+after Redis came back, while the others took shared slots again and never saw its sends
+(issue 63's 60 s soak: 0.003 s apart under 0.5 s after a Redis restart)."""
 LAST_SENDS_KEPT = 4096
 """Hosts ``SendGate`` remembers its last send to before it forgets those sent to long ago."""
 _CRAWL_DELAY_LINE = re.compile(r"^[ \t]*crawl[-_ ]?delay[ \t]*:[ \t]*([^\r\n#]*)", re.I | re.M)
@@ -251,7 +256,7 @@ class SendGate:
                  clock: Callable[[], float] = time.monotonic,
                  wall: Callable[[], float] = time.time) -> None:
         self.slots, self.clock, self.wall = slots, clock, wall
-        self.breaker = Breaker(redis_url)
+        self.breaker = Breaker(redis_url, cap=SEND_RETRY_MAX)
         self.offset: float | None = None
         """Redis's TIME minus ``wall()``, measured at the first reservation and again after an
         outage (kept through it: the windows are on Redis's clock)."""
