@@ -44,6 +44,7 @@ from frontier_rate.store.errors import (
     SettingsMismatch,
     translate,
 )
+from frontier_rate.store.keys import Keys
 
 pytestmark = [pytest.mark.reliability, pytest.mark.timeout(180)]
 
@@ -533,6 +534,45 @@ def test_an_emptied_redis_is_noticed_said_once_and_a_new_namespace_never_mixed_i
     assert other.stats(now=300.0)["pages"] == 40 and other.stats(now=300.0)["fetches"] == 40
     assert len(lost_errors(caplog)) == 1
     other.close()
+    f.close()
+
+
+def namespace_keys(client, namespace: str) -> list[bytes]:
+    return sorted(key for pattern in Keys(namespace, 1).patterns
+                  for key in client.scan_iter(match=pattern))
+
+
+def test_a_namespace_found_lost_is_refused_without_a_write_until_restored(
+        redis_url, namespace, caplog):
+    """Once a frontier found its namespace emptied, every later call raises NamespaceLost
+    and writes nothing into the emptied Redis; a restore of the data lets calls through
+    again. Before (issue 63's soak): each retry wrote the due summary (lua/due.lua "lower",
+    sent after the shard scripts Redis refused) and the token bucket."""
+    caplog.set_level(logging.INFO, logger="frontier_rate")
+    f, open_leases = crawled(redis_url, namespace)
+    saved = {key: f.client.dump(key) for key in namespace_keys(f.client, namespace)}
+    f.client.flushdb()
+    with pytest.raises(NamespaceLost):
+        f.next_due_time()  # a read notices it
+    calls = {"next_requests": lambda: f.next_requests(10, now=100.0),
+             "observe": lambda: f.observe(open_leases[0], fingerprint="v2", fetched_at=100.0),
+             "add": lambda: f.add("http://h1.example/new", now=100.0),
+             "add_many": lambda: f.add_many(["http://h2.example/a", "http://h3.example/b"],
+                                            now=100.0),
+             "failed": lambda: f.failed(open_leases[1], reason="timeout", now=100.0),
+             "release_many": lambda: f.release_many(open_leases[2:3], now=100.0),
+             "set_host_delay": lambda: f.set_host_delay("h1.example", 2.0),
+             "resolve": lambda: f.resolve(now=100.0)}
+    for name, call in calls.items():
+        with pytest.raises(NamespaceLost):
+            call()
+        assert namespace_keys(f.client, namespace) == [], name
+    assert len(lost_errors(caplog)) == 1
+    for key, value in saved.items():  # a restore of the data
+        f.client.restore(key, 0, value)
+    assert f.next_due_time() is not None
+    f.add("http://h1.example/after-restore", now=100.0)
+    assert f.stats(now=100.0)["pages"] == 41
     f.close()
 
 

@@ -49,6 +49,17 @@ def test_a_late_send_moves_the_next_one(slots):
     assert a.reserve(HOST, 1.0, 101.0).wait == pytest.approx(1.4)
 
 
+def test_a_late_send_takes_the_next_slot_once_another_was_reserved_after_its_own(slots):
+    a, b = slots
+    assert a.reserve(HOST, 1.0, 100.0).wait == 0.0
+    assert b.reserve(HOST, 1.0, 100.1).wait == pytest.approx(0.9)  # b's slot: 101.0
+    # a leaves 0.3 s late: sent now it would come 0.7 s before b's; it takes the one after
+    assert a.late(HOST, 1.0, 100.3, reserved=100.0).wait == pytest.approx(1.7)
+    # nobody reserved after the missed slot: it leaves now, and the next send counts from it
+    assert b.late(HOST, 1.0, 102.5, reserved=102.0).wait == 0.0
+    assert a.reserve(HOST, 1.0, 102.6).wait == pytest.approx(0.9)
+
+
 def test_reservations_count_the_processes_seen_recently(slots):
     a, b = slots
     first = a.reserve(HOST, 1.0, 100.0)
@@ -123,3 +134,23 @@ def test_an_outage_never_shortens_the_gap_between_processes(tmp_path, namespace)
     gaps = [later - earlier for earlier, later in zip(sends, sends[1:], strict=False)]
     assert min(gaps) >= 0.99, sends  # 1 s, less the two processes' clock offsets' error
     assert sends[-1] - sends[0] <= 8.5, sends  # and no slower than one send per delay
+
+
+def test_the_send_slots_are_asked_again_every_second_during_an_outage(tmp_path, namespace):
+    """Redis down for a while, then back: the process takes shared slots again within a
+    second (``SEND_RETRY_MAX``), not after the client's backoff (1, 2, 4, 8 ... s), during
+    which it sent in its own turns while the others, back on Redis, never saw its sends."""
+    with RedisServer(tmp_path / "redis") as server:
+        a = Process(server.url, namespace, "a")
+        a.send()
+        server.kill()
+        a.now = 10.0
+        while a.gate.breaker.failures < 3:  # sends in its own turns, one a second, Redis down
+            a.send()  # the client's backoff after a third failed attempt: 8 s
+        assert a.gate.breaker.outage_since is not None and len(a.sent) < 30
+        server.start()
+        a.now += 1.0
+        a.send()
+        a.now += 1.0
+        a.send()
+        assert a.gate.breaker.outage_since is None

@@ -123,10 +123,8 @@ def test_a_short_soak_through_faults_loses_nothing(tmp_path: Path) -> None:
                             - v["gap_s"]][:3]
     private = {w: record[w]["checks"]["politeness"]["disallowed_fetched"]
                for w in ("soak", "control")}
-    known = []
-    if short:  # with or without faults: a send that leaves late (issue 63)
-        known.append(f"request gaps under the host delay on this loaded machine: {short}")
-    if any(private.values()):  # a robots.txt answered 503 is read as "allow all" by Scrapy
-        known.append(f"/private/ fetched after a 503 robots.txt: {private}")
-    if known:
-        pytest.xfail("; ".join(known))
+    # a robots.txt answering 503 holds its host's pages (Scrapy read it as "allow all")
+    assert not any(private.values()), private
+    if short:  # left: processes sending in their own turns during a Redis outage with
+        # different views of who sends (a crawler restarted just before it), issue 63
+        pytest.xfail(f"request gaps under the host delay on this loaded machine: {short}")

@@ -27,8 +27,10 @@ _BACKOFF = ExponentialBackoff(cap=REDIS_RETRY_MAX, base=REDIS_RETRY_FIRST)
 class Breaker:
     """Open from the first failed call until one succeeds again (``outage_since``)."""
 
-    def __init__(self, redis_url: str | None) -> None:
+    def __init__(self, redis_url: str | None, cap: float = REDIS_RETRY_MAX) -> None:
         self.redis_url = redis_url
+        self.cap = cap
+        """The longest wait between two attempts (the shared send slots ask sooner)."""
         self.outage_since: float | None = None
         self.retry_at = 0.0
         self.backoff = REDIS_RETRY_FIRST
@@ -55,7 +57,7 @@ class Breaker:
         self.condition = getattr(exc, "condition", "failed")
         if self.outage_since is None:
             self.outage_since, self.failures, self.replayed = now, 0, 0
-            self.backoff = _BACKOFF.compute(0)
+            self.backoff = min(self.cap, _BACKOFF.compute(0))
             if doing is not None:
                 logger.warning("frontier-rate: Redis at %s %s (%s); %s, retrying in %.0f s",
                                url, self.condition if isinstance(exc, RedisFault)
@@ -70,7 +72,7 @@ class Breaker:
                            "pages wait too)", exc, held, self.backoff, unadded)
         else:
             self.failures += 1
-            self.backoff = _BACKOFF.compute(self.failures)
+            self.backoff = min(self.cap, _BACKOFF.compute(self.failures))
             logger.info("frontier-rate: Redis at %s still %s after %.0f s (%s); "
                         "%s, retrying in %.0f s", url, self.condition,
                         now - self.outage_since, reason,

@@ -37,6 +37,14 @@ DEFAULT_MAX_CRAWL_DELAY = 60.0
 """Largest robots.txt Crawl-delay obeyed (FRONTIER_RATE_MAX_CRAWL_DELAY); larger ones are clamped."""
 ROBOTS_MAX_BYTES = 500 * 1024
 """Bytes of a robots.txt that are parsed (Google's limit, RFC 9309 asks for at least 500 KiB)."""
+ROBOTS_RETRY = 300.0
+"""Seconds (at most; ``robots_ttl`` when shorter) before a robots.txt that answered a server
+error (5xx) or could not be fetched is asked again, its host's pages held meanwhile."""
+SEND_RETRY_MAX = 1.0
+"""Seconds at most between two attempts of the shared send slots during an outage. With the
+client's backoff (1, 2, 4 ... 30 s) a process went on sending in its own turns for up to 8 s
+after Redis came back, while the others took shared slots again and never saw its sends
+(issue 63's 60 s soak: 0.003 s apart under 0.5 s after a Redis restart)."""
 LAST_SENDS_KEPT = 4096
 """Hosts ``SendGate`` remembers its last send to before it forgets those sent to long ago."""
 _CRAWL_DELAY_LINE = re.compile(r"^[ \t]*crawl[-_ ]?delay[ \t]*:[ \t]*([^\r\n#]*)", re.I | re.M)
@@ -86,6 +94,10 @@ class Robots:
     fetched_at: float | None = None
     pending: bool = False
     crawl_delay: float | None = None
+    unavailable: str | None = None
+    """Why the last robots.txt fetch gave no rules ("503", "unreachable"): the host's pages
+    are held until one does (RFC 9309 2.3.1.4: a server error means complete disallow)."""
+    retry_at: float | None = None
 
 
 class HostGate:
@@ -121,7 +133,8 @@ class HostGate:
         state = self.robots.setdefault(host, Robots())
         if state.fetched_at is None and self.framework_reads_robots:
             return False
-        stale = state.fetched_at is None or now - state.fetched_at > self.robots_ttl
+        stale = state.fetched_at is None or now - state.fetched_at > self.robots_ttl \
+            or (state.retry_at is not None and now >= state.retry_at)
         if stale and not state.pending:
             state.pending = True
             return True
@@ -138,8 +151,16 @@ class HostGate:
         state.fetched_at, state.pending = state.fetched_at or now, False
 
     def learn(self, host: str, status: int, body: bytes, now: float) -> float | None:
-        """Read a robots.txt answer; the host's new Crawl-delay if it changed, else None."""
+        """Read a robots.txt answer; the host's new Crawl-delay if it changed, else None.
+
+        A server error (5xx) holds the host's pages (``held``) and asks again in
+        ``robots_retry`` seconds, keeping the Crawl-delay known; any other answer lets them
+        go (a 4xx: no rules at all, as RFC 9309 says)."""
         state = self.robots.setdefault(host, Robots())
+        if status >= 500:
+            self.unreachable(host, str(status), now)
+            return None
+        state.unavailable = state.retry_at = None
         delay = None
         if 200 <= status < 300:
             delay = robots_crawl_delay(body, self.agent, host, self.max_crawl_delay)
@@ -147,6 +168,29 @@ class HostGate:
         changed = delay is not None and delay != state.crawl_delay
         state.crawl_delay = delay
         return delay if changed else None
+
+    def unreachable(self, host: str, why: str, now: float) -> None:
+        """``host``'s robots.txt gave no rules (``why``: a 5xx status, "unreachable"): hold
+        its pages and fetch it again in ``robots_retry`` seconds."""
+        if not self.obey_crawl_delay:
+            return
+        state = self.robots.setdefault(host, Robots())
+        if state.unavailable is None:
+            logger.warning("robots.txt of %s: %s; the host's pages are held and robots.txt "
+                           "is asked again every %g s", host,
+                           "unreachable" if why == "unreachable" else f"server error {why}",
+                           self.robots_retry)
+        state.unavailable, state.retry_at = why, now + self.robots_retry
+        state.fetched_at = state.fetched_at or now
+
+    @property
+    def robots_retry(self) -> float:
+        return min(self.robots_ttl, ROBOTS_RETRY)
+
+    def held(self, host: str) -> str | None:
+        """Why ``host``'s pages may not be sent now (its robots.txt's server error), or None."""
+        state = self.robots.get(host)
+        return state.unavailable if state is not None else None
 
     def open(self, host: str, now: float) -> bool:
         """Whether a page of ``host`` may be sent now (room, robots known, delay passed)."""
@@ -156,6 +200,8 @@ class HostGate:
             state = self.robots.get(host)
             known = state is not None and state.fetched_at is not None
             if not known and not self.framework_reads_robots:
+                return False
+            if state is not None and state.unavailable is not None:
                 return False
         return self.ready_at.get(host, 0.0) <= now + CLOCK_SLACK
 
@@ -181,9 +227,12 @@ class HostGate:
         return max([self.min_delay, *(r.crawl_delay for r in self.robots.values() if r.crawl_delay)])
 
     def next_ready(self, host: str, now: float) -> float | None:
-        """When ``host``'s Crawl-delay ends, if in the future."""
-        at = self.ready_at.get(host, 0.0)
-        return at if at > now else None
+        """When ``host``'s Crawl-delay ends (or its held robots.txt is asked again), if in
+        the future."""
+        state = self.robots.get(host)
+        times = [self.ready_at.get(host, 0.0), state.retry_at if state is not None else None]
+        future = [at for at in times if at is not None and at > now]
+        return min(future) if future else None
 
 
 class SendGate:
@@ -207,7 +256,7 @@ class SendGate:
                  clock: Callable[[], float] = time.monotonic,
                  wall: Callable[[], float] = time.time) -> None:
         self.slots, self.clock, self.wall = slots, clock, wall
-        self.breaker = Breaker(redis_url)
+        self.breaker = Breaker(redis_url, cap=SEND_RETRY_MAX)
         self.offset: float | None = None
         """Redis's TIME minus ``wall()``, measured at the first reservation and again after an
         outage (kept through it: the windows are on Redis's clock)."""
@@ -229,7 +278,7 @@ class SendGate:
                 if not self.synced:
                     self.offset, _ = clock_offset(self.slots.scripts.client, self.wall)
                     self.synced = True
-                now = self.wall() + (self.offset or 0.0)
+                asked, now = self.clock(), self.wall() + (self.offset or 0.0)
                 taken = self.slots.reserve(host, delay, now)
             except Exception as exc:  # Redis down or slow: never stop a download for it
                 with self._lock:
@@ -238,11 +287,10 @@ class SendGate:
                         f"the shared send slots are not taken: each host gets this process's "
                         f"turns among the {self.senders} seen sending"))
             else:
-                start = self.clock()
                 at = now + taken.wait
                 with self._lock:
                     if self.breaker.outage_since is not None:
-                        self.breaker.reset(start, f"shared send slots taken again ("
+                        self.breaker.reset(self.clock(), f"shared send slots taken again ("
                                                   f"{self.outage_sends} sends in turns)")
                         self.outage_sends = 0
                     self.senders, self.place = taken.senders, taken.place
@@ -255,19 +303,33 @@ class SendGate:
                         self._forget_before(now - 2 * DEFAULT_MAX_CRAWL_DELAY)
                 if unseen:
                     self._stamp(host, delay, at)
-                return start + (at - now)
+                # on the clock read with ``now``: a slow call leaves the slot in the past (the
+                # caller finds it late), never moved by the call's length. Before, two
+                # requests whose calls Redis answered together (CLIENT PAUSE, a loaded
+                # machine) both went at once (issue 63's soak: 0.6 ms apart under 0.5 s)
+                return asked + (at - now)
         with self._lock:
             return self._own_turn(host, delay)
 
-    def sent_late(self, host: str, delay: float, late: float) -> None:
-        """A request to ``host`` left ``late`` seconds after its time: record when it left, so
-        no process sends to the host within ``delay`` of it (best effort: never raises)."""
+    def retake(self, host: str, delay: float, slot: float) -> float | None:
+        """A request to ``host`` could not leave at its slot (``slot``, on ``clock``): None when
+        it may leave now (recorded as sent now: the next send counts from it), else the
+        ``clock`` time of the next free slot, taken because another send was reserved after
+        the missed one (the request must wait: sent now, it would come closer than the delay
+        before that one). During an outage: the next of this process's own turns."""
         if self.breaker.outage_since is not None or not self.synced:
-            return
-        now = self.wall() + (self.offset or 0.0)
+            with self._lock:
+                return self._own_turn(host, delay)
+        asked, now = self.clock(), self.wall() + (self.offset or 0.0)
+        try:
+            taken = self.slots.late(host, delay, now, reserved=now - (asked - slot))
+        except Exception as exc:  # the next reservation trips the breaker if Redis is gone
+            logger.debug("late send of %s not recorded: %r", host, exc)
+            return None
+        at = now + taken.wait
         with self._lock:
-            self.last[host] = max(self.last.get(host, 0.0), now)
-        self._stamp(host, delay, now)
+            self.last[host] = max(self.last.get(host, 0.0), at)
+        return None if taken.wait <= 0 else asked + taken.wait
 
     def _stamp(self, host: str, delay: float, at: float) -> None:
         """Record in Redis that this process sends to ``host`` at ``at`` (Redis's clock)."""

@@ -14,14 +14,18 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from frontier_rate.client.frontier_client import status_reason
-from frontier_rate.crawl.change_detection import Detection
+from frontier_rate.crawl.change_detection import WALL_SIZE, Detection
 from frontier_rate.crawl.content_rules import ContentRule
 from frontier_rate.crawl.fingerprint import Fingerprinter, clean_validator, header_value
+from frontier_rate.crawl.segments import _WALL, is_html, segments
 
 if TYPE_CHECKING:
     from frontier_rate.engine.frontier import Lease
 
 VALIDATORS = ("ETag", "Last-Modified")
+WALL_BODY_BYTES = 64 * 1024
+"""A 2xx body up to this many bytes is read for a bot wall's words before its validators are
+kept (``wall_like``); a wall or challenge page is smaller."""
 
 
 @dataclass(frozen=True)
@@ -76,7 +80,26 @@ def outcome(lease: Lease, status: int, headers: Any, body: bytes, url: str,
             return Outcome("failed", {"reason": f"not content: {detection.reason}",
                                       "status": status})
         args["fingerprint"] = detection.fingerprint
+        if wall_like(body, headers):  # taken as a copy, but it may be a wall: no validators
+            args["etag"] = args["last_modified"] = None
     return Outcome("observe", args, bad)
+
+
+def wall_like(body: bytes, headers: Any) -> bool:
+    """Whether a 2xx answer reads like a bot wall or challenge page (short visible text with
+    a wall's words), although change detection took it as the page's copy (a wall on a
+    short page is not shorter than half of it; the fourth wall in a row is taken).
+
+    Its ``ETag`` and ``Last-Modified`` are then not kept as the page's validators: sent
+    back, they got a 304 against the wall, and the page looked unchanged for as long as
+    the wall stood (issue 63's soak: 143 such 304s on one page in 12 minutes). Costs such a
+    page its conditional requests while it reads like one."""
+    if len(body) > WALL_BODY_BYTES or not is_html(body, header_value(headers, "Content-Type")):
+        return False
+    parts = segments(body.decode("utf-8", errors="replace"))
+    if sum(map(len, parts)) > WALL_SIZE:
+        return False
+    return bool(_WALL.search(" ".join(parts[:60]).lower()))
 
 
 def content_length(headers: Any) -> int | None:

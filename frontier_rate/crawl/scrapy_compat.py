@@ -15,6 +15,9 @@ listed in docs/ARCHITECTURE.md ("Private Scrapy internals"):
 - ``engine.downloader.handlers.download_request_async`` (2.14+) or
   ``download_request``: take a host's shared send slot at the moment a request is
   sent (``frontier_rate.crawl.scrapy_politeness``; no signal or middleware runs that late).
+- ``RobotsTxtMiddleware._parsers`` (through ``downloader.middleware.middlewares``): drop
+  the parse of a robots.txt that answered a server error once it answers again
+  (``forget_robots``).
 - ``crawler.spider`` cleared once the engine stopped (``fail_crawl``): Scrapy's crawler
   runners count a crawl that ends without a spider as failed (``bootstrap_failed``, so
   ``scrapy crawl`` exits with 1); the only other way to fail a crawl is an exception,
@@ -240,9 +243,12 @@ def _slot_clock(slot: Any) -> Callable[[], float]:
     return clock if callable(clock) and clock in (time.monotonic, time.time) else time.monotonic
 
 
-def before_download(crawler: Crawler, hook: Callable[[Request], Any]) -> bool:
+def before_download(crawler: Crawler, hook: Callable[[Request], Any],
+                    failed: Callable[[Request, Exception], Any] | None = None) -> bool:
     """Have the downloader await ``hook(request)`` right before each request goes to its
-    download handler, after the download slot let it through: the moment it is sent.
+    download handler, after the download slot let it through: the moment it is sent (an
+    exception it raises fails the request). ``failed(request, exc)`` hears of each download
+    the handler failed (no answer: a refused connection, a timeout).
 
     Private API (``downloader.handlers``: ``download_request_async`` 2.14+, else
     ``download_request``), guarded: False when this Scrapy does not have it.
@@ -250,11 +256,23 @@ def before_download(crawler: Crawler, hook: Callable[[Request], Any]) -> bool:
     handlers = getattr(getattr(crawler.engine, "downloader", None), "handlers", None)
     if handlers is None:
         return False
+
+    def tell(request: Request, exc: Exception) -> None:
+        if failed is not None:
+            try:
+                failed(request, exc)
+            except Exception:
+                logger.exception("frontier-rate: could not note the failure of %s", request)
+
     download_async = getattr(handlers, "download_request_async", None)
     if callable(download_async):
         async def sent_async(request: Request, *args: Any) -> Any:
             await hook(request)
-            return await download_async(request, *args)
+            try:
+                return await download_async(request, *args)
+            except Exception as exc:
+                tell(request, exc)
+                raise
 
         handlers.download_request_async = sent_async
         return True
@@ -264,7 +282,11 @@ def before_download(crawler: Crawler, hook: Callable[[Request], Any]) -> bool:
 
     async def sent(request: Request, *args: Any) -> Any:
         await hook(request)
-        return await maybe_deferred_to_future(download(request, *args))
+        try:
+            return await maybe_deferred_to_future(download(request, *args))
+        except Exception as exc:
+            tell(request, exc)
+            raise
 
     handlers.download_request = lambda request, *args: deferred_from_coro(sent(request, *args))
     return True
@@ -312,6 +334,31 @@ def before_scrape(crawler: Crawler,
 
     scraper.enqueue_scrape = scrape  # type: ignore[union-attr]
     return True
+
+
+def forget_robots(crawler: Crawler, netloc: str) -> bool:
+    """Have Scrapy's ``RobotsTxtMiddleware`` fetch ``netloc``'s robots.txt again before the
+    host's next request: it keeps its first answer for the process's life, and reads a
+    server error's body, or no answer at all, as "allow all".
+
+    Private API (the downloader middleware manager's ``middlewares`` and the middleware's
+    ``_parsers``, the same in 2.13 to 2.19), guarded: False when it is not there, or while
+    a fetch of that robots.txt is under way.
+    """
+    from twisted.internet.defer import Deferred
+
+    try:
+        from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware
+    except ImportError:
+        return False
+    manager = getattr(getattr(crawler.engine, "downloader", None), "middleware", None)
+    for middleware in getattr(manager, "middlewares", ()):
+        parsers = getattr(middleware, "_parsers", None)
+        if isinstance(middleware, RobotsTxtMiddleware) and isinstance(parsers, dict) \
+                and netloc in parsers and not isinstance(parsers[netloc], Deferred):
+            del parsers[netloc]
+            return True
+    return False
 
 
 async def sleep(seconds: float) -> None:

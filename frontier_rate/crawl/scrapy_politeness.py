@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from scrapy import Request, signals
+from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.httpobj import urlparse_cached
 
@@ -60,11 +61,26 @@ ROBOTS_GAP = 1.0
 does not know yet (its first one): two processes starting together fetched it 0.026 s apart
 under a ``Crawl-delay: 1`` neither had read (benchmarks/frontera_politeness.py). Costs each
 such host one wait of up to this long before its first page, once per process."""
+RETAKES = 4
+"""Slots a request takes at most before it leaves: a request that finds its slot missed by
+more than ``SEND_MARGIN`` takes the next free one (``SendGate.retake``); the last one it
+takes, it keeps, late or not (a loop busy that long is not going to wait better)."""
 SEND_MARGIN = PACE_MARGIN
 """Seconds added to a host's delay in its shared slot: the arrival of a request at the
 server drifts from the moment its wait ends (scheduling, the connection), as it does from
 a slot's start (``PACE_MARGIN``, the same margin). With 0.01 s two Frontera processes on the
 loaded 2-core VM had requests arrive 0.950 s apart under a 1 s Crawl-delay."""
+
+
+ROBOTS_HELD = "robots.txt unavailable"
+"""The start of ``RobotsHeld``'s message."""
+
+
+class RobotsHeld(IgnoreRequest):
+    """A request not sent because its host's robots.txt answered a server error or could not
+    be fetched (RFC 9309 2.3.1.4: then nothing of the host may be crawled). The Scrapy
+    scheduler keeps such a page's lease and sends it once robots.txt answers again; a one-off
+    request fails with it (its errback sees it)."""
 
 
 class ScrapyPoliteness:
@@ -84,7 +100,8 @@ class ScrapyPoliteness:
         self.closing = False
         self.send = send
         self.waited = 0.0
-        if send is not None and not compat.before_download(crawler, self.before_send):
+        hooked = compat.before_download(crawler, self.before_send, self.on_send_failed)
+        if send is not None and not hooked:
             logger.warning("frontier-rate: this Scrapy's downloader has no download "
                            "handlers to hook; host delays hold within each process only")
             self.send = None
@@ -132,6 +149,7 @@ class ScrapyPoliteness:
                 self.crawler.stats.inc_value("frontier_rate/robots_fetched")
         except Exception as exc:  # a missing robots.txt must never stop the crawl
             logger.debug("robots.txt of %s not fetched: %r", host, exc)
+            self.gate.unreachable(host, "unreachable", self.clock())
         self.gate.robots_done(host, self.clock())
         compat.wake_engine(self.crawler)
 
@@ -141,10 +159,16 @@ class ScrapyPoliteness:
         Scrapy's ``robots_parsed`` signal (2.19) hands over a parser whose public
         interface has no Crawl-delay, so the answer itself is read.
         """
-        host = urlsplit(response.url).hostname
+        parts = urlsplit(response.url)
+        host = parts.hostname
         if not host:
             return
+        held = self.gate.held(host)
         delay = self.gate.learn(host, response.status, response.body, self.clock())
+        if held and not self.gate.held(host):
+            logger.info("robots.txt of %s answers again (%d); its pages go on", host,
+                        response.status)
+            compat.forget_robots(self.crawler, parts.netloc)  # Scrapy's parse of the error
         if delay is not None and not self.closing:
             logger.info("robots.txt Crawl-delay %.3gs for %s", delay, host)
             self._set_host_delay(host, delay)
@@ -186,26 +210,48 @@ class ScrapyPoliteness:
         if urlsplit(response.url).path == "/robots.txt":
             self.learn(response)
 
+    def on_send_failed(self, request: Request, exc: Exception) -> None:
+        """A download got no answer: a robots.txt that could not be fetched holds its host's
+        pages as a server error does (Scrapy's middleware reads it as "allow all")."""
+        url = urlparse_cached(request)
+        if url.path == "/robots.txt" and url.hostname and not isinstance(exc, IgnoreRequest):
+            self.gate.unreachable(url.hostname, "unreachable", self.clock())
+
     async def before_send(self, request: Request) -> None:
-        """Wait (without blocking) until ``request``'s host may be sent to by this process."""
+        """Wait (without blocking) until ``request``'s host may be sent to by this process;
+        raise ``RobotsHeld`` for a page of a host whose robots.txt answers a server error."""
+        url = urlparse_cached(request)
+        held = self.gate.held(url.hostname) if url.hostname else None
+        if held is not None and url.path != "/robots.txt":
+            if self.crawler.stats is not None:
+                self.crawler.stats.inc_value("frontier_rate/robots_held")
+            raise RobotsHeld(f"{ROBOTS_HELD} ({held}): {request.url} held back")
         if self.send is None:
             return
-        host = urlparse_cached(request).hostname
+        host = url.hostname
         delay = self.gate.delay(host) if host else 0.0
         if delay <= 0:
             return
         if self.gate.obey_crawl_delay and urlparse_cached(request).path == "/robots.txt" \
                 and not self.gate.robots_read(host):
             delay = max(delay, ROBOTS_GAP)
-        at = await compat.in_thread(self.send.reserve, host, delay + SEND_MARGIN)
-        wait = at - time.monotonic()
-        if wait > 0:
-            self.waited += wait
-            if self.crawler.stats is not None:
-                self.crawler.stats.inc_value("frontier_rate/send_waits")
-            await compat.sleep(wait)
-        late = time.monotonic() - at
-        if late > SEND_MARGIN:  # a busy loop woke it late: the next send counts from now
+        gap = delay + SEND_MARGIN
+        at = await compat.in_thread(self.send.reserve, host, gap)
+        for _ in range(RETAKES):
+            wait = at - time.monotonic()
+            if wait > 0:
+                self.waited += wait
+                if self.crawler.stats is not None:
+                    self.crawler.stats.inc_value("frontier_rate/send_waits")
+                await compat.sleep(wait)
+            if time.monotonic() - at <= SEND_MARGIN:
+                return
+            # late (a busy event loop, a slow reservation): leave now only if no other send
+            # was reserved after the missed slot, else wait for the next free one
             if self.crawler.stats is not None:
                 self.crawler.stats.inc_value("frontier_rate/late_sends")
-            await compat.in_thread(self.send.sent_late, host, delay + SEND_MARGIN, late)
+            again = await compat.in_thread(self.send.retake, host, gap, at)
+            if again is None:
+                return
+            at = again
+        await compat.sleep(at - time.monotonic())  # the last slot taken: kept, late or not

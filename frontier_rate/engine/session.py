@@ -33,7 +33,14 @@ from frontier_rate.store.errors import (
     translate,
 )
 from frontier_rate.store.keys import Keys
-from frontier_rate.store.namespace import SETTINGS, Config, change_settings, open_namespace, read_settings
+from frontier_rate.store.namespace import (
+    SETTINGS,
+    Config,
+    change_settings,
+    check_markers,
+    open_namespace,
+    read_settings,
+)
 from frontier_rate.store.scripts import PartlyApplied, Scripts
 from frontier_rate.store.wire import BETA, ETA, INTERVAL_MAX_STEP, INTERVAL_PRIOR_INFO, OMEGA, Header
 
@@ -48,6 +55,8 @@ PRIOR_RATE = 1.0 / 86400
 DEFAULT_SETTINGS = {"budget": 1.0, "min_host_delay": 1.0, "min_interval": 60.0,
                     "max_interval": 30 * 86400.0, "lease_timeout": 300.0, "prior_rate": PRIOR_RATE}
 """The shared settings of a new namespace that no process asked for otherwise."""
+UNGUARDED_CALLS = frozenset({"opening the namespace", "health"})
+"""Calls that run while the namespace is found lost: ``health`` reports the loss itself."""
 HOUSEKEEPING_EVERY = 5.0
 """Seconds of real time between two checks of the clock offset and of evictions."""
 CLOCK_TOLERANCE = 0.05
@@ -109,6 +118,7 @@ class Session:
         self._defaults = defaults
         self.offset = 0.0
         self._lost_logged = False
+        self._lost = False  # found lost: every call checks the markers first (errors())
         self._clock_sync = options.clock is time.time if clock_sync is None else bool(clock_sync)
         self._housekeeping_at = time.monotonic() + HOUSEKEEPING_EVERY  # open does its own
         self._owns_client = client is None
@@ -271,7 +281,26 @@ class Session:
     def errors(self, what: str = "a call") -> RedisErrors:
         """A context that turns a Redis error during ``what`` into the frontier's error,
         and runs the housekeeping after a block Redis carried out."""
+        if self._lost and what not in UNGUARDED_CALLS:
+            self._refuse_while_lost(what)
         return RedisErrors(self.redis_url, self.namespace, what, self.lost, self._housekeeping)
+
+    def _refuse_while_lost(self, what: str) -> None:
+        """Raise NamespaceLost, having written nothing, while the namespace found lost still
+        lacks its markers (reads only: the configuration's id and each shard's); a restore
+        that brought them back lets calls through again. Before, each retry of a crawler's
+        client wrote the due summary (lua/due.lua, sent after the shard scripts that Redis
+        refused) and the token bucket into the emptied Redis (issue 63's soak)."""
+        with RedisErrors(self.redis_url, self.namespace, what):
+            marker = self.client.hget(self.keys.cfg, "id")
+            if marker == self.namespace_id.encode():
+                check_markers(self.client, self.scripts, self.keys, self.shards,
+                              self.namespace_id, self.redis_url)
+        if marker != self.namespace_id.encode():
+            detail = ("its configuration is gone" if marker is None
+                      else "it was created anew since this frontier opened")
+            raise NamespaceLost(lost_message(self.redis_url, self.namespace, detail))
+        self._lost = False
 
     def lost(self, error: NamespaceLost) -> NamespaceLost:
         """Say once, as an ERROR, that the namespace is gone (every later call raises too);
@@ -281,6 +310,7 @@ class Session:
         if evicted:
             self._mark_damaged()
             error = NamespaceLost(lost_message(self.redis_url, self.namespace, evicted))
+        self._lost = bool(getattr(self, "namespace_id", ""))  # not while opening
         if not self._lost_logged:
             self._lost_logged = True
             logger.error("frontier-rate: %s", error)

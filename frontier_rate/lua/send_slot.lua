@@ -6,7 +6,8 @@
 -- next free time) is read as such. KEYS[2]: zset process id -> when it last reserved.
 -- ARGV: host, delay (seconds >= 0), now (Redis's clock, seconds), the caller's process id,
 -- window (seconds a process counts as sending after its last reservation), and optionally
--- "late": the caller's request left late, at ``now`` (recorded if after the last send).
+-- "late": the caller's request left late, at ``now`` (recorded if after the last send),
+-- then optionally the time the caller had reserved (see below).
 -- The next send keeps the longer of both delays after the last one: a process that has not
 -- read the host's Crawl-delay yet (its robots.txt fetch) never comes closer than it to a
 -- send of a process that has, nor the other way round.
@@ -28,12 +29,19 @@ if not window or window ~= window or window <= 0 or window == math.huge then
 end
 local stored = redis.call("HGET", KEYS[1], host)
 if ARGV[6] == "late" then
-  -- the caller's request left at ``now``, later than its slot: the next send counts from now
+  -- the caller's request leaves at ``now``, later than its slot (ARGV[7], when given: the
+  -- time it had reserved). While no later send was reserved, the next one counts from now
+  -- and the caller sends now; once one was (another request took the slot after the
+  -- caller's, and would follow it closer than the delay), the caller takes the next free
+  -- slot below, as a new reservation.
   local last = tonumber(string.match(stored or "", "^([^,]+),") or "")
-  if last and last < now then
-    redis.call("HSET", KEYS[1], host, string.format("%.6f,%.6f", now, delay))
+  local mine = tonumber(ARGV[7] or "")
+  if not (mine and last and last > mine + 0.001) then
+    if last and last < now then
+      redis.call("HSET", KEYS[1], host, string.format("%.6f,%.6f", now, delay))
+    end
+    return {"0", "1", "0"}
   end
-  return {"0", "1", "0"}
 end
 local at = now
 if stored then

@@ -55,7 +55,7 @@ from frontier_rate.crawl.detection_process import DetectionProcess
 from frontier_rate.crawl.fingerprint import Fingerprinter, clean_validator
 from frontier_rate.crawl.idle_reason import log_why_nothing
 from frontier_rate.crawl.responses import Outcome, outcome
-from frontier_rate.crawl.scrapy_politeness import ScrapyPoliteness
+from frontier_rate.crawl.scrapy_politeness import RobotsHeld, ScrapyPoliteness
 from frontier_rate.crawl.settings import CLOCK_SLACK, DONT_REVISIT_KEY, WEIGHT_KEY, scrapy_settings, user_settings
 from frontier_rate.crawl.shared_pages import SharedPages, use_page_memory
 from frontier_rate.crawl.signal_reader import SITEMAP_KEY, SignalReader
@@ -541,6 +541,13 @@ class Scheduler:
             if self._delivery.swallow_304(token):
                 return None  # a 304, observed as unchanged: not an error for the spider
             lease = self._in_flight.get(token) if token else None
+            if lease is not None and token not in self._answered \
+                    and isinstance(failure.value, RobotsHeld):  # sent once robots.txt answers
+                leased_at = self._sent_at.get(token, self.clock())
+                self._finish(token)
+                self._buffer.append((lease, leased_at))
+                self._delivery.results.pop(token, None)
+                return None
             if lease is not None and token not in self._answered:
                 reason, park = compat.exception_reason(failure.value)
                 if park:  # robots.txt forbids the page: its next try is max_interval away

@@ -63,10 +63,14 @@ class SendSlots:
         previous send (the longer of both delays holds). Raises on any Redis error."""
         return self._call(host, delay, now)
 
-    def late(self, host: str, delay: float, now: float) -> None:
-        """A request to ``host`` left at Redis time ``now``, later than its slot (a busy event
-        loop): the host's next send counts from ``now``."""
-        self._call(host, delay, now, "late")
+    def late(self, host: str, delay: float, now: float,
+             reserved: float | None = None) -> Reservation:
+        """A request to ``host`` leaves at Redis time ``now``, later than its slot (a busy event
+        loop, a slow reservation): the host's next send counts from ``now``. With ``reserved``
+        (the time of the slot it missed): when another send was reserved after that slot,
+        the request takes the next free one instead (``wait`` > 0: it must not leave now)."""
+        mode = ["late"] if reserved is None else ["late", repr(float(reserved))]
+        return self._call(host, delay, now, *mode)
 
     def _call(self, host: str, delay: float, now: float, *mode: str) -> Reservation:
         args = [host, repr(float(delay)), repr(float(now)), self.sender, repr(self.window),

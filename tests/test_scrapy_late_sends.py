@@ -1,0 +1,64 @@
+"""A request that misses its send slot takes the next free one (issue 63's soak), with a
+real crawl.
+
+One crawler, a host delay of 1 s, one-off requests to one loopback host (four may be in
+the downloader at once), and its Redis under ``CLIENT PAUSE`` for 3 s: the requests the
+download slot lets through meanwhile each wait for their shared send slot in Redis, and
+Redis answers them all when the pause ends. Their slots are in the past by then. Before,
+each went at once (its slot mapped onto the clock after the call), so the site got them
+within milliseconds of each other (the soak: 0.6 ms apart under a 0.5 s delay; a crawler
+starting up on a loaded machine, whose Redis calls are slow: 0.087 s under 0.3 s). Now a
+request whose slot was missed by more than the margin leaves only if no other send was
+reserved after that slot, else it takes the next free one.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+sys.path.insert(0, str(Path(__file__).parent))
+from conftest import start_redis_server  # noqa: E402
+from scrapy_support.harness import finish_crawl, start_crawl  # noqa: E402
+from scrapy_support.server import ChangingSite  # noqa: E402
+
+pytestmark = pytest.mark.timeout(120)
+
+DELAY = 1.0
+PAUSE = 3.0
+
+
+def test_requests_answered_late_by_redis_keep_the_host_delay(namespace, tmp_path):
+    proc_redis, port = start_redis_server(str(tmp_path))
+    url = f"redis://127.0.0.1:{port}/0"
+    admin = redis.Redis(host="127.0.0.1", port=port)
+    try:
+        with ChangingSite("127.0.0.1") as site:
+            paths = [f"/p{i}" for i in range(9)]
+            for path in paths:
+                site.set(path, f"<p>{path}</p>")
+            start = [{"url": site.url(p), "meta": {"dont_revisit": True}} for p in paths]
+            proc, output, log = start_crawl(tmp_path, "late", url, namespace, start, {
+                "FRONTIER_RATE_MIN_HOST_DELAY": DELAY, "CONCURRENT_REQUESTS_PER_DOMAIN": 4,
+                "FRONTIER_RATE_CLOSE_AFTER": "idle", "FRONTIER_RATE_REDIS_TIMEOUT": 10.0,
+                "LOG_LEVEL": "INFO"})
+            deadline = time.monotonic() + 60
+            while len(site.hits) < 2 and time.monotonic() < deadline and proc.poll() is None:
+                time.sleep(0.01)
+            assert len(site.hits) >= 2, "the crawl never fetched two pages"
+            admin.execute_command("CLIENT", "PAUSE", int(PAUSE * 1000), "ALL")
+            crawl = finish_crawl(proc, output, log, timeout=90)
+            assert crawl.returncode == 0, crawl.log[-3000:]
+            arrivals = sorted(hit.started for hit in site.hits)
+        assert len(arrivals) == len(paths), crawl.log[-3000:]
+        gaps = [b - a for a, b in zip(arrivals, arrivals[1:], strict=False)]
+        assert min(gaps) >= DELAY - 0.05, [round(g, 3) for g in gaps]
+        assert crawl.stats.get("frontier_rate/late_sends", 0) >= 1  # the pause made some late
+    finally:
+        admin.close()
+        proc_redis.terminate()
+        proc_redis.wait()
