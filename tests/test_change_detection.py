@@ -1,4 +1,4 @@
-"""The "content" fingerprint mode (frontier_rate.crawl.change_detection): each class of volatile
+"""The "content" fingerprint mode (frontier_rate.detection.change_detection): each class of volatile
 fragment is no change, a change of the content always is, not-content answers are
 failed fetches. Every page here is synthetic, written for these tests."""
 
@@ -12,11 +12,11 @@ from array import array
 
 import pytest
 
-from frontier_rate.crawl import change_detection
-from frontier_rate.crawl import segments as segments_module
-from frontier_rate.crawl.change_detection import ContentDetector, segments, stable_segments
-from frontier_rate.crawl.fingerprint import Fingerprinter
 from frontier_rate.crawl.responses import outcome
+from frontier_rate.detection import change_detection
+from frontier_rate.detection import segments as segments_module
+from frontier_rate.detection.change_detection import ContentDetector, segments, stable_segments
+from frontier_rate.detection.fingerprint import Fingerprinter
 from frontier_rate.engine import Lease
 
 HTML = {"Content-Type": "text/html; charset=utf-8"}
@@ -342,7 +342,7 @@ def test_a_page_of_one_short_line_still_changes():
 
 
 # The volatile and counter patterns as plain alternations, each "\b" where it stands: the
-# way to read them. crawl/segments writes them so that sre can skip positions (a first
+# way to read them. detection/segments writes them so that sre can skip positions (a first
 # character set, lookbehinds); both must mask exactly the same text.
 PLAIN_VOLATILE = re.compile("|".join((
     r"\b\d+\s*(?:s|sec|secs|seconds?|m|mins?|minutes?|h|hrs?|hours?|d|days?|w|wks?|"
@@ -401,7 +401,7 @@ def test_fast_volatile_patterns_mask_what_the_plain_alternations_mask():
         assert stable_segments(parts) == plain_stable_segments(parts) == ["12 x", "<v>", "plain"]
 
 
-# The tag patterns as the plain alternations they were: crawl/segments writes the names
+# The tag patterns as the plain alternations they were: detection/segments writes the names
 # as a trie (``alternation``) so that sre tries a few branches at each "<"; both must
 # find the same tags.
 PLAIN_DROP_START = re.compile(r"<!--|<(" + "|".join(segments_module._DROPPED) + r")\b"

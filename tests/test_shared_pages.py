@@ -1,4 +1,4 @@
-"""Each page's detection memory shared in Redis (``crawl/page_memory.py``,
+"""Each page's detection memory shared in Redis (``detection/page_memory.py``,
 ``crawl/shared_pages.py``): its bytes, and what sharing it changes for a process that did
 not fetch the page's last copy (another process of the frontier, or the crawl after a
 restart). A real redis-server throughout; the worker runs as the real child process."""
@@ -21,9 +21,16 @@ import redis
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from frontier_rate.crawl.detection_worker import READY, frame, read_line
-from frontier_rate.crawl.fingerprint import Fingerprinter
-from frontier_rate.crawl.host_mask import (
+from frontier_rate.crawl.shared_pages import (
+    ENVIRONMENT,
+    MIN_TTL,
+    TIMEOUT,
+    TTL_INTERVALS,
+    SharedPages,
+)
+from frontier_rate.detection.detection_worker import READY, frame, read_line
+from frontier_rate.detection.fingerprint import Fingerprinter
+from frontier_rate.detection.host_mask import (
     COMPACT_AFTER,
     log_generation,
     log_hashes,
@@ -31,8 +38,8 @@ from frontier_rate.crawl.host_mask import (
     tag,
     write_log,
 )
-from frontier_rate.crawl.host_mask import HEADER as LOG_HEADER
-from frontier_rate.crawl.page_memory import (
+from frontier_rate.detection.host_mask import HEADER as LOG_HEADER
+from frontier_rate.detection.page_memory import (
     CELLS,
     GONE,
     HEADER,
@@ -40,13 +47,6 @@ from frontier_rate.crawl.page_memory import (
     PageMemory,
     pack,
     unpack,
-)
-from frontier_rate.crawl.shared_pages import (
-    ENVIRONMENT,
-    MIN_TTL,
-    TIMEOUT,
-    TTL_INTERVALS,
-    SharedPages,
 )
 from frontier_rate.store.keys import Keys, page_id, shard_of
 from frontier_rate.store.namespace import drop
@@ -347,9 +347,10 @@ def test_the_memory_lives_in_its_pages_shard_expires_and_goes_with_the_namespace
 
 def test_no_key_of_the_memory_is_built_in_the_crawl_kit():
     """Its keys come from ``store.Keys`` and its calls from ``store/detection_memory.py``."""
-    for module in ("shared_pages", "page_memory", "host_mask", "shared_detection_worker",
-                   "change_detection", "detection_process"):
-        text = (ROOT / "frontier_rate" / "crawl" / f"{module}.py").read_text()
+    for module in ("crawl/shared_pages", "detection/page_memory", "detection/host_mask",
+                   "crawl/shared_detection_worker", "detection/change_detection",
+                   "scrapy/detection_process"):
+        text = (ROOT / "frontier_rate" / f"{module}.py").read_text()
         assert "fr:{" not in text and ".pipeline(" not in text, module
 
 

@@ -40,7 +40,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from itertools import pairwise
 
-from frontier_rate.crawl.segments import SHORT_BIT
+from frontier_rate.detection.segments import SHORT_BIT
 
 HEADER = struct.Struct("<8sQ")
 """The log's first 16 bytes: ``MAGIC`` and its generation."""
@@ -306,7 +306,7 @@ def host_of(url: str) -> str:
 
 def tag(h: int) -> int:
     """A segment's 31-bit tag in a shared log (never 0), of its top 32 bits: those a page's
-    shared memory keeps of a removed segment (``crawl/page_memory.py``), so a segment known
+    shared memory keeps of a removed segment (``detection/page_memory.py``), so a segment known
     only by them has its tag."""
     return ((((h >> 32) * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF) >> 33) or 1
 

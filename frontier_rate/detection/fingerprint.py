@@ -4,8 +4,8 @@ The scheduler only learns whether a page changed between two fetches
 (the design brief ../shared/DESIGN.md, beside the repository, section 1: the change
 indicator I_k). This module turns a body into a short fingerprint; two fetches of one
 page changed iff their fingerprints differ. It imports no crawler framework (the standard
-library and the package's detection modules; ``engine.validation`` for one limit, which
-brings numpy), so the Scrapy and Frontera adapters and the detection process share it.
+library and the package's detection modules), so the Scrapy and Frontera adapters and the
+detection process share it.
 
 Modes:
 
@@ -14,7 +14,7 @@ Modes:
   ``<template>`` blocks and all tags are removed, character references are
   decoded and whitespace is collapsed, so markup-only churn (attributes,
   class names, wrapper elements, indentation) is no change.
-- ``"content"``: the content of the page (``frontier_rate.crawl.change_detection``):
+- ``"content"``: the content of the page (``frontier_rate.detection.change_detection``):
   for HTML the visible text in block segments without volatile fragments (times,
   dates, relative times, tokens, counters) and without the boilerplate learned per
   host, with a per-process memory of each page's last copy; bot walls, empty and
@@ -42,12 +42,12 @@ import hashlib
 import html
 import re
 from collections.abc import Callable, Iterable, Mapping
+from importlib import import_module
 from typing import Any
 
-from frontier_rate.crawl.change_detection import ContentDetector, Detection, PageStore, is_html
-from frontier_rate.crawl.content_rules import ContentRule, select
-from frontier_rate.crawl.detection_record import encode, explain
-from frontier_rate.engine.validation import MAX_VALIDATOR_LENGTH
+from frontier_rate.detection.change_detection import ContentDetector, Detection, PageStore, is_html
+from frontier_rate.detection.content_rules import ContentRule, select
+from frontier_rate.detection.detection_record import encode, explain
 
 __all__ = [
     "DEFAULT_MAX_BODY",
@@ -84,23 +84,6 @@ _TAG = re.compile(r"</?[A-Za-z]" + _ATTRIBUTES + ">")
 _SPACE = re.compile(r"\s+")
 _CHARSET = re.compile(r"charset\s*=\s*[\"']?([A-Za-z0-9._:-]+)", re.I)
 _META_CHARSET = re.compile(rb"<meta[^>]+charset\s*=\s*[\"']?([A-Za-z0-9._:-]+)", re.I)
-
-
-_PRINTABLE_ASCII = re.compile(r"[\x20-\x7e]+")
-
-
-def clean_validator(value: str | None) -> str | None:
-    """``value`` if it may go back verbatim in If-None-Match / If-Modified-Since, else None.
-
-    Only printable ASCII (space to ``~``) up to the engine's
-    ``MAX_VALIDATOR_LENGTH``: no control character (CR, LF, NUL ...) can end
-    up in a request header, and the value sent is byte for byte the one the
-    server sent. A validator with other bytes (legal but rare) means no
-    conditional request for that page; change detection still works.
-    """
-    if not isinstance(value, str) or not value or len(value) > MAX_VALIDATOR_LENGTH:
-        return None
-    return value if _PRINTABLE_ASCII.fullmatch(value) else None
 
 
 def header_value(headers: Any, name: str) -> str | None:
@@ -182,11 +165,10 @@ def _load_callable(path: str) -> CustomFingerprint:
             f"FRONTIER_RATE_FINGERPRINT={path!r}: expected 'content', 'raw', 'text' or a dotted path "
             "to a callable (body, url, headers) -> str | bytes"
         )
-    from scrapy.utils.misc import load_object  # here: the detection process needs no Scrapy
-
+    module, _, name = path.rpartition(".")
     try:
-        target = load_object(path)
-    except (ImportError, NameError, ValueError) as exc:
+        target = getattr(import_module(module), name)
+    except (ImportError, AttributeError, ValueError) as exc:
         raise ValueError(f"FRONTIER_RATE_FINGERPRINT={path!r} cannot be imported: {exc}") from exc
     if not callable(target):
         raise ValueError(f"FRONTIER_RATE_FINGERPRINT={path!r} is not callable")

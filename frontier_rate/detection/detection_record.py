@@ -17,9 +17,9 @@ import json
 import time
 from typing import Any
 
-from frontier_rate.crawl.change_detection import ContentDetector, Detection
-from frontier_rate.crawl.content_rules import ContentRule
-from frontier_rate.crawl.host_mask import host_of
+from frontier_rate.detection.change_detection import ContentDetector, Detection
+from frontier_rate.detection.content_rules import ContentRule
+from frontier_rate.detection.host_mask import host_of
 
 MAX_SELECTOR = 64
 """Characters of a content selector, or of the reason an answer was no copy, kept in a

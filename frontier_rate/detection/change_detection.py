@@ -76,10 +76,10 @@ from itertools import compress, filterfalse, pairwise
 from operator import not_
 from typing import Any, Protocol
 
-from frontier_rate.crawl.content_rules import ContentRule
-from frontier_rate.crawl.host_mask import HostMask, host_of
-from frontier_rate.crawl.page_memory import PageMemory
-from frontier_rate.crawl.segments import (
+from frontier_rate.detection.content_rules import ContentRule
+from frontier_rate.detection.host_mask import HostMask, host_of
+from frontier_rate.detection.page_memory import PageMemory
+from frontier_rate.detection.segments import (
     _CONSENT_BIT,
     _ERROR,
     _SHORT_BIT,
