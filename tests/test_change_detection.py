@@ -116,6 +116,31 @@ def test_one_word_edit_of_a_legal_paragraph_counts():
                    [page(), page(nonce="q1w2e3r4t5y6"), page(edited)]) == [False, True]
 
 
+@pytest.mark.parametrize("repeated", [
+    [*LEGAL, LEGAL[1]],                               # a paragraph copied to the end
+    [LEGAL[0], LEGAL[0], *LEGAL[1:]],                 # ... next to itself
+    [*LEGAL, "Size M", "Size L", "Size M"],           # a short list entry repeated
+])
+def test_another_copy_of_text_already_on_the_page_is_a_change(repeated):
+    """Issue 59 item 2: the copies of a page are compared as multisets of segments, so text
+    that gains a second copy (or loses one) is a change, while the page's own text is
+    otherwise the same."""
+    once = [p for i, p in enumerate(repeated) if p not in repeated[:i]]
+    said = changed(Fingerprinter("content"), "http://a.test/terms",
+                   [page(once), page(once, nonce="q1w2e3r4t5y6"), page(repeated),
+                    page(repeated, nonce="z9x8c7v6b5n4"), page(once)])
+    assert said == [False, True, False, True]
+
+
+def test_segments_that_only_move_are_no_change():
+    """The decision of issue 59 item 2 for order: the same segments in another order (a list
+    re-sorted, a related-items box shuffled, a paragraph moved) is no change: multisets,
+    not sequences."""
+    moved = [LEGAL[2], LEGAL[0], LEGAL[3], LEGAL[1]]
+    assert changed(Fingerprinter("content"), "http://a.test/terms",
+                   [page(), page(moved, nonce="q1w2e3r4t5y6")]) == [False]
+
+
 def test_content_changes_count_after_the_host_learned_its_boilerplate():
     """Two pages of one host, rotating widget and renamed menu learned; then each kind
     of edit of the page's own text still counts."""

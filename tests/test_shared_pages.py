@@ -45,6 +45,7 @@ from frontier_rate.detection.page_memory import (
     HEADER,
     SHORT,
     PageMemory,
+    copy_key,
     pack,
     unpack,
 )
@@ -119,6 +120,50 @@ def test_the_sketch_gives_back_what_a_small_difference_removed_and_where():
     came_back = unpack(data)
     came_back.restore(following + [gone_short])
     assert gone_short in came_back.gone  # its tag matched: the detector sees it came back
+
+
+def test_the_sketch_holds_each_copy_of_a_repeated_segment():
+    """A copy whose segments repeat (the same paragraph twice, a list entry three times)
+    rebuilds whole against a next copy with one copy fewer, and one more: each further copy
+    is a key of its own (``copy_key``), so the difference is a segment, not nothing."""
+    rng = random.Random(592)
+    last = [rng.getrandbits(64) | 1 << 30 for _ in range(60)]
+    last[20], last[30], last[31] = last[5], last[7], last[7]
+    memory = PageMemory("ab" * 8, array("Q", last), 1000, array("Q"), b"w" * 8)
+    data = pack(memory)
+    for following in (last[:30] + last[31:], last[:20] + last[21:], [*last, last[5]]):
+        back = unpack(data)
+        assert back.restore(following)
+        assert sorted(back.hashes) == sorted(last)
+    assert copy_key(last[5] >> 32, 2) != last[5] >> 32
+    assert copy_key(last[5] >> 32, 2) >> 30 == last[5] >> 62  # the flags stay
+
+
+def test_a_fresh_process_sees_a_repeated_paragraph_the_last_process_did_not_have(
+        redis_client, namespace):
+    """Process A fetches the page; process B (another crawler, or A restarted) gets a copy
+    with one paragraph twice: a change, found through the shared memory; a copy with the
+    same paragraphs in another order is none."""
+    url = "http://terms.test/tos"
+    paragraphs = ["<p>These terms apply to every user of the service.</p>",
+                  "<p>Read them well before you sign up.</p>",
+                  "<p>Governing law: the courts of Paris.</p>"]
+
+    def document(parts: list[str], token: str) -> bytes:
+        return (f'<html><head><title>Terms</title></head><body><div class="c{token}">'
+                f'<h1>Terms of service</h1>{"".join(parts)}</div></body></html>').encode()
+
+    first = Fingerprinter("content")
+    first.share(_pages(redis_client, namespace))
+    kept = first.detect(document(paragraphs, "1a2b3c4d5e6f7a8b"), url, HTML).fingerprint
+    moved = Fingerprinter("content")
+    moved.share(_pages(redis_client, namespace))
+    assert moved.detect(document(paragraphs[::-1], "9f8e7d6c5b4a3f2e"), url,
+                        HTML).fingerprint == kept
+    repeated = Fingerprinter("content")
+    repeated.share(_pages(redis_client, namespace))
+    assert repeated.detect(document([*paragraphs, paragraphs[1]], "0011223344556677"), url,
+                           HTML).fingerprint != kept
 
 
 def test_a_damaged_or_foreign_memory_is_refused_by_name():

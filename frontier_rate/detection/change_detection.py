@@ -70,7 +70,7 @@ import hashlib
 import json
 import zlib
 from array import array
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from itertools import compress, filterfalse, pairwise
 from operator import not_
@@ -199,6 +199,20 @@ def replaced_slots(order: list[int] | array, before: list[int] | array, added: s
         if old is not None and old in removed and old & _SHORT_BIT:
             found.append((items[i - 1], items[i]))
     return found
+
+
+def recounted(order: list[int] | array, before: list[int] | array,
+              ignore: set[int]) -> set[int]:
+    """The content segments (not in ``ignore``) in both copies whose number of copies
+    differs: a paragraph repeated, a list entry added twice, a stock line duplicated (issue
+    59: a change that adds another copy of text already on the page is a change). Segments
+    that only moved are no change: the copies are compared as multisets, not as sequences
+    (a related-items box or a list sorted by popularity reorders on many answers)."""
+    now = Counter(h for h in order if h not in ignore)
+    if len(now) == sum(now.values()) and len(before) == len(set(before)):
+        return set()  # no repeats on either copy: the set difference said it all
+    then = Counter(h for h in before if h not in ignore)
+    return {h for h, count in now.items() if h in then and then[h] != count}
 
 
 @dataclass(frozen=True)
@@ -405,8 +419,8 @@ class ContentDetector:
             counted = {h for h in added | removed if h not in ignore}
             inside = inside_content(hashes, added, ignore) | \
                 inside_content(memory.hashes, removed, ignore)
-            changed = len(counted | inside)
-            ignored = len(added) + len(removed) - changed
+            ignored = len(added | removed) - len((counted | inside) & (added | removed))
+            changed = len(counted | inside | recounted(hashes, memory.hashes, ignore))
             if changed == 0 or (whole == memory.whole and not inside):
                 fingerprint = memory.fingerprint
                 self.ignored_changes += 1  # the bytes differed (else returned above)
