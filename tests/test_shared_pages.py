@@ -45,10 +45,10 @@ from frontier_rate.detection.page_memory import (
     HEADER,
     SHORT,
     PageMemory,
-    copy_key,
     pack,
     unpack,
 )
+from frontier_rate.detection.segments import copies_apart
 from frontier_rate.store.keys import Keys, page_id, shard_of
 from frontier_rate.store.namespace import drop
 
@@ -123,20 +123,22 @@ def test_the_sketch_gives_back_what_a_small_difference_removed_and_where():
 
 
 def test_the_sketch_holds_each_copy_of_a_repeated_segment():
-    """A copy whose segments repeat (the same paragraph twice, a list entry three times)
-    rebuilds whole against a next copy with one copy fewer, and one more: each further copy
-    is a key of its own (``copy_key``), so the difference is a segment, not nothing."""
+    """Each further copy of a segment's text is a segment of its own
+    (``segments.copies_apart``), so the sketch of a copy with repeats (a paragraph twice, a
+    list entry three times) rebuilds whole against a next copy with one copy fewer, or one
+    more: the difference is a segment, not nothing."""
     rng = random.Random(592)
-    last = [rng.getrandbits(64) | 1 << 30 for _ in range(60)]
-    last[20], last[30], last[31] = last[5], last[7], last[7]
-    memory = PageMemory("ab" * 8, array("Q", last), 1000, array("Q"), b"w" * 8)
-    data = pack(memory)
-    for following in (last[:30] + last[31:], last[:20] + last[21:], [*last, last[5]]):
+    base = [rng.getrandbits(64) | 1 << 30 for _ in range(60)]
+    base[20], base[30], base[31] = base[5], base[7], base[7]
+    last = copies_apart(base)
+    assert len(set(last)) == 60 and last[5] == base[5] and last[20] != base[5]
+    assert last[20] >> 62 == base[5] >> 62  # the flags stay
+    assert copies_apart(base[::-1]) != last[::-1] and sorted(copies_apart(base[::-1])) == sorted(last)
+    data = pack(PageMemory("ab" * 8, array("Q", last), 1000, array("Q"), b"w" * 8))
+    for following in (base[:30] + base[31:], base[:20] + base[21:], [*base, base[5]]):
         back = unpack(data)
-        assert back.restore(following)
+        assert back.restore(copies_apart(following), known=last)
         assert sorted(back.hashes) == sorted(last)
-    assert copy_key(last[5] >> 32, 2) != last[5] >> 32
-    assert copy_key(last[5] >> 32, 2) >> 30 == last[5] >> 62  # the flags stay
 
 
 def test_a_fresh_process_sees_a_repeated_paragraph_the_last_process_did_not_have(

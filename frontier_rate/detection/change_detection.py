@@ -30,6 +30,9 @@ whether the *content* changed, in four steps:
    last copy. A new copy whose differences from it are all masked gets the previous
    fingerprint again (no change); otherwise a new fingerprint (blake2b of the content
    segments not masked). So a mask that grows does not make every page "change" once.
+   The copies are multisets of segments: the k-th copy of a text on a page is hashed as
+   (text, k) (``segments.copies_apart``), so a paragraph that gains a second copy is a
+   change; segments that only move are none.
 
 Not-content answers (``not_content``): a bot wall or captcha, an empty or near-empty
 body, or a page whose text is a small fraction of the page's previous copy and reads
@@ -70,7 +73,7 @@ import hashlib
 import json
 import zlib
 from array import array
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from dataclasses import dataclass
 from itertools import compress, filterfalse, pairwise
 from operator import not_
@@ -84,6 +87,7 @@ from frontier_rate.detection.segments import (
     _ERROR,
     _SHORT_BIT,
     _WALL,
+    copies_apart,
     is_html,
     segment_hashes,
     segments,
@@ -199,20 +203,6 @@ def replaced_slots(order: list[int] | array, before: list[int] | array, added: s
         if old is not None and old in removed and old & _SHORT_BIT:
             found.append((items[i - 1], items[i]))
     return found
-
-
-def recounted(order: list[int] | array, before: list[int] | array,
-              ignore: set[int]) -> set[int]:
-    """The content segments (not in ``ignore``) in both copies whose number of copies
-    differs: a paragraph repeated, a list entry added twice, a stock line duplicated (issue
-    59: a change that adds another copy of text already on the page is a change). Segments
-    that only moved are no change: the copies are compared as multisets, not as sequences
-    (a related-items box or a list sorted by popularity reorders on many answers)."""
-    now = Counter(h for h in order if h not in ignore)
-    if len(now) == sum(now.values()) and len(before) == len(set(before)):
-        return set()  # no repeats on either copy: the set difference said it all
-    then = Counter(h for h in before if h not in ignore)
-    return {h for h, count in now.items() if h in then and then[h] != count}
 
 
 @dataclass(frozen=True)
@@ -382,7 +372,7 @@ class ContentDetector:
                     memory.rejected += 1
                 self.not_content += 1
                 return Detection(None, reason)
-        hashes = self._stable_hashes(parts)
+        hashes = copies_apart(self._stable_hashes(parts))
         if memory is not None and memory.sketch is not None:  # read from Redis: page_memory
             memory.restore(hashes, host.seen)
         if host.pending:  # masks other processes learned, of segments not seen here yet
@@ -419,8 +409,8 @@ class ContentDetector:
             counted = {h for h in added | removed if h not in ignore}
             inside = inside_content(hashes, added, ignore) | \
                 inside_content(memory.hashes, removed, ignore)
-            ignored = len(added | removed) - len((counted | inside) & (added | removed))
-            changed = len(counted | inside | recounted(hashes, memory.hashes, ignore))
+            changed = len(counted | inside)
+            ignored = len(added) + len(removed) - changed
             if changed == 0 or (whole == memory.whole and not inside):
                 fingerprint = memory.fingerprint
                 self.ignored_changes += 1  # the bytes differed (else returned above)

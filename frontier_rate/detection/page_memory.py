@@ -88,87 +88,35 @@ class PageMemory:
             return True
         self.gone = _match_gone(self.gone, hashes)
         cells = _cells_from(sketch)
-        keys = occurrence_keys(hashes)
-        for key in keys:
+        here = {h >> 32: h for h in hashes}
+        for key in here:
             _add(cells, key, -1)
         peeled = _peel(cells)
         if peeled is None:
             self.hashes = array("Q")
             return False
         removed, added = peeled
-        here = dict(zip(keys, hashes, strict=True))
         if any(key not in here for key in removed):
-            here.update(_further_copies(hashes, known))
+            here.update((h >> 32, h) for h in known if h >> 32 not in here)
         old = [here.get(key) or key << 32 for key in removed]
-        self.hashes = _merge(hashes, keys, added, old)
+        self.hashes = _merge(hashes, added, old)
         return True
 
 
-def _merge(hashes: Sequence[int], keys: Sequence[int], added: set[int],
-           removed: list[int]) -> array:
-    """The last copy's order, guessed: the next copy's segments (``keys``: their
-    ``occurrence_keys``) with each added one in turn replaced by a removed one (an edit, a
-    rotated text: exact), the removed ones left over at the end."""
+def _merge(hashes: Sequence[int], added: set[int], removed: list[int]) -> array:
+    """The last copy's order, guessed: the next copy's segments with each added one in
+    turn replaced by a removed one (an edit, a rotated text: exact), the removed ones left
+    over at the end."""
     order = array("Q")
     rest = iter(removed)
-    for h, key in zip(hashes, keys, strict=True):
-        if key in added:
+    for h in hashes:
+        if h >> 32 in added:
             h = next(rest, None)
             if h is None:
                 continue
         order.append(h)
     order.extend(rest)
     return order
-
-
-FLAGS = 0xC0000000
-"""The two flag bits of a 32-bit key (a hash's short and consent bits), kept by
-``copy_key``."""
-_COPY = 0xFF51AFD7ED558CCD
-
-
-def copy_key(key: int, copy: int) -> int:
-    """The sketch's key of the ``copy``-th copy (1, 2, ...) of a segment whose 32-bit key is
-    ``key`` on one page: ``key`` itself for the first, for each further copy another key
-    with the same flags (issue 59: a second copy of a paragraph is a change, so the sketch
-    holds a multiset, not a set)."""
-    if copy == 1:
-        return key
-    mixed = (((key ^ (copy * _COPY)) * _MIX) & _M64) >> 34
-    return (key & FLAGS) | (mixed & ~FLAGS & 0xFFFFFFFF)
-
-
-def occurrence_keys(hashes: Sequence[int]) -> list[int]:
-    """Each segment's key in the sketch, in order: the k-th copy of a text is keyed as
-    ``copy_key(its key, k)``, so that a copy that gains or loses a repeat differs from the
-    last one in the sketch as it does in the whole memory."""
-    seen: dict[int, int] = {}
-    keys = []
-    for h in hashes:
-        key = h >> 32
-        copies = seen[key] = seen.get(key, 0) + 1
-        keys.append(key if copies == 1 else copy_key(key, copies))
-    return keys
-
-
-FURTHER = 2
-"""Copies past those of the next copy that a removed key is looked up among."""
-
-
-def _further_copies(hashes: Sequence[int], known: Iterable[int]) -> dict[int, int]:
-    """Keys of copies the last copy may have had and the next one lacks, to their whole
-    hashes: up to ``FURTHER`` further copies of the next copy's segments, the first two of
-    the host's (``known``)."""
-    counts: dict[int, int] = {}
-    for h in hashes:
-        counts[h] = counts.get(h, 0) + 1
-    found = {}
-    for h in known:
-        counts.setdefault(h, 0)
-    for h, count in counts.items():
-        for copy in range(count + 1, count + FURTHER + 1):
-            found.setdefault(copy_key(h >> 32, copy), h)
-    return found
 
 
 def _match_gone(gone: array, hashes: Sequence[int]) -> array:
@@ -235,10 +183,9 @@ def _cells_from(sketch: bytes) -> list[list[int]]:
 
 
 def sketch_of(hashes: Sequence[int]) -> bytes:
-    """The packed cells of a copy's segments, each copy of a repeated one keyed apart
-    (``occurrence_keys``)."""
+    """The packed cells of a copy's distinct segments."""
     cells = [[0, 0, 0] for _ in range(CELLS)]
-    for key in occurrence_keys(hashes):
+    for key in {h >> 32 for h in hashes}:
         _add(cells, key, 1)
     return b"".join(CELL.pack(*cell) for cell in cells)
 

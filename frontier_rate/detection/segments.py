@@ -301,6 +301,30 @@ def segment_hashes(texts: list[str]) -> list[int]:
     return [_hash(text, any(word in text for word in words)) for text in texts]
 
 
+_FLAGS = _SHORT_BIT | _CONSENT_BIT
+_COPY = 0x9E3779B97F4A7C15
+_MIX = 0xBF58476D1CE4E5B9
+_M64 = (1 << 64) - 1
+
+
+def copies_apart(hashes: list[int]) -> list[int]:
+    """``hashes`` with each further copy of a text hashed apart: the k-th copy of a segment
+    (k >= 2) as (its hash, k), with the same flags. So a copy of a page that gains or loses
+    a repeat of text already on it (a paragraph twice, a list entry added again) differs
+    from the last one by a segment, in the detector's sets, the host's masks and the shared
+    memory's sketch alike (issue 59 item 2: multisets, not sets); segments that only move
+    keep their hashes."""
+    copies: dict[int, int] = {}
+    out = []
+    for h in hashes:
+        copy = copies[h] = copies.get(h, 0) + 1
+        if copy > 1:
+            mixed = ((h ^ (copy * _COPY & _M64)) * _MIX) & _M64
+            h = (h & _FLAGS) | ((mixed ^ mixed >> 31) & ~_FLAGS & _M64)
+        out.append(h)
+    return out
+
+
 def _hash(text: str, consent: bool) -> int:
     data = text.encode("utf-8", "surrogatepass")
     value = ((zlib.crc32(data) & 0x3FFFFFFF) << 32) | zlib.adler32(data)
