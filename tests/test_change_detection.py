@@ -132,6 +132,22 @@ def test_another_copy_of_text_already_on_the_page_is_a_change(repeated):
     assert said == [False, True, False, True]
 
 
+def test_a_further_copy_that_comes_and_goes_inside_the_text_is_learned():
+    """A heading shown once on some answers and twice on others, inside the document's own
+    text: its first repeat is a change; once the second copy went and came back it is
+    learned as volatile, and masked text inside the content no longer makes it count (the
+    text itself is still on the page)."""
+    once = [LEGAL[0], "Section A", LEGAL[1], LEGAL[2], LEGAL[3]]
+    twice = [LEGAL[0], "Section A", LEGAL[1], "Section A", LEGAL[2], LEGAL[3]]
+    fingerprinter = Fingerprinter("content")
+    found = [fingerprinter.detect(page(twice if i % 2 else once, nonce=f"{i:012x}"),
+                                  "http://d.test/terms", HTML) for i in range(10)]
+    assert found[1].fingerprint != found[0].fingerprint and found[1].changed_segments == 1
+    assert {d.fingerprint for d in found[3:]} == {found[0].fingerprint}
+    assert [d.changed_segments for d in found[3:]] == [0] * 7  # ignored, not content
+    assert all(d.ignored == 1 for d in found[3:])
+
+
 def test_segments_that_only_move_are_no_change():
     """The decision of issue 59 item 2 for order: the same segments in another order (a list
     re-sorted, a related-items box shuffled, a paragraph moved) is no change: multisets,

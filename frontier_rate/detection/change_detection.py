@@ -88,6 +88,7 @@ from frontier_rate.detection.segments import (
     _SHORT_BIT,
     _WALL,
     copies_apart,
+    further_copies,
     is_html,
     segment_hashes,
     segments,
@@ -372,7 +373,8 @@ class ContentDetector:
                     memory.rejected += 1
                 self.not_content += 1
                 return Detection(None, reason)
-        hashes = copies_apart(self._stable_hashes(parts))
+        texts = self._stable_hashes(parts)
+        hashes = copies_apart(texts)
         if memory is not None and memory.sketch is not None:  # read from Redis: page_memory
             memory.restore(hashes, host.seen)
         if host.pending:  # masks other processes learned, of segments not seen here yet
@@ -409,6 +411,8 @@ class ContentDetector:
             counted = {h for h in added | removed if h not in ignore}
             inside = inside_content(hashes, added, ignore) | \
                 inside_content(memory.hashes, removed, ignore)
+            if inside:  # a learned further copy of a text still here: volatile, not content
+                inside -= further_copies(texts)
             changed = len(counted | inside)
             ignored = len(added) + len(removed) - changed
             if changed == 0 or (whole == memory.whole and not inside):

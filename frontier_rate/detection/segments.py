@@ -318,11 +318,27 @@ def copies_apart(hashes: list[int]) -> list[int]:
     out = []
     for h in hashes:
         copy = copies[h] = copies.get(h, 0) + 1
-        if copy > 1:
-            mixed = ((h ^ (copy * _COPY & _M64)) * _MIX) & _M64
-            h = (h & _FLAGS) | ((mixed ^ mixed >> 31) & ~_FLAGS & _M64)
-        out.append(h)
+        out.append(h if copy == 1 else copy_hash(h, copy))
     return out
+
+
+def copy_hash(h: int, copy: int) -> int:
+    """The hash of the ``copy``-th copy (>= 2) of the text hashed ``h``, with its flags."""
+    mixed = ((h ^ (copy * _COPY & _M64)) * _MIX) & _M64
+    return (h & _FLAGS) | ((mixed ^ mixed >> 31) & ~_FLAGS & _M64)
+
+
+FURTHER = 2
+"""Copies past a page's own that ``further_copies`` names (a copy the last one had more)."""
+
+
+def further_copies(hashes: list[int]) -> set[int]:
+    """The hashes of every further copy (the 2nd, 3rd ...) of a text of ``hashes`` (this
+    copy's texts, not told apart), up to ``FURTHER`` past the copies on it."""
+    counts: dict[int, int] = {}
+    for h in hashes:
+        counts[h] = counts.get(h, 0) + 1
+    return {copy_hash(h, k) for h, count in counts.items() for k in range(2, count + FURTHER + 1)}
 
 
 def _hash(text: str, consent: bool) -> int:
