@@ -17,7 +17,7 @@ frontier: each capture goes to one of K ``Fingerprinter`` objects (a seeded draw
 frontier keeps the last fingerprint whichever process sent it. Each process learns its own
 host masks and remembers only the copies it fetched itself, or, in the "memory shared"
 runs, reads and writes each page's memory and each host's masks in Redis
-(``crawl/shared_pages.py``, ``crawl/host_mask.py``; the embedded server unless ``--url``).
+(``crawl/shared_pages.py``, ``detection/host_mask.py``; the embedded server unless ``--url``).
 ``--restarts 4,40``: one process started afresh N times over the replay, with and without
 the shared memory (at 40 a process sees each page about once, as a crawl run as a periodic
 job does).
@@ -43,8 +43,8 @@ from urllib.parse import quote
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._report import table, write_json, write_section  # noqa: E402
-from frontier_rate.crawl.fingerprint import Fingerprinter  # noqa: E402
 from frontier_rate.crawl.shared_pages import SharedPages  # noqa: E402
+from frontier_rate.detection.fingerprint import Fingerprinter  # noqa: E402
 from frontier_rate.store.connection import connect  # noqa: E402
 from frontier_rate.store.namespace import drop  # noqa: E402
 
@@ -232,11 +232,11 @@ def print_families(result: dict) -> None:
 
 def explain(wrong: list, pages: list[dict], corpus: Path, limit: int) -> None:
     """For up to ``limit`` false and missed changes a family, the detector's segments
-    (``crawl/segments.py``) that the capture added and removed against the page's
+    (``detection/segments.py``) that the capture added and removed against the page's
     previous capture: which kinds of blocks make an unchanged page "change"."""
     from collections import Counter
 
-    from frontier_rate.crawl.segments import segments
+    from frontier_rate.detection.segments import segments
 
     shown: Counter = Counter()
     for family, kind, index, position in wrong:

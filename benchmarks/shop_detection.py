@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._report import table, write_json, write_section  # noqa: E402
-from frontier_rate.crawl.fingerprint import Fingerprinter  # noqa: E402
+from frontier_rate.detection.fingerprint import Fingerprinter  # noqa: E402
 from frontier_rate.testbed.shop import Shop, catalogue  # noqa: E402
 
 HTML = {"Content-Type": "text/html; charset=utf-8"}

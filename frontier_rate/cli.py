@@ -21,10 +21,10 @@ import click
 from tabulate import tabulate
 
 from frontier_rate import testbed as bed
-from frontier_rate.crawl import detection_record
 from frontier_rate.crawl import signal_sources as signals
 from frontier_rate.crawl.idle_reason import lease_end
 from frontier_rate.crawl.signal_sources import claims_of
+from frontier_rate.detection import detection_record
 from frontier_rate.engine.frontier import Frontier, parse_url
 from frontier_rate.math import index as policy  # the cell bins, defined in math/index.py
 from frontier_rate.scrapy.requests import written_page_url
@@ -180,7 +180,7 @@ def inspect(url: str, redis_url: str | None, namespace: str | None, as_json: boo
 
 def last_detection(frontier: Frontier, url: str) -> dict | None:
     """The page's last content detection as stored with the pages' detection memories in
-    Redis (crawl/detection_record.py), or None."""
+    Redis (detection/detection_record.py), or None."""
     return detection_record.decode(frontier.inspector.last_detection(url))
 
 

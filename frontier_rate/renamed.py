@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 WARNED: set[tuple[str, str]] = set()
@@ -31,3 +33,22 @@ def resolve(module_globals: dict[str, Any], name: str, renamed: dict[str, str]) 
     if new == name:
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
     return module_globals[new]
+
+
+def moved(old: str, *homes: ModuleType) -> Callable[[str], Any]:
+    """A moved module's ``__getattr__`` (issue 59: detection left ``crawl/`` for
+    ``detection/``): a name of the old path is looked up in ``homes``, in order, and its
+    first use warns once, naming where it lives now, so that code importing the old path
+    learns what to write."""
+
+    def __getattr__(name: str) -> Any:
+        for home in homes:
+            if not name.startswith("__") and hasattr(home, name):
+                if (old, name) not in WARNED:
+                    WARNED.add((old, name))
+                    warnings.warn(f"{old}.{name} is moved to {home.__name__}.{name}; {old} "
+                                  "will be removed", DeprecationWarning, stacklevel=2)
+                return getattr(home, name)
+        raise AttributeError(f"module {old!r} has no attribute {name!r}")
+
+    return __getattr__

@@ -1,4 +1,4 @@
-"""The "content" fingerprint mode (frontier_rate.crawl.change_detection): each class of volatile
+"""The "content" fingerprint mode (frontier_rate.detection.change_detection): each class of volatile
 fragment is no change, a change of the content always is, not-content answers are
 failed fetches. Every page here is synthetic, written for these tests."""
 
@@ -12,11 +12,11 @@ from array import array
 
 import pytest
 
-from frontier_rate.crawl import change_detection
-from frontier_rate.crawl import segments as segments_module
-from frontier_rate.crawl.change_detection import ContentDetector, segments, stable_segments
-from frontier_rate.crawl.fingerprint import Fingerprinter
 from frontier_rate.crawl.responses import outcome
+from frontier_rate.detection import change_detection
+from frontier_rate.detection import segments as segments_module
+from frontier_rate.detection.change_detection import ContentDetector, segments, stable_segments
+from frontier_rate.detection.fingerprint import Fingerprinter
 from frontier_rate.engine import Lease
 
 HTML = {"Content-Type": "text/html; charset=utf-8"}
@@ -114,6 +114,47 @@ def test_one_word_edit_of_a_legal_paragraph_counts():
     edited[2] = edited[2].replace("courts", "tribunals")
     assert changed(fingerprinter, "http://a.test/terms",
                    [page(), page(nonce="q1w2e3r4t5y6"), page(edited)]) == [False, True]
+
+
+@pytest.mark.parametrize("repeated", [
+    [*LEGAL, LEGAL[1]],                               # a paragraph copied to the end
+    [LEGAL[0], LEGAL[0], *LEGAL[1:]],                 # ... next to itself
+    [*LEGAL, "Size M", "Size L", "Size M"],           # a short list entry repeated
+])
+def test_another_copy_of_text_already_on_the_page_is_a_change(repeated):
+    """Issue 59 item 2: the copies of a page are compared as multisets of segments, so text
+    that gains a second copy (or loses one) is a change, while the page's own text is
+    otherwise the same."""
+    once = [p for i, p in enumerate(repeated) if p not in repeated[:i]]
+    said = changed(Fingerprinter("content"), "http://a.test/terms",
+                   [page(once), page(once, nonce="q1w2e3r4t5y6"), page(repeated),
+                    page(repeated, nonce="z9x8c7v6b5n4"), page(once)])
+    assert said == [False, True, False, True]
+
+
+def test_a_further_copy_that_comes_and_goes_inside_the_text_is_learned():
+    """A heading shown once on some answers and twice on others, inside the document's own
+    text: its first repeat is a change; once the second copy went and came back it is
+    learned as volatile, and masked text inside the content no longer makes it count (the
+    text itself is still on the page)."""
+    once = [LEGAL[0], "Section A", LEGAL[1], LEGAL[2], LEGAL[3]]
+    twice = [LEGAL[0], "Section A", LEGAL[1], "Section A", LEGAL[2], LEGAL[3]]
+    fingerprinter = Fingerprinter("content")
+    found = [fingerprinter.detect(page(twice if i % 2 else once, nonce=f"{i:012x}"),
+                                  "http://d.test/terms", HTML) for i in range(10)]
+    assert found[1].fingerprint != found[0].fingerprint and found[1].changed_segments == 1
+    assert {d.fingerprint for d in found[3:]} == {found[0].fingerprint}
+    assert [d.changed_segments for d in found[3:]] == [0] * 7  # ignored, not content
+    assert all(d.ignored == 1 for d in found[3:])
+
+
+def test_segments_that_only_move_are_no_change():
+    """The decision of issue 59 item 2 for order: the same segments in another order (a list
+    re-sorted, a related-items box shuffled, a paragraph moved) is no change: multisets,
+    not sequences."""
+    moved = [LEGAL[2], LEGAL[0], LEGAL[3], LEGAL[1]]
+    assert changed(Fingerprinter("content"), "http://a.test/terms",
+                   [page(), page(moved, nonce="q1w2e3r4t5y6")]) == [False]
 
 
 def test_content_changes_count_after_the_host_learned_its_boilerplate():
@@ -342,7 +383,7 @@ def test_a_page_of_one_short_line_still_changes():
 
 
 # The volatile and counter patterns as plain alternations, each "\b" where it stands: the
-# way to read them. crawl/segments writes them so that sre can skip positions (a first
+# way to read them. detection/segments writes them so that sre can skip positions (a first
 # character set, lookbehinds); both must mask exactly the same text.
 PLAIN_VOLATILE = re.compile("|".join((
     r"\b\d+\s*(?:s|sec|secs|seconds?|m|mins?|minutes?|h|hrs?|hours?|d|days?|w|wks?|"
@@ -401,7 +442,7 @@ def test_fast_volatile_patterns_mask_what_the_plain_alternations_mask():
         assert stable_segments(parts) == plain_stable_segments(parts) == ["12 x", "<v>", "plain"]
 
 
-# The tag patterns as the plain alternations they were: crawl/segments writes the names
+# The tag patterns as the plain alternations they were: detection/segments writes the names
 # as a trie (``alternation``) so that sre tries a few branches at each "<"; both must
 # find the same tags.
 PLAIN_DROP_START = re.compile(r"<!--|<(" + "|".join(segments_module._DROPPED) + r")\b"

@@ -221,9 +221,9 @@ def test_inspect_shows_the_last_detection_kept_in_redis(filled: Frontier, redis_
                                                          namespace: str) -> None:
     """With the pages' detection memories in Redis, ``inspect`` shows the page's last
     detection: segments changed and ignored, what the host's masks hid, the selector."""
-    from frontier_rate.crawl.content_rules import ContentRule
-    from frontier_rate.crawl.fingerprint import Fingerprinter
     from frontier_rate.crawl.shared_pages import SharedPages
+    from frontier_rate.detection.content_rules import ContentRule
+    from frontier_rate.detection.fingerprint import Fingerprinter
 
     fingerprinter = Fingerprinter("content")
     fingerprinter.share(SharedPages(filled.client, namespace, filled.shards, 3600.0))

@@ -1,5 +1,5 @@
 """What counts on a page when the user says so (issue 59): a CSS or XPath selector for the
-page's content and ignore-text patterns (frontier_rate/crawl/content_rules.py), in the
+page's content and ignore-text patterns (frontier_rate/detection/content_rules.py), in the
 ``content`` and ``text`` modes, through the detection process's frame too. Synthetic pages."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import io
 
 import pytest
 
-from frontier_rate.crawl.content_rules import ContentRule, check_settings, rule_for, select
-from frontier_rate.crawl.detection_worker import FRAME, frame, read_line, serve
-from frontier_rate.crawl.fingerprint import Fingerprinter
+from frontier_rate.detection.content_rules import ContentRule, check_settings, rule_for, select
+from frontier_rate.detection.detection_worker import FRAME, frame, read_line, serve
+from frontier_rate.detection.fingerprint import Fingerprinter
 
 HTML = {"Content-Type": "text/html; charset=utf-8"}
 

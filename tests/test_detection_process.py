@@ -1,6 +1,6 @@
 """The ``"content"`` detector in a child process gives the same detections as the one in
 this process, answer for answer (the child keeps each page's memory and each host's mask
-between answers): the worker (``crawl/detection_worker.py``) through its pipes, and
+between answers): the worker (``detection/detection_worker.py``) through its pipes, and
 ``DetectionProcess`` driving it from a Twisted reactor (in a subprocess: a reactor runs
 once per process)."""
 
@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 import redis
 
-from frontier_rate.crawl.detection_record import decode
-from frontier_rate.crawl.detection_worker import READY, frame, read_line
-from frontier_rate.crawl.fingerprint import Fingerprinter
 from frontier_rate.crawl.shared_pages import SharedPages
+from frontier_rate.detection.detection_record import decode
+from frontier_rate.detection.detection_worker import READY, frame, read_line
+from frontier_rate.detection.fingerprint import Fingerprinter
 from frontier_rate.engine.validation import parse_url
 from frontier_rate.store.detection_memory import last_detection
 from frontier_rate.store.keys import Keys
@@ -59,7 +59,7 @@ def _worker(answers: list[tuple[str, bytes, str]], max_body: int = 10 * 1024 * 1
     config = json.dumps({"mode": "content", "strip_patterns": [], "max_body": max_body})
     data = b"".join(frame(body, url, ctype, *extra.get(url, (False, None)))
                     for url, body, ctype in answers)
-    done = subprocess.run([sys.executable, "-m", "frontier_rate.crawl.detection_worker",
+    done = subprocess.run([sys.executable, "-m", "frontier_rate.detection.detection_worker",
                            config], input=data, capture_output=True, timeout=120,
                           check=True, cwd=ROOT)
     ready, *lines = done.stdout.splitlines(keepends=True)
@@ -102,9 +102,9 @@ def test_a_truncated_answer_is_hashed_with_its_declared_length():
 DRIVER = textwrap.dedent("""
     import json, logging, os, signal, sys
     from twisted.internet import reactor
-    from frontier_rate.crawl import detection_process
-    from frontier_rate.crawl.detection_process import DetectionProcess
-    from frontier_rate.crawl.fingerprint import Fingerprinter
+    from frontier_rate.scrapy import detection_process
+    from frontier_rate.scrapy.detection_process import DetectionProcess
+    from frontier_rate.detection.fingerprint import Fingerprinter
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     answers = json.load(open(sys.argv[1]))

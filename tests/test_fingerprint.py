@@ -1,4 +1,4 @@
-"""Unit tests for frontier_rate.crawl.fingerprint (change detection)."""
+"""Unit tests for frontier_rate.detection.fingerprint (change detection)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import hashlib
 
 import pytest
 
-from frontier_rate.crawl.fingerprint import (
+from frontier_rate.detection.fingerprint import (
     Fingerprinter,
     content_charset,
     fingerprint,
@@ -151,8 +151,8 @@ def test_scrapy_headers_are_understood() -> None:
 def test_a_detection_record_is_bounded_whatever_the_selector() -> None:
     """The record ``inspect`` shows (kept in Redis per page) stays small: a long selector,
     and the reason naming it, are cut."""
-    from frontier_rate.crawl.content_rules import ContentRule
-    from frontier_rate.crawl.detection_record import MAX_SELECTOR, decode, encode, explain
+    from frontier_rate.detection.content_rules import ContentRule
+    from frontier_rate.detection.detection_record import MAX_SELECTOR, decode, encode, explain
 
     fingerprinter = Fingerprinter("content")
     rule = ContentRule("div.x" + " > div.y" * 200)

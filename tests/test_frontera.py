@@ -409,6 +409,31 @@ def test_a_restarted_backend_compares_with_the_copies_fetched_before_when_shared
     assert changed == [True, False, not shared]
 
 
+def test_the_backend_detects_as_the_scheduler_does_a_repeat_counts_a_move_does_not(
+        redis_url: str, namespace: str, clock: VirtualClock) -> None:
+    """The backend's detection is the ``detection`` layer's with its memory in Redis, as the
+    Scrapy scheduler's (issue 59 item 5): across restarts, the paragraphs in another order
+    are no change, one paragraph there twice is one (item 2: multisets of segments)."""
+    url = "http://site.test/tos"
+    paragraphs = ["<p>These terms apply to every user. Read them well.</p>",
+                  "<p>We may change these terms and will tell you by e-mail.</p>",
+                  "<p>Governing law: the courts of Paris.</p>"]
+    changed = []
+    for token, parts in enumerate((paragraphs, paragraphs[::-1], [*paragraphs, paragraphs[1]])):
+        manager = make_manager(redis_url, namespace, clock)
+        try:
+            manager.add_seeds([scrapy_request(url)])
+            [got] = manager.get_next_requests(10, key_type="domain", overused_keys=[])
+            body = (f'<html><body><div class="c{token}"><h1>Terms of service</h1>'
+                    f'{"".join(parts)}</div></body></html>').encode()
+            changed.append(respond(manager, got, body=body, headers={
+                "Content-Type": "text/html"}).meta[RESULT_KEY]["changed"])
+            clock.advance(MAX_INTERVAL + 1)
+        finally:
+            manager.stop()
+    assert changed == [True, False, True]
+
+
 def test_finished_and_close_conditions(redis_url: str, namespace: str,
                                        clock: VirtualClock) -> None:
     manager = make_manager(redis_url, namespace, clock)

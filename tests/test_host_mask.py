@@ -1,4 +1,4 @@
-"""A host's learned boilerplate (``crawl/host_mask.py``): the masks a process learns become
+"""A host's learned boilerplate (``detection/host_mask.py``): the masks a process learns become
 events for the shared log, the log's bytes read back as written, and what is folded in from
 other processes is learned without being written again."""
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from frontier_rate.crawl.host_mask import (
+from frontier_rate.detection.host_mask import (
     BOILERPLATE_PAGES,
     BOILERPLATE_SHARE,
     COUNTED_PAGES,
@@ -25,7 +25,7 @@ from frontier_rate.crawl.host_mask import (
     words_of,
     write_log,
 )
-from frontier_rate.crawl.segments import SHORT_BIT
+from frontier_rate.detection.segments import SHORT_BIT
 
 words32 = st.lists(st.integers(0, 2**32 - 1), max_size=200)
 

@@ -126,7 +126,7 @@ def test_the_package_facades_import_on_first_use():
     engine's facade, Redis, Scrapy nor Twisted (numpy they do, through ``engine.validation``);
     the facades' names still resolve to the engine's objects."""
     code = ("import sys, frontier_rate, frontier_rate.engine.validation, "
-            "frontier_rate.crawl.detection_worker\n"
+            "frontier_rate.detection.detection_worker\n"
             "heavy = ['frontier_rate.engine.frontier', 'redis', 'scrapy', 'twisted']\n"
             "print([name for name in heavy if name in sys.modules])\n"
             "from frontier_rate import Frontier\n"
@@ -145,7 +145,7 @@ def test_the_package_facades_import_on_first_use():
         frontier_rate.Nothing  # noqa: B018
 
 
-LAYERS = ("math", "store", "engine", "client", "crawl", "scrapy", "frontera", "testbed")
+LAYERS = ("math", "store", "engine", "client", "detection", "crawl", "scrapy", "frontera", "testbed")
 
 
 def test_the_house_has_rooms():

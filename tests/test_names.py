@@ -34,6 +34,45 @@ RETIRED = [  # (module, old name, new name)
     ("frontier_rate.frontera", "DISPATCH_KEY", "LEASE_KEY"),
 ]
 
+MOVED = [  # (old module, a name, where it lives now): issue 59, detection left crawl/
+    ("frontier_rate.crawl.fingerprint", "Fingerprinter", "frontier_rate.detection.fingerprint"),
+    ("frontier_rate.crawl.fingerprint", "fingerprint", "frontier_rate.detection.fingerprint"),
+    ("frontier_rate.crawl.fingerprint", "clean_validator", "frontier_rate.crawl.responses"),
+    ("frontier_rate.crawl.change_detection", "ContentDetector",
+     "frontier_rate.detection.change_detection"),
+    ("frontier_rate.crawl.content_rules", "ContentRule", "frontier_rate.detection.content_rules"),
+    ("frontier_rate.crawl.segments", "segments", "frontier_rate.detection.segments"),
+    ("frontier_rate.crawl.host_mask", "HostMask", "frontier_rate.detection.host_mask"),
+    ("frontier_rate.crawl.page_memory", "PageMemory", "frontier_rate.detection.page_memory"),
+    ("frontier_rate.crawl.detection_record", "explain", "frontier_rate.detection.detection_record"),
+]
+
+
+@pytest.mark.parametrize(("old", "name", "new"), MOVED)
+def test_a_moved_module_still_imports_each_name_with_a_warning_naming_its_home(old, name, new):
+    loaded = importlib.import_module(old)
+    renamed.WARNED.discard((old, name))
+    with pytest.warns(DeprecationWarning, match=rf"{re.escape(old)}\.{name} is moved to "
+                                                rf"{re.escape(new)}\.{name}"):
+        value = getattr(loaded, name)
+    assert value is getattr(importlib.import_module(new), name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once: a second use does not warn again
+        assert getattr(loaded, name) is value
+    with pytest.raises(AttributeError, match="no attribute 'Nothing'"):
+        loaded.Nothing  # noqa: B018
+
+
+def test_the_package_imports_no_moved_path():
+    """The package's own code imports the detection from ``frontier_rate.detection``."""
+    moved = {old.rpartition(".")[2] for old, _, _ in MOVED}
+    pattern = re.compile(rf"frontier_rate\.crawl(?:\.| import )({'|'.join(moved)})\b")
+    found = [f"{path.relative_to(PACKAGE)}" for path in sorted(PACKAGE.rglob("*.py"))
+             if path.parent.name != "crawl" or path.stem not in moved
+             if pattern.search(path.read_text("utf-8"))]
+    assert found == []
+
+
 RETIRED_IDENTIFIER = re.compile(r"dispatch", re.IGNORECASE)
 """Any identifier spelling the lease concept's old name: Dispatch, Dispatcher, dispatch,
 dispatches, dispatch_, DISPATCH_KEY, ..."""

@@ -20,8 +20,8 @@ from redis_servers import RedisServer, redis_cluster  # noqa: I001
 from scrapy_support.harness import Crawl, finish_crawl, open_frontier, run_crawl, start_crawl
 from scrapy_support.server import ChangingSite
 
-from frontier_rate.crawl.host_mask import log_hashes, read_log
 from frontier_rate.crawl.shared_pages import SharedPages
+from frontier_rate.detection.host_mask import log_hashes, read_log
 from frontier_rate.store.keys import Keys
 
 pytestmark = pytest.mark.reliability

@@ -30,9 +30,9 @@ from redis_servers import RedisServer  # noqa: I001
 from reliability_support.proxy import RedisProxy
 
 from frontier_rate import Frontier
-from frontier_rate.crawl.host_mask import HostMask, tag
-from frontier_rate.crawl.page_memory import PageMemory
 from frontier_rate.crawl.shared_pages import SharedPages, spec
+from frontier_rate.detection.host_mask import HostMask, tag
+from frontier_rate.detection.page_memory import PageMemory
 from frontier_rate.store.connection import RedisPermissionDenied, RedisUnavailable
 
 pytestmark = pytest.mark.reliability

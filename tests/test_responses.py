@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from frontier_rate.crawl.fingerprint import Fingerprinter
 from frontier_rate.crawl.responses import content_length, outcome
+from frontier_rate.detection.fingerprint import Fingerprinter
 from frontier_rate.engine.frontier import Lease
 
 LEASE = Lease(url="http://a.test/p", token="3", host="a.test", etag='"old"',

@@ -1,4 +1,4 @@
-"""Each page's detection memory shared in Redis (``crawl/page_memory.py``,
+"""Each page's detection memory shared in Redis (``detection/page_memory.py``,
 ``crawl/shared_pages.py``): its bytes, and what sharing it changes for a process that did
 not fetch the page's last copy (another process of the frontier, or the crawl after a
 restart). A real redis-server throughout; the worker runs as the real child process."""
@@ -21,9 +21,16 @@ import redis
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from frontier_rate.crawl.detection_worker import READY, frame, read_line
-from frontier_rate.crawl.fingerprint import Fingerprinter
-from frontier_rate.crawl.host_mask import (
+from frontier_rate.crawl.shared_pages import (
+    ENVIRONMENT,
+    MIN_TTL,
+    TIMEOUT,
+    TTL_INTERVALS,
+    SharedPages,
+)
+from frontier_rate.detection.detection_worker import READY, frame, read_line
+from frontier_rate.detection.fingerprint import Fingerprinter
+from frontier_rate.detection.host_mask import (
     COMPACT_AFTER,
     log_generation,
     log_hashes,
@@ -31,8 +38,8 @@ from frontier_rate.crawl.host_mask import (
     tag,
     write_log,
 )
-from frontier_rate.crawl.host_mask import HEADER as LOG_HEADER
-from frontier_rate.crawl.page_memory import (
+from frontier_rate.detection.host_mask import HEADER as LOG_HEADER
+from frontier_rate.detection.page_memory import (
     CELLS,
     GONE,
     HEADER,
@@ -41,13 +48,7 @@ from frontier_rate.crawl.page_memory import (
     pack,
     unpack,
 )
-from frontier_rate.crawl.shared_pages import (
-    ENVIRONMENT,
-    MIN_TTL,
-    TIMEOUT,
-    TTL_INTERVALS,
-    SharedPages,
-)
+from frontier_rate.detection.segments import copies_apart
 from frontier_rate.store.keys import Keys, page_id, shard_of
 from frontier_rate.store.namespace import drop
 
@@ -119,6 +120,52 @@ def test_the_sketch_gives_back_what_a_small_difference_removed_and_where():
     came_back = unpack(data)
     came_back.restore(following + [gone_short])
     assert gone_short in came_back.gone  # its tag matched: the detector sees it came back
+
+
+def test_the_sketch_holds_each_copy_of_a_repeated_segment():
+    """Each further copy of a segment's text is a segment of its own
+    (``segments.copies_apart``), so the sketch of a copy with repeats (a paragraph twice, a
+    list entry three times) rebuilds whole against a next copy with one copy fewer, or one
+    more: the difference is a segment, not nothing."""
+    rng = random.Random(592)
+    base = [rng.getrandbits(64) | 1 << 30 for _ in range(60)]
+    base[20], base[30], base[31] = base[5], base[7], base[7]
+    last = copies_apart(base)
+    assert len(set(last)) == 60 and last[5] == base[5] and last[20] != base[5]
+    assert last[20] >> 62 == base[5] >> 62  # the flags stay
+    assert copies_apart(base[::-1]) != last[::-1] and sorted(copies_apart(base[::-1])) == sorted(last)
+    data = pack(PageMemory("ab" * 8, array("Q", last), 1000, array("Q"), b"w" * 8))
+    for following in (base[:30] + base[31:], base[:20] + base[21:], [*base, base[5]]):
+        back = unpack(data)
+        assert back.restore(copies_apart(following), known=last)
+        assert sorted(back.hashes) == sorted(last)
+
+
+def test_a_fresh_process_sees_a_repeated_paragraph_the_last_process_did_not_have(
+        redis_client, namespace):
+    """Process A fetches the page; process B (another crawler, or A restarted) gets a copy
+    with one paragraph twice: a change, found through the shared memory; a copy with the
+    same paragraphs in another order is none."""
+    url = "http://terms.test/tos"
+    paragraphs = ["<p>These terms apply to every user of the service.</p>",
+                  "<p>Read them well before you sign up.</p>",
+                  "<p>Governing law: the courts of Paris.</p>"]
+
+    def document(parts: list[str], token: str) -> bytes:
+        return (f'<html><head><title>Terms</title></head><body><div class="c{token}">'
+                f'<h1>Terms of service</h1>{"".join(parts)}</div></body></html>').encode()
+
+    first = Fingerprinter("content")
+    first.share(_pages(redis_client, namespace))
+    kept = first.detect(document(paragraphs, "1a2b3c4d5e6f7a8b"), url, HTML).fingerprint
+    moved = Fingerprinter("content")
+    moved.share(_pages(redis_client, namespace))
+    assert moved.detect(document(paragraphs[::-1], "9f8e7d6c5b4a3f2e"), url,
+                        HTML).fingerprint == kept
+    repeated = Fingerprinter("content")
+    repeated.share(_pages(redis_client, namespace))
+    assert repeated.detect(document([*paragraphs, paragraphs[1]], "0011223344556677"), url,
+                           HTML).fingerprint != kept
 
 
 def test_a_damaged_or_foreign_memory_is_refused_by_name():
@@ -347,9 +394,10 @@ def test_the_memory_lives_in_its_pages_shard_expires_and_goes_with_the_namespace
 
 def test_no_key_of_the_memory_is_built_in_the_crawl_kit():
     """Its keys come from ``store.Keys`` and its calls from ``store/detection_memory.py``."""
-    for module in ("shared_pages", "page_memory", "host_mask", "shared_detection_worker",
-                   "change_detection", "detection_process"):
-        text = (ROOT / "frontier_rate" / "crawl" / f"{module}.py").read_text()
+    for module in ("crawl/shared_pages", "detection/page_memory", "detection/host_mask",
+                   "crawl/shared_detection_worker", "detection/change_detection",
+                   "scrapy/detection_process"):
+        text = (ROOT / "frontier_rate" / f"{module}.py").read_text()
         assert "fr:{" not in text and ".pipeline(" not in text, module
 
 

@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from frontier_rate.crawl.fingerprint import Fingerprinter
+from frontier_rate.detection.fingerprint import Fingerprinter
 from frontier_rate.testbed.shop import Shop, catalogue
 
 HTML = {"Content-Type": "text/html; charset=utf-8"}

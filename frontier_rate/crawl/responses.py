@@ -10,14 +10,16 @@ backend cannot record the same answer differently.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from frontier_rate.client.frontier_client import status_reason
-from frontier_rate.crawl.change_detection import WALL_SIZE, Detection
-from frontier_rate.crawl.content_rules import ContentRule
-from frontier_rate.crawl.fingerprint import Fingerprinter, clean_validator, header_value
-from frontier_rate.crawl.segments import _WALL, is_html, segments
+from frontier_rate.detection.change_detection import WALL_SIZE, Detection
+from frontier_rate.detection.content_rules import ContentRule
+from frontier_rate.detection.fingerprint import Fingerprinter, header_value
+from frontier_rate.detection.segments import _WALL, is_html, segments
+from frontier_rate.engine.validation import MAX_VALIDATOR_LENGTH
 
 if TYPE_CHECKING:
     from frontier_rate.engine.frontier import Lease
@@ -26,6 +28,22 @@ VALIDATORS = ("ETag", "Last-Modified")
 WALL_BODY_BYTES = 64 * 1024
 """A 2xx body up to this many bytes is read for a bot wall's words before its validators are
 kept (``wall_like``); a wall or challenge page is smaller."""
+
+_PRINTABLE_ASCII = re.compile(r"[\x20-\x7e]+")
+
+
+def clean_validator(value: str | None) -> str | None:
+    """``value`` if it may go back verbatim in If-None-Match / If-Modified-Since, else None.
+
+    Only printable ASCII (space to ``~``) up to the engine's
+    ``MAX_VALIDATOR_LENGTH``: no control character (CR, LF, NUL ...) can end
+    up in a request header, and the value sent is byte for byte the one the
+    server sent. A validator with other bytes (legal but rare) means no
+    conditional request for that page; change detection still works.
+    """
+    if not isinstance(value, str) or not value or len(value) > MAX_VALIDATOR_LENGTH:
+        return None
+    return value if _PRINTABLE_ASCII.fullmatch(value) else None
 
 
 @dataclass(frozen=True)

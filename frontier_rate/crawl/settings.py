@@ -16,8 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from frontier_rate.client.clock import CLOCK_SLACK, REDIS_RETRY_FIRST, REDIS_RETRY_MAX  # noqa: F401 (public names)
-from frontier_rate.crawl.content_rules import ContentRules, check_settings
-from frontier_rate.crawl.fingerprint import Fingerprinter
 from frontier_rate.crawl.setting_table import (  # noqa: F401 (public names)
     FRONTERA,
     FRONTERA_DRIVERS,
@@ -38,6 +36,8 @@ from frontier_rate.crawl.setting_table import (  # noqa: F401 (public names)
     warn_unknown_settings,
     warn_unread,
 )
+from frontier_rate.detection.content_rules import ContentRules, check_settings
+from frontier_rate.detection.fingerprint import Fingerprinter
 from frontier_rate.engine.options import FrontierOptions
 from frontier_rate.store.connection import data_dir
 

@@ -15,8 +15,8 @@ import json
 import os
 import sys
 
-from frontier_rate.crawl.detection_worker import serve
 from frontier_rate.crawl.shared_pages import ENVIRONMENT, SharedPages
+from frontier_rate.detection.detection_worker import serve
 
 if __name__ == "__main__":
     serve(json.loads(sys.argv[1]), sys.stdin.buffer, sys.stdout.buffer,

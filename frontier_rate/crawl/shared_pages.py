@@ -2,7 +2,7 @@
 frontier and kept across restarts (``FRONTIER_RATE_SHARED_PAGE_MEMORY``, on by default).
 
 The ``"content"`` detection decides "unchanged" by comparing a copy with the page's last
-copy (``crawl/page_memory.py``). A process keeps that memory for the pages it fetched; a
+copy (``detection/page_memory.py``). A process keeps that memory for the pages it fetched; a
 revisit leased to another process, or to the same crawl after a restart, found none and
 compared without it: on real HTML, unchanged revisits called changed went from 1.8% with
 one process to 27% with four and 9.7% for a crawl restarted 40 times
@@ -19,7 +19,7 @@ never an answer: the process's own memory is used while the client's breaker
 is re-learned, said once at INFO.
 
 The masks a process learns of a host (boilerplate, volatile blocks) go to the host's log
-(``crawl/host_mask.py``): read from where the process last read, in the round trip that
+(``detection/host_mask.py``): read from where the process last read, in the round trip that
 reads the page's memory (again from its start when another process wrote it since), and
 written in the one that writes the page's memory, so sharing them costs no round trip of
 its own but that re-read.
@@ -33,7 +33,7 @@ import time
 from typing import Any
 
 from frontier_rate.client.outage import Breaker
-from frontier_rate.crawl.host_mask import (
+from frontier_rate.detection.host_mask import (
     COMPACT_AFTER,
     HEADER,
     WORD,
@@ -45,7 +45,7 @@ from frontier_rate.crawl.host_mask import (
     read_log,
     write_log,
 )
-from frontier_rate.crawl.page_memory import OLD_VERSION, PageMemory, pack, unpack
+from frontier_rate.detection.page_memory import OLD_VERSION, PageMemory, pack, unpack
 from frontier_rate.engine.validation import parse_url
 from frontier_rate.store.connection import connect, describe_error
 from frontier_rate.store.detection_memory import DetectionMemoryStore
@@ -100,7 +100,7 @@ class SharedPages:
                    int(values["shards"]), float(values["ttl"]), values["url"])
 
     def mask_key(self, url: str) -> str:
-        """The key of the masks of the page's host (``crawl/host_mask.py``), in its shard."""
+        """The key of the masks of the page's host (``detection/host_mask.py``), in its shard."""
         return self._place(url)[2]
 
     def _place(self, url: str) -> tuple[int, bytes, str]:
@@ -152,7 +152,7 @@ class SharedPages:
         self._write(url, None, host)
 
     def note(self, url: str, record: bytes) -> None:
-        """Store ``record`` as the page's last detection (crawl/detection_record.py, what
+        """Store ``record`` as the page's last detection (detection/detection_record.py, what
         ``inspect`` shows), expiring as its memory does."""
         shard, pid, _ = self._place(url)
         self._call(self.store.note, shard, pid, record)

@@ -90,7 +90,7 @@ class Inspector:
         return record
 
     def last_detection(self, url: str) -> bytes | None:
-        """The stored record of the page's last content detection (crawl/detection_record.py
+        """The stored record of the page's last content detection (detection/detection_record.py
         reads it), or None: kept only with the pages' detection memories in Redis."""
         with self.session.errors("page"):
             return last_detection(self.session.client, self.session.keys, url, parse_url(url))

@@ -32,7 +32,7 @@ by, them. How a page travels:
    overused download slots (``overused_keys``) are held locally until their
    slot frees.
 3. ``page_crawled``: 2xx -> ``observe`` with a content fingerprint
-   (``frontier_rate.crawl.fingerprint``); 304 -> ``observe(not_modified=True)``;
+   (``frontier_rate.detection.fingerprint``); 304 -> ``observe(not_modified=True)``;
    any other status -> ``failed`` (404/410 three times in a row: gone).
    ``request_error`` -> ``failed`` (retried with backoff).
 4. ``finished`` is False while the frontier holds scheduled pages, unless a
@@ -77,13 +77,13 @@ from frontier_rate.client.frontier_client import (
     FrontierClient,
     result_meta,
 )
-from frontier_rate.crawl.fingerprint import Fingerprinter, clean_validator
-from frontier_rate.crawl.responses import outcome
+from frontier_rate.crawl.responses import clean_validator, outcome
 from frontier_rate.crawl.settings import (
     DONT_REVISIT_KEY,
     frontera_settings,
 )
 from frontier_rate.crawl.shared_pages import SharedPages, use_page_memory
+from frontier_rate.detection.fingerprint import Fingerprinter
 from frontier_rate.engine.frontier import Frontier, Lease, parse_url
 from frontier_rate.frontera.requests import (
     LEASE_KEY,

@@ -30,9 +30,9 @@ from typing import Any
 from frontera.core.models import Request as FrontierRequest
 
 from frontier_rate.client.frontier_client import FrontierClient
-from frontier_rate.crawl.fingerprint import header_value
 from frontier_rate.crawl.settings import AdapterSettings
 from frontier_rate.crawl.signal_reader import SITEMAP_KEY, SignalReader
+from frontier_rate.detection.fingerprint import header_value
 from frontier_rate.math.dates import http_date
 
 logger = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """An answer on its way from Scrapy's downloader to the frontier: the body cap while it
 downloads (``BodyCap``), then, with ``FRONTIER_RATE_DETECTION_PROCESS``, its change
-detection in the detection process (``ChildDetection``, ``crawl/detection_process.py``).
+detection in the detection process (``ChildDetection``, ``scrapy/detection_process.py``).
 
 ``ChildDetection``: a 2xx answer's body goes to the child, and its evidence is sent when the
 child answers, on the event loop. The spider's callback waits on a stand-in ``Call`` that
@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any
 from scrapy.exceptions import StopDownload
 
 from frontier_rate.client import Call, FrontierClient
-from frontier_rate.crawl.content_rules import ContentRule, ContentRules
-from frontier_rate.crawl.detection_process import DetectionProcess
-from frontier_rate.crawl.detection_worker import Found
-from frontier_rate.crawl.fingerprint import Fingerprinter, header_value
 from frontier_rate.crawl.responses import Outcome, content_length, outcome
 from frontier_rate.crawl.signal_reader import SITEMAP_KEY
+from frontier_rate.detection.content_rules import ContentRule, ContentRules
+from frontier_rate.detection.detection_worker import Found
+from frontier_rate.detection.fingerprint import Fingerprinter, header_value
 from frontier_rate.engine.validation import MAX_VALIDATOR_LENGTH
+from frontier_rate.scrapy.detection_process import DetectionProcess
 from frontier_rate.scrapy.requests import TOKEN_KEY
 
 if TYPE_CHECKING:

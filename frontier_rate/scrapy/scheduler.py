@@ -51,16 +51,16 @@ from scrapy.utils.misc import build_from_crawler, load_object
 
 from frontier_rate.client import Call, FrontierClient
 from frontier_rate.crawl import scrapy_compat as compat
-from frontier_rate.crawl.detection_process import DetectionProcess
-from frontier_rate.crawl.fingerprint import Fingerprinter, clean_validator
 from frontier_rate.crawl.idle_reason import log_why_nothing
-from frontier_rate.crawl.responses import Outcome, outcome
+from frontier_rate.crawl.responses import Outcome, clean_validator, outcome
 from frontier_rate.crawl.scrapy_politeness import RobotsHeld, ScrapyPoliteness
 from frontier_rate.crawl.settings import CLOCK_SLACK, DONT_REVISIT_KEY, WEIGHT_KEY, scrapy_settings, user_settings
 from frontier_rate.crawl.shared_pages import SharedPages, use_page_memory
 from frontier_rate.crawl.signal_reader import SITEMAP_KEY, SignalReader
+from frontier_rate.detection.fingerprint import Fingerprinter
 from frontier_rate.scrapy.answers import BodyCap, ChildDetection, send_outcome, set_counters
 from frontier_rate.scrapy.delivery import MAX_TRACKED, Delivery, failed_meta
+from frontier_rate.scrapy.detection_process import DetectionProcess
 from frontier_rate.scrapy.exit_hand_back import hand_back_at_exit
 from frontier_rate.scrapy.namespace import NamespaceChoice
 from frontier_rate.scrapy.one_pass import OnePass

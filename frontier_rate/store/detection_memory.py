@@ -4,16 +4,16 @@ key of a namespace (``store/keys.py``).
 Two kinds of key, both in the page's shard (a Cluster spreads them as it does the pages):
 
 - ``Keys.page_memories`` ``fr:{ns:s}:pm``, a hash: page id (8 bytes) -> the page's packed
-  memory (``crawl/page_memory.py``, ~120 bytes). One hash a shard rather than one string a
+  memory (``detection/page_memory.py``, ~120 bytes). One hash a shard rather than one string a
   page: a string costs ~100 bytes of key and Redis overhead on top of its value, a hash
   field ~50. Its expiry moves with every write, so the memories live while the shard is
   crawled (at least ``ttl``); a page that left the crawl keeps its field until then.
 - ``Keys.host_mask`` ``fr:{ns:s}:hm:<host id>``, a string: the host's log of masks
-  (``crawl/host_mask.py``), written whole, expiring ``ttl`` after its last write.
+  (``detection/host_mask.py``), written whole, expiring ``ttl`` after its last write.
 
 - ``Keys.last_detections`` ``fr:{ns:s}:ld``, a stream: the shard's last ``DETECTIONS_KEPT``
   (about: Redis trims whole nodes) detections, each a page id and its record
-  (``crawl/detection_record.py``), what ``frontier-rate inspect`` shows. A capped log rather
+  (``detection/detection_record.py``), what ``frontier-rate inspect`` shows. A capped log rather
   than a record a page: what it costs is bounded per namespace (16 shards x 64 records of
   ~250 bytes), not paid by every page; a page not among its shard's recent detections says
   so.

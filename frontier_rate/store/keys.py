@@ -69,12 +69,12 @@ key                                   type   content
                                              read
 ``fr:{ns:s}:hm:<host id>``            str    what the ``"content"`` detection learned of a
                                              host's boilerplate, a log of 4-byte words
-                                             (with the setting above; crawl/host_mask.py),
+                                             (with the setting above; detection/host_mask.py),
                                              expiring
 ``fr:{ns:s}:ld:<page id>``            str    the page's last detection, a JSON object of
                                              counts and the rule applied (< 400 bytes, with
                                              the setting above; ``inspect`` shows it;
-                                             crawl/detection_record.py), expiring
+                                             detection/detection_record.py), expiring
 ====================================  =====  ==============================================
 
 A page id is the first 8 bytes of BLAKE2b(URL). Pages live in bucketed small
@@ -308,11 +308,11 @@ class Keys:
         return f"{self.prefix(shard)}pm:{pid.hex()}"
 
     def last_detections(self, shard: int) -> str:
-        """stream: the shard's last detections (crawl/detection_record.py), each a page id
+        """stream: the shard's last detections (detection/detection_record.py), each a page id
         and its record, capped (store/detection_memory.py ``DETECTIONS_KEPT``), expiring."""
         return f"{self.prefix(shard)}ld"
 
     def host_mask(self, shard: int, host: str) -> str:
-        """str: one host's learned boilerplate as a log of events (crawl/host_mask.py),
+        """str: one host's learned boilerplate as a log of events (detection/host_mask.py),
         expiring; named by the BLAKE2b of the host, as a page by that of its URL."""
         return f"{self.prefix(shard)}hm:{page_id(host).hex()}"

@@ -118,7 +118,7 @@ def revisits(crawl: Crawl, url: str) -> list[dict[str, Any]]:
 
 
 def spawned_children(pid: int) -> list[int]:
-    """The detection processes (``frontier_rate.crawl.detection_worker``, or its shared
+    """The detection processes (``frontier_rate.detection.detection_worker``, or its shared
     variant) started by process ``pid`` (Linux /proc)."""
     found = []
     for stat in Path("/proc").glob("[0-9]*/stat"):

@@ -1,4 +1,4 @@
-"""The detection process itself: ``python -m frontier_rate.crawl.detection_worker CONFIG``.
+"""The detection process itself: ``python -m frontier_rate.detection.detection_worker CONFIG``.
 
 One ``Fingerprinter`` (``CONFIG`` is the JSON ``{"mode", "strip_patterns", "max_body"}``)
 detects the answers that arrive on stdin, in order, and writes one JSON line per answer on
@@ -24,9 +24,9 @@ import struct
 import sys
 from typing import Any, BinaryIO
 
-from frontier_rate.crawl.change_detection import Detection, PageStore
-from frontier_rate.crawl.content_rules import ContentRule
-from frontier_rate.crawl.fingerprint import Fingerprinter
+from frontier_rate.detection.change_detection import Detection, PageStore
+from frontier_rate.detection.content_rules import ContentRule
+from frontier_rate.detection.fingerprint import Fingerprinter
 
 FRAME = struct.Struct(">II")
 """Header of a frame: the lengths of its JSON meta and of its body."""

@@ -5,7 +5,7 @@
 ~1.8 ms of CPU per response and ~2.4 ms per first copy (docs/CHANGE_DETECTION.md). On the
 event loop that is time the crawl neither fetches nor parses. ``DetectionProcess`` runs
 one ``Fingerprinter`` in one child process, ``python -m
-frontier_rate.crawl.detection_worker``, started at the first answer. The event loop
+frontier_rate.detection.detection_worker``, started at the first answer. The event loop
 writes each answer to the child's stdin and reads its detection from the child's stdout
 through the reactor's own pipes (``reactor.spawnProcess``): no thread, no pickling, no
 re-import of the crawl's main module. The one child holds every page's memory (the last
@@ -34,9 +34,9 @@ from twisted.internet.defer import Deferred
 from twisted.internet.protocol import ProcessProtocol
 
 from frontier_rate.crawl import scrapy_compat as compat
-from frontier_rate.crawl.content_rules import ContentRule
-from frontier_rate.crawl.detection_worker import READY, Found, frame, read_line
 from frontier_rate.crawl.shared_pages import ENVIRONMENT
+from frontier_rate.detection.content_rules import ContentRule
+from frontier_rate.detection.detection_worker import READY, Found, frame, read_line
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ START_WAIT = 30.0
 START_BYTES = 64 * 1024 * 1024
 """Bytes of answers sent to a child not ready yet beyond which it is killed: the pipe's
 writer holds them in memory until the child reads."""
-WORKER = "frontier_rate.crawl.detection_worker"
+WORKER = "frontier_rate.detection.detection_worker"
 """The module the child runs."""
 SHARED_WORKER = "frontier_rate.crawl.shared_detection_worker"
 """... when the pages' memories are shared in Redis (``share``)."""

@@ -1,0 +1,514 @@
+"""Content change detection for HTML: the ``"content"`` fingerprint mode (issue 34).
+
+A raw-byte hash calls almost every revisit of a real HTML page "changed" (nonces,
+CSRF tokens, hashed asset names, cache-busting queries, injected scripts), and even
+the visible text changes without the content changing (relative times, counters,
+rotating widgets, cookie banners, bot walls). This module decides, per response,
+whether the *content* changed, in four steps:
+
+1. **Segments**: the visible text of the document, cut at block-level elements
+   (``p``, ``div``, ``li``, ``td``, headings ...). Comments, ``script``, ``style``,
+   ``template``, ``noscript``, ``svg`` and ``head`` (except ``title``) are dropped;
+   attributes (ids, classes, asset URLs, hidden form inputs' values) never count.
+2. **Volatile fragments** are removed from each segment: ISO timestamps and clock
+   times, relative times ("5 min ago", "Vor 18 Min", "il y a 3 heures"), runs of 10+
+   digits, long random-looking tokens (hex ids, UUIDs, base64-like nonces, trace ids),
+   counters ("123 comments", a segment that is only a number) and consent banners'
+   partner counts. Other numbers and written dates stay: they are content.
+3. **Per-host learned boilerplate**: a segment seen on two different pages of a host
+   is the host's boilerplate (navigation, footer, widgets, cookie banners); a short
+   segment that went away from a page and came back later (a block that alternates
+   between fetches: rotating widget, A/B banner) is the host's volatile text; so are
+   runs of new short segments beside boilerplate (a renamed menu item) and consent
+   banner runs. All are kept in the host's *mask* and ignored on that host from then
+   on. A segment that is only on one page and never came back is the page's own
+   content: its first change always counts (a one-word edit of a legal paragraph makes
+   a new, unseen segment); masked text inside the page's own text still counts
+   (``inside_content``), and a mask covering most of a page applies only to its short
+   segments (``MAJORITY``).
+4. **Sticky fingerprint**: the process remembers, per URL, the segment hashes of the
+   last copy. A new copy whose differences from it are all masked gets the previous
+   fingerprint again (no change); otherwise a new fingerprint (blake2b of the content
+   segments not masked). So a mask that grows does not make every page "change" once.
+   The copies are multisets of segments: the k-th copy of a text on a page is hashed as
+   (text, k) (``segments.copies_apart``), so a paragraph that gains a second copy is a
+   change; segments that only move are none.
+
+Not-content answers (``not_content``): a bot wall or captcha, an empty or near-empty
+body, or a page whose text is a small fraction of the page's previous copy and reads
+like an error page, is not a copy of the page: the adapter records it as a failed
+fetch (``responses.outcome``), never stored, never a change.
+
+Non-HTML bodies: JSON is hashed canonically (keys sorted, whitespace dropped), any
+other type (XML, PDF, text, images) by its bytes.
+
+State and memory (process-local and bounded unless shared, rebuilt after a restart):
+
+- per host (``host_mask.HostMask``): up to ``host_segments`` segment hashes (8 bytes each)
+  with the 4-byte id of the first page they were seen on, plus the masked hashes; an LRU
+  of ``max_hosts`` hosts. About 16 bytes per remembered segment: 2,048 segments take
+  ~32 KiB of payload per host (Python object overhead on top). With ``shared``, the masks
+  other processes learned of the host are read with the page's memory, and those this
+  process learns are written with it.
+- per URL (``page_memory.PageMemory``): the fingerprint returned last, a CRC-32 of its
+  bytes (the same bytes again are not parsed), the 8-byte hashes of its segments (an
+  ``array('Q')``) and its text length; an LRU of ``max_pages`` URLs (a page with 300
+  segments: ~2.5 KiB). With ``shared`` (a ``PageStore``: ``crawl/shared_pages.py``,
+  ``FRONTIER_RATE_SHARED_PAGE_MEMORY``) it is read from Redis before each answer and
+  written after it, so that another process of the frontier, or this crawl after a
+  restart, compares with the page's last copy; without it such a process compares the
+  first copy it sees of each page with nothing (docs/CHANGE_DETECTION.md measures both).
+
+Sources: the block/visible-text segmentation follows the "text blocks" of
+Kohlschütter, Fankhauser and Nejdl, "Boilerplate detection using shallow text
+features", WSDM 2010; treating text shared across a site's pages as boilerplate
+follows Bar-Yossef and Rajagopalan, "Template detection via data mining and its
+applications", WWW 2002. The thresholds here are this project's, measured in
+``benchmarks/change_detection.py``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import zlib
+from array import array
+from collections import OrderedDict
+from dataclasses import dataclass
+from itertools import compress, filterfalse, pairwise
+from operator import not_
+from typing import Any, Protocol
+
+from frontier_rate.detection.content_rules import ContentRule
+from frontier_rate.detection.host_mask import HostMask, host_of
+from frontier_rate.detection.page_memory import PageMemory
+from frontier_rate.detection.segments import (
+    _CONSENT_BIT,
+    _ERROR,
+    _SHORT_BIT,
+    _WALL,
+    copies_apart,
+    further_copies,
+    is_html,
+    segment_hashes,
+    segments,
+    stable_segments,
+)
+
+__all__ = ["ContentDetector", "Detection", "HostMask", "is_html", "segments"]
+
+
+def _spans(items: list[int], fresh: set[int]) -> list[tuple[int, int]]:
+    """The ``(start, end)`` positions of the runs of consecutive ``fresh`` segments in
+    ``items``. The positions are found in C (``compress``); Python only walks the fresh
+    ones, which on a revisit are a few of a page's hundreds of segments."""
+    if not fresh:
+        return []
+    spans: list[tuple[int, int]] = []
+    for position in compress(range(len(items)), map(fresh.__contains__, items)):
+        if spans and spans[-1][1] == position:
+            spans[-1] = (spans[-1][0], position + 1)
+        else:
+            spans.append((position, position + 1))
+    return spans
+
+
+def _runs(order: list[int] | array, fresh: set[int]) -> list[tuple[list[int], int | None,
+                                                                     int | None]]:
+    """The runs of consecutive ``fresh`` segments in ``order``, each with the segment
+    before and after it (None at the document's ends)."""
+    items = list(order)
+    size = len(items)
+    return [(items[start:end], items[start - 1] if start else None,
+             items[end] if end < size else None) for start, end in _spans(items, fresh)]
+
+
+def consent_runs(order: list[int] | array, fresh: set[int]) -> set[int]:
+    """Fresh runs that are (part of) a consent banner: every long segment has consent
+    words (the rest are buttons: "Accept", "Close"), and at least two segments have
+    them, or one has and so does a short segment beside the run (a button)."""
+    found: set[int] = set()
+    button = _CONSENT_BIT | _SHORT_BIT
+    for run, left, right in _runs(order, fresh):
+        consent = sum(1 for h in run if h & _CONSENT_BIT)
+        if consent == 1 and any(n is not None and (n & button) == button for n in (left, right)):
+            consent = 2
+        if consent >= 2 and all(h & (_CONSENT_BIT | _SHORT_BIT) for h in run):
+            found.update(run)
+    return found
+
+
+INSIDE_REACH = 8
+"""How many ignored segments ``inside_content`` looks past on each side of a run."""
+
+
+def inside_content(order: list[int] | array, fresh: set[int], ignore: set[int]) -> set[int]:
+    """The ignored segments of fresh runs that sit inside the page's own text: within
+    ``INSIDE_REACH`` segments on both sides there is a content segment (not ignored, not
+    fresh, not the title). Text shared with other pages of the host there (an address, a contact
+    paragraph, a clause common to two documents) is content, so its change counts; a
+    menu or footer has no content beyond it on one side."""
+    found: set[int] = set()
+    items = list(order)
+    size = len(items)
+    for start, end in _spans(items, fresh):
+        run = items[start:end]
+        if any(h in ignore for h in run) and \
+                _content_near(items, range(start - 1, max(0, start - 1 - INSIDE_REACH), -1),
+                              fresh, ignore) and \
+                _content_near(items, range(end, min(size, end + INSIDE_REACH)), fresh, ignore):
+            found.update(h for h in run if h in ignore)
+    return found
+
+
+def _content_near(items: list[int], positions: range, fresh: set[int],
+                  ignore: set[int]) -> bool:
+    """A content segment at one of ``positions``: not ignored, not fresh, no consent
+    banner text (position 0, the title, is never searched)."""
+    return any(items[i] not in ignore and items[i] not in fresh
+               and not items[i] & _CONSENT_BIT for i in positions)
+
+
+def boilerplate_runs(order: list[int] | array, fresh: set[int], masked: set[int]) -> set[int]:
+    """The ``fresh`` segments (in a copy but not in the other) that sit in runs of short
+    fresh segments between masked ones (or a masked one and the document's end): a menu
+    or widget whose items were renamed, added or removed, inside the host's boilerplate.
+    A segment of the page's own content has content on at least one side (a page whose
+    only text is the run has none), or is long."""
+    found: set[int] = set()
+    for run, left, right in _runs(order, fresh):
+        if left is None and right is None:
+            continue
+        if all(n is None or n in masked for n in (left, right)) \
+                and all(r & _SHORT_BIT for r in run):
+            found.update(run)
+    return found
+
+
+def replaced_slots(order: list[int] | array, before: list[int] | array, added: set[int],
+                   removed: set[int], masked: set[int]) -> list[tuple[int, int]]:
+    """``(anchor, text)`` for each boilerplate segment (``masked``) after which one short
+    segment of the last copy (``before``, ``removed``) was replaced by ``text`` (``added``)
+    in this copy (``order``): the slots of ``HostMask.slot_replaced``."""
+    if not added or not removed:
+        return []
+    items = list(order)
+    starts = [i for i in compress(range(1, len(items)), map(added.__contains__, items[1:]))
+              if items[i] & _SHORT_BIT and items[i - 1] in masked]
+    if not starts:
+        return []
+    after = dict(pairwise(before))
+    found = []
+    for i in starts:
+        old = after.get(items[i - 1])
+        if old is not None and old in removed and old & _SHORT_BIT:
+            found.append((items[i - 1], items[i]))
+    return found
+
+
+@dataclass(frozen=True)
+class Detection:
+    """What one response says: ``fingerprint`` (None for a not-content answer),
+    ``reason`` (why it is not content), ``ignored`` (differences from the page's last
+    copy that were ignored as volatile/boilerplate), ``changed_segments`` (content
+    segments added or removed), ``segments`` (content segments in this copy; -1 when the
+    bytes were those of the page's last copy and nothing was parsed)."""
+
+    fingerprint: str | None
+    reason: str | None = None
+    ignored: int = 0
+    changed_segments: int = 0
+    segments: int = 0
+
+
+MIN_OVERLAP = 0.2
+"""A copy sharing fewer than this share of the previous copy's segments is another page
+served in its place (a redirect to a home or login page) the first time; taken if it
+comes again."""
+MIN_OVERLAP_SEGMENTS = 20
+"""... checked only for pages of at least this many segments."""
+MAJORITY = 0.5
+"""When the host's mask covers more than this share of a page's visible characters, the
+shared text is the page's own content (one document under two addresses): only the
+short masked segments are ignored there."""
+
+
+def _ignored_here(lengths: list[int], hashes: list[int], masked: set[int]) -> set[int]:
+    """The masked hashes that are ignored on this page (``MAJORITY``); ``lengths``: the
+    segments' lengths in characters."""
+    total = sum(lengths) or 1
+    covered = sum(compress(lengths, map(masked.__contains__, hashes)))
+    if covered <= MAJORITY * total:
+        return masked
+    return {h for h in hashes if h in masked and h & _SHORT_BIT}
+
+
+def _with_slots(ignore: set[int], host: HostMask, *orders: list[int] | array) -> set[int]:
+    """``ignore`` and the segments of ``orders`` (this copy, the last one) in the host's
+    volatile slots. ``ignore`` itself when there are none: it may be the host's mask, which
+    ``HostMask.see`` grows before the fingerprint is taken (a segment this copy makes
+    boilerplate is not hashed in it)."""
+    extra = set().union(*map(host.in_volatile_slots, orders))
+    return ignore | extra if extra else ignore
+
+
+def _whole_text_hash(parts: list[str], hashes: list[int], ignore: set[int]) -> bytes:
+    """Hash of the content text with segment boundaries and spaces removed: a change of
+    markup that only moves block boundaries (a link turned into a block) is no change.
+    ``parts`` come from ``segments``: their only white space is single U+0020 spaces."""
+    text = "".join(compress(parts, map(not_, map(ignore.__contains__, hashes))))
+    return hashlib.blake2b(text.replace(" ", "").encode("utf-8", "surrogatepass"),
+                           digest_size=8).digest()
+
+
+class PageStore(Protocol):
+    """Where the pages' memories and the hosts' masks are shared between processes
+    (``crawl/shared_pages.py``): ``load`` gives None when it has no memory of the page (or
+    cannot be read now), and folds into ``host`` what other processes learned of the page's
+    host; ``save`` stores the page's memory and writes what this process learned of the host;
+    ``touch`` keeps the stored copy (the same bytes came again); ``failures`` counts the calls
+    that failed."""
+
+    failures: int
+
+    def load(self, url: str, host: HostMask) -> PageMemory | None: ...
+
+    def save(self, url: str, memory: PageMemory, host: HostMask) -> None: ...
+
+    def touch(self, url: str, host: HostMask) -> None: ...
+
+
+class ContentDetector:
+    """Stateful content fingerprinting for one crawler process (module docstring).
+
+    ``__call__`` is ``Fingerprinter``-compatible (body, url, headers -> hex); ``detect``
+    returns the full ``Detection``. Counters: ``ignored_changes`` (copies whose bytes
+    differed but whose content did not) and ``not_content`` (answers not taken as a copy).
+    """
+
+    def __init__(self, max_hosts: int = 10_000, max_pages: int = 100_000,
+                 host_segments: int = 2048, remember_gone: int = 64,
+                 cache_segments: int = 200_000) -> None:
+        for name, value in (("max_hosts", max_hosts), ("max_pages", max_pages),
+                            ("host_segments", host_segments), ("remember_gone", remember_gone),
+                            ("cache_segments", cache_segments)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        self.max_hosts = max_hosts
+        self.max_pages = max_pages
+        self.host_segments = host_segments
+        self.remember_gone = remember_gone
+        self.cache_segments = cache_segments
+        self._stable_cache: dict[int, int] = {}
+        self._hosts: OrderedDict[str, HostMask] = OrderedDict()
+        self._pages: OrderedDict[str, PageMemory] = OrderedDict()
+        self.ignored_changes = 0
+        self.not_content = 0
+        self.shared: PageStore | None = None
+
+    def _host_mask(self, host: str) -> HostMask:
+        mask = self._hosts.get(host)
+        if mask is None:
+            mask = self._hosts[host] = HostMask(self.host_segments, self.shared is not None)
+            if len(self._hosts) > self.max_hosts:
+                self._hosts.popitem(last=False)
+        else:
+            self._hosts.move_to_end(host)
+        return mask
+
+    def detect(self, text: str | None, body: bytes, url: str, content_type: str | None,
+               suffix: bytes = b"", rule: ContentRule | None = None) -> Detection:
+        """Fingerprint one 2xx answer. ``text``: the decoded body (None for a non-HTML
+        body), or the part of it ``rule`` selects; ``suffix``: bytes hashed in after the
+        content (the truncation length); ``rule``: its ignore-text patterns are removed from
+        each segment."""
+        if text is None:
+            return Detection(_non_html_fingerprint(body, content_type, suffix))
+        host = self._host_mask(host_of(url))
+        if self.shared is None:
+            return self._compare(text, body, url, suffix, self._pages.get(url), host, rule)
+        memory = loaded = self.shared.load(url, host)
+        own = self._pages.get(url)
+        if loaded is not None and own is not None and own.sketch is None \
+                and (own.raw, own.fingerprint) == (loaded.raw, loaded.fingerprint):
+            memory = own  # this process fetched the last copy: its whole memory, no sketch
+        elif loaded is not None:
+            self._remember(url, loaded)
+        else:  # none shared (never written, expired, or Redis failed): this process's own
+            memory = self._pages.get(url)
+        detection = self._compare(text, body, url, suffix, memory, host, rule)
+        kept = self._pages.get(url)
+        if loaded is not None and detection.segments == -1:  # its bytes again: it stands
+            self.shared.touch(url, host)
+        elif kept is not None:
+            self.shared.save(url, kept, host)
+        return detection
+
+    def _remember(self, url: str, memory: PageMemory) -> None:
+        self._pages[url] = memory
+        self._pages.move_to_end(url)
+        if len(self._pages) > self.max_pages:
+            self._pages.popitem(last=False)
+
+    def _compare(self, text: str, body: bytes, url: str, suffix: bytes,
+                 memory: PageMemory | None, host: HostMask,
+                 rule: ContentRule | None = None) -> Detection:
+        """``detect`` of an HTML answer against ``memory``, the page's last copy (None: no
+        copy known), with ``host``'s mask; the page's memory in ``_pages`` becomes this
+        copy's."""
+        raw = zlib.crc32(suffix, zlib.crc32(body)) ^ (len(body) << 32)
+        if memory is not None and memory.raw == raw:  # the same bytes as the last copy
+            self._pages.move_to_end(url)
+            return Detection(memory.fingerprint, None, 0, 0, -1)
+        parts = segments(text)
+        if rule is not None and rule.ignore_text:
+            parts = [part for part in (" ".join(rule.remove_ignored(p).split()) for p in parts)
+                     if part]
+        lengths = list(map(len, parts))
+        length = sum(lengths)
+        reason = _not_content(parts, length, memory.length if memory else None)
+        if reason is not None:
+            if memory is None or memory.rejected < REJECT_LIMIT:
+                if memory is not None:
+                    memory.rejected += 1
+                self.not_content += 1
+                return Detection(None, reason)
+        texts = self._stable_hashes(parts)
+        hashes = copies_apart(texts)
+        if memory is not None and memory.sketch is not None:  # read from Redis: page_memory
+            memory.restore(hashes, host.seen)
+        if host.pending:  # masks other processes learned, of segments not seen here yet
+            host.resolve(hashes, memory.hashes if memory is not None else ())
+        hash_set = set(hashes)
+        before = set(memory.hashes) if memory is not None else set()
+        if memory is not None and memory.rejected == 0 and len(memory.hashes) >= MIN_OVERLAP_SEGMENTS:
+            if len(hash_set & before) < MIN_OVERLAP * len(before):
+                memory.rejected += 1  # another page served in its place (a redirect target)
+                self.not_content += 1
+                return Detection(None, "replaced")
+        page_id = zlib.crc32(url.encode("utf-8", "surrogatepass"))
+        ignore = _with_slots(_ignored_here(lengths, hashes, host.masked), host, hashes)
+        ignored = changed = 0
+        fingerprint: str | None = None
+        if memory is not None:
+            added = hash_set - before
+            removed = before - hash_set
+            gone = set(memory.gone)
+            for h in added:
+                if h in gone and h & _SHORT_BIT:  # a short block went and came back
+                    host.mask(h)
+            host.revisited(hashes)
+            for anchor, text in replaced_slots(hashes, memory.hashes, added, removed,
+                                               host.masked):
+                host.slot_replaced(anchor, text, page_id)
+            for h in boilerplate_runs(hashes, added, ignore) | \
+                    boilerplate_runs(memory.hashes, removed, ignore) | \
+                    consent_runs(hashes, added) | consent_runs(memory.hashes, removed):
+                host.mask(h)
+            ignore = _with_slots(_ignored_here(lengths, hashes, host.masked), host, hashes,
+                                 memory.hashes)
+            whole = _whole_text_hash(parts, hashes, ignore)
+            counted = {h for h in added | removed if h not in ignore}
+            inside = inside_content(hashes, added, ignore) | \
+                inside_content(memory.hashes, removed, ignore)
+            if inside:  # a learned further copy of a text still here: volatile, not content
+                inside -= further_copies(texts)
+            changed = len(counted | inside)
+            ignored = len(added) + len(removed) - changed
+            if changed == 0 or (whole == memory.whole and not inside):
+                fingerprint = memory.fingerprint
+                self.ignored_changes += 1  # the bytes differed (else returned above)
+                ignored, changed = ignored + changed, 0
+            new_gone = array("Q", [h for h in memory.gone if h not in hash_set])
+            new_gone.extend(removed)
+            memory.gone = new_gone[-self.remember_gone:]
+        else:
+            whole = _whole_text_hash(parts, hashes, ignore)
+        host.see(hash_set, page_id)
+        if fingerprint is None:
+            digest = hashlib.blake2b(
+                array("Q", filterfalse(ignore.__contains__, hashes)).tobytes(), digest_size=8)
+            digest.update(suffix)
+            fingerprint = digest.hexdigest()
+        content = len(hashes) - sum(map(ignore.__contains__, hashes))
+        stored = array("Q", hashes)
+        if memory is None:
+            memory = PageMemory(fingerprint, stored, length, array("Q"), whole)
+            memory.raw = raw
+            self._remember(url, memory)
+        else:
+            memory.fingerprint, memory.hashes, memory.length = fingerprint, stored, length
+            memory.whole, memory.rejected, memory.raw = whole, 0, raw
+            self._pages.move_to_end(url)
+        return Detection(fingerprint, None, ignored, changed, content)
+
+    def _stable_hashes(self, parts: list[str]) -> list[int]:
+        """``segment_hash(stable segment)`` of each part, through a bounded per-process
+        cache keyed by the raw segment (most segments repeat from fetch to fetch, and
+        the volatile patterns are the costly step)."""
+        cache = self._stable_cache
+        keys = list(map(hash, parts))
+        missing = [i for i, key in enumerate(keys) if key not in cache]
+        if missing:
+            if len(cache) + len(missing) > self.cache_segments:
+                cache.clear()  # full: start afresh, this page's known segments included
+                missing = list(range(len(keys)))
+            stable = segment_hashes(stable_segments([parts[i] for i in missing]))
+            for i, value in zip(missing, stable, strict=True):
+                cache[keys[i]] = value
+        return list(map(cache.__getitem__, keys))
+
+    def stats(self) -> dict[str, int]:
+        """Counters for the adapters' stats (``ignored_changes``, ``not_content``)."""
+        return {"ignored_changes": self.ignored_changes, "not_content": self.not_content,
+                "hosts": len(self._hosts), "pages": len(self._pages)}
+
+
+MIN_TEXT = 1
+"""A copy with fewer visible characters than this (none) is empty: not content."""
+WALL_SIZE = 4096
+"""Visible text up to this many characters may be a bot wall or error page."""
+SHRINK = 0.25
+"""A short error-like copy, or any copy, with less than this share (0.25, error pages)
+or a tenth (any page of at least ``WALL_SIZE`` characters before) of the page's
+previous visible text is no copy of it."""
+REJECT_LIMIT = 3
+"""After this many answers in a row taken as no copy, the next one is taken (a page
+that really became short is not refused forever)."""
+
+
+def _not_content(parts: list[str], length: int, previous: int | None) -> str | None:
+    """Why this HTML answer is not a copy of the page, or None (see module docstring).
+
+    ``previous``: the visible length of the page's last copy (None: not known)."""
+    if length < MIN_TEXT:
+        return "empty"
+    if length <= WALL_SIZE:
+        text = " ".join(parts[:60]).lower()  # _WALL and _ERROR are lower case
+        if (previous is None or length < 0.5 * previous) and _WALL.search(text):
+            return "bot wall"
+        if previous is not None and length < SHRINK * previous and _ERROR.search(text):
+            return "error page"
+    if previous is not None and previous >= WALL_SIZE and length < 0.1 * previous:
+        return "truncated"
+    return None
+
+
+def _non_html_fingerprint(body: bytes, content_type: str | None, suffix: bytes) -> str:
+    data = body
+    if content_type and "json" in content_type.lower():
+        try:
+            data = json.dumps(json.loads(body), sort_keys=True, separators=(",", ":"),
+                              ensure_ascii=False).encode("utf-8")
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            data = body
+    digest = hashlib.blake2b(data, digest_size=8)
+    digest.update(suffix)
+    return digest.hexdigest()
+
+
+def describe(detection: Detection) -> dict[str, Any]:
+    """A JSON-ready view of one detection (for logs and ``inspect``)."""
+    return {"fingerprint": detection.fingerprint, "not_content": detection.reason,
+            "ignored_segments": detection.ignored,
+            "changed_segments": detection.changed_segments, "segments": detection.segments}

@@ -1,0 +1,372 @@
+"""One host's learned boilerplate (``HostMask``), and the log that shares it between processes.
+
+``ContentDetector`` ignores, on each host, the segments it has learned are not a page's own
+content: seen on two pages of the host (navigation, footer), or masked for another reason
+(a block that went and came back, a run of new short segments beside boilerplate, a consent
+banner). A process that learned nothing yet of a host (another process of the frontier, the
+crawl after a restart) counts those segments as content the first time it fetches each page,
+so a revisit whose content did not change may be called changed.
+
+With ``FRONTIER_RATE_SHARED_PAGE_MEMORY`` (on by default) every process appends the segments it
+masks to one Redis string per host (``crawl/shared_pages.py``), and masks those the other
+processes appended before it compares a copy of one of the host's pages:
+
+- the log is a ``HEADER`` (``MAGIC`` and a random generation), then one 4-byte word per mask
+  (little-endian): the segment's 31-bit ``tag``, its top bit set when it was masked for its
+  spread (``SPREAD_FLAG``). Two of a host's segments share a tag with probability ~n/2^31
+  for n masks (2,048 at most: one in a million), so a tag is as good as the hash;
+- reading it masks each segment this process knows by its tag (``fold``); a tag of a segment
+  not seen here yet waits in ``pending`` until a copy shows it (``resolve``); masking twice,
+  or a segment this process appended itself, changes nothing;
+- only masks are shared, not which page each segment was first seen on: that would cost
+  ~16 bytes for every segment of every page for 0.1 point fewer false changes
+  (docs/CHANGE_DETECTION.md);
+- when the log holds more than ``COMPACT_AFTER`` words (and 1.5x the reader's masks), the
+  next writer replaces it with its own masks under a new generation, and a reader that
+  finds another generation reads it again from its start: a log stays under ~13 KiB.
+  Masks another process appended during that replacement are lost: a segment it had just
+  masked is learned again. A log of the earlier 8-byte layout (``OLD_MAGIC``) is replaced
+  the same way, its masks re-learned.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import struct
+import sys
+from array import array
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from itertools import pairwise
+
+from frontier_rate.detection.segments import SHORT_BIT
+
+HEADER = struct.Struct("<8sQ")
+"""The log's first 16 bytes: ``MAGIC`` and its generation."""
+MAGIC = b"frhmask2"
+OLD_MAGIC = b"frhmask1"
+"""The magic of the earlier layout (8-byte hashes, a zero word before a spread mask)."""
+COMPACT_AFTER = 256
+"""Words in a host's log (and half as many again as the reader's masks) after which the next
+writer replaces it with its own masks: a log holds each mask about once (processes append
+the masks each learns, the same ones too), under ~13 KiB for a host of 2,048 masks."""
+WORD = 4
+PARTIAL = 0xFFFFFFFF
+"""The low bits of a hash known only by its top 32 (all zero: a whole hash's are its
+Adler-32, never 0)."""
+SPREAD_FLAG = 1 << 31
+"""In a log word: the mask was learned from the segment's spread (``SPREAD_MARK``)."""
+PENDING_LIMIT = 4096
+"""Masks a process keeps unwritten while Redis does not answer; past it they are dropped and
+its whole set is written once Redis answers (``compact``)."""
+
+
+BOILERPLATE_SHARE = 0.2
+"""A segment is a host's boilerplate once it is on this share of the host's pages (at least
+two pages, at most ``BOILERPLATE_PAGES``). Template text (navigation, footer, a sidebar) is on
+most of a host's pages; a value a site shows on a few of them (a product's price and stock on
+its page, its category's list and the home page; a listing's entries) is content, and on a
+shop its changes are what a revisiting crawler is for (issue 59). On a host of up to ten
+pages (a service's legal documents) two pages are enough, as before."""
+BOILERPLATE_PAGES = 32
+"""The most pages a segment needs to be on to be boilerplate, however large the host: the
+mask remembers a bounded number of segments, so a count over hundreds of pages would be
+forgotten before it is reached."""
+COUNTED_PAGES = math.ceil(BOILERPLATE_PAGES / BOILERPLATE_SHARE)
+"""How many of a host's pages are counted (past it the threshold no longer moves)."""
+SLOT_VALUES = 4
+"""A slot (the place right after one of the host's boilerplate segments) whose short text was
+replaced by this many different texts, on revisits of at least two pages, and on at least
+``SLOT_SHARE`` of the revisits that showed the slot, is volatile: a "deal of the moment" box,
+a rotating teaser after the menu. What sits there is ignored on the host's pages. One edit of
+the host's template (a menu item renamed on every page) is one text, however many pages show
+it; each page's own "updated" line after the same heading changes on few of its revisits; a
+value a few pages show (a price, a stock line) follows the page's own text, not the host's
+template, so it never makes a slot."""
+SLOT_SHARE = 0.5
+SLOTS = 256
+"""Slots remembered per host (the oldest forgotten first)."""
+_EXPLICIT = -1
+"""``HostMask.seen`` value of a segment masked by a rule other than its spread (``mask``)."""
+_FOLDED = -2
+"""``HostMask.seen`` value of a segment another process masked for its spread (``fold``)."""
+SPREAD_MARK = 0
+"""In a shared log, the word before a hash masked for its spread (no segment hashes to 0: its
+Adler-32 half is never 0). A process that knows more of the host's pages than another may
+find it is on too few of them, so such a mask is kept only while few pages of the host are
+known here (``fold``); a hash without the mark was masked by a rule that always holds."""
+
+
+def spread_threshold(pages: int) -> int:
+    """On how many pages of a host of ``pages`` known pages a segment must be seen to be its
+    boilerplate (``BOILERPLATE_SHARE``, between 2 and ``BOILERPLATE_PAGES``)."""
+    return max(2, min(BOILERPLATE_PAGES, math.ceil(BOILERPLATE_SHARE * pages)))
+
+
+def page_bit(page: int) -> int:
+    """The bit of a page in a segment's page set: a 256-bit set, the page's 32-bit id hashed to
+    one of 256 bits (Fibonacci hashing). Two pages on one bit count once: a segment's spread
+    is never over-counted, at worst under-counted (on ~34 distinct pages for a threshold of
+    32)."""
+    return 1 << (((page & 0xFFFFFFFF) * 0x9E3779B1 & 0xFFFFFFFF) >> 24)
+
+
+class HostMask:
+    """One host's learned boilerplate: segment hash -> the set of the host's pages it was seen
+    on (``page_bit``; ``_EXPLICIT`` once masked by another rule), the set of masked hashes, the
+    host's pages counted (up to ``COUNTED_PAGES``), and the slots after boilerplate whose text
+    was replaced (``slot_replaced``). Bounded: the segments seen least recently are dropped
+    first.
+
+    A segment is masked once it is on ``spread_threshold`` pages; as the host's known pages
+    grow the threshold rises and a segment below it is content again (a book's title seen
+    on the home page and its category's page before the rest of the shop was known).
+
+    ``events``: the hashes this process masked and has not written to the shared log yet
+    (None: not shared); ``generation`` / ``offset``: how much of the shared log it has
+    folded in; ``compact``: write all its masks instead of the events next time. Masks are
+    shared as they are learned; a segment another process masked stays masked here."""
+
+    __slots__ = ("seen", "masked", "limit", "pages", "threshold", "slots", "volatile_slots",
+                 "events", "generation", "offset", "compact", "pending")
+
+    def __init__(self, limit: int, shared: bool = False) -> None:
+        self.seen: OrderedDict[int, int] = OrderedDict()
+        self.masked: set[int] = set()
+        self.limit = limit
+        self.pages: set[int] = set()
+        self.threshold = spread_threshold(0)
+        self.slots: dict[int, list[int]] = {}
+        self.volatile_slots: set[int] = set()
+        self.events: list[int] | None = [] if shared else None
+        self.generation: int | None = None
+        self.offset = 0
+        self.compact = False
+        self.pending: dict[int, int] = {}  # tag -> log word of a mask read, segment unseen
+
+    def see(self, hashes: Iterable[int], page: int) -> None:
+        """Record the segments of one copy of ``page`` (a 32-bit id); a segment now on
+        ``threshold`` pages of this host becomes boilerplate."""
+        if page not in self.pages and len(self.pages) < COUNTED_PAGES:
+            self.pages.add(page)
+            self._rethreshold()
+        seen = self.seen
+        masked = self.masked
+        threshold = self.threshold
+        bit = page_bit(page)
+        for h in hashes:
+            known = seen.get(h)
+            if known is None:
+                seen[h] = bit
+                if len(seen) > self.limit:
+                    self._forget_oldest()
+                continue
+            seen.move_to_end(h)
+            if known == _FOLDED:  # masked elsewhere: counted here from now on
+                seen[h] = bit
+                continue
+            if known == _EXPLICIT or known & bit:
+                continue
+            known |= bit
+            seen[h] = known
+            if known.bit_count() >= threshold and h not in masked:
+                if self.events is not None:
+                    self.events += (SPREAD_MARK, h)
+                masked.add(h)
+        self._bound_events()
+
+    def mask(self, h: int) -> None:
+        """Mask ``h`` on this host (learned by a rule other than its spread). A segment known
+        only by its top 32 bits (``PARTIAL``: removed from a copy another process fetched)
+        waits by its tag until a copy shows it (``resolve``)."""
+        if not h & PARTIAL:
+            self.pending[tag(h)] = tag(h)
+        if self.events is not None and h not in self.masked:
+            self.events.append(h)
+            self._bound_events()
+        self.masked.add(h)
+        self.seen[h] = _EXPLICIT
+        self.seen.move_to_end(h)
+
+    def fold(self, words: Iterable[int]) -> None:
+        """Mask the segments other processes masked (``read_log``'s words), as if this
+        process had learned them; none of them becomes an event of this process. A segment
+        not seen here yet waits in ``pending`` (``resolve``). A spread mask is taken only
+        while the threshold here is 2 (few of the host's pages known); then the host's own
+        pages decide. The oldest remembered segments make room, as ``see`` does."""
+        words = list(words)
+        if not words:
+            return
+        by_tag = {tag(h): h for h in self.seen}
+        pending = self.pending
+        for word in words:
+            h = by_tag.get(word & ~SPREAD_FLAG)
+            if h is None:
+                pending[word & ~SPREAD_FLAG] = word
+            else:
+                self._fold_one(h, word)
+        while len(pending) > self.limit:
+            del pending[next(iter(pending))]
+        while len(self.seen) > self.limit:
+            self._forget_oldest()
+
+    def resolve(self, hashes: Iterable[int], last: Iterable[int] = ()) -> None:
+        """Fold the pending masks of the segments of a copy about to be compared, and of
+        those of the page's last copy known only by their top 32 bits (``last``)."""
+        pending = self.pending
+        for h in hashes:
+            word = pending.pop(tag(h), None)
+            if word is not None:
+                self._fold_one(h, word)
+        for h in last:
+            if not h & PARTIAL and tag(h) in pending:
+                self._fold_one(h, pending[tag(h)])
+
+    def _fold_one(self, h: int, word: int) -> None:
+        events, self.events = self.events, None
+        try:
+            if not word & SPREAD_FLAG:
+                self.mask(h)
+            elif self.seen.get(h) != _EXPLICIT:
+                if self.threshold <= 2:
+                    self.masked.add(h)
+                self.seen[h] = _FOLDED
+                self.seen.move_to_end(h)
+        finally:
+            self.events = events
+
+    def state(self) -> list[int]:
+        """What a compacted log holds: the word of every mask here, and of those pending."""
+        found = dict(self.pending)
+        for h in self.masked:
+            found[tag(h)] = tag(h) | (0 if self.seen.get(h) == _EXPLICIT else SPREAD_FLAG)
+        return list(found.values())
+
+    def revisited(self, order: Iterable[int]) -> None:
+        """A revisit of a page whose copy is ``order``: each slot it shows was revisited."""
+        slots = self.slots
+        if slots:
+            for h in order:
+                slot = slots.get(h)
+                if slot is not None:
+                    slot[3] += 1
+
+    def slot_replaced(self, anchor: int, text: int, page: int) -> None:
+        """The short text right after boilerplate segment ``anchor`` was replaced by the
+        segment ``text`` on a revisit of ``page`` (after ``revisited``); the slot's rule is
+        ``SLOT_VALUES``."""
+        slot = self.slots.pop(anchor, None)  # re-inserted last: the oldest first
+        if slot is None:  # [pages, texts, replacements, revisits]
+            slot = [0, 0, 0, 1]
+        slot[0] |= page_bit(page)
+        slot[1] |= page_bit(text ^ (text >> 32))
+        slot[2] += 1
+        self.slots[anchor] = slot
+        if len(self.slots) > SLOTS:
+            del self.slots[next(iter(self.slots))]
+        if slot[1].bit_count() >= SLOT_VALUES and slot[0].bit_count() >= 2 \
+                and slot[2] >= SLOT_SHARE * slot[3]:
+            self.volatile_slots.add(anchor)
+
+    def in_volatile_slots(self, order: Sequence[int]) -> set[int]:
+        """The short segments of ``order`` (a copy's hashes) that sit in a volatile slot."""
+        slots = self.volatile_slots
+        if not slots:
+            return set()
+        return {h for anchor, h in pairwise(order) if anchor in slots and h & SHORT_BIT}
+
+    def _rethreshold(self) -> None:
+        """A new page counted: when the threshold rises, the segments masked for their spread
+        that are now below it are content again."""
+        threshold = spread_threshold(len(self.pages))
+        if threshold == self.threshold:
+            return
+        self.threshold = threshold
+        seen = self.seen
+        self.masked = {h for h in self.masked if seen.get(h, _EXPLICIT) == _EXPLICIT
+                       or seen[h] != _FOLDED and seen[h].bit_count() >= threshold}
+
+    def _forget_oldest(self) -> None:
+        old, _ = self.seen.popitem(last=False)
+        self.masked.discard(old)
+
+    def _bound_events(self) -> None:
+        events = self.events
+        if events is not None and len(events) > PENDING_LIMIT:
+            events.clear()
+            self.compact = True
+
+
+def host_of(url: str) -> str:
+    """The host a mask is kept for: the URL's authority, lowercased (port included)."""
+    rest = url.split("://", 1)[-1]
+    return rest.split("/", 1)[0].split("?", 1)[0].lower()
+
+
+def tag(h: int) -> int:
+    """A segment's 31-bit tag in a shared log (never 0), of its top 32 bits: those a page's
+    shared memory keeps of a removed segment (``detection/page_memory.py``), so a segment known
+    only by them has its tag."""
+    return ((((h >> 32) * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF) >> 33) or 1
+
+
+def words_of(events: Iterable[int]) -> list[int]:
+    """The log words of ``HostMask.events`` (a hash, or ``SPREAD_MARK`` then a hash)."""
+    found: list[int] = []
+    spread = False
+    for h in events:
+        if h == SPREAD_MARK:
+            spread = True
+        else:
+            found.append(tag(h) | (SPREAD_FLAG if spread else 0))
+            spread = False
+    return found
+
+
+def new_generation() -> int:
+    """A random generation for a log written afresh."""
+    return random.getrandbits(64)
+
+
+def write_log(words: Iterable[int], generation: int | None = None) -> bytes:
+    """Log ``words`` as bytes; with ``generation``, a whole log (its header first)."""
+    head = HEADER.pack(MAGIC, generation) if generation is not None else b""
+    values = array("I", words)
+    if sys.byteorder != "little":
+        values.byteswap()
+    return head + values.tobytes()
+
+
+def log_generation(head: bytes) -> int | None:
+    """The generation of a log whose first bytes are ``head`` (None: no header)."""
+    if len(head) >= HEADER.size:
+        magic, generation = HEADER.unpack_from(head)
+        if magic == MAGIC:
+            return generation
+    return None
+
+
+def is_old_log(head: bytes) -> bool:
+    """Whether a log's first bytes are those of the earlier 8-byte layout."""
+    return head[:len(OLD_MAGIC)] == OLD_MAGIC
+
+
+def read_log(data: bytes, whole: bool) -> list[int]:
+    """The words of log bytes (``whole``: from the log's start, whose header is skipped);
+    ValueError naming the fault when they are not whole 4-byte words."""
+    if whole and log_generation(data) is not None:
+        data = data[HEADER.size:]
+    if len(data) % WORD:
+        raise ValueError(f"host mask log of {len(data)} bytes is not a whole number of "
+                         "4-byte words")
+    values = array("I")
+    values.frombytes(data)
+    if sys.byteorder != "little":
+        values.byteswap()
+    return values.tolist()
+
+
+def log_hashes(words: Iterable[int]) -> list[int]:
+    """The tags of a log's words, without their ``SPREAD_FLAG``."""
+    return [word & ~SPREAD_FLAG for word in words]
