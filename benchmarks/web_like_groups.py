@@ -10,8 +10,8 @@ from what it really is, on two populations of the same change histories
 (``web_like.population``):
 
 * ``web_like``: the hosts as web_like.py has them (a service of Open Terms Archive, a
-  repository), a page at ``/<document>.md`` (``Privacy-Policy.md``) or at its path in its
-  repository (``products/python.md``, ``library/alpine``). Most hosts hold 1-3 documents of
+  repository), a page at ``/<document>`` (a privacy policy: ``/Privacy-Policy`` plus the
+  document's extension) or at its path in its repository (``/library/alpine``). Most hosts hold 1-3 documents of
   different kinds, so most groups hold one page: little for the prior to learn from.
 * ``mixed``: the same histories on ``SITES`` sites, each holding some of the documents at
   ``/terms/<service>-<document>`` and some of the busy histories at ``/repo/<repository>-<file>``
@@ -32,8 +32,6 @@ import os
 import statistics
 import sys
 from pathlib import Path
-
-import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
