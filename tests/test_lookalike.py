@@ -18,7 +18,7 @@ PAGES = 2  # lua/lib.lua PRIOR_PAGES / POPULATION_PAGES: pseudo-pages of the lev
 POPULATION_MIN = 4  # lua/lib_hosts.lua: observed pages before a shard's population pool counts
 
 
-@pytest.mark.parametrize(("url", "template"), [
+TEMPLATES = [
     ("https://a.example/news/2024/05/big-storm-hits", "/news/*/*/*"),
     ("https://a.example/news", "/news"),
     ("https://a.example/news/", "/news"),
@@ -33,7 +33,10 @@ POPULATION_MIN = 4  # lua/lib_hosts.lua: observed pages before a shard's populat
     ("https://a.example/v2", "/*"),
     ("https://a.example/" + "x" * 100, "/*"),
     ("https://a.example/" + "/".join(["sec"] * 40), ("/" + "/".join(["sec"] * 39) + "/*")[:64]),
-])
+]
+
+
+@pytest.mark.parametrize(("url", "template"), TEMPLATES)
 def test_url_template(url, template):
     assert lookalike.url_template(url) == template
 
@@ -115,3 +118,25 @@ def test_a_new_page_starts_from_its_url_groups_pool(redis_url, namespace):
     assert live_off == pytest.approx(archive_off, rel=1e-12)
     assert archive < archive_off and live_off < live  # the host's prior lies between the groups'
     g.close()
+
+
+def test_the_engines_lua_templates_are_pythons(redis_url, namespace):
+    """The group fields the engine's Lua writes (lib.url_template) are host + url_template of
+    each page's URL, for every URL of the table above (each on a host of its own)."""
+    f = Frontier(redis_url, namespace=namespace, budget=100.0, min_host_delay=0.0,
+                 min_interval=1.0, max_interval=100.0, lease_timeout=1e6, seed=1,
+                 group_prior=True)
+    urls = [u.replace("a.example", f"g{i}.example") for i, (u, _) in enumerate(TEMPLATES)]
+    f.add_many(urls, now=0.0)
+    t = 0.0
+    while min(f.page(u)["fetches"] for u in urls) < 2:
+        got = f.next_requests(100, now=t)
+        f.observe_many([(d, {"fingerprint": "v0", "fetched_at": t}) for d in got])
+        t += 10.0
+        assert t < 10000.0
+    fields = set()
+    for shard in range(f.session.shards):
+        fields |= {k.decode() for k in f.session.client.hkeys(f.session.keys.host_prior(shard))}
+    expected = {f"g{i}.example" + template for i, (_, template) in enumerate(TEMPLATES)}
+    assert {k for k in fields if "/" in k} == expected
+    f.close()
