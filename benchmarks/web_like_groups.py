@@ -73,7 +73,7 @@ def mixed(pages: list[Page], sites: int = SITES) -> list[Page]:
                   key=lambda p: p.name)
     out = []
     for i, p in enumerate(docs):
-        out.append(Page(f"terms/{_slug(p.name.split(':', 1)[1])}", f"site{i % sites}", p.kind,
+        out.append(Page(f"terms/{_slug(p.name.replace(':', ' '))}", f"site{i % sites}", p.kind,
                         p.changes))
     for i, p in enumerate(busy):
         out.append(Page(f"repo/{_slug(p.name.replace(':', ' '))}", f"site{i % sites}", p.kind,
