@@ -33,6 +33,8 @@ import statistics
 import sys
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -95,15 +97,31 @@ def urls_of(world: World, kind: str, seed: int) -> list[str]:
     return out
 
 
+LATE_DAYS = (1.0, 50.0)
+"""With ``--late``: the days between which a page found later is found (before the scored
+window starts at web_like.WARMUP_DAYS)."""
+
+
+def arrivals_of(n: int, share: float, seed: int) -> np.ndarray | None:
+    """When each page is found (seconds): ``share`` of them, drawn with ``seed``, uniformly in
+    ``LATE_DAYS``; the rest at 0 (None when ``share`` is 0)."""
+    if share <= 0:
+        return None
+    rng = np.random.default_rng(1000 + seed)
+    late = rng.random(n) < share
+    return np.where(late, rng.uniform(LATE_DAYS[0], LATE_DAYS[1], n) * 86400.0, 0.0)
+
+
 def run_task(task: tuple) -> tuple[str, float, int, dict]:
-    kind, pages, per_page_day, seed, url = task
+    kind, pages, per_page_day, seed, url, late = task
     world = World(pages, per_page_day, seed=seed)
     urls = urls_of(world, kind, seed)
+    arrivals = arrivals_of(world.n, late, seed)
     results: dict[str, dict] = {"uniform": score(world, run_baseline(world, "uniform")),
                                 "clairvoyant": {"freshness": clairvoyant(world)}}
     for name, on in (("without", False), ("with", True)):
         fetches, info = run_ours(world, url, seed, tick=TICK, cochange=False, group_prior=on,
-                                 urls=urls)
+                                 urls=urls, arrivals=arrivals)
         info.pop("estimated_pages", None)
         results[name] = {**score(world, fetches, TICK), **info}
     groups = len({(int(world.host[i]), url_template(u)) for i, u in enumerate(urls)})
@@ -112,6 +130,8 @@ def run_task(task: tuple) -> tuple[str, float, int, dict]:
     print(f"  {kind} B={per_page_day:<5g} seed {seed}: uniform {r['uniform']['freshness']:.4f} "
           f"without {r['without']['freshness']:.4f} with {r['with']['freshness']:.4f} "
           f"({groups} groups of {world.n} pages on {world.hosts} hosts)", flush=True)
+    if late > 0:
+        kind = f"{kind}, {late:.0%} found later"
     return kind, per_page_day, seed, results
 
 
@@ -140,7 +160,7 @@ def markdown(done: list[tuple[str, float, int, dict]], every: int) -> str:
            "| population | B | gap closed without | with | ours / uniform without | with "
            "| worst seed with / without | extra bytes / page |",
            "|---|---|---|---|---|---|---|---|"]
-    for kind in POPULATIONS:
+    for kind in sorted({d[0] for d in done}):
         for b in sorted({d[1] for d in done if d[0] == kind}):
             runs = [d[3] for d in done if d[0] == kind and d[1] == b]
             if not runs:
@@ -169,6 +189,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--populations", nargs="*", choices=POPULATIONS)
     parser.add_argument("--every", type=int, help=f"every n-th page (default {FULL_EVERY})")
     parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--late", type=float, default=0.0,
+                        help="this share of the pages is found during the crawl (days "
+                             f"{LATE_DAYS[0]:g}-{LATE_DAYS[1]:g}), not at the start; prints only")
     parser.add_argument("--write", action="store_true", help="write docs/ even with --quick")
     parser.add_argument("--url", default=os.environ.get("FRONTIER_RATE_REDIS_URL"))
     args = parser.parse_args(argv)
@@ -177,13 +200,13 @@ def main(argv: list[str] | None = None) -> int:
     seeds = args.seeds if args.seeds is not None else ((0,) if args.quick else SEEDS)
     base = population(every)
     pops = {"web_like": base, "mixed": mixed(base)}
-    tasks = sorted(((k, pops[k], b, s, args.url) for k in (args.populations or POPULATIONS)
+    tasks = sorted(((k, pops[k], b, s, args.url, args.late) for k in (args.populations or POPULATIONS)
                     for b in budgets for s in seeds), key=lambda t: -t[2])
     with embedded_redis(args.url, "weblike-groups"):
         done = pool_map(run_task, tasks, args.jobs)
     text = markdown(done, every)
     print(text)
-    if args.quick and not args.write:
+    if (args.quick or args.late) and not args.write:
         return 0
     from _report import write_json, write_section
 
