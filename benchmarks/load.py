@@ -1,6 +1,7 @@
 """Load benchmark: 10^6 to 10^7 pages in one frontier, one simulated hour at full budget.
 
     python benchmarks/load.py [--quick] [--pages N] [--budget B] [--seconds S] [--url URL] [--write]
+    python benchmarks/load.py --pages 100000 --seconds 200 --group-prior   # issue 62: prints only
 
 One process plays the crawler: it adds every page, then steps a virtual
 clock one second at a time, leases what ``next_requests`` hands out (the
