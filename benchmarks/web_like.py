@@ -180,7 +180,9 @@ def score(world: World, fetches: list[np.ndarray], tick: float = 1.0) -> dict:
 
 
 def run_ours(world: World, url: str | None, seed: int, tick: float = 1.0,
-             every_estimate: bool = False, cochange: bool = True) -> tuple[list[np.ndarray], dict]:
+             every_estimate: bool = False, cochange: bool = True, group_prior: bool = False,
+             urls: list[str] | None = None,
+             arrivals: np.ndarray | None = None) -> tuple[list[np.ndarray], dict]:
     """``policy.drive`` with the engine's defaults, every fetch counted, reading the
     estimates before the namespace is dropped. ``seed``: the engine's random stream and a
     salt in every URL that reorders first fetches, hosts included (``policy.page_urls``). ``tick``: simulated
@@ -188,19 +190,28 @@ def run_ours(world: World, url: str | None, seed: int, tick: float = 1.0,
     ``benchmarks/policy.py`` does); a batch of fetches happens at one tick.
     ``every_estimate``: also every page's estimate per day (None: never fetched) in the run
     info (``estimates_per_day``), for ``per_page``. ``cochange``: the engine's co-change
-    evidence (issue 62; False: off)."""
+    evidence (issue 62; False: off). ``group_prior``: the engine's URL-group prior (issue 62
+    item 2, ``benchmarks/web_like_groups.py``); ``urls``: the pages' URLs (``policy.page_urls``
+    under the seed's salt when None). The run info has ``prior_bytes``: the bytes of the
+    pooled-prior hashes (hosts, population, URL groups) at the end. ``arrivals``: when each
+    page is found (simulated seconds; None: all at 0): a page is added then, as a crawl
+    discovers it."""
     namespace = f"weblike-{world.per_page_day:g}-{seed}-{os.getpid()}-{time.monotonic_ns() % 10**9}"
     f = Frontier(url, namespace=namespace, budget=world.budget * tick,
                  min_host_delay=world.host_delay / tick, min_interval=MIN_INTERVAL / tick,
                  max_interval=MAX_INTERVAL / tick, lease_timeout=1e12, prior_rate=tick / DAY,
-                 seed=seed, budget_first_fetches=True, cochange=cochange)
-    urls = page_urls(world.host, draw_salt(seed))
+                 seed=seed, budget_first_fetches=True, cochange=cochange, group_prior=group_prior)
+    urls = urls or page_urls(world.host, draw_salt(seed))
     index = {u: i for i, u in enumerate(urls)}
-    f.add_many([(u, 1.0, None) for u in urls], now=0.0)
+    found = np.zeros(world.n) if arrivals is None else np.asarray(arrivals, dtype=float) / tick
+    later = sorted((found[i], i) for i in range(world.n) if found[i] > 0)
+    f.add_many([(u, 1.0, None) for i, u in enumerate(urls) if found[i] <= 0], now=0.0)
     out: list[list[float]] = [[] for _ in range(world.n)]
     t, calls, t_end = 0.0, 0, world.t_end / tick
     wall = time.perf_counter()
     while t < t_end:
+        while later and later[0][0] <= t:
+            f.add(urls[later.pop(0)[1]], now=t)
         got = f.next_requests(256, now=t)
         calls += 1
         if got:
@@ -215,7 +226,11 @@ def run_ours(world: World, url: str | None, seed: int, tick: float = 1.0,
         else:
             call_at = f.next_call_time(now=t, retry=max(1.0, 60.0 / tick))
             t = max(t + 1.0, math.inf if call_at is None else call_at)
+            if later:
+                t = min(t, max(later[0][0], 0.0))
     stats = f.stats(now=t)
+    prior_bytes = sum(f.client.memory_usage(f.session.keys.host_prior(s)) or 0
+                      for s in range(f.session.shards))
     span = WINDOW_DAYS * DAY
     # every page's record is read once: the checked pages', or all of them for per_page
     records = {i: f.page(urls[i]) for i in range(world.n)
@@ -228,7 +243,8 @@ def run_ours(world: World, url: str | None, seed: int, tick: float = 1.0,
             ratios.append(estimates[i] / DAY / (len(world.changes[i]) / span))
             checked.append((len(world.changes[i]), estimates[i], r["fetches"], r["changes"]))
     info = {"wall_s": time.perf_counter() - wall, "next_requests_calls": calls,
-            "nu": stats.get("nu"), "estimate_ratio_median": statistics.median(ratios) if ratios else None,
+            "nu": stats.get("nu"), "prior_bytes": prior_bytes,
+            "estimate_ratio_median": statistics.median(ratios) if ratios else None,
             "estimate_ratio_pages": len(ratios),
             "estimated_pages": checked,  # (changes in the window, estimate/day, fetches, changes seen)
             "stats": {k: v for k, v in stats.items() if isinstance(v, (int, float, str)) or v is None}}

@@ -210,6 +210,7 @@ TABLE: tuple[Setting, ...] = (
     _s("DATA_DIR", anything, None, "`$FRONTIER_RATE_DATA_DIR`, else `~/.local/share/frontier-rate`",
        readers=frozenset({SCRAPY})),
     _s("COCHANGE", boolean, False, "`False`", option="cochange"),
+    _s("GROUP_PRIOR", boolean, False, "`False`", option="group_prior"),
     _s("SHARED_SEND", boolean, True, "`True`", field="shared_send"),
     _s("OVERRIDE_SETTINGS", boolean, False, "`False`", readers=frozenset({SCRAPY}),
        field="override_settings"),

@@ -114,6 +114,8 @@ class Frontier:
     the Scrapy scheduler gives ``min_host_delay`` Scrapy's own default, 0).
     ``cochange``: a change seen on a page brings its host's pages forward once later fetches
     showed that they change together (math/cochange.py, issue 62; False: off).
+    ``group_prior``: a new page starts from the pooled estimate of its host's pages whose URLs
+    have the same path template (math/lookalike.py, issue 62; False: off, the host's pool).
 
     The shared settings (``budget``, ``min_host_delay``, ``min_interval``,
     ``max_interval``, ``lease_timeout``, ``prior_rate``) read as attributes: the
@@ -131,6 +133,7 @@ class Frontier:
         self.server_clock_rate = checked.server_clock_rate
         self.budget_first_fetches = checked.budget_first_fetches
         self.cochange = checked.cochange
+        self.group_prior = checked.group_prior
         self.redis_url = redis_url
         defaults = namespace_defaults(setting_defaults)
         self.redis_timeout = float(opts.redis_timeout)

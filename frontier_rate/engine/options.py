@@ -43,6 +43,7 @@ class FrontierOptions:
     override_settings: bool = False
     clock_sync: bool | None = None
     cochange: bool = False
+    group_prior: bool = False
 
     def replace(self, **changes: Any) -> FrontierOptions:
         """These options with ``changes``; a TypeError names an unknown option."""

@@ -124,6 +124,7 @@ class Options:
     server_clock_rate: float
     budget_first_fetches: bool
     cochange: bool = False
+    group_prior: bool = False
 
 
 def check_options(*, namespace: str, estimator: str, policy: str, objective: str,
@@ -134,7 +135,7 @@ def check_options(*, namespace: str, estimator: str, policy: str, objective: str
                   change_dates: bool, server_clock_rate: float,
                   budget_first_fetches: bool, override_settings: bool = False,
                   clock_sync: bool | None = None, cochange: bool = False,
-                  ) -> tuple[Options, dict[str, float | None]]:
+                  group_prior: bool = False) -> tuple[Options, dict[str, float | None]]:
     """Check ``Frontier``'s options (ValueError naming the first bad one): the process's own
     ``Options`` and the shared settings asked for (None: the namespace's)."""
     if not isinstance(namespace, str) or not NAMESPACE_RE.match(namespace):
@@ -164,7 +165,8 @@ def check_options(*, namespace: str, estimator: str, policy: str, objective: str
         fill_budget=estimator == "interval" if fill_budget is None else bool(fill_budget),
         change_dates=bool(change_dates),
         server_clock_rate=real("server_clock_rate", server_clock_rate, minimum=0.0, strict=True),
-        budget_first_fetches=bool(budget_first_fetches), cochange=bool(cochange))
+        budget_first_fetches=bool(budget_first_fetches), cochange=bool(cochange),
+        group_prior=bool(group_prior))
     return options, requested
 
 

@@ -32,16 +32,20 @@ for i = H + 3, #ARGV, 7 do
         local pooled = lib.pooled_log_rate(s, lib.plan_rate(s))
         lib.agg_add(s.weight, lib.plan_rate(s), -1, host)  -- and leaves the cells
         s.flags, changed = s.flags + F_SOURCE, true
-        lib.host_pool_move(host, pooled, nil)
+        lib.host_pool_move(host, pooled, nil, lib.url_group(host, url))
         sources = sources + 1
       end
       if changed then lib.save(id, s) end
     end
   else
     if redis.call("HDEL", BAD, id) == 1 then redis.call("HINCRBY", CNT, "quarantined", -1) end
-    -- a new page starts from its host's pooled prior (est0 / aux0: the namespace prior)
+    -- a new page starts from its host's pooled prior, or its URL group's (C.group_prior,
+    -- lib.group_log_prior); est0 / aux0: the namespace prior
     local e0, a0 = est0, aux0
-    if lib.host_log_prior(host, nil) ~= C.log_prior_rate then e0, a0 = lib.prior_state(host) end
+    local group = lib.url_group(host, url)
+    if lib.group_log_prior(host, group, nil) ~= C.log_prior_rate then
+      e0, a0 = lib.prior_state(host, group)
+    end
     s = {weight = weight, est = e0, aux = a0, p = 0, last_fetch = 0, fetches = 0,
          changes = 0, leases = 0, fp = string.rep("\0", 4), flags = 0, fails = 0, notfound = 0,
          x1 = 0, x2 = 0}

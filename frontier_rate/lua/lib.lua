@@ -44,7 +44,7 @@
 -- of every format.
 
 -- H: the header's length (ARGV[1..H], C below)
-local H = 21
+local H = 22
 
 -- The last parsed header, kept from call to call by a Functions library (an EVAL script
 -- keeps nothing: its LAST_C is nil at every call): a call whose header equals the last one
@@ -123,7 +123,7 @@ if not C then
   min_host_delay = tonumber(ARGV[13]), lease_timeout = tonumber(ARGV[14]),
   buckets = tonumber(ARGV[15]), log_prior_rate = tonumber(ARGV[16]), cells = ARGV[17],
   server_clock_rate = tonumber(ARGV[18]), cochange = ARGV[19] == "1",
-  namespace_id = ARGV[20], digest = ARGV[21],
+  group_prior = ARGV[20] == "1", namespace_id = ARGV[21], digest = ARGV[22],
   }
   LAST_C = C
 end

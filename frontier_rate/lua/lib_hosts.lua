@@ -62,10 +62,73 @@ function lib.host_log_prior(host, own)
   return (sum + PRIOR_PAGES * base) / (n + PRIOR_PAGES)
 end
 
--- The (est, aux) a page of `host` starts from: its host's pooled prior as the pool stands
--- now, in the estimator's terms (wire.initial_state with x0 = that prior).
-function lib.prior_state(host)
-  local log_prior = lib.host_log_prior(host, nil)
+-- Pooled prior per URL group (issue 62 item 2, C.group_prior; math/lookalike.py) -------
+-- A page's group is its host and its URL's path template (lib.url_template); the group's
+-- pool is the field host .. template of HOST_PRIOR (a template starts with "/", which no host
+-- holds), "<dd" as a host's, moved with the host's pool (lib.host_pool_move) and written back
+-- by lib.finish(). Its pool is shrunk towards the host's prior by GROUP_PAGES pseudo-pages
+-- once it holds GROUP_MIN pages other than the page itself (lookalike.group_log_prior).
+
+-- lookalike._segment: a variable path segment is "*" (plus its extension).
+local function template_segment(seg, leaf)
+  local suffix = string.match(seg, "%.%a%a?%a?%a?%a?$") or ""
+  local stem = string.sub(seg, 1, #seg - #suffix)
+  local _, separators = string.gsub(stem, "[-_ ]", "")
+  if leaf or string.find(stem, "%d") or separators >= 2 or #stem > 24 then
+    return "*" .. suffix
+  end
+  return seg
+end
+
+-- lookalike.url_template: the path template of `url`.
+function lib.url_template(url)
+  local rest = string.match(url, "^[^#]*")
+  local at = string.find(rest, "://", 1, true)
+  if at then
+    rest = string.sub(rest, at + 3)
+    local cut = string.find(rest, "[/?]")
+    if cut then rest = string.sub(rest, cut) else rest = "" end
+  end
+  local q = string.find(rest, "?", 1, true)
+  local path = rest
+  if q then path = string.sub(rest, 1, q - 1) end
+  local segs = {}
+  for seg in string.gmatch(path, "[^/]+") do segs[#segs + 1] = seg end
+  local n = #segs
+  for i = 1, n do segs[i] = template_segment(segs[i], i == n and n >= 2) end
+  local t = "/" .. table.concat(segs, "/")
+  if q then t = t .. "?" end
+  return string.sub(t, 1, TEMPLATE_MAX)
+end
+
+-- The group field of a page of `host` with URL `url` (nil when C.group_prior is off).
+function lib.url_group(host, url)
+  if not C.group_prior or not url then return nil end
+  return host .. lib.url_template(url)
+end
+
+-- The group field of the stored page `id` (its URL read once; nil when off).
+function lib.page_group(id, host)
+  if not C.group_prior then return nil end
+  return lib.url_group(host, redis.call("HGET", ukey(id), id))
+end
+
+-- lookalike.group_log_prior: the prior log-rate of a page of `host` in `group` (nil: none)
+-- whose own contribution is `own` (or nil).
+function lib.group_log_prior(host, group, own)
+  local base = lib.host_log_prior(host, own)
+  if not group then return base end
+  local pool = lib.host_pool(group)
+  local n, sum = pool[1], pool[2]
+  if own then n, sum = n - 1, sum - own end
+  if n < GROUP_MIN - 0.5 then return base end
+  return (sum + GROUP_PAGES * base) / (n + GROUP_PAGES)
+end
+
+-- The (est, aux) a page of `host` (of `group`, or nil) starts from: its pooled prior as the
+-- pools stand now, in the estimator's terms (wire.initial_state with x0 = that prior).
+function lib.prior_state(host, group)
+  local log_prior = lib.group_log_prior(host, group, nil)
   if INTERVAL then return log_prior, 0 end
   if C.estimator == "sam" then return exp(log_prior), exp(log_prior) end
   return exp(log_prior), 0
@@ -76,22 +139,30 @@ end
 -- pool as it stood when the page was added (pages added together, before any of their
 -- host's pages was observed, would otherwise plan with the namespace prior until their
 -- second fetch, max_interval away at a low budget). Returns true when s changed; the
--- caller moves the aggregates and saves.
-function lib.follow_prior(s, host)
+-- caller moves the aggregates and saves. `group`: the page's group (lib.page_group; nil
+-- when off).
+function lib.follow_prior(s, host, group)
   if s.fetches > 1 then return false end
-  local e0, a0 = lib.prior_state(host)
+  local e0, a0 = lib.prior_state(host, group)
   if e0 == s.est and a0 == s.aux then return false end
   s.est, s.aux = e0, a0
   return true
 end
 
-function lib.host_pool_move(host, old, new)
-  if old == new then return end
-  local pool = lib.host_pool(host)
+-- Move a page's contribution from `old` to `new` (log rates, nil: none) in its host's pool,
+-- the population's and, when `group` is given, its group's.
+local function pool_shift(field, old, new)
+  local pool = lib.host_pool(field)
   if old then pool[1], pool[2] = pool[1] - 1, pool[2] - old end
   if new then pool[1], pool[2] = pool[1] + 1, pool[2] + new end
   pool[3] = true
-  if host ~= POPULATION then lib.host_pool_move(POPULATION, old, new) end
+end
+
+function lib.host_pool_move(host, old, new, group)
+  if old == new then return end
+  pool_shift(host, old, new)
+  pool_shift(POPULATION, old, new)
+  if group then pool_shift(group, old, new) end
 end
 
 -- Hosts ---------------------------------------------------------------------

@@ -106,8 +106,9 @@ local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_
 
   local stored_rate = lib.plan_rate(s)
   local old_rate = stored_rate
-  -- no observed interval yet: the host's pooled prior as it is now
-  if lib.follow_prior(s, host) then old_rate = lib.plan_rate(s) end
+  local group = lib.page_group(id, host)  -- its URL group's pool (nil: C.group_prior off)
+  -- no observed interval yet: the pooled prior as it is now
+  if lib.follow_prior(s, host, group) then old_rate = lib.plan_rate(s) end
   -- co-change (lua/signals.lua, math/cochange.py): a page's fetch checks its host's last
   -- change event; a change is the host's new event, and on a trusted host brings its
   -- other pages forward (below, once this page is queued)
@@ -118,7 +119,8 @@ local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_
   local old_pooled = lib.pooled_log_rate(s, old_rate)
   local tau = now - s.last_fetch
   if s.fetches > 0 then
-    lib.update_estimate(s, I, s.p, tau, s.fetches - 1, lib.host_log_prior(host, old_pooled), since)
+    lib.update_estimate(s, I, s.p, tau, s.fetches - 1, lib.group_log_prior(host, group, old_pooled),
+      since)
   end
   s.fetches = s.fetches + 1
   s.changes = s.changes + I
@@ -126,7 +128,7 @@ local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_
   s.fails, s.notfound = 0, 0
   local new_rate = lib.plan_rate(s)
   if lib.in_aggregates(s) then lib.agg_move(s.weight, stored_rate, s.weight, new_rate, host) end
-  lib.host_pool_move(host, old_pooled, lib.pooled_log_rate(s, new_rate))
+  lib.host_pool_move(host, old_pooled, lib.pooled_log_rate(s, new_rate), group)
 
   -- next due: exponential with the planned mean for lln/sa/sam (their Poisson
   -- assumption, docs/MATH.md "Inside the engine"); for `interval` the planned interval

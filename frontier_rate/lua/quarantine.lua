@@ -14,7 +14,7 @@ if problem then return lib.finish(1) end
 if s and s.leases == token and lib.has(s.flags, F_LEASED) then
   local rate = lib.plan_rate(s)
   if lib.in_aggregates(s) then lib.agg_add(s.weight, rate, -1, host) end
-  lib.host_pool_move(host, lib.pooled_log_rate(s, rate), nil)
+  lib.host_pool_move(host, lib.pooled_log_rate(s, rate), nil, lib.page_group(id, host))
   if lib.has(s.flags, F_SOURCE) then redis.call("HINCRBY", CNT, "sources", -1) end
   lib.quarantine(id, host, reason, redis.call("HGET", skey(id), id), drop_extras)
   return lib.finish(1)

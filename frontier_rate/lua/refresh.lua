@@ -30,7 +30,9 @@ local function replan(h, from, count)
     if s then
       -- a page without an observed interval follows its host's pooled prior (lib.follow_prior)
       local stored_rate = lib.plan_rate(s)
-      if lib.follow_prior(s, h) then
+      local group = nil  -- its URL group's pool (C.group_prior), read only where it counts
+      if s.fetches <= 1 then group = lib.page_group(id, h) end
+      if lib.follow_prior(s, h, group) then
         if lib.in_aggregates(s) then
           lib.agg_move(s.weight, stored_rate, s.weight, lib.plan_rate(s), h)
         end

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 import struct
 
-from frontier_rate.math import cochange, evidence, index, pattern
+from frontier_rate.math import cochange, evidence, index, lookalike, pattern
 
 # --------------------------------------------------------------------------- keys
 
@@ -47,7 +47,7 @@ QUEUE_KIND = "q:"
 HEADER = ("now", "nu", "objective", "policy", "estimator", "min_interval", "max_interval",
           "eta", "beta", "omega", "interval_prior_info", "interval_max_step", "min_host_delay",
           "lease_timeout", "buckets", "log_prior_rate", "cells", "server_clock_rate",
-          "cochange", "namespace_id", "digest")
+          "cochange", "group_prior", "namespace_id", "digest")
 """ARGV[1 .. len(HEADER)] of every shard script, in the order lua/lib.lua reads them into its
 table ``C`` (same names on both sides). ``digest``, the last, names the values of the fields
 between ``now`` and it (``wire.Header``): a Functions library that saw the same digest on its
@@ -120,6 +120,9 @@ CONSTANTS = {
     "COCHANGE_LIFT": cochange.LIFT,
     "COCHANGE_FORGET": cochange.FORGET,
     "COCHANGE_PULL_LOOK": cochange.PULL_LOOK,
+    "GROUP_PAGES": lookalike.GROUP_PAGES,
+    "GROUP_MIN": lookalike.GROUP_MIN,
+    "TEMPLATE_MAX": lookalike.TEMPLATE_MAX,
 }
 """Numbers both sides use, by their Lua name; each value has one Python home (this module,
 evidence.py for the claims of sitemaps/feeds/pushes, pattern.py for the change pattern,
