@@ -226,7 +226,7 @@ def politeness(log: list[dict], bed: Testbed, delays: list[float], min_host_dela
         violations += bad
         worst.extend({"host": address, "t": round(times[i + 1], 4), "gap_s": round(float(gaps[i]), 4),
                       "delay_s": float(in_force[i]),
-                      "paths": [entries[i]["path"], entries[i + 1]["path"]]} for i in short)
+                      "paths": [entries[i].get("path"), entries[i + 1].get("path")]} for i in short)
         per_second = 0
         if times:
             arr = np.array(times)
