@@ -169,15 +169,22 @@ def _content_near(items: list[int], positions: range, fresh: set[int],
                and not items[i] & _CONSENT_BIT for i in positions)
 
 
+MENU_RUN = 4
+"""The most fresh segments in a run ``boilerplate_runs`` takes as a menu edit. A menu or a
+widget of the template gains, loses or renames an item or two at a time; a longer run of new
+short texts inside the boilerplate is a list the page shows (a product table with its prices,
+a listing's entries, teasers): content, whose change counts (issue 59)."""
+
+
 def boilerplate_runs(order: list[int] | array, fresh: set[int], masked: set[int]) -> set[int]:
-    """The ``fresh`` segments (in a copy but not in the other) that sit in runs of short
-    fresh segments between masked ones (or a masked one and the document's end): a menu
-    or widget whose items were renamed, added or removed, inside the host's boilerplate.
-    A segment of the page's own content has content on at least one side (a page whose
-    only text is the run has none), or is long."""
+    """The ``fresh`` segments (in a copy but not in the other) that sit in runs of at most
+    ``MENU_RUN`` short fresh segments between masked ones (or a masked one and the
+    document's end): a menu or widget whose items were renamed, added or removed, inside the
+    host's boilerplate. A segment of the page's own content has content on at least one side
+    (a page whose only text is the run has none), is long, or is one of a longer run."""
     found: set[int] = set()
     for run, left, right in _runs(order, fresh):
-        if left is None and right is None:
+        if left is None and right is None or len(run) > MENU_RUN:
             continue
         if all(n is None or n in masked for n in (left, right)) \
                 and all(r & _SHORT_BIT for r in run):
