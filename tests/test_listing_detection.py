@@ -83,3 +83,42 @@ def test_a_menu_item_renamed_on_every_page_is_still_no_change():
     host.menu = ("Products", "Help", "Company", "Contact")
     assert host.crawl() == set()
     assert host.crawl() == set()
+
+
+def category(products: list[tuple[str, str, bool]]) -> bytes:
+    """A category page of a shop: the menu, each product's name and its price-and-stock line
+    ("$ 24.99 Add to cart", or "Sold out"), the footer."""
+    items = "".join(f"<li><h2>{name}</h2><p>{price} {'Add to cart' if stock else 'Sold out'}</p></li>"
+                    for name, price, stock in products)
+    return (f"<html><head><title>Shop</title></head><body><nav><ul><li>Boards</li><li>Cases</li>"
+            f"</ul></nav><ul>{items}</ul><footer><p>Shop Ltd, Example Road 2</p></footer>"
+            f"</body></html>").encode()
+
+
+def test_a_stock_line_that_goes_and_comes_back_stays_content():
+    """A product's stock line with its price on two category pages (the product's name there
+    is on a share of the host's pages: spread) flips between in and out of stock: every flip
+    is a change of both pages, never a rotating block or a menu edit of the host."""
+    detector = Fingerprinter("content")
+    products = [("PineBoard 64", "$ 24.99", True), ("PineCase", "$ 9.99", True),
+                ("SolderKit", "$ 14.50", True)]
+    shelves = {"/shop/boards": (0, 1), "/shop/cases": (1, 2), "/shop/kits": (2, 0)}
+    stored: dict[str, str] = {}
+
+    def crawl() -> set[str]:
+        called = set()
+        for path, shelf in shelves.items():
+            body = category([products[i] for i in shelf])
+            fingerprint = detector.detect(body, "http://pine.test" + path, HTML).fingerprint
+            assert fingerprint is not None, path
+            if path in stored and fingerprint != stored[path]:
+                called.add(path)
+            stored[path] = fingerprint
+        return called
+
+    crawl()
+    assert crawl() == set()
+    for stock in (False, True, False, True):
+        products[0] = (*products[0][:2], stock)
+        assert crawl() == {"/shop/boards", "/shop/kits"}, stock
+        assert crawl() == set()

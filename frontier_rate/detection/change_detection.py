@@ -70,6 +70,7 @@ applications", WWW 2002. The thresholds here are this project's, measured in
 from __future__ import annotations
 
 import hashlib
+import re
 import json
 import zlib
 from array import array
@@ -259,6 +260,18 @@ def _with_slots(ignore: set[int], host: HostMask, *orders: list[int] | array) ->
     return ignore | extra if extra else ignore
 
 
+PRICE = re.compile(r"[$€£¥]\s?\d|\d\s?(?:[€$£]|(?i:eur|usd|chf)\b)")
+"""A price in a segment: a currency sign or code beside a number."""
+
+
+def _priced(parts: list[str], hashes: list[int]) -> list[int]:
+    """The segments of a copy that show a price ("$ 24.99 Add to cart", "ab 14,00 €"): a
+    value of the pages (a product's price and stock line, a listing's entry), never learned
+    as the host's boilerplate (``HostMask.value_shown``), so its change counts on every page
+    that shows it (issue 59)."""
+    return [h for part, h in zip(parts, hashes) if PRICE.search(part)]
+
+
 def _whole_text_hash(parts: list[str], hashes: list[int], ignore: set[int]) -> bytes:
     """Hash of the content text with segment boundaries and spaces removed: a change of
     markup that only moves block boundaries (a link turned into a block) is no change.
@@ -394,6 +407,7 @@ class ContentDetector:
                 self.not_content += 1
                 return Detection(None, "replaced")
         page_id = zlib.crc32(url.encode("utf-8", "surrogatepass"))
+        host.value_shown(_priced(parts, hashes))
         ignore = _with_slots(_ignored_here(lengths, hashes, host.masked), host, hashes)
         ignored = changed = 0
         fingerprint: str | None = None

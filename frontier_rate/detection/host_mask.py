@@ -129,7 +129,7 @@ class HostMask:
     shared as they are learned; a segment another process masked stays masked here."""
 
     __slots__ = ("seen", "masked", "limit", "pages", "threshold", "slots", "volatile_slots",
-                 "events", "generation", "offset", "compact", "pending")
+                 "events", "generation", "offset", "compact", "pending", "values")
 
     def __init__(self, limit: int, shared: bool = False) -> None:
         self.seen: OrderedDict[int, int] = OrderedDict()
@@ -144,15 +144,28 @@ class HostMask:
         self.offset = 0
         self.compact = False
         self.pending: dict[int, int] = {}  # tag -> log word of a mask read, segment unseen
+        self.values: set[int] = set()  # segments showing a price: never masked
+
+    def value_shown(self, values: Iterable[int]) -> None:
+        """``values``: segments of a copy that show a value of the pages (a price: a product's
+        price or stock line on its page and its lists). None of them is ever masked on the
+        host, by any rule: it is the pages' content, and its change counts on every page that
+        shows it (issue 59). A price on a large share of the host's pages that never changes
+        costs nothing; one that changes is a change of the pages that show it."""
+        for h in values:
+            if h not in self.values:
+                self.values.add(h)
+                self.masked.discard(h)
 
     def see(self, hashes: Iterable[int], page: int) -> None:
         """Record the segments of one copy of ``page`` (a 32-bit id); a segment now on
-        ``threshold`` pages of this host becomes boilerplate."""
+        ``threshold`` pages of this host becomes boilerplate (never a ``value_shown``)."""
         if page not in self.pages and len(self.pages) < COUNTED_PAGES:
             self.pages.add(page)
             self._rethreshold()
         seen = self.seen
         masked = self.masked
+        values = self.values
         threshold = self.threshold
         bit = page_bit(page)
         for h in hashes:
@@ -170,7 +183,7 @@ class HostMask:
                 continue
             known |= bit
             seen[h] = known
-            if known.bit_count() >= threshold and h not in masked:
+            if known.bit_count() >= threshold and h not in masked and h not in values:
                 if self.events is not None:
                     self.events += (SPREAD_MARK, h)
                 masked.add(h)
@@ -179,7 +192,10 @@ class HostMask:
     def mask(self, h: int) -> None:
         """Mask ``h`` on this host (learned by a rule other than its spread). A segment known
         only by its top 32 bits (``PARTIAL``: removed from a copy another process fetched)
-        waits by its tag until a copy shows it (``resolve``)."""
+        waits by its tag until a copy shows it (``resolve``). A ``value_shown`` is never
+        masked."""
+        if h in self.values:
+            return
         if not h & PARTIAL:
             self.pending[tag(h)] = tag(h)
         if self.events is not None and h not in self.masked:
@@ -290,6 +306,7 @@ class HostMask:
     def _forget_oldest(self) -> None:
         old, _ = self.seen.popitem(last=False)
         self.masked.discard(old)
+        self.values.discard(old)
 
     def _bound_events(self) -> None:
         events = self.events
