@@ -70,8 +70,8 @@ applications", WWW 2002. The thresholds here are this project's, measured in
 from __future__ import annotations
 
 import hashlib
-import re
 import json
+import re
 import zlib
 from array import array
 from collections import OrderedDict
@@ -269,7 +269,7 @@ def _priced(parts: list[str], hashes: list[int]) -> list[int]:
     value of the pages (a product's price and stock line, a listing's entry), never learned
     as the host's boilerplate (``HostMask.value_shown``), so its change counts on every page
     that shows it (issue 59)."""
-    return [h for part, h in zip(parts, hashes) if PRICE.search(part)]
+    return [h for part, h in zip(parts, hashes, strict=True) if PRICE.search(part)]
 
 
 def _whole_text_hash(parts: list[str], hashes: list[int], ignore: set[int]) -> bytes:
