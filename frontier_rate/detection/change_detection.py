@@ -20,8 +20,8 @@ whether the *content* changed, in four steps:
    segment that went away from a page and came back later (a block that alternates
    between fetches: rotating widget, A/B banner) is the host's volatile text; so are
    runs of up to ``MENU_RUN`` new short segments beside boilerplate (a renamed menu item)
-   and consent banner runs. A segment that shows a price is never masked (issue 59). All are kept in the host's *mask* and ignored on that host from then
-   on. A segment that is only on one page and never came back is the page's own
+   and consent banner runs. All are kept in the host's *mask* and ignored on that host
+   from then on; a segment that shows a price never is (issue 59). A segment that is only on one page and never came back is the page's own
    content: its first change always counts (a one-word edit of a legal paragraph makes
    a new, unseen segment); masked text inside the page's own text still counts
    (``inside_content``), and a mask covering most of a page applies only to its short
