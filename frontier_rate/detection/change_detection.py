@@ -15,17 +15,17 @@ whether the *content* changed, in four steps:
    digits, long random-looking tokens (hex ids, UUIDs, base64-like nonces, trace ids),
    counters ("123 comments", a segment that is only a number) and consent banners'
    partner counts. Other numbers and written dates stay: they are content.
-3. **Per-host learned boilerplate**: a segment seen on two different pages of a host
-   is the host's boilerplate (navigation, footer, widgets, cookie banners); a short
-   segment that went away from a page and came back later (a block that alternates
-   between fetches: rotating widget, A/B banner) is the host's volatile text; so are
-   runs of up to ``MENU_RUN`` new short segments beside boilerplate (a renamed menu item)
-   and consent banner runs. All are kept in the host's *mask* and ignored on that host
-   from then on; a segment that shows a price never is (issue 59). A segment that is only on one page and never came back is the page's own
-   content: its first change always counts (a one-word edit of a legal paragraph makes
-   a new, unseen segment); masked text inside the page's own text still counts
-   (``inside_content``), and a mask covering most of a page applies only to its short
-   segments (``MAJORITY``).
+3. **Per-host learned boilerplate**: a segment seen on two different pages of a host is the
+   host's boilerplate (navigation, footer, widgets, cookie banners); a short segment that
+   went away from a page and came back later (a block that alternates between fetches:
+   rotating widget, A/B banner) is the host's volatile text; so are runs of up to
+   ``MENU_RUN`` new short segments beside boilerplate (a renamed menu item) and consent
+   banner runs. All are kept in the host's *mask* and ignored on that host from then on; a
+   segment that shows a price never is (issue 59). A segment that is only on one page and
+   never came back is the page's own content: its first change always counts (a one-word
+   edit of a legal paragraph makes a new, unseen segment); masked text inside the page's own
+   text still counts (``inside_content``), and a mask covering most of a page applies only
+   to its short segments (``MAJORITY``).
 4. **Sticky fingerprint**: the process remembers, per URL, the segment hashes of the
    last copy. A new copy whose differences from it are all masked gets the previous
    fingerprint again (no change); otherwise a new fingerprint (blake2b of the content

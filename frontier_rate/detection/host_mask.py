@@ -1,12 +1,13 @@
 """One host's learned boilerplate (``HostMask``), and the log that shares it between processes.
 
 ``ContentDetector`` ignores, on each host, the segments it has learned are not a page's own
-content: seen on two pages of the host (navigation, footer), or masked for another reason
-(a block that went and came back, a run of new short segments beside boilerplate, a consent
+content: seen on two pages of the host (navigation, footer), or masked for another reason (a
+block that went and came back, a run of new short segments beside boilerplate, a consent
 banner); never a segment that shows a price (``value_shown``: a product's price or stock
-line on several pages is their content, issue 59). A process that learned nothing yet of
-a host (another process of the frontier, the crawl after a restart) counts those segments as content the first time it fetches each page,
-so a revisit whose content did not change may be called changed.
+line on several pages is their content, issue 59). A process that learned nothing yet of a
+host (another process of the frontier, the crawl after a restart) counts those segments as
+content the first time it fetches each page, so a revisit whose content did not change may
+be called changed.
 
 With ``FRONTIER_RATE_SHARED_PAGE_MEMORY`` (on by default) every process appends the segments it
 masks to one Redis string per host (``crawl/shared_pages.py``), and masks those the other
