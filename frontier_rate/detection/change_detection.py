@@ -15,17 +15,17 @@ whether the *content* changed, in four steps:
    digits, long random-looking tokens (hex ids, UUIDs, base64-like nonces, trace ids),
    counters ("123 comments", a segment that is only a number) and consent banners'
    partner counts. Other numbers and written dates stay: they are content.
-3. **Per-host learned boilerplate**: a segment seen on two different pages of a host
-   is the host's boilerplate (navigation, footer, widgets, cookie banners); a short
-   segment that went away from a page and came back later (a block that alternates
-   between fetches: rotating widget, A/B banner) is the host's volatile text; so are
-   runs of new short segments beside boilerplate (a renamed menu item) and consent
-   banner runs. All are kept in the host's *mask* and ignored on that host from then
-   on. A segment that is only on one page and never came back is the page's own
-   content: its first change always counts (a one-word edit of a legal paragraph makes
-   a new, unseen segment); masked text inside the page's own text still counts
-   (``inside_content``), and a mask covering most of a page applies only to its short
-   segments (``MAJORITY``).
+3. **Per-host learned boilerplate**: a segment seen on two different pages of a host is the
+   host's boilerplate (navigation, footer, widgets, cookie banners); a short segment that
+   went away from a page and came back later (a block that alternates between fetches:
+   rotating widget, A/B banner) is the host's volatile text; so are runs of up to
+   ``MENU_RUN`` new short segments beside boilerplate (a renamed menu item) and consent
+   banner runs. All are kept in the host's *mask* and ignored on that host from then on; a
+   segment that shows a price never is (issue 59). A segment that is only on one page and
+   never came back is the page's own content: its first change always counts (a one-word
+   edit of a legal paragraph makes a new, unseen segment); masked text inside the page's own
+   text still counts (``inside_content``), and a mask covering most of a page applies only
+   to its short segments (``MAJORITY``).
 4. **Sticky fingerprint**: the process remembers, per URL, the segment hashes of the
    last copy. A new copy whose differences from it are all masked gets the previous
    fingerprint again (no change); otherwise a new fingerprint (blake2b of the content
@@ -71,6 +71,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import zlib
 from array import array
 from collections import OrderedDict
@@ -169,15 +170,22 @@ def _content_near(items: list[int], positions: range, fresh: set[int],
                and not items[i] & _CONSENT_BIT for i in positions)
 
 
+MENU_RUN = 4
+"""The most fresh segments in a run ``boilerplate_runs`` takes as a menu edit. A menu or a
+widget of the template gains, loses or renames an item or two at a time; a longer run of new
+short texts inside the boilerplate is a list the page shows (a product table with its prices,
+a listing's entries, teasers): content, whose change counts (issue 59)."""
+
+
 def boilerplate_runs(order: list[int] | array, fresh: set[int], masked: set[int]) -> set[int]:
-    """The ``fresh`` segments (in a copy but not in the other) that sit in runs of short
-    fresh segments between masked ones (or a masked one and the document's end): a menu
-    or widget whose items were renamed, added or removed, inside the host's boilerplate.
-    A segment of the page's own content has content on at least one side (a page whose
-    only text is the run has none), or is long."""
+    """The ``fresh`` segments (in a copy but not in the other) that sit in runs of at most
+    ``MENU_RUN`` short fresh segments between masked ones (or a masked one and the
+    document's end): a menu or widget whose items were renamed, added or removed, inside the
+    host's boilerplate. A segment of the page's own content has content on at least one side
+    (a page whose only text is the run has none), is long, or is one of a longer run."""
     found: set[int] = set()
     for run, left, right in _runs(order, fresh):
-        if left is None and right is None:
+        if left is None and right is None or len(run) > MENU_RUN:
             continue
         if all(n is None or n in masked for n in (left, right)) \
                 and all(r & _SHORT_BIT for r in run):
@@ -250,6 +258,18 @@ def _with_slots(ignore: set[int], host: HostMask, *orders: list[int] | array) ->
     boilerplate is not hashed in it)."""
     extra = set().union(*map(host.in_volatile_slots, orders))
     return ignore | extra if extra else ignore
+
+
+PRICE = re.compile(r"[$€£¥]\s?\d|\d\s?(?:[€$£]|(?i:eur|usd|chf)\b)")
+"""A price in a segment: a currency sign or code beside a number."""
+
+
+def _priced(parts: list[str], hashes: list[int]) -> list[int]:
+    """The segments of a copy that show a price ("$ 24.99 Add to cart", "ab 14,00 €"): a
+    value of the pages (a product's price and stock line, a listing's entry), never learned
+    as the host's boilerplate (``HostMask.value_shown``), so its change counts on every page
+    that shows it (issue 59)."""
+    return [h for part, h in zip(parts, hashes, strict=True) if PRICE.search(part)]
 
 
 def _whole_text_hash(parts: list[str], hashes: list[int], ignore: set[int]) -> bytes:
@@ -387,6 +407,7 @@ class ContentDetector:
                 self.not_content += 1
                 return Detection(None, "replaced")
         page_id = zlib.crc32(url.encode("utf-8", "surrogatepass"))
+        host.value_shown(_priced(parts, hashes))
         ignore = _with_slots(_ignored_here(lengths, hashes, host.masked), host, hashes)
         ignored = changed = 0
         fingerprint: str | None = None

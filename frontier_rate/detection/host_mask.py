@@ -1,11 +1,13 @@
 """One host's learned boilerplate (``HostMask``), and the log that shares it between processes.
 
 ``ContentDetector`` ignores, on each host, the segments it has learned are not a page's own
-content: seen on two pages of the host (navigation, footer), or masked for another reason
-(a block that went and came back, a run of new short segments beside boilerplate, a consent
-banner). A process that learned nothing yet of a host (another process of the frontier, the
-crawl after a restart) counts those segments as content the first time it fetches each page,
-so a revisit whose content did not change may be called changed.
+content: seen on two pages of the host (navigation, footer), or masked for another reason (a
+block that went and came back, a run of new short segments beside boilerplate, a consent
+banner); never a segment that shows a price (``value_shown``: a product's price or stock
+line on several pages is their content, issue 59). A process that learned nothing yet of a
+host (another process of the frontier, the crawl after a restart) counts those segments as
+content the first time it fetches each page, so a revisit whose content did not change may
+be called changed.
 
 With ``FRONTIER_RATE_SHARED_PAGE_MEMORY`` (on by default) every process appends the segments it
 masks to one Redis string per host (``crawl/shared_pages.py``), and masks those the other
@@ -129,7 +131,7 @@ class HostMask:
     shared as they are learned; a segment another process masked stays masked here."""
 
     __slots__ = ("seen", "masked", "limit", "pages", "threshold", "slots", "volatile_slots",
-                 "events", "generation", "offset", "compact", "pending")
+                 "events", "generation", "offset", "compact", "pending", "values")
 
     def __init__(self, limit: int, shared: bool = False) -> None:
         self.seen: OrderedDict[int, int] = OrderedDict()
@@ -144,15 +146,28 @@ class HostMask:
         self.offset = 0
         self.compact = False
         self.pending: dict[int, int] = {}  # tag -> log word of a mask read, segment unseen
+        self.values: set[int] = set()  # segments showing a price: never masked
+
+    def value_shown(self, values: Iterable[int]) -> None:
+        """``values``: segments of a copy that show a value of the pages (a price: a product's
+        price or stock line on its page and its lists). None of them is ever masked on the
+        host, by any rule: it is the pages' content, and its change counts on every page that
+        shows it (issue 59). A price on a large share of the host's pages that never changes
+        costs nothing; one that changes is a change of the pages that show it."""
+        for h in values:
+            if h not in self.values:
+                self.values.add(h)
+                self.masked.discard(h)
 
     def see(self, hashes: Iterable[int], page: int) -> None:
         """Record the segments of one copy of ``page`` (a 32-bit id); a segment now on
-        ``threshold`` pages of this host becomes boilerplate."""
+        ``threshold`` pages of this host becomes boilerplate (never a ``value_shown``)."""
         if page not in self.pages and len(self.pages) < COUNTED_PAGES:
             self.pages.add(page)
             self._rethreshold()
         seen = self.seen
         masked = self.masked
+        values = self.values
         threshold = self.threshold
         bit = page_bit(page)
         for h in hashes:
@@ -170,7 +185,7 @@ class HostMask:
                 continue
             known |= bit
             seen[h] = known
-            if known.bit_count() >= threshold and h not in masked:
+            if known.bit_count() >= threshold and h not in masked and h not in values:
                 if self.events is not None:
                     self.events += (SPREAD_MARK, h)
                 masked.add(h)
@@ -179,7 +194,10 @@ class HostMask:
     def mask(self, h: int) -> None:
         """Mask ``h`` on this host (learned by a rule other than its spread). A segment known
         only by its top 32 bits (``PARTIAL``: removed from a copy another process fetched)
-        waits by its tag until a copy shows it (``resolve``)."""
+        waits by its tag until a copy shows it (``resolve``). A ``value_shown`` is never
+        masked."""
+        if h in self.values:
+            return
         if not h & PARTIAL:
             self.pending[tag(h)] = tag(h)
         if self.events is not None and h not in self.masked:
@@ -290,6 +308,7 @@ class HostMask:
     def _forget_oldest(self) -> None:
         old, _ = self.seen.popitem(last=False)
         self.masked.discard(old)
+        self.values.discard(old)
 
     def _bound_events(self) -> None:
         events = self.events
