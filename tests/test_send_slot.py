@@ -154,3 +154,90 @@ def test_the_send_slots_are_asked_again_every_second_during_an_outage(tmp_path, 
         a.now += 1.0
         a.send()
         assert a.gate.breaker.outage_since is None
+
+
+@pytest.fixture
+def one_clock(monkeypatch):
+    """Every process's clock offset to Redis's fixed, as if measured exactly: the clocks of
+    these processes jump by seconds while Redis's moves on by milliseconds, so an offset
+    measured again after an outage would shift them apart."""
+    from frontier_rate.crawl import politeness
+
+    monkeypatch.setattr(politeness, "clock_offset", lambda client, wall: (1e9, 0.0))
+
+
+def _gaps(*processes: Process) -> list[float]:
+    sends = sorted(at for process in processes for at in process.sent)
+    return [later - earlier for earlier, later in zip(sends, sends[1:], strict=False)]
+
+
+def test_the_turns_of_an_outage_come_after_the_slots_taken_before_it(tmp_path, namespace, one_clock):
+    """Slots taken in Redis before an outage are still to come when it starts: each process
+    holds at most one ahead, so the first turn comes ``senders`` delays after the outage was
+    found. Before, a process whose place came first took a turn at the slot another process
+    had taken just before Redis went (the soak: 0.23 s under 0.5 s)."""
+    with RedisServer(tmp_path / "redis") as server:
+        a, b, c = (Process(server.url, namespace, name) for name in "abc")
+        for process in (a, b, c):  # all three seen sending
+            process.send()
+        for process in (c, b, a):  # slots at 10, 11 and 12, taken at 10 in this order
+            process.now = 10.0
+            process.send()
+        assert (a.gate.senders, a.gate.place, c.gate.place) == (3, 0, 2)
+        assert [p.sent[-1] - c.sent[-1] for p in (b, a)] == pytest.approx([1.0, 2.0], abs=0.01)
+        server.kill()
+        for process in (c, b, a):  # each wants to send again once its slot is past
+            process.send()
+        assert c.gate.breaker.outage_since is not None
+    assert min(_gaps(a, b, c)[-5:]) >= 0.99, sorted(a.sent + b.sent + c.sent)
+
+
+def test_after_an_outage_a_process_back_first_keeps_to_its_turns(tmp_path, namespace, one_clock):
+    """Redis back: a process that takes shared slots again keeps to its own turns for a
+    while, since another may still send in its turns, which Redis never saw. Before, it took
+    the slot after its own last send, the one the other process had for its turn."""
+    with RedisServer(tmp_path / "redis") as server:
+        a, b = Process(server.url, namespace, "a"), Process(server.url, namespace, "b")
+        for process in (a, b, a, b):
+            process.send()
+        server.kill()
+        a.now = b.now = 10.0
+        for _ in range(2):
+            a.send()
+            b.send()  # b's last turn is after a's last
+        assert b.sent[-1] > a.sent[-1]
+        server.start()  # emptied: Redis knows none of the turns
+        a.gate.breaker.retry_at = a.now
+        a.send()
+        assert a.gate.breaker.outage_since is None
+        b.now = b.gate.breaker.retry_at = b.sent[-1]
+        b.send()  # back too: after a's slot
+    assert min(_gaps(a, b)[-5:]) >= 0.99, (a.sent, b.sent)
+
+
+def test_a_late_send_whose_record_took_long_is_recorded_again(tmp_path, namespace, one_clock):
+    """A late send's record carries the time read before the call: when Redis answered it
+    seconds later (a ``CLIENT PAUSE``) the request leaves then, so the record is made again.
+    Before, the next process reserved against the old record and sent with it (the soak:
+    0.066 s under 0.5 s)."""
+    with RedisServer(tmp_path / "redis") as server:
+        a, b = Process(server.url, namespace, "a"), Process(server.url, namespace, "b")
+        a.send()
+        a.now = 1.0
+        slot = a.gate.reserve(HOST, 1.0)
+        record, calls = a.gate.slots.late, []
+
+        def paused(*args, **kwargs):
+            if not calls:
+                a.now += 2.0  # the first record is answered 2 s after it was asked
+            calls.append(a.now)
+            return record(*args, **kwargs)
+
+        a.gate.slots.late = paused
+        a.now = slot + 0.2  # the request missed its slot
+        assert a.gate.retake(HOST, 1.0, slot) is None  # it leaves now (after the call)
+        a.sent.append(a.now)
+        assert len(calls) == 2
+        b.now = a.now
+        b.send()
+    assert b.sent[-1] - a.sent[-1] >= 0.99, (a.sent, b.sent)

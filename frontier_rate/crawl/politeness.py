@@ -45,6 +45,17 @@ SEND_RETRY_MAX = 1.0
 client's backoff (1, 2, 4 ... 30 s) a process went on sending in its own turns for up to 8 s
 after Redis came back, while the others took shared slots again and never saw its sends
 (issue 63's 60 s soak: 0.003 s apart under 0.5 s after a Redis restart)."""
+SLOW_CALL = 0.05
+"""Seconds a send-slot call may take before its answer is stale: a late send's record
+carries the time read before the call, so after a slower one (a ``CLIENT PAUSE``, a loaded
+machine) the record is made again (issue 63's soak: a request recorded 2.3 s before it left,
+and the next one, reserved against that record, went 0.066 s after it under 0.5 s)."""
+RECOVERY_PERIODS = 2
+"""Rounds of turns (``senders`` delays each) after an outage during which this process's
+slots keep to its own turns: the others come back within ``SEND_RETRY_MAX`` and their last
+turn taken before lies at most one round ahead."""
+RECORD_TRIES = 3
+"""Times a late send's record is made at most (see ``SLOW_CALL``)."""
 LAST_SENDS_KEPT = 4096
 """Hosts ``SendGate`` remembers its last send to before it forgets those sent to long ago."""
 _CRAWL_DELAY_LINE = re.compile(r"^[ \t]*crawl[-_ ]?delay[ \t]*:[ \t]*([^\r\n#]*)", re.I | re.M)
@@ -247,6 +258,16 @@ class SendGate:
     at the start of every ``senders``-th one (its ``place``), so each host gets at most one
     request per delay from all of them and an outage never shortens the gap (issue 63).
 
+    Two rules make the turns meet the slots taken around them (issue 63's soak: 0.23 s and
+    0.0018 s under 0.5 s without them). Slots taken in Redis before the outage are still to
+    come: each process holds at most one slot a host ahead (the caller sends one request
+    to a host at a time), so they all lie within ``senders`` delays of the moment this
+    process found Redis gone, and its first turn comes after that. After the outage the
+    other processes come back one by one (each asks again within ``SEND_RETRY_MAX``) and
+    their turns taken meanwhile are not in Redis: for ``RECOVERY_PERIODS`` rounds of turns
+    after this process is back, a slot Redis gives it is moved to its next own turn (and
+    recorded), with the same view of who sends as during the outage.
+
     ``clock``: the local monotonic clock the caller waits on; ``wall``: the clock whose
     offset to Redis's TIME is measured (``health.clock_offset``), the shared clock of the
     windows. Thread-safe: reservations run off the event loop.
@@ -265,6 +286,10 @@ class SendGate:
         self.last: dict[str, float] = {}
         """host -> the latest send time (Redis's clock) this process took or knows of."""
         self.outage_sends = 0
+        self.outage_from: float | None = None
+        """When (Redis's clock) this process found Redis gone; None outside an outage."""
+        self.back_since: float | None = None
+        """When (Redis's clock) this process took shared slots again after its last outage."""
         self._lock = threading.Lock()
 
     def reserve(self, host: str, delay: float) -> float:
@@ -283,6 +308,8 @@ class SendGate:
             except Exception as exc:  # Redis down or slow: never stop a download for it
                 with self._lock:
                     self.synced = False
+                    if self.outage_from is None:
+                        self.outage_from = self.wall() + (self.offset or 0.0)
                     self.breaker.trip(exc, self.clock(), doing=(
                         f"the shared send slots are not taken: each host gets this process's "
                         f"turns among the {self.senders} seen sending"))
@@ -293,11 +320,19 @@ class SendGate:
                         self.breaker.reset(self.clock(), f"shared send slots taken again ("
                                                   f"{self.outage_sends} sends in turns)")
                         self.outage_sends = 0
-                    self.senders, self.place = taken.senders, taken.place
+                        self.back_since = now
+                    self.outage_from = None
+                    settling = self.back_since is not None and \
+                        now < self.back_since + RECOVERY_PERIODS * max(1, self.senders) * delay
+                    if not settling:  # the view of who sends kept as the others still have it
+                        self.senders, self.place = taken.senders, taken.place
                     # a send in this process's own turns during an outage: Redis never saw it
-                    unseen = self.last.get(host, -math.inf) + delay - at > 1e-3
+                    earliest = max(at, self.last.get(host, -math.inf) + delay)
+                    if settling:  # the others may still send in their turns
+                        earliest = self._turn(earliest, delay)
+                    unseen = earliest - at > 1e-3
                     if unseen:
-                        at = self.last[host] + delay
+                        at = earliest
                     self.last[host] = max(self.last.get(host, 0.0), at)
                     if len(self.last) > LAST_SENDS_KEPT:
                         self._forget_before(now - 2 * DEFAULT_MAX_CRAWL_DELAY)
@@ -320,12 +355,19 @@ class SendGate:
         if self.breaker.outage_since is not None or not self.synced:
             with self._lock:
                 return self._own_turn(host, delay)
-        asked, now = self.clock(), self.wall() + (self.offset or 0.0)
-        try:
-            taken = self.slots.late(host, delay, now, reserved=now - (asked - slot))
-        except Exception as exc:  # the next reservation trips the breaker if Redis is gone
-            logger.debug("late send of %s not recorded: %r", host, exc)
-            return None
+        reserved = None
+        for _ in range(RECORD_TRIES):
+            asked, now = self.clock(), self.wall() + (self.offset or 0.0)
+            if reserved is None:
+                reserved = now - (asked - slot)
+            try:
+                taken = self.slots.late(host, delay, now, reserved=reserved)
+            except Exception as exc:  # the next reservation trips the breaker if Redis is gone
+                logger.debug("late send of %s not recorded: %r", host, exc)
+                return None
+            if taken.wait > 0 or self.clock() - asked <= SLOW_CALL:
+                break
+            reserved = now  # recorded as sent at ``now``, already past: record it again
         at = now + taken.wait
         with self._lock:
             self.last[host] = max(self.last.get(host, 0.0), at)
@@ -348,12 +390,19 @@ class SendGate:
         start = self.clock()
         now = self.wall() + (self.offset or 0.0)
         earliest = max(now, self.last.get(host, -math.inf) + delay)
-        count, place = max(1, self.senders), min(self.place, max(1, self.senders) - 1)
-        at = earliest
-        if count > 1:
-            period = count * delay
-            turn = math.ceil((earliest - place * delay) / period - 1e-9)
-            at = turn * period + place * delay
+        if self.outage_from is not None:  # after the slots the others took before the outage
+            earliest = max(earliest, self.outage_from + max(1, self.senders) * delay)
+        at = self._turn(earliest, delay)
         self.last[host] = at
         self.outage_sends += 1
         return start + (at - now)
+
+    def _turn(self, earliest: float, delay: float) -> float:
+        """The start of this process's first window at or after ``earliest`` (Redis's
+        clock): one window of ``delay`` in every ``senders``, this process's at ``place``."""
+        count, place = max(1, self.senders), min(self.place, max(1, self.senders) - 1)
+        if count <= 1:
+            return earliest
+        period = count * delay
+        turn = math.ceil((earliest - place * delay) / period - 1e-9)
+        return turn * period + place * delay

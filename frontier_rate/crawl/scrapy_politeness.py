@@ -33,8 +33,9 @@ from urllib.parse import urlsplit
 
 from scrapy import Request, signals
 from scrapy.exceptions import IgnoreRequest
-from scrapy.utils.defer import deferred_from_coro
+from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
+from twisted.internet.defer import DeferredLock
 
 from frontier_rate.crawl import scrapy_compat as compat
 from frontier_rate.crawl.politeness import HostGate, SendGate
@@ -97,6 +98,8 @@ class ScrapyPoliteness:
         self.crawler, self.gate, self.clock = crawler, gate, clock
         self._set_host_delay = set_host_delay
         self._paced: dict[str, float] = {}
+        self._sending: dict[str, DeferredLock] = {}
+        """host -> the lock its requests take a send slot under, one at a time."""
         self.closing = False
         self.send = send
         self.waited = 0.0
@@ -236,6 +239,22 @@ class ScrapyPoliteness:
                 and not self.gate.robots_read(host):
             delay = max(delay, ROBOTS_GAP)
         gap = delay + SEND_MARGIN
+        # one request of a host at a time takes a slot: this process holds at most one of
+        # the host's slots ahead, which bounds where the others' turns may start in an
+        # outage (``SendGate``); the others wait here, not in Redis
+        turn = self._sending.setdefault(host, DeferredLock())
+        await maybe_deferred_to_future(turn.acquire())
+        try:
+            await self._take_slot(host, gap)
+        finally:
+            turn.release()
+            if not turn.locked:  # no request of the host waits: forget its lock
+                self._sending.pop(host, None)
+
+    async def _take_slot(self, host: str, gap: float) -> None:
+        """Wait for ``host``'s next shared send slot (``gap`` after the last send of any
+        process); one missed by more than ``SEND_MARGIN`` is taken again."""
+        assert self.send is not None
         at = await compat.in_thread(self.send.reserve, host, gap)
         for _ in range(RETAKES):
             wait = at - time.monotonic()
