@@ -2,7 +2,8 @@
 crawls.
 
 Two crawler processes share one frontier and one loopback host with a 0.5 s delay; each
-may have four of the host's requests in its downloader, so each has several requests
+may have four of the host's requests in its downloader (each process fetches every page
+once: the start requests are one-off fetches from its own queue), so each has several requests
 waiting for shared send slots it already took in Redis. Redis then restarts (a clean
 SHUTDOWN with AOF, down for 3 s): meanwhile each process sends in its own turns, and after
 it each takes shared slots again, one process before the other. Before, the turns of one
