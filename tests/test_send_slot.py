@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from frontier_rate.crawl.politeness import SendGate
+from frontier_rate.crawl.politeness import SendGate, SendHeld
 from frontier_rate.store.keys import Keys
 from frontier_rate.store.scripts import Scripts
 from frontier_rate.store.send_slot import SendSlots
@@ -25,7 +25,8 @@ def slots(redis_url: str, namespace: str):
     client = redis.Redis.from_url(redis_url)
     scripts = Scripts(client)
     keys = Keys(namespace, 1)
-    yield (SendSlots(scripts, keys, sender="a"), SendSlots(scripts, keys, sender="b"))
+    yield (SendSlots(scripts, keys, sender="a", settle=0.0),
+           SendSlots(scripts, keys, sender="b", settle=0.0))
     client.delete(keys.send, keys.senders)
     client.close()
 
@@ -71,6 +72,28 @@ def test_reservations_count_the_processes_seen_recently(slots):
     assert (alone.senders, alone.place) == (1, 0)
 
 
+def test_a_process_counts_in_the_turns_once_it_has_settled(redis_url, namespace):
+    """A new process is not counted, and has no place, until it has been taking slots for
+    ``settle`` seconds; places follow the order the processes joined, so one that settles
+    later never moves the others' places."""
+    client = redis.Redis.from_url(redis_url)
+    keys = Keys(namespace, 1)
+    z, a = (SendSlots(Scripts(client), keys, sender=name, settle=10.0) for name in "za")
+    try:
+        first = z.reserve(HOST, 1.0, 100.0)
+        assert (first.senders, first.place) == (1, -1)  # alone and new: no turn of its own
+        assert z.reserve(HOST, 1.0, 110.0).place == 0  # settled
+        assert a.reserve(HOST, 1.0, 111.0).place == -1  # joined at 111: new
+        assert (z.reserve(HOST, 1.0, 112.0).senders, z.reserve(HOST, 1.0, 112.0).place) \
+            == (1, 0)  # z does not count the new one yet
+        later = a.reserve(HOST, 1.0, 121.5)
+        assert (later.senders, later.place) == (2, 1)  # after z, though "a" < "z"
+        assert z.reserve(HOST, 1.0, 122.0).place == 0
+    finally:
+        client.delete(keys.send, keys.senders)
+        client.close()
+
+
 def test_slots_are_loaded_again_after_redis_lost_its_scripts(slots, redis_url):
     a, _ = slots
     client = redis.Redis.from_url(redis_url)
@@ -90,11 +113,11 @@ def test_bad_delays_are_refused_naming_them(slots):
 class Process:
     """One crawler process's view: its own clock (``now``) and ``SendGate``."""
 
-    def __init__(self, url: str, namespace: str, name: str) -> None:
+    def __init__(self, url: str, namespace: str, name: str, settle: float = 0.0) -> None:
         self.now = 0.0
         client = redis.Redis.from_url(url, socket_timeout=1, socket_connect_timeout=1)
-        self.gate = SendGate(SendSlots(Scripts(client), Keys(namespace, 1), sender=name), url,
-                             clock=lambda: self.now, wall=lambda: self.now)
+        slots = SendSlots(Scripts(client), Keys(namespace, 1), sender=name, settle=settle)
+        self.gate = SendGate(slots, url, clock=lambda: self.now, wall=lambda: self.now)
         self.sent: list[float] = []
 
     def send(self) -> None:
@@ -241,3 +264,35 @@ def test_a_late_send_whose_record_took_long_is_recorded_again(tmp_path, namespac
         b.now = a.now
         b.send()
     assert b.sent[-1] - a.sent[-1] >= 0.99, (a.sent, b.sent)
+
+
+def test_a_process_new_to_the_frontier_holds_its_sends_through_an_outage(tmp_path, namespace,
+                                                                         one_clock):
+    """A process that joined just before an outage has no turn yet: the others have not all
+    seen it, so it holds its sends until Redis answers (``SendHeld``), and one that saw it
+    join does not count it either. Before, it counted one process more than some of the
+    others, and its turns met theirs (the soak: 0.30 s under 0.5 s)."""
+    with RedisServer(tmp_path / "redis") as server:
+        a, b, c = (Process(server.url, namespace, name, settle=10.0) for name in "abc")
+        for process in (a, b, c):
+            process.send()  # joined at 0
+        for process in (a, b, c):
+            process.now = 20.0
+            process.send()  # settled: slots at 20, 21 and 22
+        d = Process(server.url, namespace, "d", settle=10.0)
+        d.now = 22.0
+        d.send()  # joins with the slot at 23
+        b.now = 23.5
+        b.send()  # the slot at 24, taken after d joined
+        assert (b.gate.senders, b.gate.place, d.gate.place) == (3, 1, -1)
+        server.kill()
+        a.now = c.now = 23.5
+        for _ in range(2):
+            for process in (a, b, c):
+                process.send()
+            with pytest.raises(SendHeld):
+                d.gate.reserve(HOST, 1.0)
+        assert d.gate.breaker.outage_since is not None
+    sends = sorted(at for process in (a, b, c, d) for at in process.sent if at >= 20.0)
+    assert min(later - earlier for earlier, later in zip(sends, sends[1:], strict=False)) \
+        >= 0.99, sends

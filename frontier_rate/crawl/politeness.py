@@ -246,6 +246,13 @@ class HostGate:
         return min(future) if future else None
 
 
+class SendHeld(Exception):
+    """A request to a host may not leave now, nor at a time this process can tell: it is new
+    to the frontier (``store.send_slot.SENDER_SETTLE``), has no turn of its own among the
+    senders, and cannot see the others' sends (Redis does not answer, or has just come back
+    while the others may still send in their turns). Ask again after ``SEND_RETRY_MAX``."""
+
+
 class SendGate:
     """When a request to a host may leave, kept by every process of the frontier together.
 
@@ -266,7 +273,9 @@ class SendGate:
     other processes come back one by one (each asks again within ``SEND_RETRY_MAX``) and
     their turns taken meanwhile are not in Redis: for ``RECOVERY_PERIODS`` rounds of turns
     after this process is back, a slot Redis gives it is moved to its next own turn (and
-    recorded), with the same view of who sends as during the outage.
+    recorded), with the same view of who sends as during the outage. A process new to the
+    frontier has no turn yet (the others do not count it): it holds its sends
+    (``SendHeld``) until Redis answers and the others are back.
 
     ``clock``: the local monotonic clock the caller waits on; ``wall``: the clock whose
     offset to Redis's TIME is measured (``health.clock_offset``), the shared clock of the
@@ -293,7 +302,8 @@ class SendGate:
         self._lock = threading.Lock()
 
     def reserve(self, host: str, delay: float) -> float:
-        """The ``clock`` time at which a request to ``host`` may leave (now or later)."""
+        """The ``clock`` time at which a request to ``host`` may leave (now or later); raises
+        ``SendHeld`` when this process cannot tell yet."""
         if delay <= 0:
             return self.clock()
         with self._lock:
@@ -304,7 +314,11 @@ class SendGate:
                     self.offset, _ = clock_offset(self.slots.scripts.client, self.wall)
                     self.synced = True
                 asked, now = self.clock(), self.wall() + (self.offset or 0.0)
+                if self.place < 0 and self._settling(now, delay):
+                    raise SendHeld(host)
                 taken = self.slots.reserve(host, delay, now)
+            except SendHeld:
+                raise
             except Exception as exc:  # Redis down or slow: never stop a download for it
                 with self._lock:
                     self.synced = False
@@ -322,8 +336,7 @@ class SendGate:
                         self.outage_sends = 0
                         self.back_since = now
                     self.outage_from = None
-                    settling = self.back_since is not None and \
-                        now < self.back_since + RECOVERY_PERIODS * max(1, self.senders) * delay
+                    settling = self._settling(now, delay)
                     if not settling:  # the view of who sends kept as the others still have it
                         self.senders, self.place = taken.senders, taken.place
                     # a send in this process's own turns during an outage: Redis never saw it
@@ -346,12 +359,18 @@ class SendGate:
         with self._lock:
             return self._own_turn(host, delay)
 
+    def _settling(self, now: float, delay: float) -> bool:
+        """Whether the others may still send in their outage turns (``RECOVERY_PERIODS``)."""
+        return self.back_since is not None and \
+            now < self.back_since + RECOVERY_PERIODS * max(1, self.senders) * delay
+
     def retake(self, host: str, delay: float, slot: float) -> float | None:
         """A request to ``host`` could not leave at its slot (``slot``, on ``clock``): None when
         it may leave now (recorded as sent now: the next send counts from it), else the
         ``clock`` time of the next free slot, taken because another send was reserved after
         the missed one (the request must wait: sent now, it would come closer than the delay
-        before that one). During an outage: the next of this process's own turns."""
+        before that one). During an outage: the next of this process's own turns (or
+        ``SendHeld``)."""
         if self.breaker.outage_since is not None or not self.synced:
             with self._lock:
                 return self._own_turn(host, delay)
@@ -387,6 +406,8 @@ class SendGate:
     def _own_turn(self, host: str, delay: float) -> float:
         """The next start of one of this process's windows, a delay after the host's last
         known send (see the class docstring), on the local clock."""
+        if self.place < 0:  # new to the frontier: no turn of its own among the others'
+            raise SendHeld(host)
         start = self.clock()
         now = self.wall() + (self.offset or 0.0)
         earliest = max(now, self.last.get(host, -math.inf) + delay)

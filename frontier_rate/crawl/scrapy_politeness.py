@@ -38,7 +38,7 @@ from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet.defer import DeferredLock
 
 from frontier_rate.crawl import scrapy_compat as compat
-from frontier_rate.crawl.politeness import HostGate, SendGate
+from frontier_rate.crawl.politeness import SEND_RETRY_MAX, HostGate, SendGate, SendHeld
 from frontier_rate.store.send_slot import SendSlots
 
 if TYPE_CHECKING:
@@ -253,7 +253,18 @@ class ScrapyPoliteness:
 
     async def _take_slot(self, host: str, gap: float) -> None:
         """Wait for ``host``'s next shared send slot (``gap`` after the last send of any
-        process); one missed by more than ``SEND_MARGIN`` is taken again."""
+        process); one missed by more than ``SEND_MARGIN`` is taken again. A process new to
+        the frontier holds its sends through an outage (``SendHeld``), asking every
+        ``SEND_RETRY_MAX``."""
+        while True:
+            try:
+                return await self._wait_for_slot(host, gap)
+            except SendHeld:
+                if self.crawler.stats is not None:
+                    self.crawler.stats.inc_value("frontier_rate/sends_held")
+                await compat.sleep(SEND_RETRY_MAX)
+
+    async def _wait_for_slot(self, host: str, gap: float) -> None:
         assert self.send is not None
         at = await compat.in_thread(self.send.reserve, host, gap)
         for _ in range(RETAKES):

@@ -5,14 +5,20 @@
 -- different clocks agree) and the delay its sender asked for; an older value (one number, the
 -- next free time) is read as such. KEYS[2]: zset process id -> when it last reserved.
 -- ARGV: host, delay (seconds >= 0), now (Redis's clock, seconds), the caller's process id,
--- window (seconds a process counts as sending after its last reservation), and optionally
--- "late": the caller's request left late, at ``now`` (recorded if after the last send),
--- then optionally the time the caller had reserved (see below).
+-- window (seconds a process counts as sending after its last reservation), settle (seconds
+-- a process must have been sending before it counts in the turns of an outage), and
+-- optionally "late": the caller's request left late, at ``now`` (recorded if after the last
+-- send), then optionally the time the caller had reserved (see below).
+-- A process id may start with the time it joined, in milliseconds of Redis's clock, and a
+-- "/" (``store.send_slot.SendSlots``): ids sort in the order processes joined, and one that
+-- joined less than ``settle`` seconds ago is not counted yet (an id without it always is;
+-- with ``settle`` 0 every process counts at once).
 -- The next send keeps the longer of both delays after the last one: a process that has not
 -- read the host's Crawl-delay yet (its robots.txt fetch) never comes closer than it to a
 -- send of a process that has, nor the other way round.
--- Returns {seconds the caller waits before sending (0: send now), processes seen within the
--- window, the caller's place among them by id (0-based)}, numbers as strings.
+-- Returns {seconds the caller waits before sending (0: send now), settled processes seen
+-- within the window, the caller's place among them by id (0-based; -1 while the caller
+-- itself has not settled)}, numbers as strings.
 local host, delay, now = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local sender, window = ARGV[4], tonumber(ARGV[5])
 if not delay or delay ~= delay or delay < 0 or delay == math.huge then
@@ -27,15 +33,19 @@ end
 if not window or window ~= window or window <= 0 or window == math.huge then
   return redis.error_reply("send_slot: window must be a finite number > 0")
 end
+local settle = tonumber(ARGV[6])
+if not settle or settle ~= settle or settle < 0 or settle == math.huge then
+  return redis.error_reply("send_slot: settle must be a finite number >= 0")
+end
 local stored = redis.call("HGET", KEYS[1], host)
-if ARGV[6] == "late" then
-  -- the caller's request leaves at ``now``, later than its slot (ARGV[7], when given: the
+if ARGV[7] == "late" then
+  -- the caller's request leaves at ``now``, later than its slot (ARGV[8], when given: the
   -- time it had reserved). While no later send was reserved, the next one counts from now
   -- and the caller sends now; once one was (another request took the slot after the
   -- caller's, and would follow it closer than the delay), the caller takes the next free
   -- slot below, as a new reservation.
   local last = tonumber(string.match(stored or "", "^([^,]+),") or "")
-  local mine = tonumber(ARGV[7] or "")
+  local mine = tonumber(ARGV[8] or "")
   if not (mine and last and last > mine + 0.001) then
     if last and last < now then
       redis.call("HSET", KEYS[1], host, string.format("%.6f,%.6f", now, delay))
@@ -63,8 +73,12 @@ redis.call("ZADD", KEYS[2], now, sender)
 redis.call("ZREMRANGEBYSCORE", KEYS[2], "-inf", "(" .. string.format("%.6f", now - window))
 local seen = redis.call("ZRANGE", KEYS[2], 0, -1)
 table.sort(seen)
-local place = 0
-for i, name in ipairs(seen) do
-  if name == sender then place = i - 1 end
+local settled, place = 0, -1
+for _, name in ipairs(seen) do
+  local joined = tonumber(string.match(name, "^(%d+)/"))
+  if not joined or settle == 0 or joined / 1000 <= now - settle then
+    if name == sender then place = settled end
+    settled = settled + 1
+  end
 end
-return {string.format("%.6f", at - now), tostring(#seen), tostring(place)}
+return {string.format("%.6f", at - now), tostring(settled), tostring(place)}

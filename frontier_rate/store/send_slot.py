@@ -26,6 +26,12 @@ from frontier_rate.store.keys import Keys
 
 SENDER_WINDOW = 60.0
 """Seconds a process counts among the senders of a frontier after its last reservation."""
+SENDER_SETTLE = 10.0
+"""Seconds a process has been taking send slots before it counts in the turns of an outage
+(``crawl.politeness.SendGate``). The others learn of a new process only at their next
+reservation; one that joined just before an outage counted one process more than they
+did, and its turns met theirs (issue 63's soak: 0.30 s under 0.5 s, a crawler restarted
+2 s before Redis). By then every process that sends has reserved since it joined."""
 
 
 def sender_id() -> str:
@@ -37,8 +43,9 @@ def sender_id() -> str:
 @dataclass(frozen=True)
 class Reservation:
     """A send slot taken: ``wait`` seconds until the send may leave, ``senders`` processes seen
-    sending within ``SENDER_WINDOW`` (this one included) and ``place``, this process's index
-    among them ordered by id."""
+    sending within ``SENDER_WINDOW`` for at least ``SENDER_SETTLE`` (this one included once
+    it has) and ``place``, this process's index among them in the order they joined (-1
+    while it has not settled)."""
 
     wait: float
     senders: int
@@ -53,10 +60,13 @@ class SendSlots:
     """
 
     def __init__(self, scripts: Any, keys: Keys, sender: str | None = None,
-                 window: float = SENDER_WINDOW) -> None:
+                 window: float = SENDER_WINDOW, settle: float = SENDER_SETTLE) -> None:
         self.scripts, self.keys = scripts, keys
-        self.sender = sender or sender_id()
-        self.window = window
+        self.name = sender or sender_id()
+        self.sender: str | None = None
+        """The id in ``Keys.senders``: the time this process joined (its first call, in ms of
+        Redis's clock) and ``name``, set by the first call."""
+        self.window, self.settle = window, settle
 
     def reserve(self, host: str, delay: float, now: float) -> Reservation:
         """Take ``host``'s next send slot at Redis time ``now`` with ``delay`` seconds after the
@@ -73,8 +83,10 @@ class SendSlots:
         return self._call(host, delay, now, *mode)
 
     def _call(self, host: str, delay: float, now: float, *mode: str) -> Reservation:
+        if self.sender is None:
+            self.sender = f"{max(0, int(now * 1000)):015d}/{self.name}"
         args = [host, repr(float(delay)), repr(float(now)), self.sender, repr(self.window),
-                *mode]
+                repr(float(self.settle)), *mode]
         keys = [self.keys.send, self.keys.senders]
         try:
             reply = self.scripts.call(self.scripts.client, "send_slot", keys, args)
@@ -84,7 +96,7 @@ class SendSlots:
             self.scripts.load()  # Redis restarted or flushed its scripts: load and ask again
             reply = self.scripts.call(self.scripts.client, "send_slot", keys, args)
         wait, senders, place = reply
-        return Reservation(float(wait), max(1, int(senders)), max(0, int(place)))
+        return Reservation(float(wait), max(1, int(senders)), max(-1, int(place)))
 
 
 def _lost(exc: Exception) -> bool:
