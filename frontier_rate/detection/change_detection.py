@@ -94,6 +94,7 @@ from frontier_rate.detection.segments import (
     segment_hashes,
     segments,
     stable_segments,
+    with_case,
 )
 
 __all__ = ["ContentDetector", "Detection", "HostMask", "is_html", "segments"]
@@ -474,7 +475,8 @@ class ContentDetector:
             if len(cache) + len(missing) > self.cache_segments:
                 cache.clear()  # full: start afresh, this page's known segments included
                 missing = list(range(len(keys)))
-            stable = segment_hashes(stable_segments([parts[i] for i in missing]))
+            texts = [parts[i] for i in missing]
+            stable = with_case(texts, segment_hashes(stable_segments(texts)))
             for i, value in zip(missing, stable, strict=True):
                 cache[keys[i]] = value
         return list(map(cache.__getitem__, keys))

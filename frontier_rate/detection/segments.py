@@ -302,6 +302,8 @@ def segment_hashes(texts: list[str]) -> list[int]:
 
 
 _FLAGS = _SHORT_BIT | _CONSENT_BIT
+_FLAGS_TOP = _FLAGS | 0xFFFFFFFF
+"""The bits ``with_case`` leaves: the flags and the Adler-32 half (never 0)."""
 _COPY = 0x9E3779B97F4A7C15
 _MIX = 0xBF58476D1CE4E5B9
 _M64 = (1 << 64) - 1
@@ -339,6 +341,26 @@ def further_copies(hashes: list[int]) -> set[int]:
     for h in hashes:
         counts[h] = counts.get(h, 0) + 1
     return {copy_hash(h, k) for h, count in counts.items() for k in range(2, count + FURTHER + 1)}
+
+
+def with_case(parts: list[str], hashes: list[int]) -> list[int]:
+    """``hashes`` (of ``parts`` lower-cased, ``stable_segments``) with the letter case of each
+    part's words that hold no digit mixed into its top bits (its flags and its Adler-32 half
+    kept): a page's own text re-capitalised (a title's "Wave Propagation" for "wave
+    propagation", a link's "Mehr Details" for "mehr Details") is an edit of it, and counts
+    (issue 59: html2text's visible words, the corpus' labels, are case-sensitive); the case
+    of a word with a digit (a token, an id the volatile patterns may mask) never counts. A
+    part without a capital keeps its hash."""
+    out = hashes[:]
+    for i, part in enumerate(parts):
+        if part == part.lower():
+            continue
+        capitals = " ".join(word for word in part.split()
+                            if word != word.lower() and _DIGIT.search(word) is None)
+        if capitals:
+            mixed = (zlib.crc32(capitals.encode("utf-8", "surrogatepass")) << 32) & ~_FLAGS_TOP
+            out[i] = hashes[i] ^ mixed
+    return out
 
 
 def _hash(text: str, consent: bool) -> int:
