@@ -476,7 +476,8 @@ class ContentDetector:
                 cache.clear()  # full: start afresh, this page's known segments included
                 missing = list(range(len(keys)))
             texts = [parts[i] for i in missing]
-            stable = with_case(texts, segment_hashes(stable_segments(texts)))
+            kept = stable_segments(texts)
+            stable = with_case(texts, kept, segment_hashes(kept))
             for i, value in zip(missing, stable, strict=True):
                 cache[keys[i]] = value
         return list(map(cache.__getitem__, keys))

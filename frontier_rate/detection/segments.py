@@ -343,20 +343,22 @@ def further_copies(hashes: list[int]) -> set[int]:
     return {copy_hash(h, k) for h, count in counts.items() for k in range(2, count + FURTHER + 1)}
 
 
-def with_case(parts: list[str], hashes: list[int]) -> list[int]:
-    """``hashes`` (of ``parts`` lower-cased, ``stable_segments``) with the letter case of each
-    part's words that hold no digit mixed into its top bits (its flags and its Adler-32 half
-    kept): a page's own text re-capitalised (a title's "Wave Propagation" for "wave
-    propagation", a link's "Mehr Details" for "mehr Details") is an edit of it, and counts
-    (issue 59: html2text's visible words, the corpus' labels, are case-sensitive); the case
-    of a word with a digit (a token, an id the volatile patterns may mask) never counts. A
-    part without a capital keeps its hash."""
+def with_case(parts: list[str], stable: list[str], hashes: list[int]) -> list[int]:
+    """``hashes`` (of ``stable``, ``parts`` lower-cased without their volatile fragments) with
+    the letter case of each part's words mixed into their top bits (the flags and the
+    Adler-32 half kept): a page's own text re-capitalised (a title's "Wave Propagation" for
+    "wave propagation", a link's "Mehr Details" for "mehr Details") is an edit of it, and
+    counts (issue 59: the visible words a reader sees are case-sensitive). Only the words
+    still in the stable text count: the case of a volatile fragment's words ("vor 18 Min")
+    and of a word with a digit (a token, an id) never does. A part without a capital keeps
+    its hash."""
     out = hashes[:]
     for i, part in enumerate(parts):
         if part == part.lower():
             continue
-        capitals = " ".join(word for word in part.split()
-                            if word != word.lower() and _DIGIT.search(word) is None)
+        kept = set(stable[i].split())
+        capitals = " ".join(word for word in part.split() if word != word.lower()
+                            and _DIGIT.search(word) is None and word.lower() in kept)
         if capitals:
             mixed = (zlib.crc32(capitals.encode("utf-8", "surrogatepass")) << 32) & ~_FLAGS_TOP
             out[i] = hashes[i] ^ mixed
