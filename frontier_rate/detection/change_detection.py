@@ -24,8 +24,7 @@ whether the *content* changed, in four steps:
    banner runs. All are kept in the host's *mask* and ignored on that host from then on; a
    segment that shows a price never is (issue 59). A segment that is only on one page and
    never came back is the page's own content: its first change always counts (a one-word
-   edit of a legal paragraph makes a new, unseen segment; so does a change of its words'
-   letter case, ``segments.with_case``); masked text inside the page's own
+   edit of a legal paragraph makes a new, unseen segment); masked text inside the page's own
    text still counts (``inside_content``), and a mask covering most of a page applies only
    to its short segments (``MAJORITY``).
 4. **Sticky fingerprint**: the process remembers, per URL, the segment hashes of the
@@ -97,7 +96,6 @@ from frontier_rate.detection.segments import (
     segment_hashes,
     segments,
     stable_segments,
-    with_case,
 )
 
 __all__ = ["ContentDetector", "Detection", "HostMask", "is_html", "segments"]
@@ -482,9 +480,7 @@ class ContentDetector:
             if len(cache) + len(missing) > self.cache_segments:
                 cache.clear()  # full: start afresh, this page's known segments included
                 missing = list(range(len(keys)))
-            texts = [parts[i] for i in missing]
-            kept = stable_segments(texts)
-            stable = with_case(texts, kept, segment_hashes(kept))
+            stable = segment_hashes(stable_segments([parts[i] for i in missing]))
             for i, value in zip(missing, stable, strict=True):
                 cache[keys[i]] = value
         return list(map(cache.__getitem__, keys))

@@ -302,8 +302,6 @@ def segment_hashes(texts: list[str]) -> list[int]:
 
 
 _FLAGS = _SHORT_BIT | _CONSENT_BIT
-_FLAGS_TOP = _FLAGS | 0xFFFFFFFF
-"""The bits ``with_case`` leaves: the flags and the Adler-32 half (never 0)."""
 _COPY = 0x9E3779B97F4A7C15
 _MIX = 0xBF58476D1CE4E5B9
 _M64 = (1 << 64) - 1
@@ -341,28 +339,6 @@ def further_copies(hashes: list[int]) -> set[int]:
     for h in hashes:
         counts[h] = counts.get(h, 0) + 1
     return {copy_hash(h, k) for h, count in counts.items() for k in range(2, count + FURTHER + 1)}
-
-
-def with_case(parts: list[str], stable: list[str], hashes: list[int]) -> list[int]:
-    """``hashes`` (of ``stable``, ``parts`` lower-cased without their volatile fragments) with
-    the letter case of each part's words mixed into their top bits (the flags and the
-    Adler-32 half kept): a page's own text re-capitalised (a title's "Wave Propagation" for
-    "wave propagation", a link's "Mehr Details" for "mehr Details") is an edit of it, and
-    counts (issue 59: the visible words a reader sees are case-sensitive). Only the words
-    still in the stable text count: the case of a volatile fragment's words ("vor 18 Min")
-    and of a word with a digit (a token, an id) never does. A part without a capital keeps
-    its hash."""
-    out = hashes[:]
-    for i, part in enumerate(parts):
-        if part == part.lower():
-            continue
-        kept = set(stable[i].split())
-        capitals = " ".join(word for word in part.split() if word != word.lower()
-                            and _DIGIT.search(word) is None and word.lower() in kept)
-        if capitals:
-            mixed = (zlib.crc32(capitals.encode("utf-8", "surrogatepass")) << 32) & ~_FLAGS_TOP
-            out[i] = hashes[i] ^ mixed
-    return out
 
 
 def _hash(text: str, consent: bool) -> int:
