@@ -201,6 +201,21 @@ def test_menu_renamed_inside_boilerplate_is_no_change_on_a_host_with_two_pages()
     assert isinstance(detector, ContentDetector) and detector.stats()["ignored_changes"] >= 1
 
 
+def test_a_dated_entry_of_a_list_the_host_shows_everywhere_counts():
+    """Issue 59: a short entry with a digit (a dated teaser, a price) that replaces one of a
+    list the host shows on every page sits between boilerplate like a renamed menu item,
+    but is a listing's entry: its change counts, while the renamed menu item above does
+    not."""
+    fingerprinter = Fingerprinter("content")
+    other = ["Our privacy policy explains which personal data we process and why we do it."]
+    latest = ("Home", "Dec 15, 2023 Our new office", "Nov 23, 2023 Spring release", "Blog")
+    fingerprinter.detect(page(nav=latest), "http://c.test/terms", HTML)
+    fingerprinter.detect(page(other, title="Privacy", nav=latest), "http://c.test/privacy", HTML)
+    newer = ("Home", "Jan 8, 2024 Winter release", "Nov 23, 2023 Spring release", "Blog")
+    assert changed(fingerprinter, "http://c.test/terms",
+                   [page(nav=latest), page(nav=newer)]) == [True]
+
+
 def test_bot_wall_is_a_failed_fetch_and_never_a_change():
     fingerprinter = Fingerprinter("content")
     wall = (b"<html><head><title>Just a moment...</title>"

@@ -522,3 +522,33 @@ def test_the_shared_worker_process_reads_and_writes_the_memory(redis_url, redis_
     after = run(_document(True, "cc" * 8))
     assert after == before[-1:]
     assert redis_client.hexists(*_key(namespace, url))
+
+
+def test_a_host_log_of_4_byte_words_is_relearned_said_once_and_written_coded(
+        redis_client, namespace, caplog):
+    """A host's log as the previous layout wrote it (``frhmask2``: a header, then one uncoded
+    4-byte word a mask, 31-bit tags), written here by hand from that layout: it is not read
+    as masks (its words would read as garbage chunks), said once at INFO, and replaced at the
+    process's next write by a coded log of the masks it learned, which another process reads
+    back."""
+    url = "http://shop.test/a"
+    pages = _pages(redis_client, namespace)
+    key = pages.mask_key(url)
+    redis_client.set(key, b"frhmask2" + struct.pack("<Q3I", 7, 5, 6, 7 | 1 << 31), px=10**8)
+    fingerprinter = Fingerprinter("content")
+    fingerprinter.share(pages)
+    with caplog.at_level(logging.INFO, logger="frontier_rate.crawl.shared_pages"):
+        fingerprinter.detect(_shop_page("a", "Spring sale"), url, HTML)
+        fingerprinter.detect(_shop_page("b", "Spring sale"), "http://shop.test/b", HTML)
+    said = [r for r in caplog.records if "written by an earlier frontier-rate" in r.message]
+    assert len(said) == 1 and pages.unreadable == 0
+    log = redis_client.get(key)
+    assert log[:8] == b"frhmask3" and log_generation(log[:LOG_HEADER.size]) is not None
+    logged = log_hashes(read_log(log, whole=True))
+    learned = fingerprinter._detector._hosts["shop.test"]
+    assert sorted(logged) == sorted(tag(h) for h in learned.masked) and not {5, 6, 7} & set(logged)
+    other = Fingerprinter("content")
+    other.share(pages)
+    other.detect(_shop_page("a", "Summer sale"), url, HTML)
+    assert set(logged) <= {tag(h) for h in other._detector._hosts["shop.test"].masked} \
+        | set(other._detector._hosts["shop.test"].pending)

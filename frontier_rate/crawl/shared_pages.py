@@ -36,7 +36,6 @@ from frontier_rate.client.outage import Breaker
 from frontier_rate.detection.host_mask import (
     COMPACT_AFTER,
     HEADER,
-    WORD,
     HostMask,
     host_of,
     is_old_log,
@@ -65,7 +64,8 @@ ENVIRONMENT = "FRONTIER_RATE_SHARED_PAGE_MEMORY"
 of ``spec``; the setting's name, as the child's copy of it): never its argv, which ``ps``
 shows to every user (the URL may hold a password)."""
 OLD_LAYOUT = ("frontier-rate: the pages' shared detection memory holds memories written by "
-              "an earlier frontier-rate (one ~2.4 KB string a page, 8-byte host logs); they "
+              "an earlier frontier-rate (one ~2.4 KB string a page, or host logs of 8-byte "
+              "or 4-byte words); they "
               "are not read: each page and host is learned again from its next fetch, and "
               "the old keys are deleted as they are met (docs/CHANGE_DETECTION.md)")
 
@@ -168,7 +168,7 @@ class SharedPages:
         if generation != host.generation:
             if host.offset > 0:  # another process compacted the log: read it from its start
                 tail = self._call(self.store.read_log, key) or b""
-            host.generation, host.offset = generation, 0
+            host.generation, host.offset, host.logged = generation, 0, 0
         try:
             words = read_log(tail, whole=host.offset == 0)
         except ValueError as exc:
@@ -176,9 +176,10 @@ class SharedPages:
             host.compact = True  # this process's masks replace it at its next write
             return
         host.offset += len(tail)
+        host.logged += len(words)
         host.fold(words)
         held = len(host.masked) + len(host.pending)
-        if host.offset > HEADER.size + WORD * max(COMPACT_AFTER, 3 * held // 2):
+        if host.logged > max(COMPACT_AFTER, 3 * held // 2):
             host.compact = True  # (a log no shorter than the masks it would be replaced by)
 
     def _write(self, url: str, memory: bytes | None, host: HostMask | None) -> None:
@@ -198,9 +199,11 @@ class SharedPages:
             return
         count = len(events)
         generation = new_generation()
-        data = write_log(host.state(), generation)
+        words = host.state()
+        data = write_log(words, generation)
         if self._call(self.store.write, shard, pid, memory, log, replace=data) is not None:
             host.generation, host.offset, host.compact = generation, len(data), False
+            host.logged = len(words)
             del events[:count]  # kept for the next write when it failed (``PENDING_LIMIT``)
 
     def _old(self) -> None:

@@ -19,7 +19,8 @@ whether the *content* changed, in four steps:
    host's boilerplate (navigation, footer, widgets, cookie banners); a short segment that
    went away from a page and came back later (a block that alternates between fetches:
    rotating widget, A/B banner) is the host's volatile text; so are runs of up to
-   ``MENU_RUN`` new short segments beside boilerplate (a renamed menu item) and consent
+   ``MENU_RUN`` new short segments beside boilerplate (a renamed menu item; never a new
+   segment with a digit: a dated teaser or a price is a listing's entry) and consent
    banner runs. All are kept in the host's *mask* and ignored on that host from then on; a
    segment that shows a price never is (issue 59). A segment that is only on one page and
    never came back is the page's own content: its first change always counts (a one-word
@@ -85,6 +86,7 @@ from frontier_rate.detection.host_mask import HostMask, host_of
 from frontier_rate.detection.page_memory import PageMemory
 from frontier_rate.detection.segments import (
     _CONSENT_BIT,
+    _DIGIT,
     _ERROR,
     _SHORT_BIT,
     _WALL,
@@ -422,7 +424,11 @@ class ContentDetector:
             for anchor, text in replaced_slots(hashes, memory.hashes, added, removed,
                                                host.masked):
                 host.slot_replaced(anchor, text, page_id)
-            for h in boilerplate_runs(hashes, added, ignore) | \
+            # a new short entry with a digit (a dated teaser, a price) is a listing's entry,
+            # not a renamed menu item: no boilerplate run takes it (issue 59)
+            numbered = {h for part, h in zip(parts, hashes, strict=True)
+                        if h in added and _DIGIT.search(part) is not None}
+            for h in boilerplate_runs(hashes, added - numbered, ignore) | \
                     boilerplate_runs(memory.hashes, removed, ignore) | \
                     consent_runs(hashes, added) | consent_runs(memory.hashes, removed):
                 host.mask(h)
