@@ -142,13 +142,17 @@ def cochange_tally(raw: bytes | None) -> cochange.Tally:
 def neighbours(session: Session, calls: ShardCalls, host: str) -> dict[str, Any]:
     """``Frontier.neighbours``: whether ``host``'s pages change together (math/cochange.py):
     its latest change event (``event_lo``, ``event_hi``: the window a fetch found it in; 0:
-    none), decayed ``checks``, ``hits`` and hits ``expected`` by chance, ``share`` (q) and
-    ``trusted`` (a trusted host's change brings its other pages forward)."""
+    none), its own decayed ``checks``, ``hits`` and hits ``expected`` by chance, ``share`` (q,
+    shrunk toward its shard's population) and ``trusted`` (a trusted host's change brings its
+    other pages forward); ``population``: the shard's pooled checks, hits and expected."""
     host = host_name(host)
     with session.errors("neighbours"):
-        raw = session.client.hget(session.keys.cochange(calls.of(host)), host)
-    t = cochange_tally(raw)
+        own_raw, pop_raw = session.client.hmget(session.keys.cochange(calls.of(host)), host, "")
+    t, population = cochange_tally(own_raw), cochange_tally(pop_raw)
+    shrunk = cochange.pooled(t, population)
     return {"event_lo": session.local(t.lo) if t.hi else 0.0,
             "event_hi": session.local(t.hi) if t.hi else 0.0,
-            "checks": t.checks, "hits": t.hits, "expected": t.expected, "share": t.share(),
-            "trusted": t.trusted()}
+            "checks": t.checks, "hits": t.hits, "expected": t.expected, "share": shrunk.share(),
+            "trusted": shrunk.trusted(),
+            "population": {"checks": population.checks, "hits": population.hits,
+                           "expected": population.expected}}

@@ -140,7 +140,11 @@ end
 -- Co-change (issue 62): a change seen on one page of a host as evidence that its other
 -- pages changed; frontier_rate/math/cochange.py states the rules (Tally, value, pulled) and
 -- why. COCHANGE <prefix>cc hash: host -> "<ddddd" event lo, event hi, checks, hits,
--- expected (COCHANGE_FORMAT), O(1) per host. Only with the header's `cochange` (C.cochange).
+-- expected (COCHANGE_FORMAT), O(1) per host; the field COCHANGE_POPULATION ("": no host is
+-- named "", a URL has a host) the shard's population tally (lo = hi = 0) that every check
+-- also goes into and every host's tally is shrunk toward (cochange.pooled). Only with the
+-- header's `cochange` (C.cochange).
+local COCHANGE_POPULATION = ""
 
 -- The co-change record of `host` (cochange.Tally); an unreadable one reads as none.
 function lib.cochange_get(host)
@@ -159,10 +163,20 @@ function lib.cochange_get(host)
   return t
 end
 
--- cochange.Tally.trusted
+-- cochange.pooled: the host's checks, hits and expected plus COCHANGE_POOL_STRENGTH checks at
+-- the population's rates, once the population holds COCHANGE_POOL_MIN decayed checks.
+function lib.cochange_shrunk(t)
+  local p = lib.cochange_get(COCHANGE_POPULATION)
+  if p.checks < COCHANGE_POOL_MIN - 1e-9 then return t.checks, t.hits, t.expected end
+  local m = COCHANGE_POOL_STRENGTH / p.checks
+  return t.checks + COCHANGE_POOL_STRENGTH, t.hits + m * p.hits, t.expected + m * p.expected
+end
+
+-- cochange.Tally.trusted of cochange.pooled(t, population)
 function lib.cochange_trusted(t)
-  return t.checks >= COCHANGE_PROBATION - 1e-9 and t.hits >= COCHANGE_MIN_SHARE * t.checks
-    and t.hits >= COCHANGE_LIFT * t.expected
+  local checks, hits, expected = lib.cochange_shrunk(t)
+  return checks >= COCHANGE_PROBATION - 1e-9 and hits >= COCHANGE_MIN_SHARE * checks
+    and hits >= COCHANGE_LIFT * expected
 end
 
 -- A fetch at `now` of a page of `host` last fetched at `last_fetch` (plan rate `rate`) that
@@ -174,9 +188,14 @@ function lib.cochange_observe(host, I, last_fetch, now, rate)
   local write = false
   if t.hi > last_fetch then
     local f = COCHANGE_FORGET
+    local e = -lib.expm1(-max(rate, 0) * max(now - last_fetch, 0))
     t.checks = t.checks * f + 1
     t.hits = t.hits * f + I
-    t.expected = t.expected * f - lib.expm1(-max(rate, 0) * max(now - last_fetch, 0))
+    t.expected = t.expected * f + e
+    -- the same check into the shard's population (cochange.observe_population)
+    local p, g = lib.cochange_get(COCHANGE_POPULATION), COCHANGE_POOL_FORGET
+    p.checks, p.hits, p.expected = p.checks * g + 1, p.hits * g + I, p.expected * g + e
+    p.dirty = true
     write = true
   end
   local new = false
@@ -215,7 +234,8 @@ function lib.cochange_value(host, s)
   if not C.cochange or s.fetches == 0 or lib.has(s.flags, F_SOURCE) then return 0 end
   local t = lib.cochange_get(host)
   if t.hi <= s.last_fetch or not lib.cochange_trusted(t) then return 0 end
-  return t.hits / t.checks * lib.eff_weight(s.weight, lib.plan_rate(s))
+  local checks, hits = lib.cochange_shrunk(t)
+  return hits / checks * lib.eff_weight(s.weight, lib.plan_rate(s))
 end
 
 -- After a change of page `id` of a trusted host at `now`: the COCHANGE_PULL_LOOK
