@@ -12,7 +12,9 @@ import pytest
 from redis_servers import both_servers  # noqa: F401, I001  (every test on both script paths)
 
 from frontier_rate import Frontier
+from frontier_rate.engine.session import DEFAULT_SHARDS
 from frontier_rate.math import cochange
+from frontier_rate.store.keys import shard_of
 
 DAY = 86400.0
 HOUR = 3600.0
@@ -58,13 +60,15 @@ def staleness(changes: list[float], fetches: list[float], end: float) -> float:
     return total
 
 
-def together(days: float, every: float, hosts: int = 1) -> tuple[dict, dict]:
-    """``hosts`` hosts of 4 pages each that all change together every ``every`` days (at
-    noon), the pages added a day apart so that their schedules differ."""
+def together(days: float, every: float, hosts: int = 1,
+             names: list[str] | None = None) -> tuple[dict, dict]:
+    """``hosts`` hosts (n0.test, ... or ``names``) of 4 pages each that all change together
+    every ``every`` days (at noon), the pages added a day apart so that their schedules
+    differ."""
     changes, added = {}, {}
-    for h in range(hosts):
+    for name in names or [f"n{h}.test" for h in range(hosts)]:
         for i in range(4):
-            url = f"http://n{h}.test/p{i}"
+            url = f"http://{name}/p{i}"
             changes[url] = [k * every * DAY + 0.5 * DAY for k in range(1, int(days / every) + 1)]
             added[url] = i * DAY
     return changes, added
@@ -202,3 +206,38 @@ def test_trust_needs_probation_share_and_lift():
     for k in range(5):
         busy.observe(True, 0.0, 20.0 + k, 1.0)  # a page that changes anyway: no lift
     assert busy.hits == pytest.approx(busy.expected) and not busy.trusted()
+
+
+
+def same_shard(host: str, count: int) -> list[str]:
+    """``count`` host names on the shard of ``host``: the population a host's co-change
+    trust is pooled over is its shard's."""
+    shard = shard_of(host, DEFAULT_SHARDS)
+    return [h for h in (f"t{i}.test" for i in range(1000)) if shard_of(h, DEFAULT_SHARDS) == shard][:count]
+
+
+def test_a_lying_host_among_truthful_ones_gains_nothing(redis_url, namespace):
+    """Trust pooled over hosts: three hosts of l.test's shard whose pages change together make
+    the shard's population trusted, so a host with no checks of its own starts trusted; the
+    lying host (its pages change together once, day 22.5, then only p0 changes, daily) still
+    has p1 and p2 fetched no more than without the evidence: its own failed checks outweigh the
+    population's after a few (fails without the trust rule: every change of p0 would bring p1
+    and p2 forward)."""
+    changes, added = together(90, 9, names=same_shard("l.test", 3))
+    lie, lie_added = lying(70)
+    for u in lie:  # the liar joins a population that has been checked for 20 days
+        changes[u] = [c + 20 * DAY for c in lie[u]]
+        added[u] = lie_added[u] + 20 * DAY
+    runs = {}
+    for on in (True, False):
+        f = frontier(redis_url, f"{namespace}-{on}", cochange=on)
+        runs[on] = replay(f, changes, added, 90, step=2 * HOUR)
+        if on:
+            info, truthful = f.neighbours("l.test"), f.neighbours(same_shard("l.test", 1)[0])
+            print(info, truthful, f.stats(now=90 * DAY)["cochange_pulls"])
+        f.close()
+    for url in ("http://l.test/p1", "http://l.test/p2"):
+        print(url, len(runs[True][url]), len(runs[False][url]), runs[True][url][:12], runs[False][url][:12])
+    assert truthful["trusted"] and not info["trusted"]
+    for url in ("http://l.test/p1", "http://l.test/p2"):
+        assert len(runs[True][url]) <= len(runs[False][url])

@@ -132,11 +132,11 @@ def cochange_tally(raw: bytes | None) -> cochange.Tally:
     reads as an empty tally, as the Lua reads it)."""
     if not raw or len(raw) != COCHANGE_RECORD.size:
         return cochange.Tally()
-    lo, hi, checks, hits, expected = COCHANGE_RECORD.unpack(raw)
-    if any(x != x for x in (lo, hi, checks, hits, expected)) or not 0 <= hits <= checks \
-            or expected < 0:
+    lo, hi, checks, hits, expected, events, confirmed = COCHANGE_RECORD.unpack(raw)
+    if any(x != x for x in (lo, hi, checks, hits, expected, events, confirmed)) \
+            or not 0 <= hits <= checks or expected < 0 or events < 0:
         return cochange.Tally()
-    return cochange.Tally(lo, hi, checks, hits, expected)
+    return cochange.Tally(lo, hi, checks, hits, expected, events, confirmed)
 
 
 def neighbours(session: Session, calls: ShardCalls, host: str) -> dict[str, Any]:
@@ -152,7 +152,8 @@ def neighbours(session: Session, calls: ShardCalls, host: str) -> dict[str, Any]
     shrunk = cochange.pooled(t, population)
     return {"event_lo": session.local(t.lo) if t.hi else 0.0,
             "event_hi": session.local(t.hi) if t.hi else 0.0,
-            "checks": t.checks, "hits": t.hits, "expected": t.expected, "share": shrunk.share(),
+            "checks": t.checks, "hits": t.hits, "expected": t.expected, "events": t.events,
+            "share": shrunk.share(),
             "trusted": shrunk.trusted(),
             "population": {"checks": population.checks, "hits": population.hits,
                            "expected": population.expected}}

@@ -139,8 +139,8 @@ end
 
 -- Co-change (issue 62): a change seen on one page of a host as evidence that its other
 -- pages changed; frontier_rate/math/cochange.py states the rules (Tally, value, pulled) and
--- why. COCHANGE <prefix>cc hash: host -> "<ddddd" event lo, event hi, checks, hits,
--- expected (COCHANGE_FORMAT), O(1) per host; the field COCHANGE_POPULATION ("": no host is
+-- why. COCHANGE <prefix>cc hash: host -> "<ddddddd" event lo, event hi, checks, hits,
+-- expected, confirmed events, hi of the latest confirmed (COCHANGE_FORMAT), O(1) per host; the field COCHANGE_POPULATION ("": no host is
 -- named "", a URL has a host) the shard's population tally (lo = hi = 0) that every check
 -- also goes into and every host's tally is shrunk toward (cochange.pooled). Only with the
 -- header's `cochange` (C.cochange).
@@ -150,13 +150,15 @@ local COCHANGE_POPULATION = ""
 function lib.cochange_get(host)
   local t = COCHANGE_READ[host]
   if t then return t end
-  t = {lo = 0, hi = 0, checks = 0, hits = 0, expected = 0}
+  t = {lo = 0, hi = 0, checks = 0, hits = 0, expected = 0, events = 0, confirmed = 0}
   local raw = redis.call("HGET", COCHANGE, host)
   if raw and #raw == COCHANGE_SIZE then
-    local lo, hi, checks, hits, expected = sunpack(COCHANGE_FORMAT, raw)
+    local lo, hi, checks, hits, expected, events, confirmed = sunpack(COCHANGE_FORMAT, raw)
     if lo == lo and hi == hi and checks == checks and hits == hits and expected == expected
-        and hits >= 0 and checks >= hits and expected >= 0 then
-      t = {lo = lo, hi = hi, checks = checks, hits = hits, expected = expected}
+        and events == events and confirmed == confirmed
+        and hits >= 0 and checks >= hits and expected >= 0 and events >= 0 then
+      t = {lo = lo, hi = hi, checks = checks, hits = hits, expected = expected,
+           events = events, confirmed = confirmed}
     end
   end
   COCHANGE_READ[host] = t
@@ -164,10 +166,13 @@ function lib.cochange_get(host)
 end
 
 -- cochange.pooled: the host's checks, hits and expected plus COCHANGE_POOL_STRENGTH checks at
--- the population's rates, once the population holds COCHANGE_POOL_MIN decayed checks.
+-- the population's rates, once the population holds COCHANGE_POOL_MIN decayed checks and the
+-- host COCHANGE_POOL_EVENTS confirmed events.
 function lib.cochange_shrunk(t)
   local p = lib.cochange_get(COCHANGE_POPULATION)
-  if p.checks < COCHANGE_POOL_MIN - 1e-9 then return t.checks, t.hits, t.expected end
+  if p.checks < COCHANGE_POOL_MIN - 1e-9 or t.events < COCHANGE_POOL_EVENTS - 1e-9 then
+    return t.checks, t.hits, t.expected
+  end
   local m = COCHANGE_POOL_STRENGTH / p.checks
   return t.checks + COCHANGE_POOL_STRENGTH, t.hits + m * p.hits, t.expected + m * p.expected
 end
@@ -192,6 +197,9 @@ function lib.cochange_observe(host, I, last_fetch, now, rate)
     t.checks = t.checks * f + 1
     t.hits = t.hits * f + I
     t.expected = t.expected * f + e
+    if I == 1 and t.confirmed < t.hi then  -- the event's first confirmation
+      t.events, t.confirmed = t.events + 1, t.hi
+    end
     -- the same check into the shard's population (cochange.observe_population)
     local p, g = lib.cochange_get(COCHANGE_POPULATION), COCHANGE_POOL_FORGET
     p.checks, p.hits, p.expected = p.checks * g + 1, p.hits * g + I, p.expected * g + e
@@ -218,7 +226,8 @@ function lib.cochange_flush()
   for host, t in pairs(COCHANGE_READ) do
     if t.dirty then
       fields[#fields + 1] = host
-      fields[#fields + 1] = spack(COCHANGE_FORMAT, t.lo, t.hi, t.checks, t.hits, t.expected)
+      fields[#fields + 1] = spack(COCHANGE_FORMAT, t.lo, t.hi, t.checks, t.hits, t.expected,
+        t.events, t.confirmed)
       t.dirty = false
     end
   end
