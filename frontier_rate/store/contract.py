@@ -79,7 +79,8 @@ own delay); HOST_AGG one cell of a host in ``ha`` (pages, Σλ, Σw); HOST_POOL 
 prior in ``hr`` (pages, Σ log rate); DATE_TALLY a host's Last-Modified checks in ``lm``;
 SIGNAL_TALLY a (host, source) pair in ``st``; SIGNAL_RECORD a page's claim in ``sg`` (the
 source follows); COCHANGE a host's co-change record in ``cc`` (event lo, hi, checks, hits,
-expected, events, confirmed: ``math.cochange.Tally``; the field "" the shard's population tally, its lo and hi 0); LENGTHS the two lengths in front of extras (etag, last_modified) and of a
+expected, events, confirmed: ``math.cochange.Tally``; the field "" the shard's population
+tally, its lo and hi 0); LENGTHS the two lengths in front of extras (etag, last_modified) and of a
 quarantine record (host, reason); OBSERVATION one argument of observe.lua; OBSERVE_REPLY one
 of its replies; CANDIDATE one reply of candidates.lua; LEASE one reply of lease.lua."""
 
