@@ -359,13 +359,14 @@ def summarise(done: list[tuple[float, int, dict]]) -> list[dict]:
 
 
 def compare_cochange(done: list[tuple[float, int, dict]]) -> str:
-    """Per budget, with and without co-change evidence: gap closed and ours / uniform, median
-    [min-max] over the seeds, and the pages brought forward (issue 62)."""
+    """Per budget, with and without co-change evidence: gap closed, ours / uniform and spend
+    (every fetch, first fetches included, / budget x run), median [min-max] over the seeds, and the pages
+    brought forward (issue 62)."""
     def spread(xs: list[float], fmt: str) -> str:
         return f"{statistics.median(xs):{fmt}} [{min(xs):{fmt}}-{max(xs):{fmt}}]"
 
-    out = ["| B | gap closed without | gap closed with | ours / uniform without | with | pulls |",
-           "|---|---|---|---|---|---|"]
+    out = ["| B | gap closed without | gap closed with | ours / uniform without | with "
+           "| spend without | with | pulls |", "|---|---|---|---|---|---|---|---|"]
     for b in sorted({d[0] for d in done}):
         runs = [d[2] for d in done if d[0] == b]
         cols = []
@@ -375,9 +376,11 @@ def compare_cochange(done: list[tuple[float, int, dict]]) -> str:
                          for r in runs])
         ratios = [[r[key]["freshness"] / r["uniform"]["freshness"] for r in runs]
                   for key in ("ours_off", "ours")]
+        spend = [[r[key]["spent_all_of_budget"] for r in runs] for key in ("ours_off", "ours")]
         pulls = [r["ours"]["stats"].get("cochange_pulls", 0) or 0 for r in runs]
         out.append(f"| {b:g} | {spread(cols[0], '.3f')} | {spread(cols[1], '.3f')} | "
-                   f"{spread(ratios[0], '.4f')} | {spread(ratios[1], '.4f')} | {sum(pulls)} |")
+                   f"{spread(ratios[0], '.4f')} | {spread(ratios[1], '.4f')} | "
+                   f"{spread(spend[0], '.3f')} | {spread(spend[1], '.3f')} | {sum(pulls)} |")
     return "\n".join(out)
 
 

@@ -12,7 +12,9 @@ import pytest
 from redis_servers import both_servers  # noqa: F401, I001  (every test on both script paths)
 
 from frontier_rate import Frontier
+from frontier_rate.engine.session import DEFAULT_SHARDS
 from frontier_rate.math import cochange
+from frontier_rate.store.keys import shard_of
 
 DAY = 86400.0
 HOUR = 3600.0
@@ -58,13 +60,15 @@ def staleness(changes: list[float], fetches: list[float], end: float) -> float:
     return total
 
 
-def together(days: float, every: float, hosts: int = 1) -> tuple[dict, dict]:
-    """``hosts`` hosts of 4 pages each that all change together every ``every`` days (at
-    noon), the pages added a day apart so that their schedules differ."""
+def together(days: float, every: float, hosts: int = 1,
+             names: list[str] | None = None) -> tuple[dict, dict]:
+    """``hosts`` hosts (n0.test, ... or ``names``) of 4 pages each that all change together
+    every ``every`` days (at noon), the pages added a day apart so that their schedules
+    differ."""
     changes, added = {}, {}
-    for h in range(hosts):
+    for name in names or [f"n{h}.test" for h in range(hosts)]:
         for i in range(4):
-            url = f"http://n{h}.test/p{i}"
+            url = f"http://{name}/p{i}"
             changes[url] = [k * every * DAY + 0.5 * DAY for k in range(1, int(days / every) + 1)]
             added[url] = i * DAY
     return changes, added
@@ -126,7 +130,7 @@ def test_the_tally_agrees_with_the_lua_step_by_step(redis_url, namespace):
     changes, added = together(60, 6)
     changes["http://n0.test/p3"] = [5.2 * DAY, 40.1 * DAY]  # one page that mostly does not follow
     f = frontier(redis_url, namespace)
-    mirror = cochange.Tally()
+    mirror, population = cochange.Tally(), cochange.Tally()
     t, pending = 0.0, dict(added)
     steps = 0
     while t < 60 * DAY:
@@ -141,6 +145,9 @@ def test_the_tally_agrees_with_the_lua_step_by_step(redis_url, namespace):
             obs = f.observe_many([(d, {"fingerprint": version, "fetched_at": t})])[0]
             if before["fetches"] > 0:
                 rate = max(before["estimate"], 1 / f.max_interval)
+                if mirror.news_for(before["last_fetch"]):
+                    cochange.observe_population(population, obs.changed, before["last_fetch"],
+                                                t, rate)
                 mirror.observe(obs.changed, before["last_fetch"], t, rate)
                 steps += 1
             got = f.neighbours("n0.test")
@@ -148,9 +155,14 @@ def test_the_tally_agrees_with_the_lua_step_by_step(redis_url, namespace):
             for name in ("checks", "hits"):
                 assert got[name] == pytest.approx(getattr(mirror, name), rel=1e-9, abs=1e-12)
             assert got["expected"] == pytest.approx(mirror.expected, rel=0.05, abs=1e-9)
-            assert got["trusted"] == mirror.trusted()
+            assert got["events"] == mirror.events
+            pooled = got["population"]
+            assert pooled["checks"] == pytest.approx(population.checks, rel=1e-9, abs=1e-12)
+            assert pooled["hits"] == pytest.approx(population.hits, rel=1e-9, abs=1e-12)
+            assert got["trusted"] == cochange.pooled(mirror, population).trusted()
         t += 2 * HOUR
-    assert steps > 20 and mirror.checks > cochange.PROBATION
+    assert steps > 20 and mirror.checks > cochange.PROBATION and mirror.events >= 2
+    assert population.checks > cochange.POOL_MIN
 
 
 def test_tally_against_an_independent_computation():
@@ -202,3 +214,112 @@ def test_trust_needs_probation_share_and_lift():
     for k in range(5):
         busy.observe(True, 0.0, 20.0 + k, 1.0)  # a page that changes anyway: no lift
     assert busy.hits == pytest.approx(busy.expected) and not busy.trusted()
+
+
+
+def same_shard(host: str, count: int) -> list[str]:
+    """``count`` host names on the shard of ``host``: the population a host's co-change
+    trust is pooled over is its shard's."""
+    shard = shard_of(host, DEFAULT_SHARDS)
+    return [h for h in (f"t{i}.test" for i in range(1000)) if shard_of(h, DEFAULT_SHARDS) == shard][:count]
+
+
+def test_a_lying_host_among_truthful_ones_gains_nothing(redis_url, namespace):
+    """Trust pooled over hosts: three hosts of l.test's shard whose pages change together make
+    the shard's population trusted, so a host with no checks of its own starts trusted; the
+    lying host (its pages change together once, day 22.5, then only p0 changes, daily) still
+    has p1 and p2 fetched no more than without the evidence: its own failed checks outweigh the
+    population's after a few (fails without the trust rule: every change of p0 would bring p1
+    and p2 forward)."""
+    changes, added = together(90, 9, names=same_shard("l.test", 3))
+    lie, lie_added = lying(70)
+    for u in lie:  # the liar joins a population that has been checked for 20 days
+        changes[u] = [c + 20 * DAY for c in lie[u]]
+        added[u] = lie_added[u] + 20 * DAY
+    runs = {}
+    for on in (True, False):
+        f = frontier(redis_url, f"{namespace}-{on}", cochange=on)
+        runs[on] = replay(f, changes, added, 90, step=2 * HOUR)
+        if on:
+            info, truthful = f.neighbours("l.test"), f.neighbours(same_shard("l.test", 1)[0])
+        f.close()
+    assert truthful["trusted"] and not info["trusted"]
+    for url in ("http://l.test/p1", "http://l.test/p2"):
+        assert len(runs[True][url]) <= len(runs[False][url])
+
+
+def test_pooled_share_against_an_independent_computation():
+    """cochange.pooled's share is the posterior mean of a binomial share under a Beta prior of
+    strength POOL_STRENGTH centred on the population's share: checked against the mean of
+    p^(a + h - 1) (1 - p)^(b + n - h - 1) integrated numerically over p (integer counts, no
+    forgetting), and the hits expected by chance shrunk by the same pseudo-checks."""
+    p = np.linspace(0.0, 1.0, 200_001)[1:-1]
+    population = cochange.Tally(checks=40.0, hits=28.0, expected=4.0)
+    p0 = 28.0 / 40.0
+    a, b = cochange.POOL_STRENGTH * p0, cochange.POOL_STRENGTH * (1 - p0)
+    for n, h in ((0, 0), (1, 1), (2, 0), (5, 4), (12, 3)):
+        own = cochange.Tally(checks=float(n), hits=float(h), expected=0.3 * n, events=2.0)
+        density = p ** (a + h - 1) * (1 - p) ** (b + n - h - 1)
+        mean = float(np.sum(p * density) / np.sum(density))
+        got = cochange.pooled(own, population)
+        assert got.share() == pytest.approx(mean, rel=1e-4)
+        assert got.expected == pytest.approx(0.3 * n + cochange.POOL_STRENGTH * 4.0 / 40.0)
+    # no prior: a population of fewer than POOL_MIN checks, or a host with one confirmed event
+    few = cochange.Tally(checks=cochange.POOL_MIN - 1, hits=5.0)
+    own = cochange.Tally(checks=1.0, hits=1.0, events=2.0)
+    assert cochange.pooled(own, few) == own and not cochange.pooled(own, few).trusted()
+    once = cochange.Tally(checks=1.0, hits=1.0, events=1.0)
+    assert cochange.pooled(once, population) == once
+    # a host with two confirmed events and one check of each takes the population's verdict
+    assert cochange.pooled(own, population).trusted()
+    assert not cochange.pooled(own, cochange.Tally(checks=40.0, hits=10.0, expected=1.0)).trusted()
+
+
+def test_population_tally_forgets_as_stated():
+    """The population tally is sum_j POOL_FORGET^(n-1-j) x_j over every host's checks."""
+    rng = np.random.default_rng(3)
+    pop = cochange.Tally()
+    xs = []
+    for k in range(300):
+        changed, rate, tau = bool(rng.random() < 0.3), float(rng.exponential(1e-5)), 3600.0 * (k % 7 + 1)
+        cochange.observe_population(pop, changed, 0.0, tau, rate)
+        xs.append((1.0 if changed else 0.0, 1 - math.exp(-rate * tau)))
+    w = [cochange.POOL_FORGET ** (len(xs) - 1 - j) for j in range(len(xs))]
+    assert pop.checks == pytest.approx(sum(w))
+    assert pop.hits == pytest.approx(sum(wj * h for wj, (h, _) in zip(w, xs, strict=True)))
+    assert pop.expected == pytest.approx(sum(wj * e for wj, (_, e) in zip(w, xs, strict=True)))
+
+
+def test_a_new_host_of_a_trusted_shard_is_trusted_before_its_probation(redis_url, namespace):
+    """Trust pooled over hosts: a host of two pages that joins a shard whose hosts' pages
+    change together is trusted once two of its own events were confirmed (one check each),
+    before the 4 checks it needs alone, and its next changes bring its other page forward:
+    more pages brought forward than in the same run without it (fails without the pooling:
+    trusted only from its 4th confirmed event, after the run)."""
+    changes, added = together(60, 6, names=same_shard("l.test", 3))
+    joined, joined_added = dict(changes), dict(added)
+    for i in range(2):  # joins on day 30, changes together every 6 days
+        joined[f"http://l.test/p{i}"] = [30 * DAY + k * 6 * DAY + 0.5 * DAY for k in range(1, 5)]
+        joined_added[f"http://l.test/p{i}"] = 30 * DAY + i * DAY
+    pulls, seen = {}, []
+    for name, (ch, ad) in {"with": (joined, joined_added), "without": (changes, added)}.items():
+        f = frontier(redis_url, f"{namespace}-{name}")
+        t, pending = 0.0, dict(ad)
+        while t < 60 * DAY:
+            fresh = [u for u, at in pending.items() if at <= t]
+            if fresh:
+                f.add_many(fresh, now=t)
+                for u in fresh:
+                    del pending[u]
+            got = f.next_requests(1000, now=t)
+            if got:
+                f.observe_many([(d, {"fingerprint": str(int(np.searchsorted(ch[d.url], t, "right"))),
+                                     "fetched_at": t}) for d in got])
+                if name == "with":
+                    seen.append(f.neighbours("l.test"))
+            t += 2 * HOUR
+        pulls[name] = f.stats(now=60 * DAY)["cochange_pulls"]
+        f.close()
+    early = [n for n in seen if n["trusted"] and n["checks"] < cochange.PROBATION - 1e-9]
+    assert early and all(n["events"] >= cochange.POOL_EVENTS for n in early)
+    assert pulls["with"] > pulls["without"]  # the new host's pages were brought forward

@@ -103,8 +103,10 @@ class Inspector:
             return "off (cochange=False)"
         if n["event_hi"] == 0:
             return "no change seen on the host yet"
+        pop = n["population"]
         tally = (f"{n['hits']:.1f} of {n['checks']:.1f} checks changed with the host, "
-                 f"{n['expected']:.2f} by chance")
+                 f"{n['expected']:.2f} by chance, {n['events']:.0f} events confirmed; "
+                 f"the shard's hosts: {pop['hits']:.1f} of {pop['checks']:.1f}")
         if not n["trusted"]:
             return f"not trusted: {tally}"
         last = record.get("last_fetch")

@@ -132,23 +132,28 @@ def cochange_tally(raw: bytes | None) -> cochange.Tally:
     reads as an empty tally, as the Lua reads it)."""
     if not raw or len(raw) != COCHANGE_RECORD.size:
         return cochange.Tally()
-    lo, hi, checks, hits, expected = COCHANGE_RECORD.unpack(raw)
-    if any(x != x for x in (lo, hi, checks, hits, expected)) or not 0 <= hits <= checks \
-            or expected < 0:
+    lo, hi, checks, hits, expected, events, confirmed = COCHANGE_RECORD.unpack(raw)
+    if any(x != x for x in (lo, hi, checks, hits, expected, events, confirmed)) \
+            or not 0 <= hits <= checks or expected < 0 or events < 0:
         return cochange.Tally()
-    return cochange.Tally(lo, hi, checks, hits, expected)
+    return cochange.Tally(lo, hi, checks, hits, expected, events, confirmed)
 
 
 def neighbours(session: Session, calls: ShardCalls, host: str) -> dict[str, Any]:
     """``Frontier.neighbours``: whether ``host``'s pages change together (math/cochange.py):
     its latest change event (``event_lo``, ``event_hi``: the window a fetch found it in; 0:
-    none), decayed ``checks``, ``hits`` and hits ``expected`` by chance, ``share`` (q) and
-    ``trusted`` (a trusted host's change brings its other pages forward)."""
+    none), its own decayed ``checks``, ``hits`` and hits ``expected`` by chance, ``share`` (q,
+    shrunk toward its shard's population) and ``trusted`` (a trusted host's change brings its
+    other pages forward); ``population``: the shard's pooled checks, hits and expected."""
     host = host_name(host)
     with session.errors("neighbours"):
-        raw = session.client.hget(session.keys.cochange(calls.of(host)), host)
-    t = cochange_tally(raw)
+        own_raw, pop_raw = session.client.hmget(session.keys.cochange(calls.of(host)), host, "")
+    t, population = cochange_tally(own_raw), cochange_tally(pop_raw)
+    shrunk = cochange.pooled(t, population)
     return {"event_lo": session.local(t.lo) if t.hi else 0.0,
             "event_hi": session.local(t.hi) if t.hi else 0.0,
-            "checks": t.checks, "hits": t.hits, "expected": t.expected, "share": t.share(),
-            "trusted": t.trusted()}
+            "checks": t.checks, "hits": t.hits, "expected": t.expected, "events": t.events,
+            "share": shrunk.share(),
+            "trusted": shrunk.trusted(),
+            "population": {"checks": population.checks, "hits": population.hits,
+                           "expected": population.expected}}

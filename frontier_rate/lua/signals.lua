@@ -139,30 +139,49 @@ end
 
 -- Co-change (issue 62): a change seen on one page of a host as evidence that its other
 -- pages changed; frontier_rate/math/cochange.py states the rules (Tally, value, pulled) and
--- why. COCHANGE <prefix>cc hash: host -> "<ddddd" event lo, event hi, checks, hits,
--- expected (COCHANGE_FORMAT), O(1) per host. Only with the header's `cochange` (C.cochange).
+-- why. COCHANGE <prefix>cc hash: host -> "<ddddddd" event lo, event hi, checks, hits,
+-- expected, confirmed events, hi of the latest confirmed (COCHANGE_FORMAT), O(1) per host; the field COCHANGE_POPULATION ("": no host is
+-- named "", a URL has a host) the shard's population tally (lo = hi = 0) that every check
+-- also goes into and every host's tally is shrunk toward (cochange.pooled). Only with the
+-- header's `cochange` (C.cochange).
+local COCHANGE_POPULATION = ""
 
 -- The co-change record of `host` (cochange.Tally); an unreadable one reads as none.
 function lib.cochange_get(host)
   local t = COCHANGE_READ[host]
   if t then return t end
-  t = {lo = 0, hi = 0, checks = 0, hits = 0, expected = 0}
+  t = {lo = 0, hi = 0, checks = 0, hits = 0, expected = 0, events = 0, confirmed = 0}
   local raw = redis.call("HGET", COCHANGE, host)
   if raw and #raw == COCHANGE_SIZE then
-    local lo, hi, checks, hits, expected = sunpack(COCHANGE_FORMAT, raw)
+    local lo, hi, checks, hits, expected, events, confirmed = sunpack(COCHANGE_FORMAT, raw)
     if lo == lo and hi == hi and checks == checks and hits == hits and expected == expected
-        and hits >= 0 and checks >= hits and expected >= 0 then
-      t = {lo = lo, hi = hi, checks = checks, hits = hits, expected = expected}
+        and events == events and confirmed == confirmed
+        and hits >= 0 and checks >= hits and expected >= 0 and events >= 0 then
+      t = {lo = lo, hi = hi, checks = checks, hits = hits, expected = expected,
+           events = events, confirmed = confirmed}
     end
   end
   COCHANGE_READ[host] = t
   return t
 end
 
--- cochange.Tally.trusted
+-- cochange.pooled: the host's checks, hits and expected plus COCHANGE_POOL_STRENGTH checks at
+-- the population's rates, once the population holds COCHANGE_POOL_MIN decayed checks and the
+-- host COCHANGE_POOL_EVENTS confirmed events.
+function lib.cochange_shrunk(t)
+  local p = lib.cochange_get(COCHANGE_POPULATION)
+  if p.checks < COCHANGE_POOL_MIN - 1e-9 or t.events < COCHANGE_POOL_EVENTS - 1e-9 then
+    return t.checks, t.hits, t.expected
+  end
+  local m = COCHANGE_POOL_STRENGTH / p.checks
+  return t.checks + COCHANGE_POOL_STRENGTH, t.hits + m * p.hits, t.expected + m * p.expected
+end
+
+-- cochange.Tally.trusted of cochange.pooled(t, population)
 function lib.cochange_trusted(t)
-  return t.checks >= COCHANGE_PROBATION - 1e-9 and t.hits >= COCHANGE_MIN_SHARE * t.checks
-    and t.hits >= COCHANGE_LIFT * t.expected
+  local checks, hits, expected = lib.cochange_shrunk(t)
+  return checks >= COCHANGE_PROBATION - 1e-9 and hits >= COCHANGE_MIN_SHARE * checks
+    and hits >= COCHANGE_LIFT * expected
 end
 
 -- A fetch at `now` of a page of `host` last fetched at `last_fetch` (plan rate `rate`) that
@@ -174,9 +193,17 @@ function lib.cochange_observe(host, I, last_fetch, now, rate)
   local write = false
   if t.hi > last_fetch then
     local f = COCHANGE_FORGET
+    local e = -lib.expm1(-max(rate, 0) * max(now - last_fetch, 0))
     t.checks = t.checks * f + 1
     t.hits = t.hits * f + I
-    t.expected = t.expected * f - lib.expm1(-max(rate, 0) * max(now - last_fetch, 0))
+    t.expected = t.expected * f + e
+    if I == 1 and t.confirmed < t.hi then  -- the event's first confirmation
+      t.events, t.confirmed = t.events + 1, t.hi
+    end
+    -- the same check into the shard's population (cochange.observe_population)
+    local p, g = lib.cochange_get(COCHANGE_POPULATION), COCHANGE_POOL_FORGET
+    p.checks, p.hits, p.expected = p.checks * g + 1, p.hits * g + I, p.expected * g + e
+    p.dirty = true
     write = true
   end
   local new = false
@@ -199,7 +226,8 @@ function lib.cochange_flush()
   for host, t in pairs(COCHANGE_READ) do
     if t.dirty then
       fields[#fields + 1] = host
-      fields[#fields + 1] = spack(COCHANGE_FORMAT, t.lo, t.hi, t.checks, t.hits, t.expected)
+      fields[#fields + 1] = spack(COCHANGE_FORMAT, t.lo, t.hi, t.checks, t.hits, t.expected,
+        t.events, t.confirmed)
       t.dirty = false
     end
   end
@@ -215,7 +243,8 @@ function lib.cochange_value(host, s)
   if not C.cochange or s.fetches == 0 or lib.has(s.flags, F_SOURCE) then return 0 end
   local t = lib.cochange_get(host)
   if t.hi <= s.last_fetch or not lib.cochange_trusted(t) then return 0 end
-  return t.hits / t.checks * lib.eff_weight(s.weight, lib.plan_rate(s))
+  local checks, hits = lib.cochange_shrunk(t)
+  return hits / checks * lib.eff_weight(s.weight, lib.plan_rate(s))
 end
 
 -- After a change of page `id` of a trusted host at `now`: the COCHANGE_PULL_LOOK

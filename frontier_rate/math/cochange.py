@@ -29,6 +29,22 @@ makes its other queued pages fetched before it worth ``q * w_eff`` (``value``), 
 of a copy known to be stale is worth in seed 001's index, scaled by the chance it is stale).
 A page whose value reaches its host's threshold is due at once (``PULL_LOOK`` earliest-due
 pages of the host per event, a bounded cost) and ranks by that value.
+
+**Trust pooled over hosts.** At 0.01-0.03 fetches/page/day a host's pages are fetched too
+rarely for the 4 checks it needs on its own. So every check also goes into one **population**
+tally per shard (``POOL_FORGET``), and a host's tally is read as its own checks plus
+``POOL_STRENGTH`` pseudo-checks at the population's rates (``pooled``): the posterior mean of a
+binomial share under a Beta(m p0, m (1 - p0)) prior centred on the pooled share p0,
+(hits + m p0) / (checks + m), the empirical Bayes estimate of many binomial shares (Robbins
+1956; Efron & Morris, JASA 1975; Casella, Am. Stat. 1985), with the prior's strength m
+fixed rather than fitted. The hits expected by chance are shrunk alike, and the three trust
+conditions apply to the shrunk tally. A host with no checks of its own is then trusted exactly
+when the population is (and it has ``POOL_MIN`` decayed checks); a host's own failed checks
+outweigh the prior after a few (its pages that never change together lose trust), and its own
+confirmed ones let it be trusted before its 4th check. The prior stands in for the number of
+checks, not for the host's own pattern: trusted through it only once ``POOL_EVENTS`` of the
+host's change events were each confirmed by a later fetch (``events``), since pages that
+changed together once and never again confirm one event as well as pages that always do.
 """
 
 from __future__ import annotations
@@ -47,17 +63,31 @@ FORGET = 0.9
 """Each check first multiplies the tally by this: about the last 10 checks count."""
 PULL_LOOK = 8
 """Queued pages of a host (earliest due first) a trusted change event may bring forward."""
+POOL_STRENGTH = 3.0
+"""m: how many checks the population's record counts for in a host's (the Beta prior's
+strength; as many as ``PROBATION``, so a host with no checks takes the population's verdict)."""
+POOL_MIN = 10.0
+"""Decayed checks the population needs before it is anyone's prior."""
+POOL_FORGET = 0.99
+"""Each check first multiplies the population's tally by this: about the last 100 count."""
+POOL_EVENTS = 2
+"""Change events of its own, each confirmed by a later fetch, before the prior counts for a
+host (one coincidence is no pattern)."""
 
 
 @dataclass
 class Tally:
-    """A host's co-change record: its latest change event (lo, hi] and its decayed checks."""
+    """A host's co-change record: its latest change event (lo, hi], its decayed checks, and
+    how many of its events a later fetch confirmed (``events``; ``confirmed``: the hi of the
+    latest of them)."""
 
     lo: float = 0.0
     hi: float = 0.0
     checks: float = 0.0
     hits: float = 0.0
     expected: float = 0.0
+    events: float = 0.0
+    confirmed: float = 0.0
 
     def trusted(self) -> bool:
         """Do the host's pages change together beyond chance, as later fetches confirmed?"""
@@ -80,6 +110,8 @@ class Tally:
             self.checks = self.checks * FORGET + 1.0
             self.hits = self.hits * FORGET + (1.0 if changed else 0.0)
             self.expected = self.expected * FORGET + chance(rate, now - last_fetch)
+            if changed and self.confirmed < self.hi:
+                self.events, self.confirmed = self.events + 1.0, self.hi
         if changed:
             if last_fetch < self.hi:  # overlaps the event's window: the same event, narrowed
                 self.lo = max(self.lo, last_fetch)
@@ -87,6 +119,28 @@ class Tally:
                 self.lo, self.hi = last_fetch, now
                 return True
         return False
+
+
+def pooled(own: Tally, population: Tally | None) -> Tally:
+    """``own`` shrunk toward ``population`` (module docstring): its checks, hits and expected
+    plus ``POOL_STRENGTH`` checks at the population's share and chance rate; ``own`` itself
+    while the population has fewer than ``POOL_MIN`` decayed checks (or none is given) or the
+    host fewer than ``POOL_EVENTS`` confirmed events."""
+    if (population is None or population.checks < POOL_MIN - 1e-9
+            or own.events < POOL_EVENTS - 1e-9):
+        return own
+    m = POOL_STRENGTH / population.checks
+    return Tally(own.lo, own.hi, own.checks + POOL_STRENGTH, own.hits + m * population.hits,
+                 own.expected + m * population.expected, own.events, own.confirmed)
+
+
+def observe_population(population: Tally, changed: bool, last_fetch: float, now: float,
+                       rate: float) -> None:
+    """The check a host's tally just took (``Tally.observe``, when its event was news to the
+    copy), added to the shard's population tally with ``POOL_FORGET``."""
+    population.checks = population.checks * POOL_FORGET + 1.0
+    population.hits = population.hits * POOL_FORGET + (1.0 if changed else 0.0)
+    population.expected = population.expected * POOL_FORGET + chance(rate, now - last_fetch)
 
 
 def chance(rate: float, tau: float) -> float:

@@ -65,7 +65,7 @@ STRUCTS = {
     "DATE_TALLY": "<dd",
     "SIGNAL_TALLY": "<dd",
     "SIGNAL_RECORD": "<ddddB",
-    "COCHANGE": "<ddddd",
+    "COCHANGE": "<ddddddd",
     "LENGTHS": "<HH",
     "OBSERVATION": "<8sHdBd4sHHHd",
     "OBSERVE_REPLY": "<BBddBH",
@@ -79,7 +79,8 @@ own delay); HOST_AGG one cell of a host in ``ha`` (pages, Σλ, Σw); HOST_POOL 
 prior in ``hr`` (pages, Σ log rate); DATE_TALLY a host's Last-Modified checks in ``lm``;
 SIGNAL_TALLY a (host, source) pair in ``st``; SIGNAL_RECORD a page's claim in ``sg`` (the
 source follows); COCHANGE a host's co-change record in ``cc`` (event lo, hi, checks, hits,
-expected: ``math.cochange.Tally``); LENGTHS the two lengths in front of extras (etag, last_modified) and of a
+expected, events, confirmed: ``math.cochange.Tally``; the field "" the shard's population
+tally, its lo and hi 0); LENGTHS the two lengths in front of extras (etag, last_modified) and of a
 quarantine record (host, reason); OBSERVATION one argument of observe.lua; OBSERVE_REPLY one
 of its replies; CANDIDATE one reply of candidates.lua; LEASE one reply of lease.lua."""
 
@@ -120,6 +121,10 @@ CONSTANTS = {
     "COCHANGE_LIFT": cochange.LIFT,
     "COCHANGE_FORGET": cochange.FORGET,
     "COCHANGE_PULL_LOOK": cochange.PULL_LOOK,
+    "COCHANGE_POOL_STRENGTH": cochange.POOL_STRENGTH,
+    "COCHANGE_POOL_MIN": cochange.POOL_MIN,
+    "COCHANGE_POOL_FORGET": cochange.POOL_FORGET,
+    "COCHANGE_POOL_EVENTS": cochange.POOL_EVENTS,
     "GROUP_PAGES": lookalike.GROUP_PAGES,
     "GROUP_MIN": lookalike.GROUP_MIN,
     "TEMPLATE_MAX": lookalike.TEMPLATE_MAX,
