@@ -218,7 +218,8 @@ def write_docs(record: dict[str, Any], images: list[str]) -> None:
             for name, c in checks.items()]
     events = [[f"{e['t'] / 60:.1f}", e["kind"], e["detail"][:120].replace("\n", " ")]
               for e in record["soak"]["events"]]
-    write_reliability(record, f"""## Soak: an hour under the faults of a deployment
+    minutes = f"{record['duration'] / 60:.0f} minutes"
+    write_reliability(record, f"""## Soak: {minutes} under the faults of a deployment
 
 `python benchmarks/soak.py` (numbers and plot: [BENCHMARKS.md](BENCHMARKS.md), section "Soak",
 docs/img/soak.png; a 2-minute form with a subset of the faults is
@@ -229,13 +230,13 @@ for {record['duration'] / 60:.0f} minutes, 300 test-bed pages on 12 hosts, with
 a graceful stop and restart, the detection child killed, Redis restarted (SHUTDOWN,
 AOF), Redis emptied (kill -9, files deleted, restarted empty: noticed, refused, then
 recovered by stopping the crawlers, `frontier-rate drop` and starting them again),
-`CLIENT PAUSE` of 5 s and 8 s, a host down 10 minutes, one answering 503 with
+`CLIENT PAUSE` of 5 s and 8 s, a host down for a sixth of the run, one answering 503 with
 `Retry-After`, one a bot wall. Beside it, at the same time, a control run with the
 site's faults only.
 
 {table(["check", "result", "numbers"], rows)}
 """)
-    write_section("soak", f"""## Soak: an hour of faults under four crawlers (`benchmarks/soak.py`)
+    write_section("soak", f"""## Soak: {minutes} of faults under four crawlers (`benchmarks/soak.py`)
 
 Four `example_project` crawls on one frontier (redis-server with AOF, `appendfsync
 everysec`), the test-bed's 300 pages on 12 hosts (one simulated day every 6 minutes,
