@@ -199,7 +199,8 @@ class Keys:
 
     @property
     def senders(self) -> str:
-        """zset process id -> when it last took a send slot (lua/send_slot.lua)."""
+        """zset process id ("<ms it joined>/<host>:<pid>:<random>") -> when it last took a send
+        slot (lua/send_slot.lua)."""
         return f"fr:{{{self.namespace}}}:senders"
 
     @property
