@@ -30,9 +30,12 @@ pytestmark = [pytest.mark.timeout(180), pytest.mark.reliability]
 DELAY = 0.5
 PAGES = 40
 DOWN = 3.0
-TOLERANCE = 0.05
-"""Seconds of a gap forgiven: the request's way from its slot to the site on a loaded
-machine (the send slots keep ``SEND_MARGIN`` = 0.05 s more than the delay)."""
+TOLERANCE = 0.1
+"""Seconds of a gap forgiven: the request's way from its send slot to the site, on a loaded
+machine, beyond the ``SEND_MARGIN`` (0.05 s) the slots keep on top of the delay. The
+crawlers' write times logged in the soak: a median of 2 ms, a 90th percentile of 6 ms, and
+stalls of 0.08 s and more at a crawler's start (issue 63, not fixed). The outage faults this
+test is about made gaps 0.12 to 0.5 s short."""
 
 
 def test_two_crawlers_keep_the_host_delay_through_a_redis_restart(namespace, tmp_path):
