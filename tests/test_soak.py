@@ -20,6 +20,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from _soak_capture import read_capture  # noqa: E402
 from _soak_checks import (  # noqa: E402
+    freshness_check,
+    freshness_series,
     gap_violations,
     memory_check,
     observed_check,
@@ -48,6 +50,28 @@ def test_observed_once_allows_only_what_a_kill_had_in_flight() -> None:
     assert not observed_check(_run(answers, 2, [("a", 30.0)]))["ok"]  # long before the kill
     twice = observed_check(_run(answers, 4, []))
     assert not twice["ok"] and twice["counted_more_than_served"] == {PAGE: 1}
+
+
+def test_freshness_ends_when_the_site_s_truth_was_taken() -> None:
+    """The site's clock starts with the site, seconds after the run's on a loaded machine, so
+    its truth ends before ``duration`` (a 30-minute run's by 7.9 s): freshness is measured up
+    to the truth, not past it (which raised and lost the run's record)."""
+    def run(fetched: list[float]) -> dict:
+        truth = {"acceleration": 10.0, "now": 950.0,  # 95 real s into a run of 100
+                 "pages": [{"url": PAGE, "weight": 1.0, "change_times": [100.0, 600.0]}]}
+        answers = [(t / 10.0, "a") for t in fetched]
+        return {**_run(answers, len(fetched), []), "truth": truth, "duration": 100.0}
+
+    fresh, stale = run([150.0, 650.0]), run([150.0])
+    for r, times in ((fresh, [150.0, 650.0]), (stale, [150.0])):
+        for entry, t in zip(r["requests"], times, strict=True):
+            entry["sim_time"] = t
+    check = freshness_check(fresh, stale)
+    # last half: sim 500 to 950; fresh is stale 600-650 only; stale from 600 to the end
+    assert check["last_half"] == pytest.approx((450 - 50) / 450)
+    assert check["control_last_half"] == pytest.approx(100 / 450)
+    series = freshness_series(fresh, 40.0)
+    assert series[-1][0] == pytest.approx(95.0)
 
 
 def test_a_gap_under_the_delay_is_a_violation_once_robots_txt_was_read() -> None:
