@@ -6,6 +6,7 @@ its other pages forward once later fetches showed that they change together (lua
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -29,9 +30,11 @@ def frontier(redis_url: str, namespace: str, **kw) -> Frontier:
 
 
 def replay(f: Frontier, changes: dict[str, list[float]], added: dict[str, float], days: float,
-           step: float = HOUR) -> dict[str, list[float]]:
+           step: float = HOUR, after_observe: Callable[[], object] | None = None
+           ) -> dict[str, list[float]]:
     """Lease and observe every due page each ``step`` over ``days`` (a page's fingerprint is
-    the number of its changes so far); each page's fetch times."""
+    the number of its changes so far); each page's fetch times. ``after_observe`` is called
+    after each step that observed pages."""
     fetched: dict[str, list[float]] = {u: [] for u in changes}
     pending = dict(added)
     t = 0.0
@@ -47,6 +50,8 @@ def replay(f: Frontier, changes: dict[str, list[float]], added: dict[str, float]
                                  "fetched_at": t}) for d in got])
             for d in got:
                 fetched[d.url].append(t)
+            if after_observe is not None:
+                after_observe()
         t += step
     return fetched
 
@@ -304,20 +309,8 @@ def test_a_new_host_of_a_trusted_shard_is_trusted_before_its_probation(redis_url
     pulls, seen = {}, []
     for name, (ch, ad) in {"with": (joined, joined_added), "without": (changes, added)}.items():
         f = frontier(redis_url, f"{namespace}-{name}")
-        t, pending = 0.0, dict(ad)
-        while t < 60 * DAY:
-            fresh = [u for u, at in pending.items() if at <= t]
-            if fresh:
-                f.add_many(fresh, now=t)
-                for u in fresh:
-                    del pending[u]
-            got = f.next_requests(1000, now=t)
-            if got:
-                f.observe_many([(d, {"fingerprint": str(int(np.searchsorted(ch[d.url], t, "right"))),
-                                     "fetched_at": t}) for d in got])
-                if name == "with":
-                    seen.append(f.neighbours("l.test"))
-            t += 2 * HOUR
+        note = (lambda f=f: seen.append(f.neighbours("l.test"))) if name == "with" else None
+        replay(f, ch, ad, 60, step=2 * HOUR, after_observe=note)
         pulls[name] = f.stats(now=60 * DAY)["cochange_pulls"]
         f.close()
     early = [n for n in seen if n["trusted"] and n["checks"] < cochange.PROBATION - 1e-9]
