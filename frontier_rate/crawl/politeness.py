@@ -265,7 +265,7 @@ class SendGate:
     at the start of every ``senders``-th one (its ``place``), so each host gets at most one
     request per delay from all of them and an outage never shortens the gap (issue 63).
 
-    Two rules make the turns meet the slots taken around them (issue 63's soak: 0.23 s and
+    Three rules make the turns meet the slots taken around them (issue 63's soak: 0.23 s and
     0.0018 s under 0.5 s without them). Slots taken in Redis before the outage are still to
     come: each process holds at most one slot a host ahead (the caller sends one request
     to a host at a time), so they all lie within ``senders`` delays of the moment this
