@@ -158,11 +158,18 @@ def test_a_detection_process_that_dies_is_replaced_by_detection_here(
     proc, output, log = start_crawl(tmp_path, "c", redis_url, namespace,
                                     [{"url": site.url("/churn")}],
                                     {"FRONTIER_RATE_DETECTION_PROCESS": True,
-                                     "FRONTIER_RATE_CLOSE_AFTER": 6})
-    deadline = time.time() + 30
-    while len(site.hits_for("/churn")) < 2 or not spawned_children(proc.pid):
-        assert time.time() < deadline and proc.poll() is None, "no detection process seen"
+                                     "FRONTIER_RATE_CLOSE_AFTER": 10})
+    deadline = time.time() + 60
+    # the child answers only once it has said it is ready (a slow start is detected here)
+    ready_seen = hits_after_ready = None
+    while hits_after_ready is None or len(site.hits_for("/churn")) < hits_after_ready + 2:
+        assert time.time() < deadline and proc.poll() is None, "no ready detection process"
+        if ready_seen is None and log.exists() and \
+                "the detection process is ready" in log.read_text(errors="replace"):
+            ready_seen = True
+            hits_after_ready = len(site.hits_for("/churn"))
         time.sleep(0.05)
+    assert spawned_children(proc.pid)
     for child in spawned_children(proc.pid):
         os.kill(child, signal.SIGKILL)
     killed_at = len(site.hits_for("/churn"))

@@ -148,6 +148,7 @@ class DetectionProcess:
         if line + b"\n" == READY and not self.ready:
             self.ready = True
             self._end_start_wait()
+            logger.debug("frontier-rate: the detection process is ready")
             return
         if not self._waiting:
             return
