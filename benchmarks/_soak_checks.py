@@ -57,29 +57,34 @@ def leases_check(run: dict[str, Any], lease_timeout: float, sample_every: float)
             final.get("spool_files")}
 
 
-def _answers(run: dict[str, Any]) -> list[dict[str, Any]]:
-    """The site's answers that give a copy of a page (GET, 200 or 304, a page URL)."""
+def _answers(run: dict[str, Any], walls: bool = False) -> list[dict[str, Any]]:
+    """The site's answers that give a copy of a page (GET, 200 or 304, a page URL); with
+    ``walls``, a bot wall's bodies too, marked ``wall``."""
     pages = {p["url"] for p in run["truth"]["pages"]} | {u for u in run["pages"]}
     found = []
     for r in run["requests"]:
         if r["method"] != "GET" or r["status"] not in FETCH_STATUSES:
             continue
-        if r.get("fault") and r["status"] == 200:
-            continue  # a bot wall's body: no copy of the page (its 304s are answers, though)
         url = r["url"] or f"http://{r['host']}:{run['port']}{r['path']}"  # home page, wall 304
-        if url in pages:
-            found.append({**r, "url": url})
+        wall = bool(r.get("fault")) and r["status"] == 200  # its 304s are answers, though
+        if url in pages and (walls or not wall):
+            found.append({**r, "url": url, "wall": wall})
     return found
 
 
 def observed_check(run: dict[str, Any]) -> dict[str, Any]:
     """Every answer since the namespace's start is a fetch of the frontier, once; only
     answers a kill -9 had in flight may be missing."""
-    answers = [r for r in _answers(run) if r["real_time"] >= run["epoch"]]
+    every = [r for r in _answers(run, walls=True) if r["real_time"] >= run["epoch"]]
+    answers = [r for r in every if not r["wall"]]
+    # A bot wall's body is a fetch when detection took it as the page's copy (the fourth
+    # wall in a row is), and a not-content failure before: it may count, it need not.
     served = Counter(r["url"] for r in answers)
+    served_or_walls = Counter(r["url"] for r in every)
     fetched = {url: (page or {}).get("fetches") or 0 for url, page in run["pages"].items()}
     unobserved = {u: served[u] - fetched.get(u, 0) for u in served if served[u] > fetched.get(u, 0)}
-    twice = {u: fetched[u] - served[u] for u in fetched if fetched[u] > served[u]}
+    twice = {u: fetched[u] - served_or_walls[u] for u in fetched
+             if fetched[u] > served_or_walls[u]}
     kills = [(e["detail"], e["t"]) for e in run["events"] if e["kind"] == "kill -9"]
     in_flight = sum(1 for agent, t in kills for r in answers
                     if r.get("agent") == agent and t - IN_FLIGHT_WINDOW <= r["real_time"] <= t)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -32,6 +33,10 @@ from redis_servers import RedisServer  # noqa: E402
 from scrapy_support.harness import spawned_children  # noqa: E402
 
 LEASE_TIMEOUT = 120.0
+REDIS_MEMORY_PARTS = ("used_memory_dataset", "used_memory_overhead", "used_memory_scripts",
+                      "used_memory_lua", "mem_clients_normal", "mem_aof_buffer",
+                      "used_memory_startup")
+"""INFO memory fields sampled beside used_memory: where its growth is (keys, scripts, clients)."""
 """Seconds before an unanswered fetch is handed out again (a kill -9 restarted a minute
 later finds its leases still held)."""
 
@@ -422,7 +427,9 @@ class World:
                 for _member, deadline in client.zrange(key, 0, -1, withscores=True):
                     ages.append((now_us - deadline) / 1e6 + LEASE_TIMEOUT)
             found = {"redis_used_memory": info["used_memory"], "redis_keys": client.dbsize(),
-                     "leases": len(ages), "lease_max_age": round(max(ages, default=0.0), 2)}
+                     "leases": len(ages), "lease_max_age": round(max(ages, default=0.0), 2),
+                     "redis_memory": {name: info.get(name) for name in REDIS_MEMORY_PARTS},
+                     "redis_key_bytes": key_census(client)}
         finally:
             client.close()
         if self._frontier is None:
@@ -462,3 +469,19 @@ class World:
                 "capture": capture, "delays": self.cfg.host_delays(),
                 "min_host_delay": self.cfg.min_host_delay,
                 "addresses": self.site.addresses, "port": self.site.port, "faults": [f.__dict__ for f in self.faults]}
+
+
+def key_census(client: redis.Redis) -> dict[str, list[int]]:
+    """Per key shape (hosts and numbers written as H and N): [keys, MEMORY USAGE bytes]."""
+    shapes: dict[str, list[int]] = {}
+    keys = list(client.scan_iter(count=1000))
+    pipe = client.pipeline(transaction=False)
+    for key in keys:
+        pipe.memory_usage(key)
+    for key, used in zip(keys, pipe.execute(), strict=True):
+        shape = re.sub(rb"\d+(\.\d+){3}(:\d+)?", b"H", key)
+        shape = re.sub(rb"\d+", b"N", shape).decode("utf-8", "replace")
+        entry = shapes.setdefault(shape, [0, 0])
+        entry[0] += 1
+        entry[1] += used or 0
+    return shapes

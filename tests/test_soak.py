@@ -52,6 +52,23 @@ def test_observed_once_allows_only_what_a_kill_had_in_flight() -> None:
     assert not twice["ok"] and twice["counted_more_than_served"] == {PAGE: 1}
 
 
+def test_a_bot_wall_s_body_may_count_as_a_fetch_or_not() -> None:
+    """Detection takes the fourth wall in a row as the page's copy (a fetch) and the walls
+    before it as not-content failures: a wall's body is allowed either way, but counts
+    beyond every answer including the walls are still counted twice (the hour's soak
+    failed on 36 walls taken as copies of one page)."""
+    answers = [(1.0, "a"), (10.0, "a")]
+    run = _run(answers, 2, [])
+    run["requests"] += [{**run["requests"][0], "real_time": 11.0 + i, "fault": "wall"}
+                        for i in range(4)]
+    for fetches in (2, 3, 6):
+        assert observed_check({**run, "pages": {PAGE: {"fetches": fetches}}})["ok"], fetches
+    twice = observed_check({**run, "pages": {PAGE: {"fetches": 7}}})
+    assert not twice["ok"] and twice["counted_more_than_served"] == {PAGE: 1}
+    lost = observed_check({**run, "pages": {PAGE: {"fetches": 1}}})
+    assert not lost["ok"] and lost["unobserved"] == 1
+
+
 def test_freshness_ends_when_the_site_s_truth_was_taken() -> None:
     """The site's clock starts with the site, seconds after the run's on a loaded machine, so
     its truth ends before ``duration`` (a 30-minute run's by 7.9 s): freshness is measured up
