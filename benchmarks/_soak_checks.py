@@ -167,7 +167,9 @@ def capture_politeness_check(run: dict[str, Any], capture: list[dict[str, Any]]
 
 
 def memory_check(run: dict[str, Any], warmup: float, min_span: float) -> dict[str, Any]:
-    """RSS growth (% per hour, least squares) of every process after its warm-up: the later
+    """RSS growth (% per hour, least squares) of every process after its warm-up (and Redis's
+    used_memory: one server's ``redis_used_memory``, each cluster node's
+    ``node_used_memory``, labelled by the node's process): the later
     of ``warmup`` s into the run and 120 s into the process's life. A process that lived
     less than ``min_span`` s after it is not judged."""
     series: dict[str, list[tuple[float, float]]] = {}
@@ -180,6 +182,11 @@ def memory_check(run: dict[str, Any], warmup: float, min_span: float) -> dict[st
                 name = f"{label} used_memory"  # the instance that answered, by its start
                 starts[name] = starts.get(label, 0.0)
                 series.setdefault(name, []).append((sample["t"], sample["redis_used_memory"]))
+        for label, used in sample.get("node_used_memory", {}).items():  # a cluster's nodes
+            if used:
+                name = f"{label} used_memory"
+                starts[name] = starts.get(label, 0.0)
+                series.setdefault(name, []).append((sample["t"], used))
     result, worst = {}, None
     for label, points in series.items():
         begin = starts.get(label, 0.0)

@@ -58,6 +58,15 @@ class Fault:
         return self.kind == "host"
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """CPU time (user + system) ``pid`` has used, in seconds; None when it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return round((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), 2)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def rss_bytes(pid: int) -> int | None:
     """Resident set size of ``pid`` (Linux /proc), None when it is gone."""
     try:
@@ -210,9 +219,7 @@ class World:
         self.faults, self.duration, self.sample_every = faults, duration, sample_every
         out.mkdir(parents=True, exist_ok=True)
         self.namespace = f"soak-{name}"
-        self.redis = RedisServer(out / "redis", args=["--appendonly", "yes",
-                                                      "--appendfsync", "everysec"])
-        cfg.redis_url = self.redis.url
+        self._make_store()
         self.site = SiteProcess(out, cfg, base_address)
         self.crawlers = [Crawler(self, i) for i in range(crawlers)]
         self.events: list[dict[str, Any]] = []
@@ -244,11 +251,37 @@ class World:
         while self.now() < t:
             time.sleep(min(1.0, t - self.now()))
 
+    # ----- the store: one redis-server here, a cluster in ``ClusterWorld`` ---------
+
+    def _make_store(self) -> None:
+        """The redis-server (AOF, ``appendfsync everysec``), not started yet."""
+        self.redis = RedisServer(self.out / "redis", args=["--appendonly", "yes",
+                                                           "--appendfsync", "everysec"])
+
+    @property
+    def redis_url(self) -> str:
+        """The URL the crawlers and ``Frontier.attach`` use."""
+        return self.redis.url
+
+    def _start_store(self) -> None:
+        self.redis.start()
+        self.processes[self.redis.proc.pid] = {"label": "redis-1", "kind": "redis", "start": 0.0}
+
+    def _stop_store(self) -> None:
+        self.redis.stop()
+
+    def _store_rss(self) -> dict[str, int | None]:
+        """RSS of every redis-server process running, by its label."""
+        return {self.processes[self.redis.proc.pid]["label"]: rss_bytes(self.redis.proc.pid)}
+
+    def _before_collect(self) -> None:
+        """Wait for the store to answer before the end's reading (a cluster: state ok)."""
+
     # ----- the run ------------------------------------------------------------
 
     def run(self) -> dict[str, Any]:
-        self.redis.start()
-        self.processes[self.redis.proc.pid] = {"label": "redis-1", "kind": "redis", "start": 0.0}
+        self._start_store()
+        self.cfg.redis_url = self.redis_url
         self.site.start()
         net = ".".join(self.site.addresses[0].split(".")[:3]) + ".0/24"
         self.capture = start_capture(self.out / "requests.pcap", net, self.site.port)
@@ -283,7 +316,7 @@ class World:
                 self.capture.wait(timeout=10)
             if self._frontier is not None:
                 self._frontier.close()
-            self.redis.stop()
+            self._stop_store()
 
     def _fire(self, fault: Fault) -> None:
         args = fault.args
@@ -302,21 +335,26 @@ class World:
             for pid in children:
                 os.kill(pid, signal.SIGKILL)
             self.event("detection child killed", f"{crawler.agent}: pids {children}")
-        elif fault.kind == "redis_restart":
-            self.event("redis restart", "SHUTDOWN (AOF flushed), down 3 s, start")
-            self._restart_redis(empty=False, down=3.0)
-        elif fault.kind == "pause":
-            self.event("client pause", f"{args['seconds']} s")
-            client = self.redis.client()
-            client.execute_command("CLIENT", "PAUSE", int(args["seconds"] * 1000))
-            client.close()
-        elif fault.kind == "empty":
-            self._empty_and_recover()
         elif fault.kind == "host":
             host, mode = args["host"], args["mode"]
             self.event(f"host {mode}", self.site.addresses[host])
             self.site.set_fault(host, mode)
             threading.Timer(args["for"] * self.duration, self._host_back, (host, mode)).start()
+        else:
+            self._store_fault(fault)
+
+    def _store_fault(self, fault: Fault) -> None:
+        """A fault of Redis: ``redis_restart``, ``pause``, ``empty``."""
+        if fault.kind == "redis_restart":
+            self.event("redis restart", "SHUTDOWN (AOF flushed), down 3 s, start")
+            self._restart_redis(empty=False, down=3.0)
+        elif fault.kind == "pause":
+            self.event("client pause", f"{fault.args['seconds']} s")
+            client = self.redis.client()
+            client.execute_command("CLIENT", "PAUSE", int(fault.args["seconds"] * 1000))
+            client.close()
+        elif fault.kind == "empty":
+            self._empty_and_recover()
         else:
             raise ValueError(f"fault kind {fault.kind!r} unknown")
 
@@ -363,7 +401,7 @@ class World:
         self.event("emptied redis noticed", json.dumps(noticed))
         codes = {c.agent: c.stop() for c in running}
         drop = subprocess.run([sys.executable, "-m", "frontier_rate", "drop", "-n",
-                               self.namespace, "--yes", "--redis", self.redis.url],
+                               self.namespace, "--yes", "--redis", self.redis_url],
                               capture_output=True, text=True, timeout=60)
         self.event("frontier-rate drop", f"exit {drop.returncode}: {drop.stdout.strip()[-200:]}")
         self.epoch = self.now()
@@ -396,8 +434,9 @@ class World:
                 self.processes.setdefault(pid, {"label": label, "kind": "detection",
                                                 "start": t})
                 sample["rss"][label] = rss_bytes(pid)
-        label = self.processes[self.redis.proc.pid]["label"]
-        sample["rss"][label] = rss_bytes(self.redis.proc.pid)
+        sample["rss"].update(self._store_rss())
+        sample["cpu_s"] = {self.processes[pid]["label"]: cpu_seconds(pid)
+                           for pid in self._live_pids()}
         new, self._log_seen = self.site.read_log(self._log_seen)
         per_host: dict[str, int] = {}
         for entry in new:
@@ -408,7 +447,8 @@ class World:
         sample["spool_files"] = sum(1 for d in self.out.glob("spool-c*") if d.is_dir()
                                     for f in d.rglob("*") if f.is_file())
         try:
-            sample.update(self._redis_sample(label))
+            sample.update(self._redis_sample())
+            sample.update(self._frontier_sample())
         except Exception as exc:  # noqa: BLE001 - Redis down, paused or emptied: say so
             sample["redis_error"] = repr(exc)[:200]
             if self._frontier is not None:
@@ -416,7 +456,13 @@ class World:
                 self._frontier = None
         self.samples.append(sample)
 
-    def _redis_sample(self, label: str) -> dict[str, Any]:
+    def _live_pids(self) -> list[int]:
+        """Processes of the world (crawlers, detection children, Redis) still running."""
+        return [pid for pid, p in self.processes.items()
+                if "end" not in p and Path(f"/proc/{pid}").exists()]
+
+    def _redis_sample(self) -> dict[str, Any]:
+        """Redis's memory, keys and leases (the ages of their deadlines)."""
         client = redis.Redis(host="127.0.0.1", port=self.redis.port, socket_timeout=3)
         try:
             info = client.info("memory")
@@ -432,16 +478,19 @@ class World:
                      "redis_key_bytes": key_census(client)}
         finally:
             client.close()
+        return found
+
+    def _frontier_sample(self) -> dict[str, Any]:
+        """Pages, due times and fetches as the frontier reads them."""
         if self._frontier is None:
-            self._frontier = Frontier.attach(self.redis.url, namespace=self.namespace)
+            self._frontier = Frontier.attach(self.redis_url, namespace=self.namespace)
         pages = list(self._frontier.iter_pages())
         now = time.time()
         dues = [p["next_due"] for p in pages if p["next_due"] is not None]
-        found.update({"pages": len(pages), "pages_due_set": len(dues),
-                      "pages_leased": sum(p["status"] == "leased" for p in pages),
-                      "pages_overdue_60s": sum(d < now - 60 for d in dues),
-                      "fetches": sum(p["fetches"] or 0 for p in pages)})
-        return found
+        return {"pages": len(pages), "pages_due_set": len(dues),
+                "pages_leased": sum(p["status"] == "leased" for p in pages),
+                "pages_overdue_60s": sum(d < now - 60 for d in dues),
+                "fetches": sum(p["fetches"] or 0 for p in pages)}
 
     # ----- the record -------------------------------------------------------------
 
@@ -454,7 +503,8 @@ class World:
             self.capture.wait(timeout=10)
             self.capture = None
         capture = read_capture(self.out / "requests.pcap")
-        frontier = Frontier.attach(self.redis.url, namespace=self.namespace)
+        self._before_collect()
+        frontier = Frontier.attach(self.redis_url, namespace=self.namespace)
         try:
             urls = [p["url"] for p in truth["pages"]] + self.site.seed_urls()
             pages = {url: frontier.page(url) for url in urls}

@@ -11,7 +11,15 @@ pages and due times, leases and their ages, spool files, request rates. At the e
 checks of ``_soak_checks``; docs/benchmarks/soak.json, docs/img/soak_*.png and a section
 of docs/BENCHMARKS.md (unless ``--quick`` or ``--no-write``).
 
-    python benchmarks/soak.py [--duration 3600] [--out DIR] [--quick] [--no-write]
+With ``--cluster`` both worlds run on a Redis Cluster of three primaries with a replica
+each (``_soak_cluster.ClusterWorld``), the control world too: two clusters are twelve
+mostly idle redis-servers (their CPU time is sampled, ``cpu_s``), and a control on one
+redis-server would credit the faults with what the cluster itself costs (a script's
+round trip through redis-py's ``RedisCluster``, replication). The soak world's faults are
+``FULL_CLUSTER``: a primary's failover instead of the emptied Redis; its record is
+docs/benchmarks/soak_cluster.json, docs/img/soak_cluster.png and sections of their own.
+
+    python benchmarks/soak.py [--duration 3600] [--out DIR] [--quick] [--no-write] [--cluster]
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from _soak_checks import (  # noqa: E402
     freshness_series,
     memory_check,
 )
+from _soak_cluster import ClusterWorld, cluster_fault_rows  # noqa: E402
 from _soak_world import LEASE_TIMEOUT, Fault, World  # noqa: E402
 
 from frontier_rate.testbed.demo import DemoConfig  # noqa: E402
@@ -64,6 +73,38 @@ SHORT = [
 ]
 """The CI form's subset (a 2-minute run)."""
 
+FULL_CLUSTER = [
+    Fault(0.08, "kill9", {"crawler": 0, "restart_after": 60}),
+    Fault(0.14, "failover", {"group": 1, "restart_after": 60}),
+    Fault(0.22, "pause", {"group": 2, "seconds": 5}),
+    Fault(0.28, "graceful", {"crawler": 1, "restart_after": 30}),
+    Fault(0.34, "detection", {"crawler": 2}),
+    Fault(0.40, "host", {"host": 3, "mode": "down", "for": 1 / 6}),
+    Fault(0.46, "redis_restart", {"group": 0}),
+    Fault(0.52, "host", {"host": 5, "mode": "503", "for": 0.12}),
+    Fault(0.58, "host", {"host": 7, "mode": "wall", "for": 0.12}),
+    Fault(0.64, "failover", {"group": 2, "restart_after": 60}),
+    Fault(0.70, "kill9", {"crawler": 3, "restart_after": 60}),
+    Fault(0.80, "pause", {"group": 1, "seconds": 8}),
+    Fault(0.86, "redis_restart", {"group": 2}),
+]
+"""``FULL`` on a cluster (``_soak_cluster``): two failovers (groups 1 and 2, the old primary
+back a minute later) where ``FULL`` empties Redis, pauses and restarts of one primary."""
+
+SHORT_CLUSTER = [
+    Fault(0.15, "kill9", {"crawler": 0, "restart_after": 10}),
+    Fault(0.25, "failover", {"group": 1, "restart_after": 10}),
+    Fault(0.45, "pause", {"group": 2, "seconds": 3}),
+    Fault(0.55, "detection", {"crawler": 2}),
+    Fault(0.60, "graceful", {"crawler": 1, "restart_after": 5}),
+    Fault(0.75, "redis_restart", {"group": 2}),
+]
+"""``--quick --cluster``: each kind of fault once in 60 s."""
+
+BASES = {"redis": ("127.0.3.2", "127.0.4.2"), "cluster": ("127.0.5.2", "127.0.6.2")}
+"""The test-bed's first address of the soak and the control world, per store (the two
+soaks may run side by side)."""
+
 
 def config(duration: float) -> DemoConfig:
     """The crawl: 300 pages on 12 hosts, 1 real s = 240 simulated s (a day in 6 min)."""
@@ -73,15 +114,17 @@ def config(duration: float) -> DemoConfig:
 
 
 def soak(duration: float, out: Path, faults: list[Fault], sample_every: float,
-         control: bool = True) -> dict[str, Any]:
+         control: bool = True, cluster: bool = False) -> dict[str, Any]:
     """Run the soak world (and the control world beside it); the record with its checks.
-    ``out`` is made absolute: the crawlers run in example_project/ and log there."""
+    ``out`` is made absolute: the crawlers run in example_project/ and log there.
+    ``cluster``: both worlds on a Redis Cluster with replicas (``ClusterWorld``)."""
     out = out.resolve()
-    worlds = {"soak": World("soak", out / "soak", config(duration), "127.0.3.2", faults,
-                            duration, sample_every)}
+    kind, store = (ClusterWorld, "cluster") if cluster else (World, "redis")
+    worlds = {"soak": kind("soak", out / "soak", config(duration), BASES[store][0], faults,
+                           duration, sample_every)}
     if control:
-        worlds["control"] = World("control", out / "control", config(duration), "127.0.4.2",
-                                  [f for f in faults if f.site_only], duration, sample_every)
+        worlds["control"] = kind("control", out / "control", config(duration), BASES[store][1],
+                                 [f for f in faults if f.site_only], duration, sample_every)
     runs: dict[str, Any] = {}
     errors: list[BaseException] = []
 
@@ -101,6 +144,7 @@ def soak(duration: float, out: Path, faults: list[Fault], sample_every: float,
     warmup, min_span = 0.25 * duration, min(600.0, 0.25 * duration)
     window = max(10.0, duration / 60)
     record: dict[str, Any] = {"duration": duration, "sample_every": sample_every,
+                              "store": store,
                               "lease_timeout": LEASE_TIMEOUT, "window_s": window,
                               "config": {k: v for k, v in config(duration).__dict__.items()
                                          if k != "redis_url"}}
@@ -109,7 +153,7 @@ def soak(duration: float, out: Path, faults: list[Fault], sample_every: float,
         record[name] = {
             "checks": all_checks(run, other, LEASE_TIMEOUT, sample_every, warmup, min_span),
             "events": run["events"], "recovery": run["recovery"], "epoch": run["epoch"],
-            "final_exit_codes": run["final_exit_codes"],
+            "final_exit_codes": run["final_exit_codes"], "cluster": run.get("cluster"),
             "freshness": freshness_series(run, window), "samples": run["samples"],
             "processes": {str(k): v for k, v in run["processes"].items()}}
     (out / "soak.json").write_text(json.dumps(record, indent=1, default=str))
@@ -142,6 +186,11 @@ def run_end(record: dict[str, Any]) -> float:
     return float(record["duration"])
 
 
+def record_name(record: dict[str, Any]) -> str:
+    """The name of a record's files and sections: ``soak``, or ``soak_cluster``."""
+    return "soak_cluster" if record.get("store") == "cluster" else "soak"
+
+
 def plot(record: dict[str, Any], folder: Path) -> list[str]:
     """Memory and freshness over time, faults marked; [] without matplotlib."""
     try:
@@ -154,7 +203,8 @@ def plot(record: dict[str, Any], folder: Path) -> list[str]:
     run = record["soak"]
     marks = [e for e in run["events"] if e["kind"] in (
         "kill -9", "redis emptied", "client pause", "graceful stop", "detection child killed",
-        "redis restart", "host down", "host 503", "host wall") and e["t"] < run_end(record)]
+        "redis restart", "host down", "host 503", "host wall", "failover", "primary rejoined")
+        and e["t"] < run_end(record)]
     figure, axes = plt.subplots(2, 1, figsize=(10, 7), sharex=True)
     series: dict[str, list[tuple[float, float]]] = {}
     for sample in run["samples"]:
@@ -181,7 +231,7 @@ def plot(record: dict[str, Any], folder: Path) -> list[str]:
         axes[0].annotate(mark["kind"], (mark["t"] / 60, axes[0].get_ylim()[1]), fontsize=6,
                          rotation=90, va="top")
     figure.tight_layout()
-    path = folder / "soak.png"
+    path = folder / f"{record_name(record)}.png"
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return [str(path)]
@@ -200,53 +250,80 @@ def summary(record: dict[str, Any]) -> str:
         lines.append(f"    memory {label}: {numbers}")
     if checks["politeness"]["details"]:
         lines.append(f"    violations: {checks['politeness']['details'][:10]}")
+    for fault in (record["soak"].get("cluster") or {}).get("faults", []):
+        lines.append(f"    cluster fault: {json.dumps(fault, default=str)}")
     return "\n".join(lines)
 
 
 def write_docs(record: dict[str, Any], images: list[str]) -> None:
-    """docs/benchmarks/soak.json and the BENCHMARKS.md section."""
-    light = {name: ({k: v for k, v in part.items() if k != "samples"}
-                    if isinstance(part, dict) and "samples" in part else part)
-             for name, part in record.items()}
+    """docs/benchmarks/<name>.json and the sections of BENCHMARKS.md and RELIABILITY.md
+    (``record_name``: the single-Redis soak's or the cluster's, side by side)."""
+    name = record_name(record)
+    light = {key: ({k: v for k, v in part.items() if k != "samples"}
+                   if isinstance(part, dict) and "samples" in part else part)
+             for key, part in record.items()}
     light["soak_samples_every_3rd"] = record["soak"]["samples"][::3]
-    write_json("soak", light)
+    write_json(name, light)
     checks = record["soak"]["checks"]
-    rows = [[name, {True: "pass", False: "**fail**", None: "not judged"}[c["ok"]],
+    rows = [[check, {True: "pass", False: "**fail**", None: "not judged"}[c["ok"]],
              json.dumps({k: v for k, v in c.items()
                          if k not in ("ok", "details", "hosts", "processes", "unobserved_pages",
                                       "missing", "without_due")}, default=str)[:300]]
-            for name, c in checks.items()]
+            for check, c in checks.items()]
     events = [[f"{e['t'] / 60:.1f}", e["kind"], e["detail"][:120].replace("\n", " ")]
               for e in record["soak"]["events"]]
     minutes = f"{record['duration'] / 60:.0f} minutes"
-    write_reliability(record, f"""## Soak: {minutes} under the faults of a deployment
+    if name == "soak":
+        title = f"Soak: {minutes} under the faults of a deployment"
+        store = "one frontier (redis-server, AOF `appendfsync everysec`)"
+        redis_faults = ("Redis restarted (SHUTDOWN, AOF), Redis emptied (kill -9, files deleted, "
+                        "restarted empty: noticed, refused, then recovered by stopping the "
+                        "crawlers, `frontier-rate drop` and starting them again), `CLIENT PAUSE` "
+                        "of 5 s and 8 s")
+        extra = ""
+    else:
+        cluster = record["soak"]["cluster"]
+        title = f"Soak on a Redis Cluster: {minutes} under the faults of a deployment"
+        store = ("one frontier on a Redis Cluster (three primaries, each with a replica, all "
+                 f"on 127.0.0.1, {cluster['binary']}, AOF `appendfsync everysec`, "
+                 f"`cluster-node-timeout` {cluster['node_timeout_ms']} ms; "
+                 "`redis+cluster://` URL)")
+        redis_faults = ("two failovers (kill -9 of a primary, its replica promoted, the old "
+                        "primary started again a minute later), a primary restarted twice "
+                        "(SHUTDOWN, AOF, down 3 s), `CLIENT PAUSE` of 5 s and 8 s on a "
+                        "primary; no emptied Redis (benchmarks/_soak_cluster.py says why)")
+        extra = ("\nThe cluster's faults (seconds after the fault: `state_fail` until a node said "
+                 "cluster_state fail, `promoted` until the replica was primary, `state_ok` until "
+                 "every node said ok again, `rejoined` from the old primary's restart until it "
+                 "was a replica with its link up):\n\n"
+                 + table(["min", "fault", "node", "what happened", "seconds"],
+                         cluster_fault_rows(cluster["faults"])) + "\n")
+    scope = (f"Four `example_project` crawls on {store} for {record['duration'] / 60:.0f} "
+             f"minutes, 300 test-bed pages on 12 hosts, with {len(record['soak']['events'])} "
+             "events: kill -9 of a crawler restarted a minute later, a graceful stop and "
+             f"restart, the detection child killed, {redis_faults}, a host down for a sixth of "
+             "the run, one answering 503 with `Retry-After`, one a bot wall. Beside it, at the "
+             "same time, a control run with the site's faults only"
+             + (" (on a cluster too)." if name != "soak" else "."))
+    command = "benchmarks/soak.py" + (" --cluster" if name != "soak" else "")
+    write_reliability(name, f"""## {title}
 
-`python benchmarks/soak.py` (numbers and plot: [BENCHMARKS.md](BENCHMARKS.md), section "Soak",
-docs/img/soak.png; a 2-minute form with a subset of the faults is
-`tests/test_soak.py::test_a_short_soak_through_faults_loses_nothing`). Four
-`example_project` crawls on one frontier (redis-server, AOF `appendfsync everysec`)
-for {record['duration'] / 60:.0f} minutes, 300 test-bed pages on 12 hosts, with
-{len(record['soak']['events'])} events: kill -9 of a crawler restarted a minute later,
-a graceful stop and restart, the detection child killed, Redis restarted (SHUTDOWN,
-AOF), Redis emptied (kill -9, files deleted, restarted empty: noticed, refused, then
-recovered by stopping the crawlers, `frontier-rate drop` and starting them again),
-`CLIENT PAUSE` of 5 s and 8 s, a host down for a sixth of the run, one answering 503 with
-`Retry-After`, one a bot wall. Beside it, at the same time, a control run with the
-site's faults only.
+`python {command}` (numbers and plot:
+[BENCHMARKS.md](BENCHMARKS.md), section "{title.split(':')[0]}", docs/img/{name}.png{
+"; a 2-minute form with a subset of the faults is "
+"`tests/test_soak.py::test_a_short_soak_through_faults_loses_nothing`" if name == "soak" else
+"; no CI form: twelve redis-servers and eight crawlers are too much for CI"}). {scope}
 
 {table(["check", "result", "numbers"], rows)}
-""")
-    write_section("soak", f"""## Soak: {minutes} of faults under four crawlers (`benchmarks/soak.py`)
+{extra}""")
+    write_section(name, f"""## {title.split(':')[0]}: {minutes} of faults under four crawlers (`{command}`)
 
-Four `example_project` crawls on one frontier (redis-server with AOF, `appendfsync
-everysec`), the test-bed's 300 pages on 12 hosts (one simulated day every 6 minutes,
-host delay 0.3 s, Crawl-delay 0.5 s on odd hosts), {record['duration'] / 60:.0f} minutes of
-real time, with the faults below; beside it, at the same time, a control world with
-the site's faults only. {machine()} (the machine was shared with other work).
-Plot: docs/img/soak.png. Whole record: docs/benchmarks/soak.json.
+{scope} Test-bed: one simulated day every 6 minutes, host delay 0.3 s, Crawl-delay 0.5 s
+on odd hosts. {machine()} (the machine was shared with other work).
+Plot: docs/img/{name}.png. Whole record: docs/benchmarks/{name}.json.
 
 {table(["check", "result", "numbers"], rows)}
-
+{extra}
 Faults and events (minutes into the run):
 
 {table(["min", "event", "detail"], events)}
@@ -256,9 +333,9 @@ Faults and events (minutes into the run):
 RELIABILITY_MD = IMG.parent / "RELIABILITY.md"
 
 
-def write_reliability(record: dict[str, Any], text: str) -> None:
-    """Replace (or add before "## Known limits") the soak's section of RELIABILITY.md."""
-    begin, end = "<!-- BEGIN soak -->", "<!-- END soak -->"
+def write_reliability(name: str, text: str) -> None:
+    """Replace (or add before "## Known limits") the section ``name`` of RELIABILITY.md."""
+    begin, end = f"<!-- BEGIN {name} -->", f"<!-- END {name} -->"
     doc = RELIABILITY_MD.read_text()
     block = f"{begin}\n{text.strip()}\n{end}\n"
     if begin in doc:
@@ -278,6 +355,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="60 s, the short faults, no control run, nothing written "
                              "(tests/test_soak.py runs the 2-minute form with its control)")
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--cluster", action="store_true",
+                        help="both worlds on a Redis Cluster of three primaries with replicas "
+                             "(FULL_CLUSTER's faults; --quick: SHORT_CLUSTER)")
     parser.add_argument("--from-json", help="write the docs from a run's soak.json")
     parser.add_argument("--capture", help="with --from-json: a tcpdump capture of the run "
                         "(one for both worlds) to check the gaps by")
@@ -295,12 +375,14 @@ def main(argv: list[str] | None = None) -> int:
         if not options.no_write:
             write_docs(record, plot(record, IMG))
         return 0
-    duration, faults = options.duration, FULL
+    duration, faults = options.duration, FULL_CLUSTER if options.cluster else FULL
     if options.quick:
-        duration, faults = 60.0, SHORT
+        duration, faults = 60.0, SHORT_CLUSTER if options.cluster else SHORT
     started = time.monotonic()
-    record = soak(duration, Path(options.out), faults, 2.0 if options.quick
-                  else options.sample_every, control=not options.quick)
+    out = Path(options.out if options.out != "soak-out" or not options.cluster
+               else "soak-cluster-out")
+    record = soak(duration, out, faults, 2.0 if options.quick else options.sample_every,
+                  control=not options.quick, cluster=options.cluster)
     print(summary(record))
     print(f"wall time {time.monotonic() - started:.0f} s")
     if not (options.quick or options.no_write):

@@ -134,6 +134,56 @@ def test_a_capture_is_read_back_with_its_kernel_times(tmp_path: Path) -> None:
                                                  "agent": "soak-c1-r2"}]
 
 
+def test_each_cluster_node_s_used_memory_is_judged_by_its_own_process() -> None:
+    """A cluster's nodes (``node_used_memory``) are judged one by one, each from its own
+    process's start: a node restarted late in the run is not judged, a growing one fails."""
+    samples = [{"t": t, "rss": {"node-7001-1": 10e6, "node-7002-2": 10e6},
+                "node_used_memory": {"node-7001-1": 2e6 * (1 + 0.2 * t / 3600),
+                                     "node-7002-2": 2e6}} for t in range(0, 3601, 60)]
+    processes = {1: {"label": "node-7001-1", "start": 0.0, "kind": "redis"},
+                 2: {"label": "node-7002-2", "start": 3300.0, "kind": "redis"}}
+    result = memory_check({"samples": samples, "processes": processes}, 900.0, 600.0)
+    assert not result["ok"]
+    assert result["processes"]["node-7001-1 used_memory"]["growth_pct_per_hour"] > 5
+    assert not result["processes"]["node-7002-2 used_memory"]["judged"]
+    assert abs(result["processes"]["node-7001-1"]["growth_pct_per_hour"]) < 0.01
+
+
+def test_key_censuses_of_the_primaries_are_summed_per_shape() -> None:
+    from _soak_cluster import merge_censuses
+
+    total = merge_censuses([{"fr:{ns:N}:leases": [1, 100], "fr:{ns}:cfg": [1, 50]},
+                            {"fr:{ns:N}:leases": [2, 300]}, {}])
+    assert total == {"fr:{ns:N}:leases": [3, 400], "fr:{ns}:cfg": [1, 50]}
+
+
+def test_a_lease_s_age_is_its_deadline_less_the_timeout() -> None:
+    from _soak_cluster import lease_ages
+
+    now_us = 1_000_000_000.0
+    ages = lease_ages(now_us, [now_us + 120e6, now_us + 20e6, now_us - 5e6], 120.0)
+    assert ages == pytest.approx([0.0, 100.0, 125.0])
+
+
+def test_a_takeover_is_timed_from_the_polls_after_the_primary_went_down() -> None:
+    """cluster_state stays ok until the nodes agree the primary failed; ok again only counts
+    once the replica is primary."""
+    from _soak_cluster import cluster_fault_rows, takeover_times
+
+    ok = {"a": "ok", "b": "ok"}
+    polls = [(0.1, ok, "slave"), (5.5, {"a": "fail", "b": "ok"}, "slave"),
+             (6.0, {"a": "fail", "b": "fail"}, "no answer"), (6.8, {"a": "fail", "b": "ok"}, "master"),
+             (7.2, ok, "master")]
+    found = takeover_times(polls, "node-7004-1")
+    assert found == {"state_fail_after_s": 5.5, "promoted_after_s": 6.8,
+                     "state_ok_after_s": 7.2, "replica": "node-7004-1"}
+    assert takeover_times(polls[:1], "r")["promoted_after_s"] is None
+    rows = cluster_fault_rows([{"kind": "failover", "at": 90.0, "node": "node-7001-1",
+                                "outcome": "replica promoted", **found}])
+    assert rows == [["1.5", "failover", "node-7001-1", "replica promoted",
+                     "state_fail 5.5 s, promoted 6.8 s, state_ok 7.2 s"]]
+
+
 @pytest.mark.slow
 @pytest.mark.reliability
 def test_a_short_soak_through_faults_loses_nothing(tmp_path: Path) -> None:
