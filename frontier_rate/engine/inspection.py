@@ -18,6 +18,7 @@ from frontier_rate.engine.signals import neighbours
 from frontier_rate.engine.validation import count, parse_url, stored_url
 from frontier_rate.math import pattern
 from frontier_rate.store import health, wire
+from frontier_rate.store.connection import scan_tagged
 from frontier_rate.store.detection_memory import last_detection
 from frontier_rate.store.errors import NamespaceLost
 from frontier_rate.store.keys import Layout, page_id
@@ -172,7 +173,7 @@ class Inspector:
         for shard in range(session.shards):
             pattern_ = keys.prefix(shard).replace("{", "\\{").replace("}", "\\}") + "s:*"
             with session.errors("iter_pages"):
-                state_keys = list(session.client.scan_iter(match=pattern_, count=1000))
+                state_keys = list(scan_tagged(session.client, pattern_, keys.prefix(shard)))
             for key in state_keys:
                 with session.errors("iter_pages"):
                     records, broken = self._bucket_records(shard, key)

@@ -36,7 +36,7 @@ from frontier_rate.store.errors import (
 )
 
 __all__ = ["FrontierError", "RedisPermissionDenied", "RedisUnavailable", "check", "connect",
-           "data_dir", "redact_url"]
+           "data_dir", "redact_url", "scan_tagged"]
 
 logger = logging.getLogger(__name__)
 
@@ -180,3 +180,17 @@ def describe_error(exc: BaseException, url: str | None) -> str:
         if password:
             text = text.replace(password, "***")
     return text
+
+
+def scan_tagged(client: redis.Redis, match: str, key: str) -> Iterator[bytes]:
+    """SCAN for ``match``, a pattern whose keys all share ``key``'s hash tag: on a Redis
+    Cluster only on the node serving that slot. A SCAN with no node named goes to every
+    node redis-py takes for a primary, and after a failover it still takes the old primary
+    (back as a replica) for one beside the promoted replica it learned from a MOVED reply:
+    the moved slots' keys were listed twice."""
+    from redis.cluster import RedisCluster
+
+    if isinstance(client, RedisCluster):
+        return client.scan_iter(match=match, count=1000,
+                                target_nodes=client.get_node_from_key(key))
+    return client.scan_iter(match=match, count=1000)
