@@ -16,7 +16,13 @@ import pytest
 
 from frontier_rate import Frontier
 from frontier_rate.engine.frontier import FrontierError
-from frontier_rate.store.connection import RedisUnavailable, connect, data_dir, redact_url
+from frontier_rate.store.connection import (
+    RedisUnavailable,
+    cluster_seeds,
+    connect,
+    data_dir,
+    redact_url,
+)
 
 
 def free_port() -> int:
@@ -33,6 +39,7 @@ def free_port() -> int:
     ("redis://s3cret@host", "redis://***@host"),
     ("unix:///tmp/r.sock?password=s3cret&db=2", "unix:///tmp/r.sock?password=***&db=2"),
     ("redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/0"),
+    ("redis+cluster://:s3cret@h1:7000,h2:7001/", "redis+cluster://:***@h1:7000,h2:7001/"),
     (None, "<embedded redis>"),
 ])
 def test_redact_url(url, shown):
@@ -66,6 +73,26 @@ def test_wrong_password_names_url_without_password(redis_url):
 def test_unsupported_scheme_is_a_value_error(url):
     with pytest.raises(ValueError, match="scheme"):
         connect(url)
+
+
+@pytest.mark.parametrize("url, first, seeds", [
+    ("redis://h1:7000", "redis://h1:7000", []),
+    ("redis://:pw@h1:7000,h2:7001/?ssl_cert_reqs=none", "redis://:pw@h1:7000/?ssl_cert_reqs=none",
+     [("h2", 7001)]),
+    ("rediss://u:pw@[::1]:7000,10.0.0.2,[fe80::1]:7002", "rediss://u:pw@[::1]:7000",
+     [("10.0.0.2", 6379), ("fe80::1", 7002)]),
+])
+def test_a_cluster_url_may_name_several_nodes(url, first, seeds):
+    assert cluster_seeds(url) == (first, seeds)
+
+
+@pytest.mark.parametrize("url", ["redis+cluster://:s3cret@h1:7000,h2:x",
+                                 "redis+cluster://:s3cret@h1:7000,:7001",
+                                 "redis+cluster://:s3cret@h1:7000,h2:70000"])
+def test_a_bad_cluster_node_is_a_value_error_naming_it_without_the_password(url):
+    with pytest.raises(ValueError, match="cluster node") as info:
+        connect(url)
+    assert "s3cret" not in str(info.value)
 
 
 def test_data_dir_follows_environment(monkeypatch, tmp_path):

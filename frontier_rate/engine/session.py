@@ -124,8 +124,8 @@ class Session:
         self._owns_client = client is None
         self.client = connect(redis_url, timeout=timeout) if client is None else client
         try:
-            self.scripts = Scripts(self.client)
             with self.errors("opening the namespace"):
+                self.scripts = Scripts(self.client)  # reads every primary: a dead one is said
                 config = self._open(requested, override)
                 self.facts = health.server_facts(self.client)
                 health.warn_once(self.facts, redis_url)

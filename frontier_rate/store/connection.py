@@ -5,7 +5,7 @@
 that several processes on one machine share one frontier with no set-up.
 ``connect(url)`` accepts ``redis://``, ``rediss://`` (TLS), ``unix://`` and
 ``redis+cluster://`` / ``rediss+cluster://`` (Redis Cluster through redis-py's
-``RedisCluster``). Any failure to reach the server becomes one
+``RedisCluster``; several seed nodes as ``host1:port1,host2:port2``). Any failure to reach the server becomes one
 ``RedisUnavailable`` error whose message names the URL without its password
 (the errors and the password redaction live in ``frontier_rate.store.errors``).
 """
@@ -36,7 +36,7 @@ from frontier_rate.store.errors import (
 )
 
 __all__ = ["FrontierError", "RedisPermissionDenied", "RedisUnavailable", "check", "connect",
-           "data_dir", "redact_url", "scan_tagged"]
+           "cluster_seeds", "data_dir", "redact_url", "scan_tagged"]
 
 logger = logging.getLogger(__name__)
 
@@ -142,19 +142,47 @@ def connect(url: str | None = None, *, timeout: float = SOCKET_TIMEOUT,
         raise ValueError(
             f"redis_url {redact_url(url)!r}: scheme must be one of {', '.join(SCHEMES)}"
         )
+    if scheme.endswith("+cluster"):  # a malformed node list is a ValueError, as a bad scheme
+        plain, seeds = cluster_seeds(scheme.split("+", 1)[0] + url[len(scheme):])
     try:
         if scheme.endswith("+cluster"):
-            from redis.cluster import RedisCluster
+            from redis.cluster import ClusterNode, RedisCluster
 
-            plain = scheme.split("+", 1)[0] + url[len(scheme):]
-            client = RedisCluster.from_url(plain, **options)
+            client = RedisCluster.from_url(
+                plain, startup_nodes=[ClusterNode(host, port) for host, port in seeds], **options)
         else:
             client = redis.Redis.from_url(url, **options)
-    except (redis.RedisError, OSError, ValueError) as exc:
+    except (redis.RedisError, redis.exceptions.RedisClusterException, OSError, ValueError) as exc:
+        # RedisClusterException ("Redis Cluster cannot be connected") is no RedisError
         raise RedisUnavailable(f"cannot connect to Redis at {redact_url(url)}: "
                                f"{describe_error(exc, url)}") from None
     check(client, url)
     return client
+
+
+def cluster_seeds(url: str) -> tuple[str, list[tuple[str, int]]]:
+    """A cluster URL naming several nodes (``redis://[user:password@]h1:p1,h2:p2/``): the URL
+    of its first node, and (host, port) of the others. A crawler that starts while the first
+    node is down asks the next: redis-py reads the cluster's slot map from any of them.
+    ValueError naming the URL (without its password) for a node without a host or with a
+    port that is not a number."""
+    scheme, rest = url.split("://", 1)
+    end = min((rest.find(c) for c in "/?#" if c in rest), default=len(rest))
+    netloc, tail = rest[:end], rest[end:]
+    userinfo, at, hosts = netloc.rpartition("@")
+    nodes = hosts.split(",")
+    if len(nodes) == 1:
+        return url, []
+    seeds = []
+    for node in nodes:
+        host, colon, port = node.rpartition(":") if not node.endswith("]") else (node, "", "")
+        host, port = (host, port) if colon else (node, "6379")
+        if not host.strip("[]") or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"redis_url {redact_url(url)!r}: cluster node {node!r} is not "
+                             "host:port")
+        seeds.append((host.strip("[]"), int(port)))
+    first = f"{scheme}://{userinfo}{at}{nodes[0]}{tail}"
+    return first, seeds[1:]
 
 
 def check(client: redis.Redis, url: str | None) -> None:

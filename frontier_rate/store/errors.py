@@ -199,6 +199,8 @@ def translate(exc: BaseException, url: str | None, what: str, *, namespace: str 
         if isinstance(exc, redis.exceptions.BusyLoadingError):
             reason = "BusyLoadingError: Redis is loading its data set"
         return RedisUnavailable(f"lost Redis at {where}: {reason}")
+    if isinstance(exc, redis.exceptions.RedisClusterException):  # no RedisError: no node answered
+        return RedisUnavailable(f"lost Redis at {where}: {error_text(exc)}")
     if isinstance(exc, redis.exceptions.ClusterError) and not isinstance(exc, redis.ResponseError):
         return RedisClusterError(f"Redis Cluster at {where} could not serve {what}: "
                                  f"{error_text(exc)}; {applied}",

@@ -31,8 +31,11 @@ def _info(client: Any) -> list[dict[str, Any]]:
     """INFO of the server, or of every primary of a cluster."""
     if isinstance(client, RedisCluster):
         replies = client.info(target_nodes=RedisCluster.PRIMARIES)
-        return list(replies.values()) if isinstance(replies, dict) and replies \
+        infos = list(replies.values()) if isinstance(replies, dict) and replies \
             and all(isinstance(v, dict) for v in replies.values()) else [replies]
+        # A client that lived through a failover may still take the old primary, now a
+        # replica, for one: a cluster's slots are served by its primaries only.
+        return [i for i in infos if i.get("role") != "slave"] or infos
     return [client.info()]
 
 

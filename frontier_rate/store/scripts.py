@@ -12,7 +12,7 @@ from typing import Any
 import redis
 from redis.cluster import RedisCluster
 
-from frontier_rate.store import scripting
+from frontier_rate.store import cluster_slots, scripting
 
 logger = logging.getLogger(__name__)
 
@@ -21,6 +21,8 @@ ADVISORY_SCRIPTS = ("due",)
 ask first, and every shard is asked at least once a second anyway (lua/due.lua)."""
 STREAM_WINDOW = 64
 """Script calls ``Scripts.stream`` keeps in flight before it reads a reply."""
+MOVED_TRIES = 3
+"""Sends of a Redis Cluster call answered MOVED, each after the slot map was read again."""
 
 
 class Scripts:
@@ -234,18 +236,42 @@ class Scripts:
     def _execute(self, calls: list[tuple[str, tuple, dict]]) -> list:
         """Redis Cluster: send recorded commands and return every reply, errors included,
         in order. redis-py refuses EVALSHA and FCALL in cluster pipelines, so the commands are
-        grouped by the node owning their key and sent as one plain pipeline per node."""
-        pipes: dict[str, Any] = {}
-        placed = []
-        for name, args, kwargs in calls:
-            key = args[2] if name in ("evalsha", "fcall") else args[0]
-            node = self.client.get_node_from_key(key)
-            if node.name not in pipes:
-                pipes[node.name] = node.redis_connection.pipeline(transaction=False)
-            getattr(pipes[node.name], name)(*args, **kwargs)
-            placed.append(node.name)
-        results = {name: iter(pipe.execute(raise_on_error=False)) for name, pipe in pipes.items()}
-        return [next(results[name]) for name in placed]
+        grouped by the node owning their key and sent as one plain pipeline per node.
+
+        Those pipelines bypass redis-py's own handling of a moved slot, so it is done here
+        (``cluster_slots.py``): a call answered MOVED (a failover or a resharding since
+        the slot map was read; Redis refuses it before it runs) is sent again to the node
+        now serving its slot, after the map is read again, up to ``MOVED_TRIES`` times. A
+        node that cannot be reached also has the map read again before the error is
+        raised, so the caller's next try goes to the replica promoted in its place."""
+        replies: list = [None] * len(calls)
+        pending = list(range(len(calls)))
+        for _ in range(MOVED_TRIES):
+            pipes: dict[str, Any] = {}
+            placed = []
+            for i in pending:
+                name, args, kwargs = calls[i]
+                key = args[2] if name in ("evalsha", "fcall") else args[0]
+                node = self.client.get_node_from_key(key)
+                if node.name not in pipes:
+                    pipes[node.name] = node.redis_connection.pipeline(transaction=False)
+                getattr(pipes[node.name], name)(*args, **kwargs)
+                placed.append((i, node.name))
+            try:
+                results = {name: iter(pipe.execute(raise_on_error=False))
+                           for name, pipe in pipes.items()}
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+                cluster_slots.read_again(self.client)
+                raise
+            for i, name in placed:
+                replies[i] = next(results[name])
+            pending = [i for i in pending if isinstance(replies[i], redis.exceptions.MovedError)]
+            if not pending:
+                break
+            logger.info("Redis Cluster moved a slot (MOVED %s); reading its slots again and "
+                        "sending %d call(s) there", replies[pending[0]], len(pending))
+            cluster_slots.read_again(self.client)
+        return replies
 
 
 class _Recorder:
