@@ -13,9 +13,10 @@ Its faults of Redis:
   AOF (whether its replica took over meanwhile is recorded; with a 5 s node timeout it
   should not).
 
-A group is a primary and its replica as created; group 0 holds the node the
-``redis+cluster://`` URL names (frontier_rate takes one address there: a crawler that
-starts while that node is down cannot connect), so the failovers are of groups 1 and 2.
+A group is a primary and its replica as created. The crawlers' ``redis+cluster://`` URL
+names every node, group 0's primary first, so a crawler that starts while that node is
+down reads the cluster from another (``FULL_CLUSTER`` fails group 0 over while a crawler
+restarts).
 
 No "emptied Redis" fault: in a cluster an emptied node is another failure than an
 emptied server. A node that comes back without its files has no ``nodes.conf`` either,
@@ -119,7 +120,9 @@ class ClusterWorld(World):
     @property
     def redis_url(self) -> str:
         assert self.cluster is not None
-        return self.cluster.url
+        first = self.cluster.nodes[0].port
+        others = [n.port for n in self.cluster.nodes if n.port != first]
+        return "redis+cluster://" + ",".join(f"127.0.0.1:{port}" for port in [first, *others])
 
     # ----- nodes and their labels ---------------------------------------------------
 

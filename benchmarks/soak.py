@@ -77,6 +77,7 @@ FULL_CLUSTER = [
     Fault(0.08, "kill9", {"crawler": 0, "restart_after": 60}),
     Fault(0.14, "failover", {"group": 1, "restart_after": 60}),
     Fault(0.22, "pause", {"group": 2, "seconds": 5}),
+    Fault(0.27, "failover", {"group": 0, "restart_after": 90}),
     Fault(0.28, "graceful", {"crawler": 1, "restart_after": 30}),
     Fault(0.34, "detection", {"crawler": 2}),
     Fault(0.40, "host", {"host": 3, "mode": "down", "for": 1 / 6}),
@@ -88,8 +89,9 @@ FULL_CLUSTER = [
     Fault(0.80, "pause", {"group": 1, "seconds": 8}),
     Fault(0.86, "redis_restart", {"group": 2}),
 ]
-"""``FULL`` on a cluster (``_soak_cluster``): two failovers (groups 1 and 2, the old primary
-back a minute later) where ``FULL`` empties Redis, pauses and restarts of one primary."""
+"""``FULL`` on a cluster (``_soak_cluster``): three failovers (groups 1 and 2, the old primary
+back a minute later; group 0, the URL's first node, down while a crawler restarts) where
+``FULL`` empties Redis, pauses and restarts of one primary."""
 
 SHORT_CLUSTER = [
     Fault(0.15, "kill9", {"crawler": 0, "restart_after": 10}),
