@@ -149,6 +149,26 @@ def test_each_cluster_node_s_used_memory_is_judged_by_its_own_process() -> None:
     assert abs(result["processes"]["node-7001-1"]["growth_pct_per_hour"]) < 0.01
 
 
+def test_a_promoted_replica_is_judged_from_its_promotion() -> None:
+    """A replica promoted at 1,500 s grows 3.7 to 4.45 MB within 30 s (as the 20-minute cluster
+    soak's: its dataset and clients' buffers as a primary), then stays flat: judged from
+    its promotion plus the warm-up it is flat; judged over the whole run (the role change
+    ignored) it grows."""
+    def used(t: float) -> float:
+        return 3.7e6 if t < 1500 else min(4.45e6, 3.7e6 + 0.75e6 * (t - 1500) / 30)
+
+    samples = [{"t": t, "rss": {"node-7003-1": 10e6},
+                "node_role": {"node-7003-1": "slave" if t < 1500 else "master"},
+                "node_used_memory": {"node-7003-1": used(t)}} for t in range(0, 3601, 20)]
+    processes = {1: {"label": "node-7003-1", "start": 0.0, "kind": "redis"}}
+    result = memory_check({"samples": samples, "processes": processes}, 900.0, 600.0)
+    judged = result["processes"]["node-7003-1 used_memory"]
+    assert result["ok"] and judged["judged"] and abs(judged["growth_pct_per_hour"]) < 0.01
+    for sample in samples:
+        del sample["node_role"]
+    assert not memory_check({"samples": samples, "processes": processes}, 900.0, 600.0)["ok"]
+
+
 def test_key_censuses_of_the_primaries_are_summed_per_shape() -> None:
     from _soak_cluster import merge_censuses
 
