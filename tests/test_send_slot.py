@@ -238,6 +238,54 @@ def test_after_an_outage_a_process_back_first_keeps_to_its_turns(tmp_path, names
     assert min(_gaps(a, b)[-5:]) >= 0.99, (a.sent, b.sent)
 
 
+def test_a_slot_moved_to_a_turn_is_recorded_before_another_process_reserves(tmp_path, namespace,
+                                                                           one_clock):
+    """Back from an outage, a process keeps to its turns: its slot is moved to its next own
+    window. Before, Redis recorded the slot it gave and the move was stamped in a second
+    call: a process reserving in between counted from the slot not sent at (the cluster
+    soak, after an 8 s CLIENT PAUSE: 0.17 s under 0.3 s). Now the move is made in the
+    reservation itself."""
+    with RedisServer(tmp_path / "redis") as server:
+        a, b = Process(server.url, namespace, "a"), Process(server.url, namespace, "b")
+        for process in (a, b, a, b):
+            process.send()
+        assert (a.gate.senders, a.gate.place, b.gate.place) == (2, 0, 1)
+        server.kill()
+        a.now = 10.0
+        a.send()  # a finds Redis gone and sends in its turns; b sends nothing meanwhile
+        assert a.gate.breaker.outage_since is not None
+        server.start()  # emptied: Redis knows none of a's turns
+        a.now = a.gate.breaker.retry_at = a.sent[-1] + 0.5
+        reserve = a.gate.slots.reserve
+
+        def b_reserves_meanwhile(*args, **kwargs):
+            taken = reserve(*args, **kwargs)
+            b.now = a.now + 0.01  # b, which never saw the outage, reserves right after a
+            b.send()
+            return taken
+
+        a.gate.slots.reserve = b_reserves_meanwhile
+        a.send()
+        assert a.gate.breaker.outage_since is None
+    assert abs(b.sent[-1] - a.sent[-1]) >= 0.99, (a.sent, b.sent)
+
+
+def test_the_turn_redis_gives_is_the_one_the_gate_computes(slots):
+    """lua/send_slot.lua's "turn" mode against ``SendGate._turn`` (independent code): the
+    start of the caller's first window of one delay at or after the free time."""
+    a, _ = slots
+    gate = SendGate(a, None, clock=lambda: 0.0, wall=lambda: 0.0)
+    for count, place, delay, now, earliest in [(2, 0, 1.0, 100.3, 101.0), (3, 2, 0.5, 200.1, 0.0),
+                                               (4, 1, 0.3, 1.8e9 + 0.77, 1.8e9 + 0.9),
+                                               (1, 0, 1.0, 300.0, 300.4)]:
+        host = f"h{count}{place}.example"
+        gate.senders, gate.place = count, place
+        wait = a.reserve(host, delay, now, earliest=earliest, turn=(count, place)).wait
+        assert now + wait == pytest.approx(gate._turn(max(now, earliest), delay), abs=1e-5)
+    with pytest.raises(redis.ResponseError, match="place"):
+        a.reserve("bad.example", 1.0, 100.0, turn=(2, 2))
+
+
 def test_a_late_send_whose_record_took_long_is_recorded_again(tmp_path, namespace, one_clock):
     """A late send's record carries the time read before the call: when Redis answered it
     seconds later (a ``CLIENT PAUSE``) the request leaves then, so the record is made again.

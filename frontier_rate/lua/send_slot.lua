@@ -8,7 +8,13 @@
 -- window (seconds a process counts as sending after its last reservation), settle (seconds
 -- a process must have been sending before it counts in the turns of an outage), and
 -- optionally "late": the caller's request left late, at ``now`` (recorded if after the last
--- send), then optionally the time the caller had reserved (see below).
+-- send), then optionally the time the caller had reserved (see below); or "turn", then the
+-- earliest time the caller may send (its own last send, unseen here, plus the delay), the
+-- number of processes taking turns and the caller's place among them: the slot is the
+-- start of the caller's first window of one delay at or after the free time (window k is
+-- the caller's when k mod count = place; count 1: no turns). A process back from an outage
+-- keeps to its turns a while (``crawl.politeness.SendGate``); the slot it sends at is the
+-- one recorded here, in the same call, so a process reserving next counts from it.
 -- A process id may start with the time it joined, in milliseconds of Redis's clock, and a
 -- "/" (``store.send_slot.SendSlots``): ids sort in the order processes joined, and one that
 -- joined less than ``settle`` seconds ago is not counted yet (an id without it always is;
@@ -67,6 +73,20 @@ if stored then
   end
   -- a time over an hour ahead (Redis's clock stepped back) is forgotten
   if free and free == free and free <= now + 2 * delay + 3600 then at = math.max(now, free) end
+end
+if ARGV[7] == "turn" then
+  local earliest, count, place = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
+  if not earliest or earliest ~= earliest or earliest == math.huge
+      or not count or count < 1 or count ~= math.floor(count)
+      or not place or place < 0 or place >= count or place ~= math.floor(place) then
+    return redis.error_reply("send_slot: turn needs a finite earliest time, a count >= 1 and "
+                             .. "a place in [0, count)")
+  end
+  if earliest > at and earliest <= now + 2 * delay * count + 3600 then at = earliest end
+  if count > 1 and delay > 0 then
+    local period = count * delay
+    at = math.ceil((at - place * delay) / period - 1e-9) * period + place * delay
+  end
 end
 redis.call("HSET", KEYS[1], host, string.format("%.6f,%.6f", at, delay))
 redis.call("ZADD", KEYS[2], now, sender)

@@ -16,6 +16,7 @@ nothing of any crawler framework.
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import uuid
@@ -68,10 +69,19 @@ class SendSlots:
         Redis's clock) and ``name``, set by the first call."""
         self.window, self.settle = window, settle
 
-    def reserve(self, host: str, delay: float, now: float) -> Reservation:
+    def reserve(self, host: str, delay: float, now: float, *, earliest: float | None = None,
+                turn: tuple[int, int] | None = None) -> Reservation:
         """Take ``host``'s next send slot at Redis time ``now`` with ``delay`` seconds after the
-        previous send (the longer of both delays holds). Raises on any Redis error."""
-        return self._call(host, delay, now)
+        previous send (the longer of both delays holds). ``earliest``: not before it (a send
+        of this process Redis did not see); ``turn``: (processes, this one's place), the
+        slot moved to the start of this process's next window (lua/send_slot.lua). Both in
+        the same call, so the slot recorded is the one sent at. Raises on any Redis error."""
+        if earliest is None and turn is None:
+            return self._call(host, delay, now)
+        count, place = turn or (1, 0)
+        start = earliest if earliest is not None and math.isfinite(earliest) else now
+        return self._call(host, delay, now, "turn", repr(float(start)), str(int(count)),
+                          str(int(place)))
 
     def late(self, host: str, delay: float, now: float,
              reserved: float | None = None) -> Reservation:
