@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
@@ -17,6 +18,7 @@ from frontier_rate.engine.shards import ShardCalls
 from frontier_rate.engine.signals import neighbours
 from frontier_rate.engine.validation import count, parse_url, stored_url
 from frontier_rate.math import pattern
+from frontier_rate.math.lookalike import url_template
 from frontier_rate.store import health, wire
 from frontier_rate.store.connection import scan_tagged
 from frontier_rate.store.detection_memory import last_detection
@@ -83,6 +85,7 @@ class Inspector:
         record["pattern"] = None if state is None else pattern.describe(
             state, self.session.options.server_clock_rate)
         record["neighbours"] = self.neighbours(host, record)
+        record["url_group"] = self.url_group(host, url)
         if record["status"] == "leased":  # when the lease ends (it is handed out again then)
             with self.session.errors("page"):
                 end = self.session.client.zscore(self.session.keys.prefix(shard) + "leases",
@@ -115,6 +118,22 @@ class Inspector:
             return (f"trusted ({tally}): a change of the host seen at {n['event_hi']:.3f}, after "
                     f"this copy, makes it worth {n['share']:.2f} x its weight: brought forward")
         return f"trusted ({tally}): nothing new since this copy"
+
+    def url_group(self, host: str, url: str) -> str:
+        """The page's URL group (its host and path template, math/lookalike.py, issue 62) and
+        that group's pool, in words: ``frontier-rate inspect`` names it."""
+        group = host + url_template(url)
+        with self.session.errors("page"):
+            raw = self.session.client.hget(self.session.keys.host_prior(self.calls.of(host)),
+                                           group)
+        used = "new pages start from it" if self.session.options.group_prior else \
+            "not used (group_prior=False: new pages start from the host's pool)"
+        pool = wire.host_pool(raw)
+        if pool is None:
+            return f"{group}: no page pooled yet; {used}"
+        pages, total = pool
+        return (f"{group}: {pages:.0f} pages pooled, their planned rates' geometric mean "
+                f"{math.exp(total / pages) * 86400:.3g}/day; {used}")
 
     def _read_page(self, shard: int, host: str, pid: bytes) -> list:
         """(state, extras, due, quarantine record, pattern) of a page, read again if a

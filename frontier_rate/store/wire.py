@@ -484,3 +484,15 @@ def signal_tally(raw: bytes | None) -> tuple[float, float]:
     if not 0 <= bad <= checked:  # also NaN
         return 0.0, 0.0
     return checked, bad
+
+
+HOST_POOL = struct.Struct(contract.STRUCTS["HOST_POOL"])
+
+
+def host_pool(raw: bytes | None) -> tuple[float, float] | None:
+    """(pages, sum of their log planned rates) of a stored ``HOST_POOL`` (a host's, a URL
+    group's or the population's, lua/lib_hosts.lua); None for none or a malformed one."""
+    if raw is None or len(raw) != HOST_POOL.size:
+        return None
+    pages, total = HOST_POOL.unpack(raw)
+    return (pages, total) if pages > 0 and math.isfinite(total) else None
