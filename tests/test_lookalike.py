@@ -116,12 +116,12 @@ def test_a_new_page_starts_from_its_url_groups_pool(redis_url, namespace):
     said = f.page("http://site.example/live/999")["url_group"]  # frontier-rate inspect names it
     mean = math.exp(pools["site.example/live/*"][1] / 6) * 86400
     assert said == (f"site.example/live/*: 6 pages pooled, their planned rates' geometric mean "
-                    f"{mean:.3g}/day; new pages start from it"), said
+                    f"{mean:.3g}/day: a new page of the group starts from it"), said
     f.close()
     g, live_off, archive_off = _crawl(redis_url, namespace + "off", group_prior=False)
     assert live_off == pytest.approx(archive_off, rel=1e-12)
-    assert g.page("http://site.example/live/999")["url_group"].endswith(
-        "not used (group_prior=False: new pages start from the host's pool)")
+    assert g.page("http://site.example/live/999")["url_group"].startswith(
+        "site.example/live/*: no page pooled")
     assert archive < archive_off and live_off < live  # the host's prior lies between the groups'
     g.close()
 

@@ -126,14 +126,14 @@ class Inspector:
         with self.session.errors("page"):
             raw = self.session.client.hget(self.session.keys.host_prior(self.calls.of(host)),
                                            group)
-        used = "new pages start from it" if self.session.options.group_prior else \
-            "not used (group_prior=False: new pages start from the host's pool)"
-        pool = wire.host_pool(raw)
+        pool = wire.host_pool(raw)  # written only by processes with group_prior on
         if pool is None:
-            return f"{group}: no page pooled yet; {used}"
+            return (f"{group}: no page pooled (the crawl runs without group_prior, or none of "
+                    "the group's pages was observed yet)")
         pages, total = pool
         return (f"{group}: {pages:.0f} pages pooled, their planned rates' geometric mean "
-                f"{math.exp(total / pages) * 86400:.3g}/day; {used}")
+                f"{math.exp(total / pages) * 86400:.3g}/day: a new page of the group starts "
+                "from it")
 
     def _read_page(self, shard: int, host: str, pid: bytes) -> list:
         """(state, extras, due, quarantine record, pattern) of a page, read again if a
