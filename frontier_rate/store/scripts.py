@@ -261,7 +261,7 @@ class Scripts:
                 results = {name: iter(pipe.execute(raise_on_error=False))
                            for name, pipe in pipes.items()}
             except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
-                cluster_slots.read_again(self.client)
+                cluster_slots.read_again(self.client, after_error=True)
                 raise
             for i, name in placed:
                 replies[i] = next(results[name])
