@@ -289,9 +289,10 @@ def write_docs(record: dict[str, Any], images: list[str]) -> None:
         store = ("one frontier on a Redis Cluster (three primaries, each with a replica, all "
                  f"on 127.0.0.1, {cluster['binary']}, AOF `appendfsync everysec`, "
                  f"`cluster-node-timeout` {cluster['node_timeout_ms']} ms; "
-                 "`redis+cluster://` URL)")
-        redis_faults = ("two failovers (kill -9 of a primary, its replica promoted, the old "
-                        "primary started again a minute later), a primary restarted twice "
+                 "`redis+cluster://` URL naming every node)")
+        redis_faults = ("three failovers (kill -9 of a primary, its replica promoted, the old "
+                        "primary started again 60-90 s later; one of them the URL's first "
+                        "node while a crawler restarted), a primary restarted twice "
                         "(SHUTDOWN, AOF, down 3 s), `CLIENT PAUSE` of 5 s and 8 s on a "
                         "primary; no emptied Redis (benchmarks/_soak_cluster.py says why)")
         extra = ("\nThe cluster's faults (seconds after the fault: `state_fail` until a node said "
