@@ -104,6 +104,34 @@ SOURCES = (
            r"^website-snapshots/\d\d-\d\d-\d{4}\.html$", lambda p: "michigan.gov",
            lambda p: "government/data", one_page=True,
            notes="a state government's data page, its file named by its data's day"),
+    Source("lisboa-kiosks", "ABCurado/quiosque-monitoring",
+           r"^pt/lisboa/.+\.html$", lambda p: "lisboa.pt", lambda p: "government/data",
+           notes="a city council's calls for tenders and a municipal service page "
+                 "(website-stalker, a CSS selection of each)"),
+    Source("haw-study", "HAWHHCalendarBot/study-website-stalker",
+           r"^de/haw-hamburg/.+\.html$", lambda p: "haw-hamburg.de",
+           lambda p: "docs/changelog",
+           notes="a university department's wiki pages listing its timetables "
+                 "(website-stalker)"),
+    Source("geekhack", "Gobluebro/Geekhack-scraper",
+           r"^tests/mocks/group-buy(-links)?-test-page\.html$", lambda p: "geekhack.org",
+           lambda p: "forum/blog",
+           notes="a forum's group-buy board listing and one of its topics, monthly (Flat "
+                 "Data commits the whole page)"),
+    Source("nz-health", "Staz/nz-covid19-data",
+           r"^data/moh/([^/]+)/\1\.html$", lambda p: "health.govt.nz",
+           lambda p: "government/data",
+           notes="a health ministry's COVID-19 data pages (cases, vaccines, tests), "
+                 "whole pages, each fetch that returned other bytes"),
+    Source("cmteb-heating", "FlorinPopaCodes/termoficare-data",
+           r"^data/termoficare\.html$", lambda p: "cmteb.ro", lambda p: "status",
+           notes="a city heating utility's live outage page (the districts without heat "
+                 "or hot water and when they come back), every few minutes"),
+    Source("apple-security", "Geek-MD/CrazyOnes",
+           r"^html/[a-z]{2}-[a-z]{2}\.html$", lambda p: "support.apple.com",
+           lambda p: "docs/changelog", per_host=4,
+           notes="a vendor's security-release notes page in its regional editions "
+                 "(the most-captured four)"),
 )
 
 
