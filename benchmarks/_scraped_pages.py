@@ -132,6 +132,12 @@ SOURCES = (
            lambda p: "docs/changelog", per_host=4,
            notes="a vendor's security-release notes page in its regional editions "
                  "(the most-captured four)"),
+    Source("edinburgh-covid", "NorwinYu/Edin-Covid-19-Pages-Archive",
+           r"^www\.ed\.ac\.uk/news/covid-19.*\.html$", lambda p: "ed.ac.uk",
+           lambda p: "government/data", per_host=8,
+           notes="a university's official COVID-19 notices (rules for students and staff, "
+                 "testing, travel), fetched with wget several times a day: a public body's "
+                 "guidance, counted with government pages"),
 )
 
 
