@@ -138,6 +138,11 @@ SOURCES = (
            notes="a university's official COVID-19 notices (rules for students and staff, "
                  "testing, travel), fetched with wget several times a day: a public body's "
                  "guidance, counted with government pages"),
+    Source("liaise-project", "bitic/liaise-website-notifications",
+           r"^www\.hymex\.fr/liaise/[^/]+\.html$", lambda p: "hymex.fr",
+           lambda p: "docs/changelog",
+           notes="a research campaign's pages (working groups, publications, meetings), "
+                 "a wget mirror committed when it changed"),
 )
 
 
