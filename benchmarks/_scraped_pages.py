@@ -143,6 +143,10 @@ SOURCES = (
            lambda p: "docs/changelog",
            notes="a research campaign's pages (working groups, publications, meetings), "
                  "a wget mirror committed when it changed"),
+    Source("csgames", "Becojo/csgamesdiff",
+           r"^20\d\d(-en)?\.html$", lambda p: "csgames.org", lambda p: "news/portal",
+           notes="a student competition's yearly home page (schedule, sponsors, "
+                 "announcements), curl'd by a cron job and committed when it changed"),
 )
 
 
