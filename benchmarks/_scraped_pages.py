@@ -147,6 +147,15 @@ SOURCES = (
            r"^20\d\d(-en)?\.html$", lambda p: "csgames.org", lambda p: "news/portal",
            notes="a student competition's yearly home page (schedule, sponsors, "
                  "announcements), curl'd by a cron job and committed when it changed"),
+    Source("ca-roads", "simonw/scrape-roads-dot-ca-gov",
+           r"^\d+\.html$", lambda p: "roads.dot.ca.gov", lambda p: "status",
+           notes="a state highway department's road-conditions page for four highways "
+                 "(closures, lane restrictions, chain controls), every few minutes"),
+    Source("fire-dispatch", "simonw/scrape-san-mateo-fire-dispatch",
+           r"^incidents\.html$", lambda p: "firedispatch.com",
+           lambda p: "government/data",
+           notes="a county fire agency's list of active incidents, as its dispatch site "
+                 "serves it, every few minutes"),
 )
 
 
