@@ -156,6 +156,11 @@ SOURCES = (
            lambda p: "government/data",
            notes="a county fire agency's list of active incidents, as its dispatch site "
                  "serves it, every few minutes"),
+    Source("alaska-fund", "ShipCreekGroup/permanent-fund-tracker",
+           r"^htmls/[0-9T:-]+\.html$", lambda p: "apfc.org", lambda p: "government/data",
+           one_page=True,
+           notes="a state fund's performance page, fetched twice a day, each capture a file "
+                 "named by its time"),
 )
 
 
