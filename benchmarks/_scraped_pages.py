@@ -77,6 +77,43 @@ class Source:
     notes: str = field(default="", compare=False)
 
 
+# covid-data-archive's raw/<name>.html: each state's or territory's COVID-19 page, the host
+# it was fetched from (the archive's own index lists them); dashboards served by a third
+# party's app platform (ArcGIS, Tableau, Power BI, Facebook) are left out: a script shell,
+# not the government's page.
+COVID_STATE_HOSTS = {
+    "AK": "dhss.alaska.gov", "AK_data": "dhss.alaska.gov", "AR": "healthy.arkansas.gov",
+    "AS": "americansamoa.gov", "AZ": "azdhs.gov", "CA": "cdph.ca.gov",
+    "CA_data": "cdph.ca.gov", "CO": "covid19.colorado.gov", "CO_data": "covid19.colorado.gov",
+    "CT": "portal.ct.gov", "DC": "coronavirus.dc.gov", "DC_data": "coronavirus.dc.gov",
+    "DE": "dhss.delaware.gov", "GA": "dph.georgia.gov", "GA_data": "dph.georgia.gov",
+    "GU": "ghs.guam.gov", "HI": "health.hawaii.gov", "HI_data": "hawaiicovid19.com",
+    "IA": "idph.iowa.gov", "ID": "coronavirus.idaho.gov", "IL": "dph.illinois.gov",
+    "IN": "in.gov", "KS_data": "kdheks.gov", "KY": "chfs.ky.gov", "LA": "ldh.la.gov",
+    "MA": "mass.gov", "MA_data": "mass.gov", "MD": "coronavirus.maryland.gov",
+    "ME": "maine.gov", "MI": "michigan.gov", "MN": "health.state.mn.us",
+    "MN_data": "health.state.mn.us", "MO": "health.mo.gov", "MP": "chcc.gov.mp",
+    "MS": "msdh.ms.gov", "NC": "ncdhhs.gov", "NC_data": "ncdhhs.gov", "ND": "health.nd.gov",
+    "ND_data": "health.nd.gov", "NH": "dhhs.nh.gov", "NJ": "covid19.nj.gov",
+    "NJ_data": "nj.gov", "NM": "cv.nmhealth.org", "NV_data": "dpbh.nv.gov",
+    "NY": "coronavirus.health.ny.gov", "NY_data": "coronavirus.health.ny.gov",
+    "OH": "coronavirus.ohio.gov", "OH_data": "coronavirus.ohio.gov",
+    "OK": "coronavirus.health.ok.gov", "OK_data": "coronavirus.health.ok.gov",
+    "OR": "oregon.gov", "PA": "health.pa.gov", "PA_data": "health.pa.gov",
+    "PR": "estadisticas.pr", "PR_data": "salud.gov.pr", "RI": "health.ri.gov",
+    "RI_data": "health.ri.gov", "SC": "scdhec.gov", "SC_data": "scdhec.gov",
+    "SD": "doh.sd.gov", "TN": "tn.gov", "TX_data": "dshs.texas.gov",
+    "UT": "coronavirus-dashboard.utah.gov", "UT_data": "coronavirus-dashboard.utah.gov",
+    "VI": "doh.vi.gov", "VT": "healthvermont.gov", "WA": "doh.wa.gov",
+    "WI": "dhs.wisconsin.gov", "WI_data": "dhs.wisconsin.gov", "WV": "dhhr.wv.gov",
+    "WY": "health.wyo.gov",
+}
+
+
+def _covid_state(path: str) -> str:
+    return path.removeprefix("raw/").removesuffix(".html")
+
+
 def _frontpage_family(path: str) -> str:
     return "legal" if LEGAL_WORDS.search(path.rsplit("/", 1)[-1]) else "news/portal"
 
@@ -161,6 +198,13 @@ SOURCES = (
            one_page=True,
            notes="a state fund's performance page, fetched twice a day, each capture a file "
                  "named by its time"),
+    Source("covid-states", "COVID19Tracking/covid-data-archive",
+           r"^raw/[A-Z]{2}(_data)?\.html$",
+           lambda p: COVID_STATE_HOSTS.get(_covid_state(p), "unknown"),
+           lambda p: "government/data" if _covid_state(p) in COVID_STATE_HOSTS else None,
+           notes="US states' and territories' COVID-19 pages (March 2020), the raw HTML the "
+                 "COVID Tracking Project's scanner fetched, committed when its cleaned copy "
+                 "changed"),
 )
 
 
@@ -172,6 +216,15 @@ def git(repo: Path, *args: str) -> str:
 def blob(repo: Path, sha: str) -> bytes:
     return subprocess.run(["git", f"--git-dir={repo}", "cat-file", "blob", sha], check=True,
                           capture_output=True).stdout
+
+
+def present(repo: Path, shas: list[str]) -> set[str]:
+    """The blobs the mirror holds: the ``fetch`` tool's snapshots leave out files of 4 MiB
+    and more, and a capture whose bytes are not there is no capture of the corpus."""
+    out = subprocess.run(["git", f"--git-dir={repo}", "cat-file", "--batch-check"],
+                         input="".join(f"{sha}\n" for sha in shas), check=True,
+                         capture_output=True, text=True).stdout
+    return {line.split()[0] for line in out.splitlines() if not line.endswith(" missing")}
 
 
 def mirror(mirrors: Path, repo: str) -> Path | None:
