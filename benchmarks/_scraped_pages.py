@@ -205,6 +205,11 @@ SOURCES = (
            notes="US states' and territories' COVID-19 pages (March 2020), the raw HTML the "
                  "COVID Tracking Project's scanner fetched, committed when its cleaned copy "
                  "changed"),
+    Source("canada-standards", "PatLittle/GC-Ref-Data-Tracker",
+           r"^REF_STDs/[^/]+/[^/]+\.html$", lambda p: "canada.ca",
+           lambda p: "government/data", per_host=8,
+           notes="a national government's data reference standards (provinces, countries, "
+                 "date format, gender, business number ...), several fetches a day"),
 )
 
 
