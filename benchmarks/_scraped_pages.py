@@ -210,6 +210,10 @@ SOURCES = (
            lambda p: "government/data", per_host=8,
            notes="a national government's data reference standards (provinces, countries, "
                  "date format, gender, business number ...), several fetches a day"),
+    Source("hacker-news", "benfoxall/scrape",
+           r"^hacker-news\.html$", lambda p: "news.ycombinator.com", lambda p: "forum/blog",
+           notes="a discussion forum's front page (stories, points, comment counts), every "
+                 "few minutes"),
 )
 
 
