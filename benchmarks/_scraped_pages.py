@@ -214,6 +214,10 @@ SOURCES = (
            r"^hacker-news\.html$", lambda p: "news.ycombinator.com", lambda p: "forum/blog",
            notes="a discussion forum's front page (stories, points, comment counts), every "
                  "few minutes"),
+    Source("olx-listing", "diogoalves/gitscraping-olx",
+           r"^honda-fit-jundiai\.html$", lambda p: "olx.com.br", lambda p: "shop/product",
+           notes="a classifieds marketplace's search results for one car model in one region "
+                 "(Flat Data, hourly)"),
 )
 
 
