@@ -77,6 +77,43 @@ class Source:
     notes: str = field(default="", compare=False)
 
 
+# covid-data-archive's raw/<name>.html: each state's or territory's COVID-19 page, the host
+# it was fetched from (the archive's own index lists them); dashboards served by a third
+# party's app platform (ArcGIS, Tableau, Power BI, Facebook) are left out: a script shell,
+# not the government's page.
+COVID_STATE_HOSTS = {
+    "AK": "dhss.alaska.gov", "AK_data": "dhss.alaska.gov", "AR": "healthy.arkansas.gov",
+    "AS": "americansamoa.gov", "AZ": "azdhs.gov", "CA": "cdph.ca.gov",
+    "CA_data": "cdph.ca.gov", "CO": "covid19.colorado.gov", "CO_data": "covid19.colorado.gov",
+    "CT": "portal.ct.gov", "DC": "coronavirus.dc.gov", "DC_data": "coronavirus.dc.gov",
+    "DE": "dhss.delaware.gov", "GA": "dph.georgia.gov", "GA_data": "dph.georgia.gov",
+    "GU": "ghs.guam.gov", "HI": "health.hawaii.gov", "HI_data": "hawaiicovid19.com",
+    "IA": "idph.iowa.gov", "ID": "coronavirus.idaho.gov", "IL": "dph.illinois.gov",
+    "IN": "in.gov", "KS_data": "kdheks.gov", "KY": "chfs.ky.gov", "LA": "ldh.la.gov",
+    "MA": "mass.gov", "MA_data": "mass.gov", "MD": "coronavirus.maryland.gov",
+    "ME": "maine.gov", "MI": "michigan.gov", "MN": "health.state.mn.us",
+    "MN_data": "health.state.mn.us", "MO": "health.mo.gov", "MP": "chcc.gov.mp",
+    "MS": "msdh.ms.gov", "NC": "ncdhhs.gov", "NC_data": "ncdhhs.gov", "ND": "health.nd.gov",
+    "ND_data": "health.nd.gov", "NH": "dhhs.nh.gov", "NJ": "covid19.nj.gov",
+    "NJ_data": "nj.gov", "NM": "cv.nmhealth.org", "NV_data": "dpbh.nv.gov",
+    "NY": "coronavirus.health.ny.gov", "NY_data": "coronavirus.health.ny.gov",
+    "OH": "coronavirus.ohio.gov", "OH_data": "coronavirus.ohio.gov",
+    "OK": "coronavirus.health.ok.gov", "OK_data": "coronavirus.health.ok.gov",
+    "OR": "oregon.gov", "PA": "health.pa.gov", "PA_data": "health.pa.gov",
+    "PR": "estadisticas.pr", "PR_data": "salud.gov.pr", "RI": "health.ri.gov",
+    "RI_data": "health.ri.gov", "SC": "scdhec.gov", "SC_data": "scdhec.gov",
+    "SD": "doh.sd.gov", "TN": "tn.gov", "TX_data": "dshs.texas.gov",
+    "UT": "coronavirus-dashboard.utah.gov", "UT_data": "coronavirus-dashboard.utah.gov",
+    "VI": "doh.vi.gov", "VT": "healthvermont.gov", "WA": "doh.wa.gov",
+    "WI": "dhs.wisconsin.gov", "WI_data": "dhs.wisconsin.gov", "WV": "dhhr.wv.gov",
+    "WY": "health.wyo.gov",
+}
+
+
+def _covid_state(path: str) -> str:
+    return path.removeprefix("raw/").removesuffix(".html")
+
+
 def _frontpage_family(path: str) -> str:
     return "legal" if LEGAL_WORDS.search(path.rsplit("/", 1)[-1]) else "news/portal"
 
@@ -104,6 +141,83 @@ SOURCES = (
            r"^website-snapshots/\d\d-\d\d-\d{4}\.html$", lambda p: "michigan.gov",
            lambda p: "government/data", one_page=True,
            notes="a state government's data page, its file named by its data's day"),
+    Source("lisboa-kiosks", "ABCurado/quiosque-monitoring",
+           r"^pt/lisboa/.+\.html$", lambda p: "lisboa.pt", lambda p: "government/data",
+           notes="a city council's calls for tenders and a municipal service page "
+                 "(website-stalker, a CSS selection of each)"),
+    Source("haw-study", "HAWHHCalendarBot/study-website-stalker",
+           r"^de/haw-hamburg/.+\.html$", lambda p: "haw-hamburg.de",
+           lambda p: "docs/changelog",
+           notes="a university department's wiki pages listing its timetables "
+                 "(website-stalker)"),
+    Source("geekhack", "Gobluebro/Geekhack-scraper",
+           r"^tests/mocks/group-buy(-links)?-test-page\.html$", lambda p: "geekhack.org",
+           lambda p: "forum/blog",
+           notes="a forum's group-buy board listing and one of its topics, monthly (Flat "
+                 "Data commits the whole page)"),
+    Source("nz-health", "Staz/nz-covid19-data",
+           r"^data/moh/([^/]+)/\1\.html$", lambda p: "health.govt.nz",
+           lambda p: "government/data",
+           notes="a health ministry's COVID-19 data pages (cases, vaccines, tests), "
+                 "whole pages, each fetch that returned other bytes"),
+    Source("cmteb-heating", "FlorinPopaCodes/termoficare-data",
+           r"^data/termoficare\.html$", lambda p: "cmteb.ro", lambda p: "status",
+           notes="a city heating utility's live outage page (the districts without heat "
+                 "or hot water and when they come back), every few minutes"),
+    Source("apple-security", "Geek-MD/CrazyOnes",
+           r"^html/[a-z]{2}-[a-z]{2}\.html$", lambda p: "support.apple.com",
+           lambda p: "docs/changelog", per_host=4,
+           notes="a vendor's security-release notes page in its regional editions "
+                 "(the most-captured four)"),
+    Source("edinburgh-covid", "NorwinYu/Edin-Covid-19-Pages-Archive",
+           r"^www\.ed\.ac\.uk/news/covid-19.*\.html$", lambda p: "ed.ac.uk",
+           lambda p: "government/data", per_host=8,
+           notes="a university's official COVID-19 notices (rules for students and staff, "
+                 "testing, travel), fetched with wget several times a day: a public body's "
+                 "guidance, counted with government pages"),
+    Source("liaise-project", "bitic/liaise-website-notifications",
+           r"^www\.hymex\.fr/liaise/[^/]+\.html$", lambda p: "hymex.fr",
+           lambda p: "docs/changelog",
+           notes="a research campaign's pages (working groups, publications, meetings), "
+                 "a wget mirror committed when it changed"),
+    Source("csgames", "Becojo/csgamesdiff",
+           r"^20\d\d(-en)?\.html$", lambda p: "csgames.org", lambda p: "news/portal",
+           notes="a student competition's yearly home page (schedule, sponsors, "
+                 "announcements), curl'd by a cron job and committed when it changed"),
+    Source("ca-roads", "simonw/scrape-roads-dot-ca-gov",
+           r"^\d+\.html$", lambda p: "roads.dot.ca.gov", lambda p: "status",
+           notes="a state highway department's road-conditions page for four highways "
+                 "(closures, lane restrictions, chain controls), every few minutes"),
+    Source("fire-dispatch", "simonw/scrape-san-mateo-fire-dispatch",
+           r"^incidents\.html$", lambda p: "firedispatch.com",
+           lambda p: "government/data",
+           notes="a county fire agency's list of active incidents, as its dispatch site "
+                 "serves it, every few minutes"),
+    Source("alaska-fund", "ShipCreekGroup/permanent-fund-tracker",
+           r"^htmls/[0-9T:-]+\.html$", lambda p: "apfc.org", lambda p: "government/data",
+           one_page=True,
+           notes="a state fund's performance page, fetched twice a day, each capture a file "
+                 "named by its time"),
+    Source("covid-states", "COVID19Tracking/covid-data-archive",
+           r"^raw/[A-Z]{2}(_data)?\.html$",
+           lambda p: COVID_STATE_HOSTS.get(_covid_state(p), "unknown"),
+           lambda p: "government/data" if _covid_state(p) in COVID_STATE_HOSTS else None,
+           notes="US states' and territories' COVID-19 pages (March 2020), the raw HTML the "
+                 "COVID Tracking Project's scanner fetched, committed when its cleaned copy "
+                 "changed"),
+    Source("canada-standards", "PatLittle/GC-Ref-Data-Tracker",
+           r"^REF_STDs/[^/]+/[^/]+\.html$", lambda p: "canada.ca",
+           lambda p: "government/data", per_host=8,
+           notes="a national government's data reference standards (provinces, countries, "
+                 "date format, gender, business number ...), several fetches a day"),
+    Source("hacker-news", "benfoxall/scrape",
+           r"^hacker-news\.html$", lambda p: "news.ycombinator.com", lambda p: "forum/blog",
+           notes="a discussion forum's front page (stories, points, comment counts), every "
+                 "few minutes"),
+    Source("olx-listing", "diogoalves/gitscraping-olx",
+           r"^honda-fit-jundiai\.html$", lambda p: "olx.com.br", lambda p: "shop/product",
+           notes="a classifieds marketplace's search results for one car model in one region "
+                 "(Flat Data, hourly)"),
 )
 
 
@@ -115,6 +229,15 @@ def git(repo: Path, *args: str) -> str:
 def blob(repo: Path, sha: str) -> bytes:
     return subprocess.run(["git", f"--git-dir={repo}", "cat-file", "blob", sha], check=True,
                           capture_output=True).stdout
+
+
+def present(repo: Path, shas: list[str]) -> set[str]:
+    """The blobs the mirror holds: the ``fetch`` tool's snapshots leave out files of 4 MiB
+    and more, and a capture whose bytes are not there is no capture of the corpus."""
+    out = subprocess.run(["git", f"--git-dir={repo}", "cat-file", "--batch-check"],
+                         input="".join(f"{sha}\n" for sha in shas), check=True,
+                         capture_output=True, text=True).stdout
+    return {line.split()[0] for line in out.splitlines() if not line.endswith(" missing")}
 
 
 def mirror(mirrors: Path, repo: str) -> Path | None:

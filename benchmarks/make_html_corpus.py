@@ -43,7 +43,8 @@ fetch, each later one a revisit).
 forum/blog, status): "git scraping" repositories that commit a page's HTML whenever a
 scheduled fetch returned other bytes (``benchmarks/_scraped_pages.py``: the sources,
 how a path maps to a host and a family, and the labels: html2text's visible words,
-compared with the previous capture's). Per page, its last ``--window`` captures.
+compared with the previous capture's). Per page, its last ``--window`` captures whose
+bytes the mirror holds (a snapshot leaves out files of 4 MiB and more).
 
 Output (outside the repository: the licences of the pages are unknown):
 ``OUT/manifest.json`` and ``OUT/<collection>/<site>/<doc>/<n>.html``. Run:
@@ -71,6 +72,7 @@ from benchmarks._scraped_pages import (  # noqa: E402
     labels,
     mirror,
     page_captures,
+    present,
     visible_words,
 )
 
@@ -245,8 +247,10 @@ def scraped_pages(args: argparse.Namespace, out: Path) -> list[dict]:
         if args.quick:
             continue
         for path in chosen:
-            caps = history[path][-args.window:]
-            first = len(history[path]) - len(caps)
+            held = present(repo, [sha for _, _, sha in history[path]])
+            kept = [capture for capture in history[path] if capture[2] in held]
+            caps = kept[-args.window:]
+            first = len(kept) - len(caps)
             bodies = [blob(repo, sha) for _, _, sha in caps]
             try:
                 words = [visible_words(body) for body in bodies]

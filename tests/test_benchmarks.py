@@ -75,6 +75,34 @@ def test_scraped_corpus_built_from_a_git_scraping_mirror(tmp_path: Path) -> None
     assert (out / page["captures"][2]["path"]).read_text().count("Storm") == 1
 
 
+
+def test_scraped_capture_without_its_bytes_is_skipped(tmp_path: Path) -> None:
+    """A snapshot mirror may lack a capture's blob (the fetch tool leaves out large files):
+    the builder leaves that capture out and labels the next one against the one before."""
+    pytest.importorskip("html2text")
+    work = tmp_path / "jpoehls+christian-daily-reporter-archive" / "repo"
+    work.mkdir(parents=True)
+    git = ["git", "-C", str(work), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    bodies = ["<p>Church opens a school.</p>", "<p>Church opens a school.</p><!-- 2 -->",
+              "<p>Storm closes roads.</p>", "<p>Storm closes roads.</p><!-- 4 -->"]
+    for number, body in enumerate(bodies):
+        (work / "index.html").write_text(f"<html><body>{body}</body></html>")
+        subprocess.run([*git, "add", "index.html"], check=True)
+        subprocess.run([*git, "commit", "-qm", f"capture {number}",
+                        f"--date=2020-01-0{number + 1}T00:00:00"], check=True)
+    lost = subprocess.run([*git, "rev-parse", "HEAD~1:index.html"], check=True,
+                          capture_output=True, text=True).stdout.strip()
+    (work / ".git" / "objects" / lost[:2] / lost[2:]).unlink()
+    out = tmp_path / "out"
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "make_html_corpus.py"),
+                             "--mirrors", str(tmp_path), "--out", str(out)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (page,) = json.loads((out / "manifest.json").read_text())["pages"]
+    assert [c["changed"] for c in page["captures"]] == [None, False, True]
+    assert "Storm" in (out / page["captures"][2]["path"]).read_text()
+
 def test_change_detection_reports_every_family_apart(tmp_path: Path) -> None:
     """change_detection.py scores each family of the manifest apart from the others."""
     bench = _load("change_detection")
