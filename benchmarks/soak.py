@@ -315,7 +315,8 @@ def write_docs(record: dict[str, Any], images: list[str]) -> None:
 [BENCHMARKS.md](BENCHMARKS.md), section "{title.split(':')[0]}", docs/img/{name}.png{
 "; a 2-minute form with a subset of the faults is "
 "`tests/test_soak.py::test_a_short_soak_through_faults_loses_nothing`" if name == "soak" else
-"; no CI form: twelve redis-servers and eight crawlers are too much for CI"}). {scope}
+"; a 2-minute form without the control run (six redis-servers, four crawlers) is "
+"`tests/test_soak.py::test_a_short_cluster_soak_through_a_failover_loses_nothing`"}). {scope}
 
 {table(["check", "result", "numbers"], rows)}
 {extra}""")
