@@ -257,6 +257,10 @@ def summary(record: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+CENSUSES = ("redis_key_bytes", "node_key_bytes")
+"""A sample's key censuses (``_soak_world.key_census``): kept sparsely in the written record."""
+
+
 def write_docs(record: dict[str, Any], images: list[str]) -> None:
     """docs/benchmarks/<name>.json and the sections of BENCHMARKS.md and RELIABILITY.md
     (``record_name``: the single-Redis soak's or the cluster's, side by side)."""
@@ -264,7 +268,11 @@ def write_docs(record: dict[str, Any], images: list[str]) -> None:
     light = {key: ({k: v for k, v in part.items() if k != "samples"}
                    if isinstance(part, dict) and "samples" in part else part)
              for key, part in record.items()}
-    light["soak_samples_every_3rd"] = record["soak"]["samples"][::3]
+    kept = record["soak"]["samples"][::3]
+    light["soak_samples_every_3rd"] = [  # the key censuses (per node on a cluster: 60% of
+        # the record) in every 10th of them and the last only
+        sample if i % 10 == 0 or i == len(kept) - 1 else
+        {k: v for k, v in sample.items() if k not in CENSUSES} for i, sample in enumerate(kept)]
     write_json(name, light)
     checks = record["soak"]["checks"]
     rows = [[check, {True: "pass", False: "**fail**", None: "not judged"}[c["ok"]],
