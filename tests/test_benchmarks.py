@@ -47,59 +47,60 @@ def test_scraped_labels_tell_text_digits_and_flaps_apart() -> None:
                              (None, "flap"), (False, "same_text")]
 
 
-def test_scraped_corpus_built_from_a_git_scraping_mirror(tmp_path: Path) -> None:
-    """make_html_corpus.py reads a git-scraping repository's history: one page, its
-    captures oldest first, labelled by html2text's words, family and source recorded."""
-    pytest.importorskip("html2text")
+def _capture_mirror(tmp_path: Path, bodies: list[str]) -> list[str]:
+    """A git-scraping mirror of christian-daily-reporter's index.html under ``tmp_path``, one
+    commit a body; the git command prefix that reads and writes it."""
     work = tmp_path / "jpoehls+christian-daily-reporter-archive" / "repo"
     work.mkdir(parents=True)
     git = ["git", "-C", str(work), "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run([*git, "init", "-q"], check=True)
-    news = "<p>Church opens a school in the valley, the mayor says.</p>"
-    copies = [news, news + "<script>var t=1</script>", news + "<p>Storm closes roads.</p>",
-              news + "<p>Storm closes roads.</p><!-- built 2 -->"]
-    for number, body in enumerate(copies):
+    for number, body in enumerate(bodies):
         (work / "index.html").write_text(f"<html><body>{body}</body></html>")
         subprocess.run([*git, "add", "index.html"], check=True)
         subprocess.run([*git, "commit", "-qm", f"capture {number}",
                         f"--date=2020-01-0{number + 1}T00:00:00"], check=True)
+    return git
+
+
+def _build_corpus(tmp_path: Path) -> tuple[Path, dict]:
+    """make_html_corpus.py over the mirrors in ``tmp_path``: the output folder and its one page."""
     out = tmp_path / "out"
     result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "make_html_corpus.py"),
                              "--mirrors", str(tmp_path), "--out", str(out)],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-3000:]
     (page,) = json.loads((out / "manifest.json").read_text())["pages"]
+    return out, page
+
+
+def test_scraped_corpus_built_from_a_git_scraping_mirror(tmp_path: Path) -> None:
+    """make_html_corpus.py reads a git-scraping repository's history: one page, its
+    captures oldest first, labelled by html2text's words, family and source recorded."""
+    pytest.importorskip("html2text")
+    news = "<p>Church opens a school in the valley, the mayor says.</p>"
+    _capture_mirror(tmp_path, [news, news + "<script>var t=1</script>",
+                               news + "<p>Storm closes roads.</p>",
+                               news + "<p>Storm closes roads.</p><!-- built 2 -->"])
+    out, page = _build_corpus(tmp_path)
     assert page["family"] == "news/portal" and page["host"] == "christiandailyreporter.com"
     assert page["source"]["repo"] == "jpoehls/christian-daily-reporter-archive"
     assert [c["changed"] for c in page["captures"]] == [None, False, True, False]
     assert (out / page["captures"][2]["path"]).read_text().count("Storm") == 1
 
 
-
 def test_scraped_capture_without_its_bytes_is_skipped(tmp_path: Path) -> None:
     """A snapshot mirror may lack a capture's blob (the fetch tool leaves out large files):
     the builder leaves that capture out and labels the next one against the one before."""
     pytest.importorskip("html2text")
-    work = tmp_path / "jpoehls+christian-daily-reporter-archive" / "repo"
-    work.mkdir(parents=True)
-    git = ["git", "-C", str(work), "-c", "user.name=t", "-c", "user.email=t@t"]
-    subprocess.run([*git, "init", "-q"], check=True)
-    bodies = ["<p>Church opens a school.</p>", "<p>Church opens a school.</p><!-- 2 -->",
-              "<p>Storm closes roads.</p>", "<p>Storm closes roads.</p><!-- 4 -->"]
-    for number, body in enumerate(bodies):
-        (work / "index.html").write_text(f"<html><body>{body}</body></html>")
-        subprocess.run([*git, "add", "index.html"], check=True)
-        subprocess.run([*git, "commit", "-qm", f"capture {number}",
-                        f"--date=2020-01-0{number + 1}T00:00:00"], check=True)
+    git = _capture_mirror(tmp_path, ["<p>Church opens a school.</p>",
+                                     "<p>Church opens a school.</p><!-- 2 -->",
+                                     "<p>Storm closes roads.</p>",
+                                     "<p>Storm closes roads.</p><!-- 4 -->"])
+    work = Path(git[2])
     lost = subprocess.run([*git, "rev-parse", "HEAD~1:index.html"], check=True,
                           capture_output=True, text=True).stdout.strip()
     (work / ".git" / "objects" / lost[:2] / lost[2:]).unlink()
-    out = tmp_path / "out"
-    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "make_html_corpus.py"),
-                             "--mirrors", str(tmp_path), "--out", str(out)],
-                            capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr[-3000:]
-    (page,) = json.loads((out / "manifest.json").read_text())["pages"]
+    out, page = _build_corpus(tmp_path)
     assert [c["changed"] for c in page["captures"]] == [None, False, True]
     assert "Storm" in (out / page["captures"][2]["path"]).read_text()
 
