@@ -321,14 +321,14 @@ class SendGate:
                     # back from an outage (this call ends it) or settling: keep to the turns,
                     # after this process's own last send, which Redis may not have seen
                     turns = self.breaker.outage_since is not None or self._settling(now, delay)
-                    earliest = self.last.get(host, -math.inf) + delay
+                    last = self.last.get(host)
                     turn = (self.senders, self.place) if turns and self.place >= 0 else None
                 # the slot moved to the turn is recorded in the same call: before, Redis
                 # recorded the slot it gave and the move was stamped after, and a process
                 # reserving in between counted from the slot not sent at (the cluster soak:
                 # 0.17 s under 0.3 s after an 8 s CLIENT PAUSE)
                 taken = self.slots.reserve(host, delay, now, turn=turn,
-                                           earliest=earliest if math.isfinite(earliest) else None)
+                                           earliest=None if last is None else last + delay)
             except SendHeld:
                 raise
             except Exception as exc:  # Redis down or slow: never stop a download for it

@@ -16,7 +16,6 @@ nothing of any crawler framework.
 
 from __future__ import annotations
 
-import math
 import os
 import socket
 import uuid
@@ -79,7 +78,7 @@ class SendSlots:
         if earliest is None and turn is None:
             return self._call(host, delay, now)
         count, place = turn or (1, 0)
-        start = earliest if earliest is not None and math.isfinite(earliest) else now
+        start = now if earliest is None else earliest
         return self._call(host, delay, now, "turn", repr(float(start)), str(int(count)),
                           str(int(place)))
 
