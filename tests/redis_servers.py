@@ -260,19 +260,23 @@ def parse_cluster_nodes(text: str | bytes) -> dict[int, ClusterNode]:
 
 
 def cluster_healthy(cluster: RedisCluster, replicas: int) -> bool:
-    """Every running node says cluster_state ok and, with ``replicas``, every primary that
-    serves slots has that many replicas whose link to it is up."""
+    """Every running node says cluster_state ok and sees the others as they are (no node
+    flagged failing, no primary without slots: a replica another node has not yet learned
+    of reads as a slot-less primary there); with ``replicas``, every primary that serves
+    slots has that many replicas whose link to it is up."""
     for node in cluster.nodes:
         client = node.client()
         try:
             if client.cluster("info").get("cluster_state") != "ok":
                 return False
+            view = parse_cluster_nodes(client.execute_command("CLUSTER", "NODES"))
+            if len(view) != len(cluster.nodes) or any(
+                    n.failed or (n.primary and not n.slots) for n in view.values()):
+                return False
             if replicas:
                 info = client.info("replication")
                 if info.get("role") == "master" and info.get("connected_slaves", 0) < replicas \
-                        and any(n.port == node.port and n.slots for n in
-                                parse_cluster_nodes(client.execute_command("CLUSTER", "NODES")
-                                                    ).values()):
+                        and view.get(node.port) is not None and view[node.port].slots:
                     return False
                 if info.get("role") == "slave" and info.get("master_link_status") != "up":
                     return False
