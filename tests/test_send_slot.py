@@ -410,4 +410,27 @@ def test_the_turns_after_an_outage_are_not_widened(tmp_path, namespace, one_cloc
         for _ in range(8):
             a.send()
             b.send()
-    assert min(_gaps(a, b)) >= 0.99, " ".join(f"{p}{t:.2f}" for t, p in sorted((t, p) for p, q in (("a", a), ("b", b)) for t in q.sent))
+    sends = sorted([(t, "a") for t in a.sent] + [(t, "b") for t in b.sent])
+    assert min(_gaps(a, b)) >= 0.99, " ".join(f"{name}{t:.2f}" for t, name in sends)
+
+
+def test_the_stall_watch_records_how_late_its_timer_fired():
+    """``StallWatch`` on a scheduler it does not own (Twisted's ``task.Clock``) and a clock the
+    test moves: a timer on time records nothing; one held 0.5 s by a blocked loop records
+    the stall; stopped, it schedules nothing more."""
+    from twisted.internet import task
+
+    from frontier_rate.crawl.scrapy_politeness import StallWatch
+
+    scheduler, now = task.Clock(), [0.0]
+    stalls = LoopStalls()
+    watch = StallWatch(stalls, tick=0.02, scheduler=scheduler, clock=lambda: now[0])
+    watch.start()
+    now[0] = 0.02
+    scheduler.advance(0.02)
+    assert stalls.allowance(now[0]) == 0.0
+    now[0] = 0.54  # the loop was blocked: the timer due at 0.04 fires at 0.54
+    scheduler.advance(0.02)
+    assert stalls.allowance(now[0]) == pytest.approx(0.5)
+    watch.stop()
+    assert scheduler.getDelayedCalls() == []

@@ -15,6 +15,9 @@ both adapters call (``ScrapyPoliteness.install``) to apply them to Scrapy's down
 - right before a request goes to its download handler (robots.txt fetches too), take the
   host's shared send slot, so every process of the frontier keeps the delay together: the
   request waits for it without blocking the event loop. Hosts without a delay cost nothing.
+  The gap after this process's send is widened by its recent event-loop stalls
+  (``StallWatch``, ``politeness.LoopStalls``): a request leaves some loop iterations after
+  its slot, late by whatever callback holds the loop meanwhile.
 
 Private Scrapy internals used here are guarded in ``scrapy_compat`` (docs/ARCHITECTURE.md).
 The Scrapy scheduler tells this module when a lease leaves and when robots.txt answers; the
@@ -99,19 +102,20 @@ class StallWatch:
     (``politeness.LoopStalls``): the event loop's stalls, which the shared send slot widens
     a host's gap by."""
 
-    def __init__(self, stalls: LoopStalls, tick: float = STALL_TICK) -> None:
-        self.stalls, self.tick = stalls, tick
+    def __init__(self, stalls: LoopStalls, tick: float = STALL_TICK, scheduler: Any = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if scheduler is None:
+            from twisted.internet import reactor as scheduler
+        self.stalls, self.tick, self.scheduler, self.clock = stalls, tick, scheduler, clock
         self._due = 0.0
         self._call: Any = None
 
     def start(self) -> None:
-        from twisted.internet import reactor
-
-        self._due = time.monotonic() + self.tick
-        self._call = reactor.callLater(self.tick, self._fire)  # type: ignore[attr-defined]
+        self._due = self.clock() + self.tick
+        self._call = self.scheduler.callLater(self.tick, self._fire)
 
     def _fire(self) -> None:
-        now = time.monotonic()
+        now = self.clock()
         if now - self._due > 0:
             self.stalls.record(now - self._due, now)
         self.start()
