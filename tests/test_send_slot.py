@@ -434,3 +434,44 @@ def test_the_stall_watch_records_how_late_its_timer_fired():
     assert stalls.allowance(now[0]) == pytest.approx(0.5)
     watch.stop()
     assert scheduler.getDelayedCalls() == []
+
+
+def test_a_process_whose_frontier_saw_the_outage_keeps_to_the_turns(tmp_path, namespace,
+                                                                     one_clock):
+    """A process whose send gate made no call while Redis was down, but whose frontier
+    client found it gone (``SendGate.outage_seen``, the client breaker's listener), keeps to
+    its turns once Redis is back. Before, it took the slot after the last one Redis stored,
+    just after another process's outage turn that Redis never saw (the short soak: 0.19 s
+    under 0.5 s after a Redis restart)."""
+    with RedisServer(tmp_path / "redis") as server:
+        a, b = Process(server.url, namespace, "a"), Process(server.url, namespace, "b")
+        for process in (a, b, a, b):
+            process.send()
+        server.kill()
+        b.gate.outage_seen(ConnectionError("Connection refused"))  # b sends nothing meanwhile
+        a.now = b.now = 10.0
+        for _ in range(2):
+            a.send()  # a's turns: Redis never sees them
+        assert a.gate.breaker.outage_since is not None
+        server.start()  # emptied: Redis knows none of a's turns
+        b.now = b.gate.breaker.retry_at = a.sent[-1] + 0.2
+        b.send()
+        assert b.gate.breaker.outage_since is None  # back, through Redis
+    assert min(_gaps(a, b)) >= 0.99, (a.sent, b.sent)
+
+
+def test_the_frontier_client_breaker_tells_its_listeners_of_each_outage_once():
+    """The link ``SendGate.outage_seen`` hangs on: the first failure of an outage is told,
+    the next ones of the same outage are not; after a reset the next outage is told again;
+    a listener that raises does not stop the breaker."""
+    from frontier_rate.client.outage import Breaker
+
+    told: list[str] = []
+    breaker = Breaker("redis://127.0.0.1:1/0")
+    breaker.listeners += [lambda exc: 1 / 0, lambda exc: told.append(str(exc))]
+    breaker.trip(ConnectionError("first"), 0.0)
+    breaker.trip(ConnectionError("again"), 1.0)
+    assert told == ["first"] and breaker.outage_since == 0.0
+    breaker.reset(2.0)
+    breaker.trip(ConnectionError("second"), 3.0)
+    assert told == ["first", "second"]

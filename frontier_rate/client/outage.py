@@ -11,6 +11,7 @@ every Redis outage: the client's calls and the shared send slots (``crawl.polite
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from redis.backoff import ExponentialBackoff
 
@@ -33,6 +34,8 @@ class Breaker:
         """The longest wait between two attempts (the shared send slots ask sooner)."""
         self.outage_since: float | None = None
         self.retry_at = 0.0
+        self.listeners: list[Callable[[Exception], None]] = []
+        """Told of each outage's first failure (``crawl.politeness.SendGate.outage_seen``)."""
         self.backoff = REDIS_RETRY_FIRST
         self.failures = 0
         """Failed attempts in this outage: the backoff is redis-py's exponential one of it."""
@@ -57,6 +60,11 @@ class Breaker:
         self.condition = getattr(exc, "condition", "failed")
         if self.outage_since is None:
             self.outage_since, self.failures, self.replayed = now, 0, 0
+            for listener in self.listeners:
+                try:
+                    listener(exc)
+                except Exception:
+                    logger.exception("frontier-rate: could not tell %r of the outage", listener)
             self.backoff = min(self.cap, _BACKOFF.compute(0))
             if doing is not None:
                 logger.warning("frontier-rate: Redis at %s %s (%s); %s, retrying in %.0f s",

@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from scrapy.http import Response
     from scrapy.spiders import Spider
 
+    from frontier_rate.client.outage import Breaker
     from frontier_rate.crawl.settings import AdapterSettings
     from frontier_rate.engine.frontier import Frontier, Lease
 
@@ -156,11 +157,14 @@ class ScrapyPoliteness:
     @classmethod
     def install(cls, crawler: Crawler, frontier: Frontier, config: AdapterSettings,
                 clock: Callable[[], float], set_host_delay: Callable[[str, float], Any], *,
-                follow_downloader: bool = False) -> ScrapyPoliteness:
+                follow_downloader: bool = False, outages: Breaker | None = None
+                ) -> ScrapyPoliteness:
         """The politeness of ``crawler`` on ``frontier``: its gate, its slot pacing and (unless
         ``FRONTIER_RATE_SHARED_SEND`` is off) its shared send slot. ``follow_downloader``: pace
         each request's slot when it reaches the downloader and read every robots.txt answer
-        here (an adapter that does neither itself: the Frontera backend)."""
+        here (an adapter that does neither itself: the Frontera backend). ``outages``: the
+        frontier client's breaker, whose outages the send slots keep to the turns for too
+        (``SendGate.outage_seen``)."""
         gate = HostGate(
             per_host=config.per_host, min_delay=frontier.min_host_delay,
             obey_crawl_delay=config.obey_crawl_delay,
@@ -173,6 +177,8 @@ class ScrapyPoliteness:
         politeness = cls(crawler, gate, clock, set_host_delay, send)
         crawler.signals.connect(politeness.on_downloaded, signal=signals.response_downloaded)
         if politeness.send is not None:
+            if outages is not None:
+                outages.listeners.append(politeness.send.outage_seen)
             watch = StallWatch(politeness.stalls)
             watch.start()
             crawler.signals.connect(watch.stop, signal=signals.engine_stopped)

@@ -64,7 +64,7 @@ class KeepAlive:
             return
         self.politeness = ScrapyPoliteness.install(
             self.crawler, backend.frontier, backend.settings, backend.clock,
-            backend.client.host_delay, follow_downloader=True)
+            backend.client.host_delay, follow_downloader=True, outages=backend.client.breaker)
 
     def spider_idle(self, spider: Any) -> None:
         from scrapy.exceptions import DontCloseSpider

@@ -199,7 +199,8 @@ class Scheduler:
         assert frontier is not None
         self.lease_timeout = frontier.lease_timeout
         self.politeness = ScrapyPoliteness.install(self.crawler, frontier, config, self.clock,
-                                                   self.client.host_delay)
+                                                   self.client.host_delay,
+                                                   outages=self.client.breaker)
         self._intake = PageIntake(spider, self.stats,
                                   AddedHeaders(self.crawler.settings, spider).clean)
         self._signals = SignalReader(
