@@ -475,3 +475,31 @@ def test_the_frontier_client_breaker_tells_its_listeners_of_each_outage_once():
     breaker.reset(2.0)
     breaker.trip(ConnectionError("second"), 3.0)
     assert told == ["first", "second"]
+
+
+def test_the_turns_of_an_outage_come_after_slots_widened_by_loop_stalls(tmp_path, namespace,
+                                                                       one_clock):
+    """A slot taken before an outage may be followed by a gap widened by its process's loop
+    stalls (``LoopStalls``, at most ``STALL_CAP``): the slots still to come when Redis goes
+    reach that much further, and the first turn of an outage comes after them. Before, it
+    came ``senders`` plain delays after the outage was found (the short soak: 0.065 s under
+    0.5 s, another crawler's slot taken before a Redis restart)."""
+    with RedisServer(tmp_path / "redis") as server:
+        a, b, c = (Process(server.url, namespace, name) for name in "abc")
+        for process in (a, b, c):
+            process.send()
+        for process in (c, b, a):
+            process.widen = 0.9  # each one's loop stalled: each slot 1.9 s after the one before
+            process.now = 10.0
+            process.send()
+        assert [p.sent[-1] - c.sent[-1] for p in (b, a)] == pytest.approx([1.9, 3.8], abs=0.01)
+        server.kill()
+        for process in (c, b, a):
+            process.widen = 0.0
+            process.now = 10.0  # each finds Redis gone at once
+            process.send()
+        assert c.gate.breaker.outage_since is not None
+    pre = sorted(p.sent[-2] for p in (a, b, c))
+    turns = sorted(p.sent[-1] for p in (a, b, c))
+    assert min(turns) >= pre[-1] + 1.9 - 0.01, (pre, turns)
+    assert min(_gaps(a, b, c)[-3:]) >= 0.99, sorted(a.sent + b.sent + c.sent)

@@ -308,8 +308,9 @@ class SendGate:
     Three rules make the turns meet the slots taken around them (issue 63's soak: 0.23 s and
     0.0018 s under 0.5 s without them). Slots taken in Redis before the outage are still to
     come: each process holds at most one slot a host ahead (the caller sends one request
-    to a host at a time), so they all lie within ``senders`` delays of the moment this
-    process found Redis gone, and its first turn comes after that. After the outage the
+    to a host at a time), so they all lie within ``senders`` gaps of the moment this
+    process found Redis gone (a delay each, widened by up to ``STALL_CAP``), and its first
+    turn comes after that. After the outage the
     other processes come back one by one (each asks again within ``SEND_RETRY_MAX``) and
     their turns taken meanwhile are not in Redis: for ``RECOVERY_PERIODS`` rounds of turns
     after this process is back, the slot Redis gives it is its next own turn (moved there
@@ -467,8 +468,10 @@ class SendGate:
         start = self.clock()
         now = self.wall() + (self.offset or 0.0)
         earliest = max(now, self.last.get(host, -math.inf) + delay)
-        if self.outage_from is not None:  # after the slots the others took before the outage
-            earliest = max(earliest, self.outage_from + max(1, self.senders) * delay)
+        if self.outage_from is not None:  # after the slots the others took before the outage,
+            # each followed by a gap its process may have widened by up to STALL_CAP
+            earliest = max(earliest,
+                           self.outage_from + max(1, self.senders) * (delay + STALL_CAP))
         at = self._turn(earliest, delay)
         self.last[host] = at
         self.outage_sends += 1
