@@ -503,3 +503,23 @@ def test_the_turns_of_an_outage_come_after_slots_widened_by_loop_stalls(tmp_path
     turns = sorted(p.sent[-1] for p in (a, b, c))
     assert min(turns) >= pre[-1] + 1.9 - 0.01, (pre, turns)
     assert min(_gaps(a, b, c)[-3:]) >= 0.99, sorted(a.sent + b.sent + c.sent)
+
+
+def test_a_request_retakes_its_slot_when_the_loop_stalled_longer_since_it_was_taken():
+    """A slot taken seconds ahead (a crawler's start: robots.txt and manifests queued) was
+    recorded with the gap widened by the stalls known then; when the loop has stalled
+    longer since, the request does not simply leave at its slot (it goes through the late
+    path: the next free slot, with the gap widened by the stalls seen now)."""
+    import time
+    from types import SimpleNamespace
+
+    from frontier_rate.crawl.scrapy_politeness import SEND_MARGIN, ScrapyPoliteness
+
+    politeness = ScrapyPoliteness(SimpleNamespace(engine=None, stats=None), None,
+                                  time.monotonic, lambda host, delay: None)
+    now = time.monotonic()
+    assert not politeness._late(now, 0.0)  # on time, no stall
+    assert politeness._late(now - SEND_MARGIN - 0.05, 0.0)  # missed its slot
+    politeness.stalls.record(0.4, now)
+    assert politeness._late(now, 0.0)  # the loop stalled 0.4 s since the slot was taken
+    assert not politeness._late(now, 0.4)  # the gap recorded with the slot allowed for it
