@@ -376,7 +376,9 @@ def test_a_process_whose_loop_stalls_keeps_the_next_send_further_away(slots, red
     gate = SendGate(a, redis_url, clock=lambda: clock[0], wall=lambda: clock[0])
     gate.synced, gate.offset = True, 0.0
     assert gate.reserve(HOST, 1.0, widen=0.3) == pytest.approx(100.0)
-    assert b.reserve(HOST, 1.0, 100.01).wait == pytest.approx(1.29)  # 1.3 after a's slot
+    taken = b.reserve(HOST, 1.0, 100.01)
+    assert taken.wait == pytest.approx(1.29)  # 1.3 after a's slot
+    assert taken.prior_gap == pytest.approx(1.3)  # b learns how wide a's gap was
     # a request that left late, recorded as sent then: the widened gap counts from it
     other = "late.example"
     assert gate.reserve(other, 1.0) == pytest.approx(100.0)

@@ -274,7 +274,9 @@ class LoopStalls:
         """(when, seconds) of the stalls that may still be the window's longest, longest first."""
 
     def record(self, seconds: float, now: float) -> None:
-        """A stall of ``seconds`` (how late a timer fired) ended at ``now``."""
+        """A stall of ``seconds`` (how late a timer fired) ended at ``now`` (none if <= 0)."""
+        if seconds <= 0:
+            return
         while self._stalls and self._stalls[-1][1] <= seconds:
             self._stalls.pop()
         self._stalls.append((now, seconds))
@@ -309,8 +311,8 @@ class SendGate:
     0.0018 s under 0.5 s without them). Slots taken in Redis before the outage are still to
     come: each process holds at most one slot a host ahead (the caller sends one request
     to a host at a time), so they all lie within ``senders`` gaps of the moment this
-    process found Redis gone (a delay each, widened by up to ``STALL_CAP``), and its first
-    turn comes after that. After the outage the
+    process found Redis gone (a delay each, widened as much as the widest gap seen lately,
+    ``widest``), and its first turn comes after that. After the outage the
     other processes come back one by one (each asks again within ``SEND_RETRY_MAX``) and
     their turns taken meanwhile are not in Redis: for ``RECOVERY_PERIODS`` rounds of turns
     after this process is back, the slot Redis gives it is its next own turn (moved there
@@ -341,6 +343,10 @@ class SendGate:
         """When (Redis's clock) this process found Redis gone; None outside an outage."""
         self.back_since: float | None = None
         """When (Redis's clock) this process took shared slots again after its last outage."""
+        self.widest = LoopStalls()
+        """The widest widening of a gap seen lately (``clock``): this process's own and the
+        previous senders' (``Reservation.prior_gap``); how far the slots taken before an
+        outage may reach beyond plain delays."""
         self._lock = threading.Lock()
 
     def reserve(self, host: str, delay: float, widen: float = 0.0) -> float:
@@ -396,6 +402,9 @@ class SendGate:
                     if not self._settling(now, delay):  # the view kept as the others have it
                         self.senders, self.place = taken.senders, taken.place
                     self.last[host] = max(self.last.get(host, 0.0), at)
+                    seen = self.clock()
+                    self.widest.record(taken.prior_gap - delay, seen)
+                    self.widest.record(0.0 if turn else widen, seen)
                     if len(self.last) > LAST_SENDS_KEPT:
                         self._forget_before(now - 2 * DEFAULT_MAX_CRAWL_DELAY)
                 # on the clock read with ``now``: a slow call leaves the slot in the past (the
@@ -469,9 +478,9 @@ class SendGate:
         now = self.wall() + (self.offset or 0.0)
         earliest = max(now, self.last.get(host, -math.inf) + delay)
         if self.outage_from is not None:  # after the slots the others took before the outage,
-            # each followed by a gap its process may have widened by up to STALL_CAP
-            earliest = max(earliest,
-                           self.outage_from + max(1, self.senders) * (delay + STALL_CAP))
+            # each followed by a gap its process may have widened (``widest``)
+            widened = self.widest.allowance(self.clock())
+            earliest = max(earliest, self.outage_from + max(1, self.senders) * (delay + widened))
         at = self._turn(earliest, delay)
         self.last[host] = at
         self.outage_sends += 1

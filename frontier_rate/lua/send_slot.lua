@@ -24,7 +24,8 @@
 -- send of a process that has, nor the other way round.
 -- Returns {seconds the caller waits before sending (0: send now), settled processes seen
 -- within the window, the caller's place among them by id (0-based; -1 while the caller
--- itself has not settled)}, numbers as strings.
+-- itself has not settled), the gap the previous sender asked for after its send (0 when
+-- none is stored)}, numbers as strings.
 local host, delay, now = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local sender, window = ARGV[4], tonumber(ARGV[5])
 if not delay or delay ~= delay or delay < 0 or delay == math.huge then
@@ -56,10 +57,11 @@ if ARGV[7] == "late" then
     if last and last < now then
       redis.call("HSET", KEYS[1], host, string.format("%.6f,%.6f", now, delay))
     end
-    return {"0", "1", "0"}
+    return {"0", "1", "0", "0"}
   end
 end
 local at = now
+local prior = 0
 if stored then
   local last, before = string.match(stored, "^([^,]+),([^,]+)$")
   local free
@@ -67,6 +69,7 @@ if stored then
     last, before = tonumber(last), tonumber(before)
     if last and before and before == before and before >= 0 and before < math.huge then
       free = last + math.max(before, delay)
+      prior = before
     end
   else
     free = tonumber(stored)
@@ -101,4 +104,5 @@ for _, name in ipairs(seen) do
     settled = settled + 1
   end
 end
-return {string.format("%.6f", at - now), tostring(settled), tostring(place)}
+return {string.format("%.6f", at - now), tostring(settled), tostring(place),
+        string.format("%.6f", prior)}

@@ -44,12 +44,15 @@ def sender_id() -> str:
 class Reservation:
     """A send slot taken: ``wait`` seconds until the send may leave, ``senders`` processes seen
     sending within ``SENDER_WINDOW`` for at least ``SENDER_SETTLE`` (this one included once
-    it has) and ``place``, this process's index among them in the order they joined (-1
-    while it has not settled)."""
+    it has), ``place``, this process's index among them in the order they joined (-1
+    while it has not settled), and ``prior_gap``."""
 
     wait: float
     senders: int
     place: int
+    prior_gap: float = 0.0
+    """The gap the previous sender asked for after its send (its delay, widened by its loop
+    stalls): how far the slots still to come may reach (``crawl.politeness.SendGate``)."""
 
 
 class SendSlots:
@@ -104,8 +107,8 @@ class SendSlots:
                 raise
             self.scripts.load()  # Redis restarted or flushed its scripts: load and ask again
             reply = self.scripts.call(self.scripts.client, "send_slot", keys, args)
-        wait, senders, place = reply
-        return Reservation(float(wait), max(1, int(senders)), max(-1, int(place)))
+        wait, senders, place, prior = reply
+        return Reservation(float(wait), max(1, int(senders)), max(-1, int(place)), float(prior))
 
 
 def _lost(exc: Exception) -> bool:
