@@ -107,13 +107,14 @@ class RobotsHeld(IgnoreRequest):
 class StallWatch:
     """Measure how late a timer fires, every ``STALL_TICK``, into ``stalls``
     (``politeness.LoopStalls``): the event loop's stalls, which the shared send slot widens
-    a host's gap by."""
+    a host's gap by. ``presume``: a stall taken as measured at the start."""
 
     def __init__(self, stalls: LoopStalls, tick: float = STALL_TICK, scheduler: Any = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, presume: float = 0.0) -> None:
         if scheduler is None:
             from twisted.internet import reactor as scheduler
         self.stalls, self.tick, self.scheduler, self.clock = stalls, tick, scheduler, clock
+        stalls.record(presume, clock())  # before any is measured (``START_STALL``)
         self._due = 0.0
         self._call: Any = None
 
@@ -185,8 +186,7 @@ class ScrapyPoliteness:
         if politeness.send is not None:
             if outages is not None:
                 outages.listeners.append(politeness.send.outage_seen)
-            watch = StallWatch(politeness.stalls)
-            politeness.stalls.record(START_STALL, watch.clock())
+            watch = StallWatch(politeness.stalls, presume=START_STALL)
             watch.start()
             crawler.signals.connect(watch.stop, signal=signals.engine_stopped)
         if follow_downloader:
