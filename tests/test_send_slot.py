@@ -418,17 +418,13 @@ def test_the_turns_after_an_outage_are_not_widened(tmp_path, namespace, one_cloc
 
 def test_the_stall_watch_records_how_late_its_timer_fired():
     """``StallWatch`` on a scheduler it does not own (Twisted's ``task.Clock``) and a clock the
-    test moves: a presumed start stall counts for the window; a timer on time records
-    nothing; one held 0.5 s by a blocked loop records the stall; stopped, it schedules
-    nothing more."""
+    test moves: a timer on time records nothing; one held 0.5 s by a blocked loop records
+    the stall; stopped, it schedules nothing more."""
     from twisted.internet import task
 
     from frontier_rate.crawl.scrapy_politeness import StallWatch
 
     scheduler, now = task.Clock(), [0.0]
-    presumed = LoopStalls(window=30.0)  # START_STALL: a stall taken as measured at the start
-    StallWatch(presumed, scheduler=scheduler, clock=lambda: now[0], presume=0.25)
-    assert presumed.allowance(0.0) == 0.25 and presumed.allowance(30.01) == 0.0
     stalls = LoopStalls()
     watch = StallWatch(stalls, tick=0.02, scheduler=scheduler, clock=lambda: now[0])
     watch.start()

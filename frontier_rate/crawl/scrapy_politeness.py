@@ -81,12 +81,6 @@ SEND_MARGIN = PACE_MARGIN
 server drifts from the moment its wait ends (scheduling, the connection), as it does from
 a slot's start (``PACE_MARGIN``, the same margin). With 0.01 s two Frontera processes on the
 loaded 2-core VM had requests arrive 0.950 s apart under a 1 s Crawl-delay."""
-START_STALL = 0.25
-"""Seconds of stall presumed for ``politeness.STALL_WINDOW`` after a crawl starts, before any
-is measured: every crawler's first seconds (its first callbacks yielding a site's pages,
-its imports) stalled its loop 0.1-0.8 s in each 2-minute soak on the loaded 2-core VM, and
-a request whose slot was taken before the first stall was measured still came 0.017 s
-under the delay. Costs a slower start for half a minute."""
 STALL_TICK = 0.02
 """Seconds between the timers that measure this process's event-loop stalls (``StallWatch``).
 A stall is measured up to one tick short, which ``SEND_MARGIN`` covers; 50 timers a second
@@ -107,14 +101,13 @@ class RobotsHeld(IgnoreRequest):
 class StallWatch:
     """Measure how late a timer fires, every ``STALL_TICK``, into ``stalls``
     (``politeness.LoopStalls``): the event loop's stalls, which the shared send slot widens
-    a host's gap by. ``presume``: a stall taken as measured at the start."""
+    a host's gap by."""
 
     def __init__(self, stalls: LoopStalls, tick: float = STALL_TICK, scheduler: Any = None,
-                 clock: Callable[[], float] = time.monotonic, presume: float = 0.0) -> None:
+                 clock: Callable[[], float] = time.monotonic) -> None:
         if scheduler is None:
             from twisted.internet import reactor as scheduler
         self.stalls, self.tick, self.scheduler, self.clock = stalls, tick, scheduler, clock
-        stalls.record(presume, clock())  # before any is measured (``START_STALL``)
         self._due = 0.0
         self._call: Any = None
 
@@ -186,7 +179,7 @@ class ScrapyPoliteness:
         if politeness.send is not None:
             if outages is not None:
                 outages.listeners.append(politeness.send.outage_seen)
-            watch = StallWatch(politeness.stalls, presume=START_STALL)
+            watch = StallWatch(politeness.stalls)
             watch.start()
             crawler.signals.connect(watch.stop, signal=signals.engine_stopped)
         if follow_downloader:
