@@ -75,9 +75,10 @@ import json
 import re
 import zlib
 from array import array
+from bisect import bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass
-from itertools import compress, filterfalse, pairwise
+from itertools import accumulate, compress, filterfalse, pairwise
 from operator import not_
 from typing import Any, Protocol
 
@@ -266,12 +267,27 @@ PRICE = re.compile(r"[$€£¥]\s?\d|\d\s?(?:[€$£]|(?i:eur|usd|chf)\b)")
 """A price in a segment: a currency sign or code beside a number."""
 
 
-def _priced(parts: list[str], hashes: list[int]) -> list[int]:
-    """The segments of a copy that show a price ("$ 24.99 Add to cart", "ab 14,00 €"): a
-    value of the pages (a product's price and stock line, a listing's entry), never learned
+def priced_positions(parts: list[str]) -> list[int]:
+    """The positions of the ``parts`` that show a price ("$ 24.99 Add to cart", "ab 14,00 €"):
+    a value of the pages (a product's price and stock line, a listing's entry), never learned
     as the host's boilerplate (``HostMask.value_shown``), so its change counts on every page
-    that shows it (issue 59)."""
-    return [h for part, h in zip(parts, hashes, strict=True) if PRICE.search(part)]
+    that shows it (issue 59).
+
+    One ``PRICE`` search over the parts joined by NULs, each match mapped back to its part
+    by its offset (``bisect``), then on from the next part: Python works per priced part,
+    not per part. The same parts as ``PRICE.search`` on each: no match holds a NUL (a sign
+    or code beside a digit, at most a white space between), and ``\b`` reads the NUL after
+    a part as the part's end."""
+    joined = "\x00".join(parts)
+    starts = list(accumulate(map((1).__add__, map(len, parts)), initial=0))
+    found: list[int] = []
+    search = PRICE.search
+    match = search(joined)
+    while match is not None:
+        position = bisect_right(starts, match.start()) - 1
+        found.append(position)
+        match = search(joined, starts[position + 1])
+    return found
 
 
 def _whole_text_hash(parts: list[str], hashes: list[int], ignore: set[int]) -> bytes:
@@ -322,6 +338,7 @@ class ContentDetector:
         self.remember_gone = remember_gone
         self.cache_segments = cache_segments
         self._stable_cache: dict[int, int] = {}
+        self._priced_keys: set[int] = set()  # the cache's keys of segments showing a price
         self._hosts: OrderedDict[str, HostMask] = OrderedDict()
         self._pages: OrderedDict[str, PageMemory] = OrderedDict()
         self.ignored_changes = 0
@@ -395,7 +412,7 @@ class ContentDetector:
                     memory.rejected += 1
                 self.not_content += 1
                 return Detection(None, reason)
-        texts = self._stable_hashes(parts)
+        texts, keys = self._stable_hashes(parts)
         hashes = copies_apart(texts)
         if memory is not None and memory.sketch is not None:  # read from Redis: page_memory
             memory.restore(hashes, host.seen)
@@ -409,7 +426,7 @@ class ContentDetector:
                 self.not_content += 1
                 return Detection(None, "replaced")
         page_id = zlib.crc32(url.encode("utf-8", "surrogatepass"))
-        host.value_shown(_priced(parts, hashes))
+        host.value_shown(list(compress(hashes, map(self._priced_keys.__contains__, keys))))
         ignore = _with_slots(_ignored_here(lengths, hashes, host.masked), host, hashes)
         ignored = changed = 0
         fingerprint: str | None = None
@@ -469,21 +486,26 @@ class ContentDetector:
             self._pages.move_to_end(url)
         return Detection(fingerprint, None, ignored, changed, content)
 
-    def _stable_hashes(self, parts: list[str]) -> list[int]:
+    def _stable_hashes(self, parts: list[str]) -> tuple[list[int], list[int]]:
         """``segment_hash(stable segment)`` of each part, through a bounded per-process
         cache keyed by the raw segment (most segments repeat from fetch to fetch, and
-        the volatile patterns are the costly step)."""
+        the volatile patterns are the costly step), and the parts' keys in it. Whether a
+        part shows a price (``priced_positions``) is found with its stable hash, for the
+        parts not in the cache only, and kept in ``_priced_keys`` (emptied with the cache)."""
         cache = self._stable_cache
         keys = list(map(hash, parts))
-        missing = [i for i, key in enumerate(keys) if key not in cache]
+        missing = list(compress(range(len(keys)), map(not_, map(cache.__contains__, keys))))
         if missing:
             if len(cache) + len(missing) > self.cache_segments:
                 cache.clear()  # full: start afresh, this page's known segments included
+                self._priced_keys.clear()
                 missing = list(range(len(keys)))
-            stable = segment_hashes(stable_segments([parts[i] for i in missing]))
+            fresh = [parts[i] for i in missing]
+            stable = segment_hashes(stable_segments(fresh))
             for i, value in zip(missing, stable, strict=True):
                 cache[keys[i]] = value
-        return list(map(cache.__getitem__, keys))
+            self._priced_keys.update(keys[missing[i]] for i in priced_positions(fresh))
+        return list(map(cache.__getitem__, keys)), keys
 
     def stats(self) -> dict[str, int]:
         """Counters for the adapters' stats (``ignored_changes``, ``not_content``)."""
