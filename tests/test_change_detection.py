@@ -672,3 +672,29 @@ def test_priced_segments_through_the_cache_are_those_of_a_search_per_segment(mon
                             if change_detection.PRICE.search(part)]
                 assert shown == [expected], (cache_segments, fetch, markup)
         assert len(detector._priced_keys) <= len(detector._stable_cache)
+
+
+def _copies_apart_one_by_one(hashes: list[int]) -> list[int]:
+    """``copies_apart`` as a walk over every segment: the k-th copy of a text, k >= 2, is
+    ``copy_hash(h, k)``."""
+    copies: dict[int, int] = {}
+    out = []
+    for h in hashes:
+        copies[h] = copies.get(h, 0) + 1
+        out.append(h if copies[h] == 1 else segments_module.copy_hash(h, copies[h]))
+    return out
+
+
+def test_copies_apart_hashes_the_copies_a_walk_over_every_segment_hashes():
+    """``copies_apart`` (its further copies found in C) gives each segment the hash a walk
+    over every segment gives it: no repeat, a few, many of one text, arrays and lists."""
+    draw = random.Random(2)
+    flags = (0, segments_module.SHORT_BIT, segments_module.SHORT_BIT | (1 << 62))
+    for _ in range(2000):
+        texts = [draw.getrandbits(40) | draw.choice(flags) for _ in range(draw.randrange(1, 9))]
+        hashes = [draw.choice(texts) for _ in range(draw.randrange(0, 40))]
+        expected = _copies_apart_one_by_one(hashes)
+        assert segments_module.copies_apart(hashes) == expected, hashes
+        assert segments_module.copies_apart(array("Q", hashes)) == expected, hashes
+    distinct = list(range(1, 300))
+    assert segments_module.copies_apart(distinct) == distinct

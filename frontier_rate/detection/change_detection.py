@@ -443,8 +443,9 @@ class ContentDetector:
                 host.slot_replaced(anchor, text, page_id)
             # a new short entry with a digit (a dated teaser, a price) is a listing's entry,
             # not a renamed menu item: no boilerplate run takes it (issue 59)
-            numbered = {h for part, h in zip(parts, hashes, strict=True)
-                        if h in added and _DIGIT.search(part) is not None}
+            numbered = {hashes[i] for i in compress(range(len(hashes)),
+                                                    map(added.__contains__, hashes))
+                        if _DIGIT.search(parts[i]) is not None}
             for h in boilerplate_runs(hashes, added - numbered, ignore) | \
                     boilerplate_runs(memory.hashes, removed, ignore) | \
                     consent_runs(hashes, added) | consent_runs(memory.hashes, removed):

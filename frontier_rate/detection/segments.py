@@ -9,6 +9,7 @@ import html
 import re
 import zlib
 from itertools import compress
+from operator import ne
 
 
 def alternation(names: list[str]) -> str:
@@ -314,11 +315,17 @@ def copies_apart(hashes: list[int]) -> list[int]:
     from the last one by a segment, in the detector's sets, the host's masks and the shared
     memory's sketch alike (issue 59 item 2: multisets, not sets); segments that only move
     keep their hashes."""
+    size = len(hashes)
+    first = dict(zip(reversed(hashes), range(size - 1, -1, -1), strict=True))  # text: place
+    out = list(hashes)
+    if len(first) == size:  # no text twice
+        return out
+    # Python walks only the further copies, found in C: the places not their text's first
     copies: dict[int, int] = {}
-    out = []
-    for h in hashes:
-        copy = copies[h] = copies.get(h, 0) + 1
-        out.append(h if copy == 1 else copy_hash(h, copy))
+    for i in compress(range(size), map(ne, map(first.__getitem__, hashes), range(size))):
+        h = hashes[i]
+        copy = copies[h] = copies.get(h, 1) + 1
+        out[i] = copy_hash(h, copy)
     return out
 
 
