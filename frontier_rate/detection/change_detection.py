@@ -295,7 +295,9 @@ def _whole_text_hash(parts: list[str], hashes: list[int], ignore: set[int]) -> b
     markup that only moves block boundaries (a link turned into a block) is no change.
     ``parts`` come from ``segments``: their only white space is single U+0020 spaces."""
     text = "".join(compress(parts, map(not_, map(ignore.__contains__, hashes))))
-    return hashlib.blake2b(text.replace(" ", "").encode("utf-8", "surrogatepass"),
+    # the spaces removed from the UTF-8 bytes (the same bytes: no other character's UTF-8
+    # holds 0x20), faster than from the text
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass").replace(b" ", b""),
                            digest_size=8).digest()
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import html
 import re
 import zlib
-from itertools import compress
-from operator import ne
+from itertools import compress, repeat
+from operator import is_, ne
 
 
 def alternation(names: list[str]) -> str:
@@ -188,7 +188,7 @@ def segments(markup: str) -> list[str]:
     if None in found:
         if len(cache) + len(keys) > NORMAL_CACHE:
             cache.clear()
-        missing = list(compress(range(len(found)), map(_is_none, found)))
+        missing = list(compress(range(len(found)), map(is_, found, repeat(None))))
         texts = _pieces_text([pieces[i] for i in missing])
         for i, piece_text in zip(missing, texts, strict=True):
             found[i] = cache[keys[i]] = piece_text
@@ -205,10 +205,6 @@ def _pieces_text(pieces: list[str]) -> list[str]:
     if "&" in text:
         text = html.unescape(text)
     return [" ".join(part.split()) for part in text.split("\x00")]
-
-
-def _is_none(value: object) -> bool:
-    return value is None
 
 
 def stable_segments(parts: list[str]) -> list[str]:
