@@ -78,8 +78,8 @@ from array import array
 from bisect import bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass
-from itertools import accumulate, compress, filterfalse, pairwise
-from operator import not_
+from itertools import accumulate, compress, filterfalse, pairwise, repeat
+from operator import is_, not_
 from typing import Any, Protocol
 
 from frontier_rate.detection.content_rules import ContentRule
@@ -497,17 +497,19 @@ class ContentDetector:
         parts not in the cache only, and kept in ``_priced_keys`` (emptied with the cache)."""
         cache = self._stable_cache
         keys = list(map(hash, parts))
-        missing = list(compress(range(len(keys)), map(not_, map(cache.__contains__, keys))))
-        if missing:
-            if len(cache) + len(missing) > self.cache_segments:
-                cache.clear()  # full: start afresh, this page's known segments included
-                self._priced_keys.clear()
-                missing = list(range(len(keys)))
-            fresh = [parts[i] for i in missing]
-            stable = segment_hashes(stable_segments(fresh))
-            for i, value in zip(missing, stable, strict=True):
-                cache[keys[i]] = value
-            self._priced_keys.update(keys[missing[i]] for i in priced_positions(fresh))
+        found = list(map(cache.get, keys))
+        if None not in found:  # a revisit's usual case: one pass of lookups
+            return found, keys
+        missing = list(compress(range(len(keys)), map(is_, found, repeat(None))))
+        if len(cache) + len(missing) > self.cache_segments:
+            cache.clear()  # full: start afresh, this page's known segments included
+            self._priced_keys.clear()
+            missing = list(range(len(keys)))
+        fresh = [parts[i] for i in missing]
+        stable = segment_hashes(stable_segments(fresh))
+        for i, value in zip(missing, stable, strict=True):
+            cache[keys[i]] = value
+        self._priced_keys.update(keys[missing[i]] for i in priced_positions(fresh))
         return list(map(cache.__getitem__, keys)), keys
 
     def stats(self) -> dict[str, int]:

@@ -42,7 +42,7 @@ import random
 import struct
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from itertools import pairwise
+from itertools import compress, islice
 
 from frontier_rate.detection.segments import SHORT_BIT
 
@@ -299,7 +299,10 @@ class HostMask:
         slots = self.volatile_slots
         if not slots:
             return set()
-        return {h for anchor, h in pairwise(order) if anchor in slots and h & SHORT_BIT}
+        # the segment after each anchor in a slot, found in C (``order[1:]`` picked by
+        # ``order``'s anchors)
+        after = compress(islice(order, 1, None), map(slots.__contains__, order))
+        return {h for h in after if h & SHORT_BIT}
 
     def _rethreshold(self) -> None:
         """A new page counted: when the threshold rises, the segments masked for their spread
