@@ -250,3 +250,42 @@ def test_one_template_edit_or_rare_edits_of_each_pages_line_make_no_slot():
             dated.revisited([9])
         dated.slot_replaced(9, 100 + page, page=page)  # changed once in five revisits
     assert not dated.volatile_slots
+
+
+def test_seeing_a_copy_at_once_leaves_the_mask_a_walk_over_its_segments_leaves():
+    """``see`` of a set (its segments' work in C, ``_see_at_once``) leaves every field as the
+    walk over the same segments one by one (``see`` of a list in the set's order) does: the
+    remembered segments and their order, page bits, masks, values, events, and the oldest
+    forgotten for new ones, on a small host kept at its limit, with segments masked by other
+    rules, masked elsewhere (folded) and showing a price."""
+    rng = random.Random(171)
+    for trial in range(300):
+        limit = rng.randrange(3, 40)
+        at_once, walked = HostMask(limit, shared=True), HostMask(limit, shared=True)
+        universe = [rng.getrandbits(63) | 1 for _ in range(rng.randrange(4, 60))]
+        fast = 0
+        for _ in range(40):
+            step = rng.random()
+            if step < 0.1:
+                h = rng.choice(universe)
+                at_once.mask(h)
+                walked.mask(h)
+            elif step < 0.15:
+                words = [tag(h) | rng.choice((0, SPREAD_FLAG)) for h in rng.sample(universe, 3)]
+                at_once.fold(words)
+                walked.fold(words)
+            elif step < 0.2:
+                values = rng.sample(universe, 2)
+                at_once.value_shown(values)
+                walked.value_shown(values)
+            else:
+                copy = set(rng.sample(universe, rng.randrange(0, min(len(universe), 2 * limit))))
+                page = rng.randrange(6)
+                before = list(at_once.seen.items())
+                at_once.see(copy, page)
+                walked.see(list(copy), page)
+                fast += before != list(at_once.seen.items())
+            assert list(at_once.seen.items()) == list(walked.seen.items()), trial
+            for field in ("masked", "values", "events", "pages", "threshold", "compact"):
+                assert getattr(at_once, field) == getattr(walked, field), (trial, field)
+        assert fast
