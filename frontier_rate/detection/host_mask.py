@@ -40,10 +40,9 @@ from __future__ import annotations
 import math
 import random
 import struct
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from itertools import compress, islice, repeat
-from operator import and_, eq, not_
+from itertools import compress, islice
 
 from frontier_rate.detection.segments import SHORT_BIT
 
@@ -175,9 +174,6 @@ class HostMask:
         if page not in self.pages and len(self.pages) < COUNTED_PAGES:
             self.pages.add(page)
             self._rethreshold()
-        if isinstance(hashes, (set, frozenset)) and self._see_at_once(hashes, page_bit(page)):
-            self._bound_events()
-            return
         seen = self.seen
         masked = self.masked
         values = self.values
@@ -203,42 +199,6 @@ class HostMask:
                     self.events += (SPREAD_MARK, h)
                 masked.add(h)
         self._bound_events()
-
-    def _see_at_once(self, hashes: set[int] | frozenset[int], bit: int) -> bool:
-        """``see`` of a copy's distinct segments with its per-segment work in C: a revisit's
-        segments are mostly known on this page already (``bit`` set, or masked by another
-        rule): for them only their place changes, all moved last in the set's order
-        (``move_to_end``, as ``see``'s walk leaves them). Python walks the others alone
-        (new, masked elsewhere, or on one more page now), and forgets the oldest segments
-        for the new ones. False, nothing done, when a segment of the copy is among those
-        the walk would forget before reaching it (its bits would start afresh): ``see``
-        then walks them one by one."""
-        seen = self.seen
-        order = list(hashes)
-        known = list(map(seen.get, order, repeat(0)))  # 0: not seen (a hash is never 0)
-        size = len(order)
-        others = set(compress(range(size), map(not_, map(and_, known, repeat(bit)))))
-        others.update(compress(range(size), map(eq, known, repeat(_FOLDED))))
-        if others:
-            forget = max(0, known.count(0) - max(0, self.limit - len(seen)))
-            if forget > len(seen) or any(map(hashes.__contains__, islice(seen, forget))):
-                return False
-            masked, values, threshold = self.masked, self.values, self.threshold
-            for i in sorted(others):  # the walk's order: the events are written in it
-                h, value = order[i], known[i]
-                if not value or value == _FOLDED:
-                    seen[h] = bit  # new, or counted from this page on
-                    continue
-                value |= bit
-                seen[h] = value
-                if value.bit_count() >= threshold and h not in masked and h not in values:
-                    if self.events is not None:
-                        self.events += (SPREAD_MARK, h)
-                    masked.add(h)
-            for _ in range(forget):
-                self._forget_oldest()
-        deque(map(seen.move_to_end, order), maxlen=0)
-        return True
 
     def mask(self, h: int) -> None:
         """Mask ``h`` on this host (learned by a rule other than its spread). A segment known
