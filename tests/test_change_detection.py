@@ -698,26 +698,3 @@ def test_copies_apart_hashes_the_copies_a_walk_over_every_segment_hashes():
         assert segments_module.copies_apart(array("Q", hashes)) == expected, hashes
     distinct = list(range(1, 300))
     assert segments_module.copies_apart(distinct) == distinct
-
-
-def test_further_copies_among_candidates_are_those_further_copies_names():
-    """``further_copies_among`` (``copy_hash`` undone for each candidate) keeps exactly the
-    candidates ``further_copies`` lists: copies up to ``FURTHER`` past a text's count and not
-    one more, the first copy of a text, a copy number past its text's reach, texts with
-    and without flags, and enough candidates to take the plain path too."""
-    draw = random.Random(62)
-    flags = (0, segments_module.SHORT_BIT, 1 << 62, segments_module.SHORT_BIT | (1 << 62))
-    for _ in range(1500):
-        texts = [draw.getrandbits(62) | draw.choice(flags) for _ in range(draw.randrange(1, 8))]
-        hashes = [draw.choice(texts) for _ in range(draw.randrange(1, 30))]
-        reach = {h: hashes.count(h) + segments_module.FURTHER for h in texts}
-        candidates = {segments_module.copy_hash(h, k) for h in draw.sample(texts, min(3, len(texts)))
-                      for k in range(2, reach[h] + 2)}
-        candidates |= {draw.getrandbits(64) for _ in range(draw.randrange(0, 3))}
-        candidates |= set(draw.sample(hashes, min(2, len(hashes))))
-        candidates |= {segments_module.copy_hash(h, k) ^ flag for h in texts[:1] for k in (2, 3)
-                       for flag in flags[1:]}  # a further copy's bits under other flags
-        chosen = set(draw.sample(sorted(candidates), draw.randrange(1, len(candidates) + 1)))
-        expected = chosen & segments_module.further_copies(hashes)
-        assert segments_module.further_copies_among(chosen, hashes) == expected, (chosen, hashes)
-    assert segments_module.further_copies_among(set(), [1, 1]) == set()

@@ -92,7 +92,7 @@ from frontier_rate.detection.segments import (
     _SHORT_BIT,
     _WALL,
     copies_apart,
-    further_copies_among,
+    further_copies,
     is_html,
     segment_hashes,
     segments,
@@ -459,7 +459,7 @@ class ContentDetector:
             inside = inside_content(hashes, added, ignore) | \
                 inside_content(memory.hashes, removed, ignore)
             if inside:  # a learned further copy of a text still here: volatile, not content
-                inside -= further_copies_among(inside, texts)
+                inside -= further_copies(texts)
             changed = len(counted | inside)
             ignored = len(added) + len(removed) - changed
             if changed == 0 or (whole == memory.whole and not inside):

@@ -8,7 +8,6 @@ from __future__ import annotations
 import html
 import re
 import zlib
-from collections import Counter
 from itertools import compress, repeat
 from operator import is_, ne
 
@@ -339,43 +338,10 @@ FURTHER = 2
 def further_copies(hashes: list[int]) -> set[int]:
     """The hashes of every further copy (the 2nd, 3rd ...) of a text of ``hashes`` (this
     copy's texts, not told apart), up to ``FURTHER`` past the copies on it."""
-    counts = Counter(hashes)
+    counts: dict[int, int] = {}
+    for h in hashes:
+        counts[h] = counts.get(h, 0) + 1
     return {copy_hash(h, k) for h, count in counts.items() for k in range(2, count + FURTHER + 1)}
-
-
-_UNMIX = pow(_MIX, -1, 1 << 64)
-"""The inverse of ``_MIX`` modulo 2^64 (``copy_hash`` undone)."""
-
-
-def further_copies_among(candidates: set[int], hashes: list[int]) -> set[int]:
-    """The ``candidates`` that are in ``further_copies(hashes)``, without hashing every copy
-    of every text: ``copy_hash`` is undone for each candidate (its two flag bits stand for
-    two unknown bits: four guesses), which gives the text's hash for each copy number; a
-    candidate is a further copy when one of those is a text of ``hashes`` that has the
-    candidate's flags and enough copies. A revisit's few candidates (``inside_content``)
-    cost a few lookups each, where ``further_copies`` hashed two or more copies of each of a
-    page's hundreds of texts; with many candidates or copies it is used instead."""
-    if not candidates:
-        return set()
-    counts = Counter(hashes)
-    top = max(counts.values(), default=0) + FURTHER
-    if len(candidates) * (top - 1) > len(counts) + len(hashes):
-        return candidates & further_copies(hashes)
-    return {x for x in candidates if _is_further_copy(x, counts, top)}
-
-
-def _is_further_copy(x: int, counts: Counter[int], top: int) -> bool:
-    """Whether ``x`` is ``copy_hash(h, k)`` of a text ``h`` of ``counts`` (its copies on the
-    page) with ``2 <= k <= min(top, counts[h] + FURTHER)``."""
-    flags, low = x & _FLAGS, x & ~_FLAGS & _M64
-    for high in range(4):
-        y = low | high << 62  # ``mixed ^ mixed >> 31`` with its top bits guessed
-        unmixed = (y ^ y >> 31 ^ y >> 62) * _UNMIX & _M64  # the text's hash ^ copy * _COPY
-        for k in range(2, top + 1):
-            h = unmixed ^ (k * _COPY & _M64)
-            if h in counts and counts[h] + FURTHER >= k and h & _FLAGS == flags:
-                return True
-    return False
 
 
 def _hash(text: str, consent: bool) -> int:
