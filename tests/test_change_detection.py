@@ -613,3 +613,88 @@ def test_segments_work_out_only_the_pieces_not_seen_before(monkeypatch) -> None:
     monkeypatch.setattr(segments_module, "NORMAL_CACHE", 10)  # full: starts afresh
     assert segments(page.format(rows, "New <i>text</i> here")) == again
     assert len(segments_module._normal) <= len(again) + 10
+
+
+PRICE_PIECES = ("$", "€", "£", "¥", "$ ", "4", "24.99", " ", "eur", "EUR", "Eur", "usd", "chf",
+                "CHF ", "euro", "chfx", "5eur", "ab ", "x", "Add to cart", "\x00", "\t", "-",
+                "é", "_", "1 ", "¥\n")
+
+
+def _random_part(draw: random.Random) -> str:
+    return "".join(draw.choice(PRICE_PIECES) for _ in range(draw.randrange(0, 7)))
+
+
+def test_priced_positions_are_those_a_search_per_part_finds():
+    """``priced_positions`` (one search over the parts joined) finds exactly the parts that
+    ``PRICE.search`` on each part finds: signs and codes beside digits at every place in a
+    part, at its ends, across its neighbours' ends, empty parts and parts holding a NUL."""
+    draw = random.Random(59)
+    search = change_detection.PRICE.search
+    for _ in range(3000):
+        parts = [_random_part(draw) for _ in range(draw.randrange(0, 12))]
+        expected = [i for i, part in enumerate(parts) if search(part)]
+        assert change_detection.priced_positions(parts) == expected, parts
+    assert change_detection.priced_positions(["5", "eur", "$", "9 chf", "4eur"]) == [3, 4]
+
+
+def test_priced_segments_through_the_cache_are_those_of_a_search_per_segment(monkeypatch):
+    """The segments the detector keeps from being masked (``HostMask.value_shown``) are,
+    on every copy, those of a ``PRICE`` search on each of its segments: found once for a
+    segment not in the cache, read from ``_priced_keys`` after, also across the cache
+    emptying itself (``cache_segments``) and for further copies of a priced text."""
+    shown: list[list[int]] = []
+    real = change_detection.HostMask.value_shown
+
+    def record(self, values):
+        values = list(values)
+        shown.append(values)
+        real(self, values)
+
+    monkeypatch.setattr(change_detection.HostMask, "value_shown", record)
+    draw = random.Random(34)
+    products = ["Kettle", "Teapot", "Mug", "Tray"]
+    for cache_segments in (30, 200_000):
+        detector = ContentDetector(cache_segments=cache_segments)
+        for fetch in range(6):
+            for n, product in enumerate(products):
+                rows = [f"{product} {draw.choice(['$ 4', '4 EUR', '4', '€4.50', 'chf 9'])}"
+                        for _ in range(draw.randrange(1, 6))]
+                markup = ("<html><body><nav>Home</nav><h1>" + product + "</h1>"
+                          + "".join(f"<p>{row}</p><p>{row}</p>" for row in rows)
+                          + f"<p>Delivery in {fetch} days, from 9 CHF</p>"
+                          + "<footer>Imprint</footer></body></html>")
+                shown.clear()
+                detector.detect(markup, markup.encode(), f"http://shop.example/{n}", "text/html")
+                parts = segments(markup)
+                hashes = segments_module.copies_apart(
+                    segments_module.segment_hashes(stable_segments(parts)))
+                expected = [h for part, h in zip(parts, hashes, strict=True)
+                            if change_detection.PRICE.search(part)]
+                assert shown == [expected], (cache_segments, fetch, markup)
+        assert len(detector._priced_keys) <= len(detector._stable_cache)
+
+
+def _copies_apart_one_by_one(hashes: list[int]) -> list[int]:
+    """``copies_apart`` as a walk over every segment: the k-th copy of a text, k >= 2, is
+    ``copy_hash(h, k)``."""
+    copies: dict[int, int] = {}
+    out = []
+    for h in hashes:
+        copies[h] = copies.get(h, 0) + 1
+        out.append(h if copies[h] == 1 else segments_module.copy_hash(h, copies[h]))
+    return out
+
+
+def test_copies_apart_hashes_the_copies_a_walk_over_every_segment_hashes():
+    """``copies_apart`` (its further copies found in C) gives each segment the hash a walk
+    over every segment gives it: no repeat, a few, many of one text, arrays and lists."""
+    draw = random.Random(2)
+    flags = (0, segments_module.SHORT_BIT, segments_module.SHORT_BIT | (1 << 62))
+    for _ in range(2000):
+        texts = [draw.getrandbits(40) | draw.choice(flags) for _ in range(draw.randrange(1, 9))]
+        hashes = [draw.choice(texts) for _ in range(draw.randrange(0, 40))]
+        expected = _copies_apart_one_by_one(hashes)
+        assert segments_module.copies_apart(hashes) == expected, hashes
+        assert segments_module.copies_apart(array("Q", hashes)) == expected, hashes
+    distinct = list(range(1, 300))
+    assert segments_module.copies_apart(distinct) == distinct

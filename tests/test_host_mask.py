@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import random
+from itertools import pairwise
 
 import pytest
 from hypothesis import given, settings
@@ -216,6 +217,25 @@ def test_a_slot_is_volatile_when_many_texts_rotate_there_on_most_revisits_of_sev
     assert deal.volatile_slots == {9}
     assert deal.in_volatile_slots([9, 77 | SHORT_BIT, 5]) == {77 | SHORT_BIT}
     assert deal.in_volatile_slots([9, 77, 5]) == set()  # a long segment is never a slot's
+
+
+
+def test_the_segments_in_volatile_slots_and_the_revisits_counted_are_those_of_a_walk_over_the_copy():
+    """``in_volatile_slots`` and ``revisited`` (their anchors found in C) give what a walk over
+    every pair of neighbours and every segment gives: anchors at either end, anchors after
+    anchors, a segment repeated, short and long segments after an anchor."""
+    rng = random.Random(9)
+    for _ in range(2000):
+        anchors = set(rng.sample(range(8), rng.randrange(0, 4)))
+        mask = HostMask(limit=100)
+        mask.volatile_slots = set(anchors)
+        mask.slots = {a: [0, 0, 0, 0] for a in anchors}
+        order = [rng.randrange(8) | rng.choice((0, SHORT_BIT)) for _ in range(rng.randrange(0, 12))]
+        expected = {h for anchor, h in pairwise(order) if anchor in anchors and h & SHORT_BIT}
+        assert mask.in_volatile_slots(order) == expected, (anchors, order)
+        mask.revisited(order)
+        assert {a: slot[3] for a, slot in mask.slots.items()} == \
+            {a: order.count(a) for a in anchors}, (anchors, order)
 
 
 def test_one_template_edit_or_rare_edits_of_each_pages_line_make_no_slot():

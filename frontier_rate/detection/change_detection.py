@@ -75,10 +75,11 @@ import json
 import re
 import zlib
 from array import array
+from bisect import bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass
-from itertools import compress, filterfalse, pairwise
-from operator import not_
+from itertools import accumulate, compress, filterfalse, pairwise, repeat
+from operator import is_, not_
 from typing import Any, Protocol
 
 from frontier_rate.detection.content_rules import ContentRule
@@ -266,12 +267,27 @@ PRICE = re.compile(r"[$€£¥]\s?\d|\d\s?(?:[€$£]|(?i:eur|usd|chf)\b)")
 """A price in a segment: a currency sign or code beside a number."""
 
 
-def _priced(parts: list[str], hashes: list[int]) -> list[int]:
-    """The segments of a copy that show a price ("$ 24.99 Add to cart", "ab 14,00 €"): a
-    value of the pages (a product's price and stock line, a listing's entry), never learned
+def priced_positions(parts: list[str]) -> list[int]:
+    """The positions of the ``parts`` that show a price ("$ 24.99 Add to cart", "ab 14,00 €"):
+    a value of the pages (a product's price and stock line, a listing's entry), never learned
     as the host's boilerplate (``HostMask.value_shown``), so its change counts on every page
-    that shows it (issue 59)."""
-    return [h for part, h in zip(parts, hashes, strict=True) if PRICE.search(part)]
+    that shows it (issue 59).
+
+    One ``PRICE`` search over the parts joined by NULs, each match mapped back to its part
+    by its offset (``bisect``), then on from the next part: Python works per priced part,
+    not per part. The same parts as ``PRICE.search`` on each: no match holds a NUL (a sign
+    or code beside a digit, at most a white space between), and ``\b`` reads the NUL after
+    a part as the part's end."""
+    joined = "\x00".join(parts)
+    starts = list(accumulate(map((1).__add__, map(len, parts)), initial=0))
+    found: list[int] = []
+    search = PRICE.search
+    match = search(joined)
+    while match is not None:
+        position = bisect_right(starts, match.start()) - 1
+        found.append(position)
+        match = search(joined, starts[position + 1])
+    return found
 
 
 def _whole_text_hash(parts: list[str], hashes: list[int], ignore: set[int]) -> bytes:
@@ -279,7 +295,9 @@ def _whole_text_hash(parts: list[str], hashes: list[int], ignore: set[int]) -> b
     markup that only moves block boundaries (a link turned into a block) is no change.
     ``parts`` come from ``segments``: their only white space is single U+0020 spaces."""
     text = "".join(compress(parts, map(not_, map(ignore.__contains__, hashes))))
-    return hashlib.blake2b(text.replace(" ", "").encode("utf-8", "surrogatepass"),
+    # the spaces removed from the UTF-8 bytes (the same bytes: no other character's UTF-8
+    # holds 0x20), faster than from the text
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass").replace(b" ", b""),
                            digest_size=8).digest()
 
 
@@ -322,6 +340,7 @@ class ContentDetector:
         self.remember_gone = remember_gone
         self.cache_segments = cache_segments
         self._stable_cache: dict[int, int] = {}
+        self._priced_keys: set[int] = set()  # the cache's keys of segments showing a price
         self._hosts: OrderedDict[str, HostMask] = OrderedDict()
         self._pages: OrderedDict[str, PageMemory] = OrderedDict()
         self.ignored_changes = 0
@@ -395,7 +414,7 @@ class ContentDetector:
                     memory.rejected += 1
                 self.not_content += 1
                 return Detection(None, reason)
-        texts = self._stable_hashes(parts)
+        texts, keys = self._stable_hashes(parts)
         hashes = copies_apart(texts)
         if memory is not None and memory.sketch is not None:  # read from Redis: page_memory
             memory.restore(hashes, host.seen)
@@ -409,7 +428,7 @@ class ContentDetector:
                 self.not_content += 1
                 return Detection(None, "replaced")
         page_id = zlib.crc32(url.encode("utf-8", "surrogatepass"))
-        host.value_shown(_priced(parts, hashes))
+        host.value_shown(list(compress(hashes, map(self._priced_keys.__contains__, keys))))
         ignore = _with_slots(_ignored_here(lengths, hashes, host.masked), host, hashes)
         ignored = changed = 0
         fingerprint: str | None = None
@@ -426,8 +445,9 @@ class ContentDetector:
                 host.slot_replaced(anchor, text, page_id)
             # a new short entry with a digit (a dated teaser, a price) is a listing's entry,
             # not a renamed menu item: no boilerplate run takes it (issue 59)
-            numbered = {h for part, h in zip(parts, hashes, strict=True)
-                        if h in added and _DIGIT.search(part) is not None}
+            numbered = {hashes[i] for i in compress(range(len(hashes)),
+                                                    map(added.__contains__, hashes))
+                        if _DIGIT.search(parts[i]) is not None}
             for h in boilerplate_runs(hashes, added - numbered, ignore) | \
                     boilerplate_runs(memory.hashes, removed, ignore) | \
                     consent_runs(hashes, added) | consent_runs(memory.hashes, removed):
@@ -469,21 +489,28 @@ class ContentDetector:
             self._pages.move_to_end(url)
         return Detection(fingerprint, None, ignored, changed, content)
 
-    def _stable_hashes(self, parts: list[str]) -> list[int]:
+    def _stable_hashes(self, parts: list[str]) -> tuple[list[int], list[int]]:
         """``segment_hash(stable segment)`` of each part, through a bounded per-process
         cache keyed by the raw segment (most segments repeat from fetch to fetch, and
-        the volatile patterns are the costly step)."""
+        the volatile patterns are the costly step), and the parts' keys in it. Whether a
+        part shows a price (``priced_positions``) is found with its stable hash, for the
+        parts not in the cache only, and kept in ``_priced_keys`` (emptied with the cache)."""
         cache = self._stable_cache
         keys = list(map(hash, parts))
-        missing = [i for i, key in enumerate(keys) if key not in cache]
-        if missing:
-            if len(cache) + len(missing) > self.cache_segments:
-                cache.clear()  # full: start afresh, this page's known segments included
-                missing = list(range(len(keys)))
-            stable = segment_hashes(stable_segments([parts[i] for i in missing]))
-            for i, value in zip(missing, stable, strict=True):
-                cache[keys[i]] = value
-        return list(map(cache.__getitem__, keys))
+        found = list(map(cache.get, keys))
+        if None not in found:  # a revisit's usual case: one pass of lookups
+            return found, keys
+        missing = list(compress(range(len(keys)), map(is_, found, repeat(None))))
+        if len(cache) + len(missing) > self.cache_segments:
+            cache.clear()  # full: start afresh, this page's known segments included
+            self._priced_keys.clear()
+            missing = list(range(len(keys)))
+        fresh = [parts[i] for i in missing]
+        stable = segment_hashes(stable_segments(fresh))
+        for i, value in zip(missing, stable, strict=True):
+            cache[keys[i]] = value
+        self._priced_keys.update(keys[missing[i]] for i in priced_positions(fresh))
+        return list(map(cache.__getitem__, keys)), keys
 
     def stats(self) -> dict[str, int]:
         """Counters for the adapters' stats (``ignored_changes``, ``not_content``)."""

@@ -42,7 +42,7 @@ import random
 import struct
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from itertools import pairwise
+from itertools import compress, islice
 
 from frontier_rate.detection.segments import SHORT_BIT
 
@@ -274,10 +274,8 @@ class HostMask:
         """A revisit of a page whose copy is ``order``: each slot it shows was revisited."""
         slots = self.slots
         if slots:
-            for h in order:
-                slot = slots.get(h)
-                if slot is not None:
-                    slot[3] += 1
+            for h in filter(slots.__contains__, order):  # the few slots, found in C
+                slots[h][3] += 1
 
     def slot_replaced(self, anchor: int, text: int, page: int) -> None:
         """The short text right after boilerplate segment ``anchor`` was replaced by the
@@ -301,7 +299,10 @@ class HostMask:
         slots = self.volatile_slots
         if not slots:
             return set()
-        return {h for anchor, h in pairwise(order) if anchor in slots and h & SHORT_BIT}
+        # the segment after each anchor in a slot, found in C (``order[1:]`` picked by
+        # ``order``'s anchors)
+        after = compress(islice(order, 1, None), map(slots.__contains__, order))
+        return {h for h in after if h & SHORT_BIT}
 
     def _rethreshold(self) -> None:
         """A new page counted: when the threshold rises, the segments masked for their spread

@@ -8,7 +8,8 @@ from __future__ import annotations
 import html
 import re
 import zlib
-from itertools import compress
+from itertools import compress, repeat
+from operator import is_, ne
 
 
 def alternation(names: list[str]) -> str:
@@ -187,7 +188,7 @@ def segments(markup: str) -> list[str]:
     if None in found:
         if len(cache) + len(keys) > NORMAL_CACHE:
             cache.clear()
-        missing = list(compress(range(len(found)), map(_is_none, found)))
+        missing = list(compress(range(len(found)), map(is_, found, repeat(None))))
         texts = _pieces_text([pieces[i] for i in missing])
         for i, piece_text in zip(missing, texts, strict=True):
             found[i] = cache[keys[i]] = piece_text
@@ -204,10 +205,6 @@ def _pieces_text(pieces: list[str]) -> list[str]:
     if "&" in text:
         text = html.unescape(text)
     return [" ".join(part.split()) for part in text.split("\x00")]
-
-
-def _is_none(value: object) -> bool:
-    return value is None
 
 
 def stable_segments(parts: list[str]) -> list[str]:
@@ -314,11 +311,17 @@ def copies_apart(hashes: list[int]) -> list[int]:
     from the last one by a segment, in the detector's sets, the host's masks and the shared
     memory's sketch alike (issue 59 item 2: multisets, not sets); segments that only move
     keep their hashes."""
+    size = len(hashes)
+    first = dict(zip(reversed(hashes), range(size - 1, -1, -1), strict=True))  # text: place
+    out = list(hashes)
+    if len(first) == size:  # no text twice
+        return out
+    # Python walks only the further copies, found in C: the places not their text's first
     copies: dict[int, int] = {}
-    out = []
-    for h in hashes:
-        copy = copies[h] = copies.get(h, 0) + 1
-        out.append(h if copy == 1 else copy_hash(h, copy))
+    for i in compress(range(size), map(ne, map(first.__getitem__, hashes), range(size))):
+        h = hashes[i]
+        copy = copies[h] = copies.get(h, 1) + 1
+        out[i] = copy_hash(h, copy)
     return out
 
 
