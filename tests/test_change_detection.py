@@ -698,3 +698,14 @@ def test_copies_apart_hashes_the_copies_a_walk_over_every_segment_hashes():
         assert segments_module.copies_apart(array("Q", hashes)) == expected, hashes
     distinct = list(range(1, 300))
     assert segments_module.copies_apart(distinct) == distinct
+
+
+def test_a_tag_name_with_a_unicode_letter_that_folds_to_ascii_is_text_not_a_crash():
+    """"<ſcript>" (U+017F, which Python's Unicode case folding matches as "s") is no tag in
+    HTML (a tag name starts with an ASCII letter): before, it was taken for a script tag and
+    the lookup of its end tag raised KeyError, failing the page's detection."""
+    parts = segments_module.segments(
+        "<p>a</p><ſcript>x</ſcript><p>b</p><SCRIPT>y</script><p>c</p><\u212aEY>k</p>")
+    assert parts[0] == "a" and "b" in parts and "c" in parts
+    assert "y" not in " ".join(parts)  # a real script, in capitals, is still dropped
+    assert any("x" in part for part in parts)  # the text of the non-tag stays content

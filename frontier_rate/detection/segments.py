@@ -35,9 +35,11 @@ def alternation(names: list[str]) -> str:
 # its tail as text, which only adds a constant segment.
 _ATTRIBUTES = r"[^<>]*"
 _DROPPED = ("script", "style", "template", "noscript", "svg", "head", "select", "textarea")
+# re.ASCII: tag names are ASCII; Unicode case folding read "<ſcript>" (U+017F) as a script
+# tag, and its name lowered was no key of _DROP_END (a KeyError on a hostile page)
 _DROP_START = re.compile(r"<(?:!--|(" + alternation(list(_DROPPED)) + r")\b" + _ATTRIBUTES + ">)",
-                         re.I)
-_DROP_END = {name: re.compile(r"</" + name + r"\s*>", re.I) for name in _DROPPED}
+                         re.I | re.ASCII)
+_DROP_END = {name: re.compile(r"</" + name + r"\s*>", re.I | re.ASCII) for name in _DROPPED}
 _TITLE = re.compile(r"<title\b" + _ATTRIBUTES + r">([^<]*)", re.I)
 _BLOCK_TAGS = (
     "address article aside blockquote body br button caption dd details dialog div dl dt "
