@@ -436,6 +436,8 @@ def test_the_stall_watch_records_how_late_its_timer_fired():
     assert stalls.allowance(now[0]) == pytest.approx(0.5)
     watch.stop()
     assert scheduler.getDelayedCalls() == []
+    watch.start()  # stopped for good: the crawl has ended
+    assert scheduler.getDelayedCalls() == []
 
 
 def test_a_process_whose_frontier_saw_the_outage_keeps_to_the_turns(tmp_path, namespace,

@@ -110,8 +110,14 @@ class StallWatch:
         self.stalls, self.tick, self.scheduler, self.clock = stalls, tick, scheduler, clock
         self._due = 0.0
         self._call: Any = None
+        self._stopped = False
 
     def start(self) -> None:
+        """Measure from now on, unless already measuring or stopped for good."""
+        if self._call is None and not self._stopped:
+            self._schedule()
+
+    def _schedule(self) -> None:
         self._due = self.clock() + self.tick
         self._call = self.scheduler.callLater(self.tick, self._fire)
 
@@ -119,9 +125,11 @@ class StallWatch:
         now = self.clock()
         if now - self._due > 0:
             self.stalls.record(now - self._due, now)
-        self.start()
+        self._schedule()
 
     def stop(self) -> None:
+        """Measure no more (the crawl ends): no timer is left pending in the reactor."""
+        self._stopped = True
         if self._call is not None and self._call.active():
             self._call.cancel()
         self._call = None
@@ -148,6 +156,8 @@ class ScrapyPoliteness:
         self.waited = 0.0
         self.stalls = LoopStalls()
         """This process's event-loop stalls, measured while it shares send slots."""
+        self.watch: StallWatch | None = None
+        """What measures ``stalls``: started by the first shared send, stopped at the end."""
         hooked = compat.before_download(crawler, self.before_send, self.on_send_failed)
         if send is not None and not hooked:
             logger.warning("frontier-rate: this Scrapy's downloader has no download "
@@ -179,9 +189,11 @@ class ScrapyPoliteness:
         if politeness.send is not None:
             if outages is not None:
                 outages.listeners.append(politeness.send.outage_seen)
-            watch = StallWatch(politeness.stalls)
-            watch.start()
-            crawler.signals.connect(watch.stop, signal=signals.engine_stopped)
+            # started by the first shared send (a crawl whose spider never opened leaves no
+            # timer in the reactor: Scrapy 2.13's test_open_spider_error_on_faulty_pipeline)
+            politeness.watch = StallWatch(politeness.stalls)
+            for ended in (signals.spider_closed, signals.engine_stopped):
+                crawler.signals.connect(politeness.watch.stop, signal=ended)
         if follow_downloader:
             crawler.signals.connect(politeness.on_reached_downloader,
                                     signal=signals.request_reached_downloader)
@@ -293,6 +305,8 @@ class ScrapyPoliteness:
                 and not self.gate.robots_read(host):
             delay = max(delay, ROBOTS_GAP)
         gap = delay + SEND_MARGIN
+        if self.watch is not None:
+            self.watch.start()
         # one request of a host at a time takes a slot: this process holds at most one of
         # the host's slots ahead, which bounds where the others' turns may start in an
         # outage (``SendGate``); the others wait here, not in Redis
