@@ -384,12 +384,7 @@ class SendGate:
                 raise
             except Exception as exc:  # Redis down or slow: never stop a download for it
                 with self._lock:
-                    self.synced = False
-                    if self.outage_from is None:
-                        self.outage_from = self.wall() + (self.offset or 0.0)
-                    self.breaker.trip(exc, self.clock(), doing=(
-                        f"the shared send slots are not taken: each host gets this process's "
-                        f"turns among the {self.senders} seen sending"))
+                    self._trip(exc)
             else:
                 at = now + taken.wait
                 with self._lock:
@@ -422,14 +417,18 @@ class SendGate:
         process may have used for an outage turn Redis never saw (the short soak: 0.19 s
         under 0.5 s, 0.22 s after a Redis restart)."""
         with self._lock:
-            if self.breaker.outage_since is not None:
-                return
-            self.synced = False
-            if self.outage_from is None:
-                self.outage_from = self.wall() + (self.offset or 0.0)
-            self.breaker.trip(exc, self.clock(), doing=(
-                f"the shared send slots are not taken: each host gets this process's "
-                f"turns among the {self.senders} seen sending"))
+            if self.breaker.outage_since is None:
+                self._trip(exc)
+
+    def _trip(self, exc: Exception) -> None:
+        """Redis failed with ``exc``: an outage from now on, if not one already (hold
+        ``_lock``)."""
+        self.synced = False
+        if self.outage_from is None:
+            self.outage_from = self.wall() + (self.offset or 0.0)
+        self.breaker.trip(exc, self.clock(), doing=(
+            f"the shared send slots are not taken: each host gets this process's "
+            f"turns among the {self.senders} seen sending"))
 
     def _settling(self, now: float, delay: float) -> bool:
         """Whether the others may still send in their outage turns (``RECOVERY_PERIODS``)."""
