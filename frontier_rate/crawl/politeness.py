@@ -260,7 +260,7 @@ class LoopStalls:
 
     A request leaves the crawler some loop iterations after its send slot lets it go (the
     download handler, the connection, the write); a callback that holds the loop meanwhile
-    (a spider yielding a manifest's 180 requests: 0.1-0.4 s while eight crawlers started on
+    (a spider yielding a manifest's 180 requests: 0.1-0.8 s while eight crawlers started on
     the 2-core VM) sends it that much late, and the next process, sending at its own slot,
     comes closer than the delay (issue 63's soak: 0.23 s under 0.3 s). The adapter records
     how late a timer fired (``record``); a process adds ``allowance`` to the gap it reserves

@@ -346,8 +346,7 @@ class ScrapyPoliteness:
         ``SEND_MARGIN``, or this process's loop has stalled longer since (a slot taken
         seconds ahead at a crawler's start, before the spider's first long callbacks: the
         short soak's fault-free world, 0.16-0.18 s under 0.3 s)."""
-        now = time.monotonic()
-        return now - at > SEND_MARGIN or self.stalls.allowance(now) > widened + SEND_MARGIN
+        return time.monotonic() - at > SEND_MARGIN or self._stalled() > widened + SEND_MARGIN
 
     async def _wait_for_slot(self, host: str, gap: float) -> None:
         assert self.send is not None
