@@ -148,13 +148,65 @@ def test_a_further_copy_that_comes_and_goes_inside_the_text_is_learned():
     assert all(d.ignored == 1 for d in found[3:])
 
 
-def test_segments_that_only_move_are_no_change():
-    """The decision of issue 59 item 2 for order: the same segments in another order (a list
-    re-sorted, a related-items box shuffled, a paragraph moved) is no change: multisets,
-    not sequences."""
+def test_long_segments_in_another_order_are_a_change_short_ones_moving_are_not():
+    """Issue 59: the same paragraphs in another order (a front page's stories re-sorted, a
+    paragraph moved) is a change of the page; short segments that move (menu items) are
+    not. Before, any move was no change: 15 of the corpus' missed changes."""
     moved = [LEGAL[2], LEGAL[0], LEGAL[3], LEGAL[1]]
     assert changed(Fingerprinter("content"), "http://a.test/terms",
-                   [page(), page(moved, nonce="q1w2e3r4t5y6")]) == [False]
+                   [page(), page(nonce="q1w2e3r4t5y6"), page(moved, nonce="z9x8c7v6b5n4"),
+                    page(moved, nonce="m1n2b3v4c5x6")]) == [False, True, False]
+    menu = ("Home", "Help", "Blog", "Shop")
+    assert changed(Fingerprinter("content"), "http://a.test/terms",
+                   [page(nav=menu), page(nav=menu[::-1], nonce="q1w2e3r4t5y6")]) == [False]
+
+
+def test_a_long_segment_masked_or_not_keeps_the_order_of_the_page():
+    """The order kept with a page's memory holds every long segment, masked or not: a mask
+    the host learns between two copies does not make the same page "move"."""
+    order = change_detection.long_order
+    long_text = [segments_module.segment_hash(p) for p in LEGAL]
+    short = segments_module.segment_hash("Home")
+    assert short & segments_module.SHORT_BIT and not long_text[0] & segments_module.SHORT_BIT
+    assert order([short, *long_text]) == order([*long_text, short]) == order(long_text)
+    assert order(long_text) != order(long_text[::-1])
+
+
+def test_a_change_of_letter_case_in_the_text_is_a_change():
+    """Issue 59: "Estimation of properties" re-cased "Estimation of Properties", "GSoft"
+    written "GSOFT": an edit of the page's text. Before, segments were hashed lower-cased.
+    A segment whose volatile fragments were masked is compared lower-cased still."""
+    edited = list(LEGAL)
+    edited[1] = edited[1].replace("We may suspend", "We May Suspend")
+    assert changed(Fingerprinter("content"), "http://a.test/terms",
+                   [page(), page(nonce="q1w2e3r4t5y6"), page(edited)]) == [False, True]
+    assert stable_segments(["Updated 5 min ago"]) == stable_segments(["UPDATED 6 min ago"])
+    assert stable_segments(["Sponsored by GSoft"]) != stable_segments(["Sponsored by GSOFT"])
+
+
+def _rewritten(i: int, topic: str) -> list[str]:
+    return [f"Issue {i} of the {topic} newsletter: this week's seminar is on the {topic} of "
+            f"materials, and the talk on thursday starts at noon in the main hall ({j})."
+            for j in range(60)]
+
+
+def test_a_page_rewritten_in_full_is_a_change_another_page_served_in_its_place_is_not():
+    """Issue 59: a copy sharing under ``MIN_OVERLAP`` of its segments with the last one was
+    always taken for another page served in its place (a redirect target). A weekly
+    newsletter's next issue is this page rewritten: its new text was never on the host, so
+    it is a change. The host's home page served at the page's address is not: its text is
+    the host's (``SERVED_ELSEWHERE``), a failed fetch, and the page is compared with its
+    last copy when it comes back."""
+    fingerprinter = Fingerprinter("content")
+    url, home = "http://news.test/letter", "http://news.test/"
+    home_page = page(_rewritten(0, "home"), title="Home")
+    fingerprinter.detect(home_page, home, HTML)
+    said = changed(fingerprinter, url, [page(_rewritten(1, "physics")),
+                                        page(_rewritten(2, "chemistry")),
+                                        home_page,
+                                        page(_rewritten(2, "chemistry"), nonce="q1w2e3r4t5y6")])
+    assert said == [True, None, False]
+    assert fingerprinter.detect(home_page, url, HTML).reason == "replaced"
 
 
 def test_content_changes_count_after_the_host_learned_its_boilerplate():
@@ -581,11 +633,12 @@ def test_consent_words_flag_what_the_alternation_flags():
 
 def test_only_segments_with_a_digit_or_an_undated_word_are_masked():
     """``stable_segments`` masks the segments that hold a digit or one of
-    ``UNDATED_WORDS``; the others come back lower-cased as they were."""
+    ``UNDATED_WORDS``; the others come back as they were, letter case and all (a masked one
+    lower-cased)."""
     parts = ["Just now", "Token ABCDEFGHIJ0123 here", "Plain Words abcdefghijklmnop",
-             "A l'instant", "Vor 18 Min", "42"]
-    assert stable_segments(parts) == ["<v>", "token <t> here", "plain words abcdefghijklmnop",
-                                      "<v>", "<v>", "<n>"]
+             "A l'instant", "Vor 18 Min", "42", "Chapter 2 of The Terms"]
+    assert stable_segments(parts) == ["<v>", "token <t> here", "Plain Words abcdefghijklmnop",
+                                      "<v>", "<v>", "<n>", "Chapter 2 of The Terms"]
 
 
 def test_segments_work_out_only_the_pieces_not_seen_before(monkeypatch) -> None:

@@ -73,19 +73,19 @@ def _key(namespace: str, url: str, shards: int = 4) -> tuple[str, bytes]:
 @given(fingerprint=st.text("0123456789abcdef", min_size=16, max_size=16), kept=hashes,
        gone=hashes, length=st.integers(0, 2**32 - 1), rejected=st.integers(0, 255),
        whole=st.binary(min_size=8, max_size=8),
-       raw=st.one_of(st.just(-1), st.integers(0, 2**63 - 1)))
+       raw=st.one_of(st.just(-1), st.integers(0, 2**63 - 1)), order=st.integers(0, 2**32 - 1))
 def test_a_memory_reads_back_as_it_was_packed_in_bounded_bytes(fingerprint, kept, gone, length,
-                                                                rejected, whole, raw):
+                                                                rejected, whole, raw, order):
     """Whatever the page's size, ~130 bytes; compared with the same copy the sketch gives
     back the copy's segments, and the gone short ones by their tags."""
     memory = PageMemory(fingerprint, kept, length, gone, whole)
-    memory.rejected, memory.raw = rejected, raw
+    memory.rejected, memory.raw, memory.order = rejected, raw, order
     data = pack(memory)
     shorts = [g for g in gone if g & SHORT][-GONE:]
-    assert len(data) == HEADER.size + 6 * CELLS + 2 * len(shorts) <= 124
+    assert len(data) == HEADER.size + 6 * CELLS + 2 * len(shorts) <= 123
     back = unpack(data)
-    assert (back.fingerprint, back.length, back.rejected, back.whole, back.raw) == \
-        (fingerprint, length, rejected, whole, raw)
+    assert (back.fingerprint, back.length, back.rejected, back.whole, back.raw, back.order) == \
+        (fingerprint, length, rejected, whole, raw, order)
     assert back.restore(kept)
     assert back.hashes.tolist() == kept.tolist()
     assert len(back.gone) == len(shorts)
@@ -209,6 +209,29 @@ def test_a_fresh_process_compares_with_the_copy_another_process_fetched(redis_cl
     shared.share(_pages(redis_client, namespace))
     assert shared.detect(moved, url, HTML).fingerprint in kept
     assert Fingerprinter("content").detect(moved, url, HTML).fingerprint not in kept
+
+
+def test_a_fresh_process_sees_paragraphs_moved_since_the_copy_another_process_fetched(
+        redis_client, namespace):
+    """The sketch gives back the last copy's segments, not their order; the order of its
+    long segments is kept beside it (``PageMemory.order``), so a process that did not fetch
+    the last copy still tells paragraphs moved (a change) from the same page (none)."""
+    url = "http://terms.test/tos"
+    paragraphs = [f"<p>Paragraph {word} of the terms, long enough to be more than a menu "
+                  f"item or a heading of the page.</p>" for word in ("one", "two", "three")]
+
+    def document(order: list[int], token: str) -> bytes:
+        body = "".join(paragraphs[i] for i in order)
+        return f'<html><body><div class="c{token}">{body}</div></body></html>'.encode()
+
+    first = Fingerprinter("content")
+    first.share(_pages(redis_client, namespace))
+    kept = first.detect(document([0, 1, 2], "1a2b"), url, HTML).fingerprint
+    same, moved = Fingerprinter("content"), Fingerprinter("content")
+    same.share(_pages(redis_client, namespace))
+    assert same.detect(document([0, 1, 2], "3c4d"), url, HTML).fingerprint == kept
+    moved.share(_pages(redis_client, namespace))
+    assert moved.detect(document([2, 0, 1], "5e6f"), url, HTML).fingerprint != kept
 
 
 def _site(rng: random.Random, fetches: int = 16) -> list[tuple[str, bytes]]:
@@ -436,6 +459,30 @@ def test_a_namespace_of_the_earlier_layout_is_relearned_said_once_and_still_dete
     fresh = Fingerprinter("content")  # another process reads what the new code wrote
     fresh.share(pages)
     assert fresh.detect(_document(True, "cc" * 8), url, HTML).fingerprint == first.fingerprint
+
+
+def test_a_memory_of_the_lower_cased_layout_is_relearned_said_once(redis_client, namespace,
+                                                                   caplog):
+    """Version 2 memories (segments hashed lower-cased, no order) hold hashes the code no
+    longer makes: read as none, said once at INFO, the page's next copy a first copy (no
+    change said), not a change of every page at the upgrade."""
+    url = "http://terms.test/tos"
+    pages = _pages(redis_client, namespace)
+    writer = Fingerprinter("content")
+    writer.share(pages)
+    kept = writer.detect(_document(False, "aa" * 8), url, HTML).fingerprint
+    key, field = _key(namespace, url)
+    data = redis_client.hget(key, field)
+    assert data[0] == 3
+    redis_client.hset(key, field, bytes([2]) + data[1:])
+    reader = Fingerprinter("content")
+    reader.share(pages)
+    with caplog.at_level(logging.INFO, logger="frontier_rate.crawl.shared_pages"):
+        first = reader.detect(_document(False, "bb" * 8), url, HTML)
+        reader.detect(_document(False, "cc" * 8), url, HTML)
+    said = [r for r in caplog.records if "written by an earlier frontier-rate" in r.message]
+    assert len(said) == 1 and pages.unreadable == 0
+    assert first.fingerprint == kept and first.changed_segments == 0
 
 
 def _calls(client: redis.Redis) -> dict[str, int]:

@@ -44,7 +44,7 @@ from frontier_rate.detection.host_mask import (
     read_log,
     write_log,
 )
-from frontier_rate.detection.page_memory import OLD_VERSION, PageMemory, pack, unpack
+from frontier_rate.detection.page_memory import OLD_VERSIONS, PageMemory, pack, unpack
 from frontier_rate.engine.validation import parse_url
 from frontier_rate.store.connection import connect, describe_error
 from frontier_rate.store.detection_memory import DetectionMemoryStore
@@ -130,7 +130,7 @@ class SharedPages:
         try:
             return unpack(data)
         except ValueError as exc:
-            if data[:1] == bytes([OLD_VERSION]):
+            if data[0] in OLD_VERSIONS:
                 self._old()
             else:
                 self._unreadable(f"the shared memory of {url}", exc)

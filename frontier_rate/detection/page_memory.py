@@ -35,15 +35,15 @@ import sys
 from array import array
 from collections.abc import Iterable, Sequence
 
-VERSION = 2
-"""The packed layout's version (its first byte); version 1 (every 8-byte hash, ~2.4 KB a
-page) is an earlier memory, re-learned (``crawl/shared_pages.py``); any other reads as
-none."""
-OLD_VERSION = 1
-HEADER = struct.Struct("<BqIB8s8sB")
+VERSION = 3
+"""The packed layout's version (its first byte); versions 1 (every 8-byte hash, ~2.4 KB a
+page) and 2 (segments hashed lower-cased, no order) are earlier memories, re-learned
+(``crawl/shared_pages.py``); any other reads as none."""
+OLD_VERSIONS = (1, 2)
+HEADER = struct.Struct("<BqIB8s8sIB")
 """version, raw (CRC-32 ^ length << 32, or -1), visible length, rejected answers in a row,
-whole-text hash, fingerprint, gone tags (31 bytes: with the cells and five tags a value of
-at most 124 bytes, which Redis keeps in a 128-byte allocation)."""
+whole-text hash, fingerprint, order (32 bits), gone tags (35 bytes: with the cells and five
+tags a value of at most 123 bytes, which Redis keeps in a 128-byte allocation)."""
 CELL = struct.Struct("<BIB")
 """count (mod 256), XOR of 32-bit keys, XOR of their 8-bit checks."""
 CELLS = 13
@@ -66,7 +66,7 @@ class PageMemory:
     segment's hash) of gone short segments not seen since."""
 
     __slots__ = ("fingerprint", "hashes", "length", "gone", "rejected", "whole", "raw",
-                 "sketch")
+                 "sketch", "order")
 
     def __init__(self, fingerprint: str, hashes: array, length: int, gone: array,
                  whole: bytes) -> None:
@@ -78,6 +78,7 @@ class PageMemory:
         self.rejected = 0  # answers in a row taken as no copy
         self.raw = -1  # CRC-32 and length of the last copy's bytes
         self.sketch: bytes | None = None
+        self.order = 0  # CRC-32 of its long content segments in order (change_detection)
 
     def restore(self, hashes: Sequence[int], known: Iterable[int] = ()) -> bool:
         """Rebuild ``hashes`` (the last copy, in order) from the sketch and ``hashes``, the
@@ -191,7 +192,7 @@ def sketch_of(hashes: Sequence[int]) -> bytes:
 
 
 def pack(memory: PageMemory) -> bytes:
-    """``memory`` as one string (``HEADER``, the cells, the gone tags): at most 124 bytes."""
+    """``memory`` as one string (``HEADER``, the cells, the gone tags): at most 123 bytes."""
     try:
         fingerprint = bytes.fromhex(memory.fingerprint)
     except ValueError:
@@ -203,7 +204,8 @@ def pack(memory: PageMemory) -> bytes:
     gone = gone[-GONE:]
     return b"".join((
         HEADER.pack(VERSION, memory.raw, min(memory.length, 0xFFFFFFFF),
-                    min(memory.rejected, 255), memory.whole, fingerprint, len(gone)),
+                    min(memory.rejected, 255), memory.whole, fingerprint,
+                    memory.order & 0xFFFFFFFF, len(gone)),
         sketch, array("H", gone).tobytes() if sys.byteorder == "little"
         else struct.pack(f"<{len(gone)}H", *gone)))
 
@@ -217,13 +219,13 @@ def unpack(data: bytes) -> PageMemory:
                          f"({HEADER.size})")
     if data[0] != VERSION:
         raise ValueError(f"page memory of version {data[0]}, not {VERSION}")
-    _, raw, length, rejected, whole, fingerprint, gone = HEADER.unpack_from(data)
+    _, raw, length, rejected, whole, fingerprint, order, gone = HEADER.unpack_from(data)
     end = HEADER.size + CELL.size * CELLS
     if len(data) != end + 2 * gone:
         raise ValueError(f"page memory of {len(data)} bytes, expected {end + 2 * gone} for "
                          f"{CELLS} cells and {gone} gone tags")
     memory = PageMemory(fingerprint.hex(), array("Q"), length,
                         array("Q", struct.unpack_from(f"<{gone}H", data, end)), whole)
-    memory.rejected, memory.raw = rejected, raw
+    memory.rejected, memory.raw, memory.order = rejected, raw, order
     memory.sketch = data[HEADER.size:end]
     return memory

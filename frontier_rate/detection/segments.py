@@ -210,25 +210,29 @@ def _pieces_text(pieces: list[str]) -> list[str]:
 
 
 def stable_segments(parts: list[str]) -> list[str]:
-    """``parts`` lower-cased, without their volatile fragments (see the module docstring).
+    """``parts`` without their volatile fragments (see the module docstring): a part with one
+    comes back lower-cased and masked, the others as they were, letter case and all (a
+    re-cased title is an edit of the text; issue 59).
 
     Every volatile pattern needs a digit, except three plain words (``UNDATED_WORDS``),
     and none spans the NUL between two segments: so only the segments holding a digit
     or one of those words are masked, in one pass of each pattern over them joined. The
     others are returned as they are (on real pages about two thirds of the text:
     half the time of a first copy's masking)."""
-    text = "\x00".join(parts).lower()  # a change of letter case alone is no change
+    text = "\x00".join(parts).lower()
     words = [word for word in UNDATED_WORDS if word in text]
     if not words and _DIGIT.search(text) is None:
-        return text.split("\x00")
+        return list(parts)
     lowered = text.split("\x00")
+    kept = list(parts)
     search = _DIGIT.search
     volatile = [i for i, part in enumerate(lowered)
                 if search(part) is not None or (words and any(word in part for word in words))]
     for i, part in zip(volatile, _masked("\x00".join([lowered[i] for i in volatile])),
                        strict=True):
-        lowered[i] = part
-    return lowered
+        if part != lowered[i]:
+            kept[i] = part
+    return kept
 
 
 UNDATED_WORDS = ("just", "gerade", "l'instant")
@@ -286,18 +290,21 @@ def segment_hash(text: str) -> int:
     """A stable 64-bit hash of one segment: 62 bits of CRC-32 and Adler-32 of its UTF-8,
     the top bit set for a short segment (at most ``SHORT_BLOCK`` characters), the next
     for one with consent-banner words (``CONSENT_WORDS``)."""
-    return _hash(text, any(word in text for word in CONSENT_WORDS))
+    lowered = text.lower()
+    return _hash(text, any(word in lowered for word in CONSENT_WORDS))
 
 
 def segment_hashes(texts: list[str]) -> list[int]:
     """``segment_hash`` of each text. The consent words are first looked for in all the
     texts joined (no word holds the NUL between them): a page that has none of them, most
     pages, skips the search per segment."""
-    joined = "\x00".join(texts)
+    joined = "\x00".join(texts).lower()
     words = [word for word in CONSENT_WORDS if word in joined]
     if not words:
         return [_hash(text, False) for text in texts]
-    return [_hash(text, any(word in text for word in words)) for text in texts]
+    lowered = joined.split("\x00")
+    return [_hash(text, any(word in low for word in words))
+            for text, low in zip(texts, lowered, strict=True)]
 
 
 _FLAGS = _SHORT_BIT | _CONSENT_BIT
