@@ -527,3 +527,28 @@ def test_a_request_retakes_its_slot_when_the_loop_stalled_longer_since_it_was_ta
     politeness.stalls.record(0.4, now)
     assert politeness._late(now, 0.0)  # the loop stalled 0.4 s since the slot was taken
     assert not politeness._late(now, 0.4)  # the gap recorded with the slot allowed for it
+
+
+def test_a_send_whose_delay_the_others_do_not_share_is_held_through_an_outage(tmp_path,
+                                                                             namespace):
+    """A restarted crawler's robots.txt fetch keeps ``ROBOTS_GAP`` (1 s) before it read the
+    host's Crawl-delay, where the others pace the host at its delay (0.5 s): in an outage,
+    turns on a grid of 1 s and turns on a grid of 0.5 s do not line up (the short soak:
+    0.146 s under 0.5 s). Such a send is held until Redis answers again
+    (``may_turn=False``); the same send in turns shows the gap the rule prevents."""
+    with RedisServer(tmp_path / "redis") as server:
+        a, b = Process(server.url, namespace, "a"), Process(server.url, namespace, "b")
+        for process in (a, b, a, b):
+            process.send()
+        server.kill()
+        a.now = b.now = 10.0
+        pages = []
+        for _ in range(6):
+            a.now = a.gate.reserve(HOST, 0.5)
+            pages.append(a.now)
+        with pytest.raises(SendHeld):
+            b.gate.reserve(HOST, 1.0, may_turn=False)
+        with pytest.raises(SendHeld):
+            b.gate.retake(HOST, 1.0, b.now, may_turn=False)
+        robots = b.gate.reserve(HOST, 1.0)  # what the rule holds back: a window of its own
+    assert min(abs(robots - at) for at in pages) < 0.5, (robots, pages)

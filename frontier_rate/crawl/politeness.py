@@ -349,12 +349,16 @@ class SendGate:
         outage may reach beyond plain delays."""
         self._lock = threading.Lock()
 
-    def reserve(self, host: str, delay: float, widen: float = 0.0) -> float:
+    def reserve(self, host: str, delay: float, widen: float = 0.0, may_turn: bool = True) -> float:
         """The ``clock`` time at which a request to ``host`` may leave (now or later); raises
         ``SendHeld`` when this process cannot tell yet. ``widen``: seconds added to the gap
         after this send (``LoopStalls.allowance``), except in the turns of an outage and the
         rounds after it, whose windows line up across processes only on the delay itself
-        (widened there, two processes' windows met: 0.062 s under 0.3 s in the short soak)."""
+        (widened there, two processes' windows met: 0.062 s under 0.3 s in the short soak).
+        ``may_turn=False``: ``delay`` is not the host's delay as the other processes know it (a
+        robots.txt fetch before this process read the host's Crawl-delay), so its windows
+        would not line up with theirs: held (``SendHeld``) through an outage and the rounds
+        after it instead of sent in a turn (the short soak: 0.146 s under 0.5 s)."""
         if delay <= 0:
             return self.clock()
         with self._lock:
@@ -365,7 +369,7 @@ class SendGate:
                     self.offset, _ = clock_offset(self.slots.scripts.client, self.wall)
                     self.synced = True
                 asked, now = self.clock(), self.wall() + (self.offset or 0.0)
-                if self.place < 0 and self._settling(now, delay):
+                if (self.place < 0 or not may_turn) and self._settling(now, delay):
                     raise SendHeld(host)
                 with self._lock:
                     # back from an outage (this call ends it) or settling: keep to the turns,
@@ -408,7 +412,7 @@ class SendGate:
                 # machine) both went at once (issue 63's soak: 0.6 ms apart under 0.5 s)
                 return asked + (at - now)
         with self._lock:
-            return self._own_turn(host, delay)
+            return self._own_turn(host, delay, may_turn)
 
     def outage_seen(self, exc: Exception) -> None:
         """Another part of this process (the frontier client) found Redis gone: keep to the
@@ -436,16 +440,16 @@ class SendGate:
             now < self.back_since + RECOVERY_PERIODS * max(1, self.senders) * delay
 
     def retake(self, host: str, delay: float, slot: float,
-               widen: float = 0.0) -> float | None:
+               widen: float = 0.0, may_turn: bool = True) -> float | None:
         """A request to ``host`` could not leave at its slot (``slot``, on ``clock``): None when
         it may leave now (recorded as sent now: the next send counts from it), else the
         ``clock`` time of the next free slot, taken because another send was reserved after
         the missed one (the request must wait: sent now, it would come closer than the delay
         before that one). During an outage: the next of this process's own turns (or
-        ``SendHeld``). ``widen`` as for ``reserve``."""
+        ``SendHeld``). ``widen`` and ``may_turn`` as for ``reserve``."""
         if self.breaker.outage_since is not None or not self.synced:
             with self._lock:
-                return self._own_turn(host, delay)
+                return self._own_turn(host, delay, may_turn)
         reserved = None
         for _ in range(RECORD_TRIES):
             asked, now = self.clock(), self.wall() + (self.offset or 0.0)
@@ -468,11 +472,11 @@ class SendGate:
         """Drop the hosts last sent to before ``moment`` (longer ago than any delay)."""
         self.last = {host: at for host, at in self.last.items() if at >= moment}
 
-    def _own_turn(self, host: str, delay: float) -> float:
+    def _own_turn(self, host: str, delay: float, may_turn: bool = True) -> float:
         """The next start of one of this process's windows, a delay after the host's last
         known send (see the class docstring), on the local clock."""
-        if self.place < 0:  # new to the frontier: no turn of its own among the others'
-            raise SendHeld(host)
+        if self.place < 0 or not may_turn:  # new to the frontier: no turn of its own among the
+            raise SendHeld(host)  # others'; or a delay they do not share: no window lines up
         start = self.clock()
         now = self.wall() + (self.offset or 0.0)
         earliest = max(now, self.last.get(host, -math.inf) + delay)

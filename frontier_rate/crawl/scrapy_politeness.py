@@ -301,8 +301,11 @@ class ScrapyPoliteness:
         delay = self.gate.delay(host) if host else 0.0
         if delay <= 0:
             return
-        if self.gate.obey_crawl_delay and urlparse_cached(request).path == "/robots.txt" \
-                and not self.gate.robots_read(host):
+        # a robots.txt fetch before the host's Crawl-delay is known keeps ROBOTS_GAP; that gap
+        # is this process's alone, so no outage turn of it lines up with the others' windows
+        unknown = self.gate.obey_crawl_delay and url.path == "/robots.txt" \
+            and not self.gate.robots_read(host)
+        if unknown:
             delay = max(delay, ROBOTS_GAP)
         gap = delay + SEND_MARGIN
         if self.watch is not None:
@@ -313,20 +316,21 @@ class ScrapyPoliteness:
         turn = self._sending.setdefault(host, DeferredLock())
         await maybe_deferred_to_future(turn.acquire())
         try:
-            await self._take_slot(host, gap)
+            await self._take_slot(host, gap, may_turn=not unknown)
         finally:
             turn.release()
             if not turn.locked:  # no request of the host waits: forget its lock
                 self._sending.pop(host, None)
 
-    async def _take_slot(self, host: str, gap: float) -> None:
+    async def _take_slot(self, host: str, gap: float, may_turn: bool = True) -> None:
         """Wait for ``host``'s next shared send slot (``gap`` after the last send of any
         process); one missed by more than ``SEND_MARGIN`` is taken again. A process new to
-        the frontier holds its sends through an outage (``SendHeld``), asking every
+        the frontier, or a send whose gap the others do not share (``may_turn``, as for
+        ``SendGate.reserve``), is held through an outage (``SendHeld``), asking every
         ``SEND_RETRY_MAX``."""
         while True:
             try:
-                return await self._wait_for_slot(host, gap)
+                return await self._wait_for_slot(host, gap, may_turn)
             except SendHeld:
                 if self.crawler.stats is not None:
                     self.crawler.stats.inc_value("frontier_rate/sends_held")
@@ -348,10 +352,10 @@ class ScrapyPoliteness:
         short soak's fault-free world, 0.16-0.18 s under 0.3 s)."""
         return time.monotonic() - at > SEND_MARGIN or self._stalled() > widened + SEND_MARGIN
 
-    async def _wait_for_slot(self, host: str, gap: float) -> None:
+    async def _wait_for_slot(self, host: str, gap: float, may_turn: bool = True) -> None:
         assert self.send is not None
         widened = self._stalled()
-        at = await compat.in_thread(self.send.reserve, host, gap, widened)
+        at = await compat.in_thread(self.send.reserve, host, gap, widened, may_turn)
         for _ in range(RETAKES):
             wait = at - time.monotonic()
             if wait > 0:
@@ -368,7 +372,7 @@ class ScrapyPoliteness:
             if self.crawler.stats is not None:
                 self.crawler.stats.inc_value("frontier_rate/late_sends")
             widened = self._stalled()
-            again = await compat.in_thread(self.send.retake, host, gap, at, widened)
+            again = await compat.in_thread(self.send.retake, host, gap, at, widened, may_turn)
             if again is None:
                 return
             at = again
