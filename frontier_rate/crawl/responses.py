@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from frontier_rate.client.frontier_client import status_reason
-from frontier_rate.detection.change_detection import WALL_SIZE, Detection
+from frontier_rate.detection.change_detection import Detection
 from frontier_rate.detection.content_rules import ContentRule
 from frontier_rate.detection.fingerprint import Fingerprinter, header_value
+from frontier_rate.detection.not_content import WALL_SIZE
 from frontier_rate.detection.segments import _WALL, is_html, segments
 from frontier_rate.engine.validation import MAX_VALIDATOR_LENGTH
 

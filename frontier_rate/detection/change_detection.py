@@ -84,13 +84,17 @@ from typing import Any, Protocol
 
 from frontier_rate.detection.content_rules import ContentRule
 from frontier_rate.detection.host_mask import HostMask, host_of
+from frontier_rate.detection.not_content import (
+    MIN_OVERLAP_SEGMENTS,
+    REJECT_LIMIT,
+    not_content,
+    served_in_place,
+)
 from frontier_rate.detection.page_memory import PageMemory
 from frontier_rate.detection.segments import (
     _CONSENT_BIT,
     _DIGIT,
-    _ERROR,
     _SHORT_BIT,
-    _WALL,
     copies_apart,
     further_copies,
     is_html,
@@ -232,29 +236,10 @@ class Detection:
     segments: int = 0
 
 
-MIN_OVERLAP = 0.2
-"""A copy sharing fewer than this share of the previous copy's segments, whose new text the
-host has mostly served before (``SERVED_ELSEWHERE``), is another of its pages served in
-this one's place (a redirect to a home or login page) the first time; taken if it comes
-again. One whose new text the host never showed is this page rewritten: a change."""
-MIN_OVERLAP_SEGMENTS = 20
-"""... checked only for pages of at least this many segments."""
-SERVED_ELSEWHERE = 0.5
-"""The share of a copy's new segments already seen on the host (on any of its pages) from
-which a copy with little overlap is another page served in this one's place. Measured
-(issue 59, 2026-12-03): without it, a weekly newsletter's new issue and a state's COVID-19
-page rewritten in full were taken for a redirect target, 17 of the corpus' missed changes."""
 MAJORITY = 0.5
 """When the host's mask covers more than this share of a page's visible characters, the
 shared text is the page's own content (one document under two addresses): only the
 short masked segments are ignored there."""
-
-
-def _served_elsewhere(added: set[int], host: HostMask) -> bool:
-    """True when at least ``SERVED_ELSEWHERE`` of a copy's new segments (``added``) were
-    already seen on ``host``: another of its pages served here, not this page rewritten."""
-    seen = host.seen
-    return sum(h in seen for h in added) >= SERVED_ELSEWHERE * len(added)
 
 
 def long_order(hashes: list[int]) -> int:
@@ -439,7 +424,7 @@ class ContentDetector:
                      if part]
         lengths = list(map(len, parts))
         length = sum(lengths)
-        reason = _not_content(parts, length, memory.length if memory else None)
+        reason = not_content(parts, length, memory.length if memory else None)
         if reason is not None:
             if memory is None or memory.rejected < REJECT_LIMIT:
                 if memory is not None:
@@ -454,10 +439,10 @@ class ContentDetector:
             host.resolve(hashes, memory.hashes if memory is not None else ())
         hash_set = set(hashes)
         before = set(memory.hashes) if memory is not None else set()
-        if memory is not None and memory.rejected == 0 and len(memory.hashes) >= MIN_OVERLAP_SEGMENTS:
-            if len(hash_set & before) < MIN_OVERLAP * len(before) and \
-                    _served_elsewhere(hash_set - before, host):
-                memory.rejected += 1  # another page served in its place (a redirect target)
+        if memory is not None and memory.rejected == 0 and \
+                len(memory.hashes) >= MIN_OVERLAP_SEGMENTS:
+            if served_in_place(hash_set, before, host):  # a redirect target, mostly
+                memory.rejected += 1
                 self.not_content += 1
                 return Detection(None, "replaced")
         page_id = zlib.crc32(url.encode("utf-8", "surrogatepass"))
@@ -554,36 +539,6 @@ class ContentDetector:
         """Counters for the adapters' stats (``ignored_changes``, ``not_content``)."""
         return {"ignored_changes": self.ignored_changes, "not_content": self.not_content,
                 "hosts": len(self._hosts), "pages": len(self._pages)}
-
-
-MIN_TEXT = 1
-"""A copy with fewer visible characters than this (none) is empty: not content."""
-WALL_SIZE = 4096
-"""Visible text up to this many characters may be a bot wall or error page."""
-SHRINK = 0.25
-"""A short error-like copy, or any copy, with less than this share (0.25, error pages)
-or a tenth (any page of at least ``WALL_SIZE`` characters before) of the page's
-previous visible text is no copy of it."""
-REJECT_LIMIT = 3
-"""After this many answers in a row taken as no copy, the next one is taken (a page
-that really became short is not refused forever)."""
-
-
-def _not_content(parts: list[str], length: int, previous: int | None) -> str | None:
-    """Why this HTML answer is not a copy of the page, or None (see module docstring).
-
-    ``previous``: the visible length of the page's last copy (None: not known)."""
-    if length < MIN_TEXT:
-        return "empty"
-    if length <= WALL_SIZE:
-        text = " ".join(parts[:60]).lower()  # _WALL and _ERROR are lower case
-        if (previous is None or length < 0.5 * previous) and _WALL.search(text):
-            return "bot wall"
-        if previous is not None and length < SHRINK * previous and _ERROR.search(text):
-            return "error page"
-    if previous is not None and previous >= WALL_SIZE and length < 0.1 * previous:
-        return "truncated"
-    return None
 
 
 def _non_html_fingerprint(body: bytes, content_type: str | None, suffix: bytes) -> str:
