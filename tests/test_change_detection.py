@@ -108,6 +108,20 @@ def test_stable_segments_keep_numbers_of_long_segments():
     assert stable_segments(["Overview 5"]) != stable_segments(["Overview 6"])  # a word of its own
 
 
+def test_relative_times_without_a_digit_are_volatile():
+    """Issue 59: a help centre's "Updated yesterday" read "Updated this week" on the next
+    fetch, then "Updated today", "Updated in the last hour": the same page. "An hour ago",
+    "a few minutes ago", "gestern", "heute", "aujourd'hui" too; other words stay content."""
+    same = [["Updated yesterday"], ["Updated this week"], ["UPDATED today"],
+            ["Updated in the last hour"]]
+    assert len({tuple(stable_segments(parts)) for parts in same}) == 1
+    assert stable_segments(["Posted an hour ago"]) == stable_segments(["Posted a few minutes ago"])
+    assert stable_segments(["Stand: gestern"]) == stable_segments(["Stand: heute"])
+    assert stable_segments(["Mis à jour aujourd'hui"]) == ["mis à jour <v>"]
+    assert stable_segments(["Updated yesterday"]) != stable_segments(["Revised yesterday"])
+    assert stable_segments(["Chicago office"]) == ["Chicago office"]
+
+
 def test_one_word_edit_of_a_legal_paragraph_counts():
     fingerprinter = Fingerprinter("content")
     edited = list(LEGAL)
@@ -474,11 +488,18 @@ PLAIN_COUNTER_AFTER = re.compile(
     r"visualizzazioni)\s*[:(\[]?\s*\d[\d.,]*\s?[km]?\+?[)\]]?")
 
 
+PLAIN_RELATIVE_DAY = re.compile(
+    r"\b(?:an?|one|a few)\s+(?:seconds?|minutes?|mins?|hours?|days?|weeks?|months?|years?)"
+    r"\s+ago\b|\b(?:in\s+the\s+)?(?:last|past)\s+hour\b|"
+    r"\b(?:yesterday|today|(?:this|last)\s+week|gestern|heute|aujourd'hui)\b")
+
+
 def plain_stable_segments(parts: list[str]) -> list[str]:
     """stable_segments with the plain patterns (dates are not masked: MASK_DATES)."""
     text = "\x00".join(parts).lower()
     text = segments_module._WORD.sub(segments_module._token, text)
     text = PLAIN_VOLATILE.sub("<v>", text)
+    text = PLAIN_RELATIVE_DAY.sub("<v>", text)  # on every text, not only where a word is
     text = PLAIN_COUNTER.sub("<n>", text)
     return PLAIN_COUNTER_AFTER.sub("<n>", text).split("\x00")
 
@@ -493,7 +514,9 @@ def test_fast_volatile_patterns_mask_what_the_plain_alternations_mask():
              "a l'instant", "5", "12", "2026-01-02", "2026-01-02t10:20:30z", "10:30",
              "10:30 a.m.", "1234567890", "12345678901", "min", "ago", "days", "partners",
              "comments", "1.2k", "(3)", "x", "ab", "\x00", "-", ":", ".", ",", "tagen", "_",
-             "é", "٣", "views", "+", " ", "\t", "\xa0", "\u200b", "favor", "will"]
+             "é", "٣", "views", "+", " ", "\t", "\xa0", "\u200b", "favor", "will", "a",
+             "an", "a few", "hour", "hours", "minute", "yesterday", "today", "this week",
+             "last", "past", "week", "in the", "heute", "aujourd'hui", "todays"]
     rng = random.Random(35)
     compared = 0
     for _ in range(20000):

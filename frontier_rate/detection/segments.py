@@ -235,9 +235,20 @@ def stable_segments(parts: list[str]) -> list[str]:
     return kept
 
 
-UNDATED_WORDS = ("just", "gerade", "l'instant")
-"""The words of the only volatile fragments without a digit ("just now", "gerade eben",
-"à l'instant"): a segment holding one is masked even without a digit."""
+UNDATED_WORDS = ("just", "gerade", "l'instant", "ago", "yesterday", "today", "week", "hour",
+                 "gestern", "heute", "aujourd")
+"""Words of the volatile fragments without a digit ("just now", "gerade eben", "à l'instant",
+and ``_RELATIVE_DAY``'s "an hour ago", "updated yesterday", "this week"): a segment holding
+one is masked even without a digit."""
+_RELATIVE_DAY = re.compile(
+    r"\b(?:an?|one|a few)\s+(?:seconds?|minutes?|mins?|hours?|days?|weeks?|months?|years?)"
+    r"\s+ago\b|\b(?:in\s+the\s+)?(?:last|past)\s+hour\b|"
+    r"\b(?:yesterday|today|(?:this|last)\s+week|gestern|heute|aujourd'hui)\b")
+"""Relative times without a digit: "an hour ago", "a few minutes ago", "in the last hour",
+"updated yesterday", "today", "this week", "gestern", "heute", "aujourd'hui" (issue 59: a help
+centre's "Updated yesterday" read "Updated this week" on the next fetch). Applied only to
+text holding one of its ``UNDATED_WORDS``."""
+_RELATIVE_WORDS = ("ago", "yesterday", "today", "week", "hour", "gestern", "heute", "aujourd")
 
 
 def _masked(text: str) -> list[str]:
@@ -247,6 +258,8 @@ def _masked(text: str) -> list[str]:
     text = _WORD.sub(_token, text)
     text = (_VOLATILE_DIGITS if _single_spaced(text) and
             not any(word in text for word in LETTER_WORDS) else _VOLATILE).sub("<v>", text)
+    if any(word in text for word in _RELATIVE_WORDS):
+        text = _RELATIVE_DAY.sub("<v>", text)
     text = _COUNTER.sub("<n>", text)
     text = _COUNTER_AFTER.sub("<n>", text)
     return ["<n>" if _BADGE.fullmatch(part) else part for part in text.split("\x00")]
