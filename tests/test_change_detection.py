@@ -314,6 +314,29 @@ def test_empty_and_error_answers_are_no_copy(body, reason):
     assert changed(fingerprinter, url, [page(), body, page()]) == [None, False]
 
 
+def test_an_error_message_inside_the_site_frame_is_no_copy():
+    """Issue 59: "This page isn't available. An unexpected error has occurred" inside the
+    site's menus, footer and a long cookie banner, over a quarter of the policy's text, was
+    stored as the page's copy (a false change, and another when the policy came back). A
+    copy that kept under half of the last one's text and whose new text is a short error
+    message is an error page; an edit that writes "error" into a paragraph is a change."""
+    banner = "".join(f"<p>Cookie notice part {n}: we and our partners store and read "
+                     f"information on your device for the purposes listed below.</p>"
+                     for n in "abcdefgh")
+    policy = page(LEGAL * 3, banner=banner)
+    error = page(["This page isn't available",
+                  "An unexpected error has occurred. Try reloading the page."],
+                 nonce="q1w2e3r4t5y6", banner=banner)
+    fingerprinter = Fingerprinter("content")
+    url = "http://g.test/policy"
+    fingerprinter.detect(policy, url, HTML)
+    assert fingerprinter.detect(error, url, HTML).reason == "error page"
+    assert changed(Fingerprinter("content"), url, [policy, error, policy]) == [None, False]
+    edited = list(LEGAL * 3)
+    edited[2] = edited[2].replace("courts", "courts, save in error,")
+    assert changed(Fingerprinter("content"), url, [policy, page(edited, banner=banner)]) == [True]
+
+
 def test_a_page_that_really_became_short_is_taken_after_some_refusals():
     fingerprinter = Fingerprinter("content")
     url = "http://f.test/terms"

@@ -87,6 +87,7 @@ from frontier_rate.detection.host_mask import HostMask, host_of
 from frontier_rate.detection.not_content import (
     MIN_OVERLAP_SEGMENTS,
     REJECT_LIMIT,
+    error_in_frame,
     not_content,
     served_in_place,
 )
@@ -445,6 +446,11 @@ class ContentDetector:
                 memory.rejected += 1
                 self.not_content += 1
                 return Detection(None, "replaced")
+        if memory is not None and memory.rejected < REJECT_LIMIT and \
+                error_in_frame(parts, lengths, hashes, before, memory.length):
+            memory.rejected += 1
+            self.not_content += 1
+            return Detection(None, "error page")
         page_id = zlib.crc32(url.encode("utf-8", "surrogatepass"))
         host.value_shown(list(compress(hashes, map(self._priced_keys.__contains__, keys))))
         ignore = _with_slots(_ignored_here(lengths, hashes, host.masked), host, hashes)

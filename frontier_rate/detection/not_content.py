@@ -1,8 +1,8 @@
 """Which HTML answers are no copy of the page (``ContentDetector``'s not-content answers):
-an empty body, a bot wall or captcha, an error page or a truncated copy much shorter than
-the page's last copy, and another page of the host served in this one's place (a redirect
-to its home or login page). The adapter records such an answer as a failed fetch, never
-stored, never a change (docs/CHANGE_DETECTION.md, "Not-content answers")."""
+an empty body, a bot wall or captcha, an error page (alone, or inside the site's frame) or
+a truncated copy much shorter than the page's last copy, and another page of the host
+served in this one's place (a redirect to its home or login page). The adapter records
+such an answer as a failed fetch, never stored, never a change (docs/CHANGE_DETECTION.md, "Not-content answers")."""
 
 from __future__ import annotations
 
@@ -49,6 +49,29 @@ def not_content(parts: list[str], length: int, previous: int | None) -> str | No
     if previous is not None and previous >= WALL_SIZE and length < 0.1 * previous:
         return "truncated"
     return None
+
+
+ERROR_TEXT = 512
+"""At most this many visible characters of new text make an error message (``error_in_frame``)."""
+KEPT = 0.5
+"""... in a copy that kept less than this share of the page's last text."""
+
+
+def error_in_frame(parts: list[str], lengths: list[int], hashes: list[int],
+                   before: set[int], previous: int) -> bool:
+    """Whether a copy is the site's error page in the site's frame: its text new since the
+    page's last copy (``before``; ``previous`` characters) is a short error message and it
+    kept under ``KEPT`` of that copy's text, its menus, footer and cookie banner being what
+    is left. ``not_content``'s "error page" needs the whole copy under a quarter of the last
+    one, which a frame with a cookie banner passes (issue 59: a policy page answered "This
+    page isn't available. An unexpected error has occurred" inside 1,500 characters of its
+    site's frame, against 5,800 for the policy, on three fetches: six false changes)."""
+    new = [i for i, h in enumerate(hashes) if h not in before]
+    new_length = sum(lengths[i] for i in new)
+    kept = sum(lengths) - new_length
+    if not new or new_length > ERROR_TEXT or not 0 < kept < KEPT * previous:
+        return False  # no frame kept: ``not_content`` judges the copy as a whole
+    return _ERROR.search(" ".join(parts[i] for i in new).lower()) is not None
 
 
 def served_in_place(segments: set[int], before: set[int], host: HostMask) -> bool:
