@@ -440,14 +440,15 @@ class ContentDetector:
             host.resolve(hashes, memory.hashes if memory is not None else ())
         hash_set = set(hashes)
         before = set(memory.hashes) if memory is not None else set()
+        added = hash_set - before
         if memory is not None and memory.rejected == 0 and \
                 len(memory.hashes) >= MIN_OVERLAP_SEGMENTS:
-            if served_in_place(hash_set, before, host):  # a redirect target, mostly
+            if served_in_place(hash_set, before, added, host):  # a redirect target, mostly
                 memory.rejected += 1
                 self.not_content += 1
                 return Detection(None, "replaced")
         if memory is not None and memory.rejected < REJECT_LIMIT and \
-                error_in_frame(parts, lengths, hashes, before, memory.length):
+                error_in_frame(parts, lengths, hashes, added, memory.length):
             memory.rejected += 1
             self.not_content += 1
             return Detection(None, "error page")
@@ -457,7 +458,6 @@ class ContentDetector:
         ignored = changed = 0
         fingerprint: str | None = None
         if memory is not None:
-            added = hash_set - before
             removed = before - hash_set
             gone = set(memory.gone)
             for h in added:

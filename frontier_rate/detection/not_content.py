@@ -58,29 +58,32 @@ KEPT = 0.5
 
 
 def error_in_frame(parts: list[str], lengths: list[int], hashes: list[int],
-                   before: set[int], previous: int) -> bool:
+                   added: set[int], previous: int) -> bool:
     """Whether a copy is the site's error page in the site's frame: its text new since the
-    page's last copy (``before``; ``previous`` characters) is a short error message and it
+    page's last copy (``added``: its segments not in that copy of ``previous`` characters;
+    none on most revisits, which return at once) is a short error message and it
     kept under ``KEPT`` of that copy's text, its menus, footer and cookie banner being what
     is left. ``not_content``'s "error page" needs the whole copy under a quarter of the last
     one, which a frame with a cookie banner passes (issue 59: a policy page answered "This
     page isn't available. An unexpected error has occurred" inside 1,500 characters of its
     site's frame, against 5,800 for the policy, on three fetches: six false changes)."""
-    new = [i for i, h in enumerate(hashes) if h not in before]
+    if not added:
+        return False
+    new = [i for i, h in enumerate(hashes) if h in added]
     new_length = sum(lengths[i] for i in new)
     kept = sum(lengths) - new_length
-    if not new or new_length > ERROR_TEXT or not 0 < kept < KEPT * previous:
+    if new_length > ERROR_TEXT or not 0 < kept < KEPT * previous:
         return False  # no frame kept: ``not_content`` judges the copy as a whole
     return _ERROR.search(" ".join(parts[i] for i in new).lower()) is not None
 
 
-def served_in_place(segments: set[int], before: set[int], host: HostMask) -> bool:
-    """Whether a copy (its segment hashes) is another page of ``host`` served in place of the
-    page whose last copy held ``before`` (at least ``MIN_OVERLAP_SEGMENTS`` of them): it
-    shares under ``MIN_OVERLAP`` of them, and at least ``SERVED_ELSEWHERE`` of its new
-    segments were already seen on the host."""
-    if len(segments & before) >= MIN_OVERLAP * len(before):
+def served_in_place(segments: set[int], before: set[int], added: set[int],
+                    host: HostMask) -> bool:
+    """Whether a copy (its segment hashes; ``added``: those not in ``before``) is another page
+    of ``host`` served in place of the page whose last copy held ``before`` (at least
+    ``MIN_OVERLAP_SEGMENTS`` of them): it shares under ``MIN_OVERLAP`` of them, and at least
+    ``SERVED_ELSEWHERE`` of its new segments were already seen on the host."""
+    if len(segments) - len(added) >= MIN_OVERLAP * len(before):
         return False
-    added = segments - before
     seen = host.seen
     return sum(h in seen for h in added) >= SERVED_ELSEWHERE * len(added)

@@ -235,8 +235,9 @@ def stable_segments(parts: list[str]) -> list[str]:
     return kept
 
 
-UNDATED_WORDS = ("just", "gerade", "l'instant", "ago", "yesterday", "today", "week", "hour",
-                 "gestern", "heute", "aujourd")
+_RELATIVE_WORDS = ("ago", "yesterday", "today", "week", "hour", "gestern", "heute", "aujourd")
+"""Words one of which every ``_RELATIVE_DAY`` match holds."""
+UNDATED_WORDS = ("just", "gerade", "l'instant", *_RELATIVE_WORDS)
 """Words of the volatile fragments without a digit ("just now", "gerade eben", "à l'instant",
 and ``_RELATIVE_DAY``'s "an hour ago", "updated yesterday", "this week"): a segment holding
 one is masked even without a digit."""
@@ -247,8 +248,7 @@ _RELATIVE_DAY = re.compile(
 """Relative times without a digit: "an hour ago", "a few minutes ago", "in the last hour",
 "updated yesterday", "today", "this week", "gestern", "heute", "aujourd'hui" (issue 59: a help
 centre's "Updated yesterday" read "Updated this week" on the next fetch). Applied only to
-text holding one of its ``UNDATED_WORDS``."""
-_RELATIVE_WORDS = ("ago", "yesterday", "today", "week", "hour", "gestern", "heute", "aujourd")
+text holding one of ``_RELATIVE_WORDS``."""
 
 
 def _masked(text: str) -> list[str]:
