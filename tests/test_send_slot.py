@@ -128,6 +128,14 @@ class Process:
         self.sent.append(at)
 
 
+def _both_sending(url: str, namespace: str) -> tuple[Process, Process]:
+    """Processes "a" and "b", each seen sending by the other (two sends each, in turn)."""
+    a, b = Process(url, namespace, "a"), Process(url, namespace, "b")
+    for process in (a, b, a, b):
+        process.send()
+    return a, b
+
+
 def test_an_outage_never_shortens_the_gap_between_processes(tmp_path, namespace):
     """Redis down: two processes that last saw each other send to one host in turns.
 
@@ -222,9 +230,7 @@ def test_after_an_outage_a_process_back_first_keeps_to_its_turns(tmp_path, names
     while, since another may still send in its turns, which Redis never saw. Before, it took
     the slot after its own last send, the one the other process had for its turn."""
     with RedisServer(tmp_path / "redis") as server:
-        a, b = Process(server.url, namespace, "a"), Process(server.url, namespace, "b")
-        for process in (a, b, a, b):
-            process.send()
+        a, b = _both_sending(server.url, namespace)
         server.kill()
         a.now = b.now = 10.0
         for _ in range(2):
@@ -248,9 +254,7 @@ def test_a_slot_moved_to_a_turn_is_recorded_before_another_process_reserves(tmp_
     soak, after an 8 s CLIENT PAUSE: 0.17 s under 0.3 s). Now the move is made in the
     reservation itself."""
     with RedisServer(tmp_path / "redis") as server:
-        a, b = Process(server.url, namespace, "a"), Process(server.url, namespace, "b")
-        for process in (a, b, a, b):
-            process.send()
+        a, b = _both_sending(server.url, namespace)
         assert (a.gate.senders, a.gate.place, b.gate.place) == (2, 0, 1)
         server.kill()
         a.now = 10.0
@@ -393,9 +397,7 @@ def test_the_turns_after_an_outage_are_not_widened(tmp_path, namespace, one_cloc
     itself: widened by the first one's loop stalls, its windows moved onto the other's.
     The widening is left out of the turns."""
     with RedisServer(tmp_path / "redis") as server:
-        a, b = Process(server.url, namespace, "a"), Process(server.url, namespace, "b")
-        for process in (a, b, a, b):
-            process.send()
+        a, b = _both_sending(server.url, namespace)
         assert (a.gate.place, b.gate.place) == (0, 1)
         server.kill()
         a.now = b.now = 10.0
@@ -448,9 +450,7 @@ def test_a_process_whose_frontier_saw_the_outage_keeps_to_the_turns(tmp_path, na
     just after another process's outage turn that Redis never saw (the short soak: 0.19 s
     under 0.5 s after a Redis restart)."""
     with RedisServer(tmp_path / "redis") as server:
-        a, b = Process(server.url, namespace, "a"), Process(server.url, namespace, "b")
-        for process in (a, b, a, b):
-            process.send()
+        a, b = _both_sending(server.url, namespace)
         server.kill()
         b.gate.outage_seen(ConnectionError("Connection refused"))  # b sends nothing meanwhile
         a.now = b.now = 10.0
@@ -537,9 +537,7 @@ def test_a_send_whose_delay_the_others_do_not_share_is_held_through_an_outage(tm
     0.146 s under 0.5 s). Such a send is held until Redis answers again
     (``may_turn=False``); the same send in turns shows the gap the rule prevents."""
     with RedisServer(tmp_path / "redis") as server:
-        a, b = Process(server.url, namespace, "a"), Process(server.url, namespace, "b")
-        for process in (a, b, a, b):
-            process.send()
+        a, b = _both_sending(server.url, namespace)
         server.kill()
         a.now = b.now = 10.0
         pages = []
