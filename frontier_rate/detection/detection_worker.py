@@ -19,6 +19,7 @@ them). End of input ends the process.
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import json
 import struct
 import sys
@@ -32,6 +33,8 @@ FRAME = struct.Struct(">II")
 """Header of a frame: the lengths of its JSON meta and of its body."""
 READY = b"ready\n"
 """The worker's first line."""
+PIPE_BYTES = 1 << 20
+"""The size asked of the input pipe (Linux's default limit for a user, fs.pipe-max-size)."""
 
 Found = tuple[Detection, dict[str, int]]
 """One answer's ``Detection`` and the worker's counters after it."""
@@ -65,6 +68,16 @@ def _read_exactly(stream: BinaryIO, size: int) -> bytes | None:
     return data if len(data) == size else None
 
 
+def _widen_pipe(stream: BinaryIO) -> None:
+    """Make the pipe the crawl writes answers into hold ``PIPE_BYTES``: a large page then
+    passes in one write, not in 64 KiB pieces each waiting for this process to read (Linux;
+    elsewhere, or beyond the system's limit, the pipe stays as it is)."""
+    try:
+        fcntl.fcntl(stream.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 def serve(config: dict[str, Any], stdin: BinaryIO, stdout: BinaryIO,
           pages: PageStore | None = None) -> None:
     """Detect every frame of ``stdin`` until it ends; ``pages``: where the pages' memories
@@ -73,6 +86,7 @@ def serve(config: dict[str, Any], stdin: BinaryIO, stdout: BinaryIO,
                                   config["max_body"])
     if pages is not None:
         fingerprinter.share(pages)
+    _widen_pipe(stdin)
     stdout.write(READY)
     stdout.flush()
     while (header := _read_exactly(stdin, FRAME.size)) is not None:
