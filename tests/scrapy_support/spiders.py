@@ -3,8 +3,9 @@
 Arguments (``-a`` or ``crawl.py`` config): ``output`` (JSONL path),
 ``start`` (JSON list of ``{"url", "meta", "callback", "weight"}``) and
 ``follow`` ("1" follows ``<a href>`` links with ``parse``; a link ending in
-``/bad-meta`` gets a set in its meta, which JSON cannot carry) and ``start_pause``
-(seconds between the first start request and the others). At close the
+``/bad-meta`` gets a set in its meta, which JSON cannot carry), ``start_pause``
+(seconds between the first start request and the others) and ``start_stall`` (seconds
+the event loop is blocked before the first start request, as a slow start blocks it). At close the
 spider records the finish reason and the ``frontier_rate/`` stats.
 """
 
@@ -22,14 +23,16 @@ class RecordingSpider(scrapy.Spider):
     name = "recorder"
 
     def __init__(self, output: str = "", start: str = "[]", follow: str = "0",
-                 start_pause: str = "0", **kw: Any):
+                 start_pause: str = "0", start_stall: str = "0", **kw: Any):
         super().__init__(**kw)
         self.output = output
         self.start_specs = json.loads(start)
         self.follow = follow == "1"
         self.start_pause = float(start_pause)
+        self.start_stall = float(start_stall)
 
     async def start(self):
+        time.sleep(self.start_stall)  # blocks the loop: a slow start
         for index, spec in enumerate(self.start_specs):
             if index == 1 and self.start_pause:  # the others a moment after the first
                 await asyncio.sleep(self.start_pause)
