@@ -19,7 +19,6 @@ them). End of input ends the process.
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import json
 import struct
 import sys
@@ -73,7 +72,14 @@ def _widen_pipe(stream: BinaryIO) -> None:
     passes in one write, not in 64 KiB pieces each waiting for this process to read (Linux;
     elsewhere, or beyond the system's limit, the pipe stays as it is)."""
     try:
-        fcntl.fcntl(stream.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
+        import fcntl  # not on Windows
+    except ImportError:
+        return
+    command = getattr(fcntl, "F_SETPIPE_SZ", None)  # Linux only
+    if command is None:
+        return
+    try:
+        fcntl.fcntl(stream.fileno(), command, PIPE_BYTES)
     except (OSError, ValueError, AttributeError):
         pass
 
