@@ -157,8 +157,8 @@ class ScrapyPoliteness:
         self.stalls = LoopStalls()
         """This process's event-loop stalls, measured while it shares send slots."""
         self.watch: StallWatch | None = None
-        """What measures ``stalls``: started when the spider opens (or by the first shared
-        send), stopped at the end."""
+        """What measures ``stalls``: started when the spider opens (``on_spider_opened``),
+        stopped at the end."""
         hooked = compat.before_download(crawler, self.before_send, self.on_send_failed)
         if send is not None and not hooked:
             logger.warning("frontier-rate: this Scrapy's downloader has no download "
@@ -190,13 +190,8 @@ class ScrapyPoliteness:
         if politeness.send is not None:
             if outages is not None:
                 outages.listeners.append(politeness.send.outage_seen)
-            # started when the spider opens, so that a crawler's first sends are widened by
-            # the stalls of its start (the hour's soak: a restarted crawler's first request,
-            # 0.4775 s under 0.5 s), else by the first shared send; never before (a crawl
-            # whose spider never opened leaves no timer in the reactor: Scrapy 2.13's
-            # test_open_spider_error_on_faulty_pipeline)
             politeness.watch = StallWatch(politeness.stalls)
-            crawler.signals.connect(politeness.watch.start, signal=signals.spider_opened)
+            crawler.signals.connect(politeness.on_spider_opened, signal=signals.spider_opened)
             for ended in (signals.spider_closed, signals.engine_stopped):
                 crawler.signals.connect(politeness.watch.stop, signal=ended)
         if follow_downloader:
@@ -205,6 +200,16 @@ class ScrapyPoliteness:
             if config.obey_crawl_delay:
                 crawler.signals.connect(politeness.on_response, signal=signals.response_received)
         return politeness
+
+    def on_spider_opened(self) -> None:
+        """Measure the event loop's stalls from now on (shared send slots only), so that a
+        crawler's first sends are widened by the stalls of its start (the hour's soak: a
+        restarted crawler's first request, 0.4775 s under 0.5 s). Never before the spider
+        opens: a crawl whose spider never opened leaves no timer in the reactor (Scrapy
+        2.13's test_open_spider_error_on_faulty_pipeline). ``install`` connects it to
+        ``spider_opened``; an adapter that installs from that signal calls it itself."""
+        if self.watch is not None:
+            self.watch.start()
 
     def fetch_robots(self, lease: Lease) -> None:
         """Fetch the robots.txt of ``lease``'s host before its first page (the answer is
@@ -313,8 +318,6 @@ class ScrapyPoliteness:
         if unknown:
             delay = max(delay, ROBOTS_GAP)
         gap = delay + SEND_MARGIN
-        if self.watch is not None:
-            self.watch.start()
         # one request of a host at a time takes a slot: this process holds at most one of
         # the host's slots ahead, which bounds where the others' turns may start in an
         # outage (``SendGate``); the others wait here, not in Redis

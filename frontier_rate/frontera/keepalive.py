@@ -65,6 +65,7 @@ class KeepAlive:
         self.politeness = ScrapyPoliteness.install(
             self.crawler, backend.frontier, backend.settings, backend.clock,
             backend.client.host_delay, follow_downloader=True, outages=backend.client.breaker)
+        self.politeness.on_spider_opened()  # installed from that signal: it has been sent
 
     def spider_idle(self, spider: Any) -> None:
         from scrapy.exceptions import DontCloseSpider
