@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from frontier_rate.crawl.politeness import START_STALL
 from frontier_rate.crawl.scrapy_politeness import STALL_TICK
 from frontier_rate.store.keys import Keys
 
@@ -67,14 +68,8 @@ def test_requests_answered_late_by_redis_keep_the_host_delay(namespace, tmp_path
         proc_redis.wait()
 
 
-def test_a_crawlers_first_send_is_widened_by_the_stalls_of_its_start(redis_url, namespace,
-                                                                     tmp_path):
-    """The hour's soak: a restarted crawler's first request left while its loop stalled at
-    its start, and the next crawler's, at its own slot, came 0.4775 s after it under a 0.5
-    s delay. The loop's stalls are measured from the spider's opening, so the gap recorded
-    with a crawler's first send slot is widened by the stalls of its start (here the
-    spider's ``start()`` blocks the loop for 0.6 s before its first request)."""
-    stall, delay = 0.6, 0.5
+def _first_send_gap(tmp_path, redis_url, namespace, delay: float, args: dict) -> float:
+    """The gap a crawl of one page recorded with its first (and only) shared send slot."""
     with ChangingSite("127.0.0.1") as site:
         site.set("/only", "<p>one page</p>")
         proc, output, log = start_crawl(
@@ -82,7 +77,7 @@ def test_a_crawlers_first_send_is_widened_by_the_stalls_of_its_start(redis_url, 
             [{"url": site.url("/only"), "meta": {"dont_revisit": True}}],
             {"FRONTIER_RATE_MIN_HOST_DELAY": delay, "FRONTIER_RATE_CLOSE_AFTER": "idle",
              "ROBOTSTXT_OBEY": False, "LOG_LEVEL": "INFO"},
-            args={"start_stall": str(stall)})
+            args=args)
         crawl = finish_crawl(proc, output, log, timeout=90)
         assert crawl.returncode == 0, crawl.log[-3000:]
         assert len(site.hits) == 1, crawl.log[-3000:]
@@ -93,4 +88,27 @@ def test_a_crawlers_first_send_is_widened_by_the_stalls_of_its_start(redis_url, 
         client.close()
     assert record is not None, "no shared send recorded"
     _, gap = (float(part) for part in record.decode().split(","))
-    assert gap >= delay + stall - STALL_TICK, record  # without the stall: delay + margin
+    return gap
+
+
+def test_a_crawlers_first_send_is_widened_by_the_stalls_of_its_start(redis_url, namespace,
+                                                                     tmp_path):
+    """The hour's soak: a restarted crawler's first request left while its loop stalled at
+    its start, and the next crawler's, at its own slot, came 0.4775 s after it under a 0.5
+    s delay. The loop's stalls are measured from the spider's opening, so the gap recorded
+    with a crawler's first send slot is widened by the stalls of its start (here the
+    spider's ``start()`` blocks the loop for 0.6 s before its first request)."""
+    stall, delay = 0.6, 0.5
+    gap = _first_send_gap(tmp_path, redis_url, namespace, delay, {"start_stall": str(stall)})
+    assert gap >= delay + stall - STALL_TICK, gap  # without the stall: delay + margin
+
+
+def test_a_crawlers_first_send_is_widened_by_the_stall_expected_at_its_start(
+        redis_url, namespace, tmp_path):
+    """The Cluster hour: two crawlers' first requests 0.2921 s and 0.2892 s apart under a
+    0.3 s delay, the loop held after the first slot where no stall measured before it
+    foretold it. A crawler's sends in the first ``START_SPAN`` seconds are widened by
+    ``START_STALL`` though its loop has not stalled (without: delay + margin, 0.55 s)."""
+    delay = 0.5
+    gap = _first_send_gap(tmp_path, redis_url, namespace, delay, {})
+    assert gap >= delay + START_STALL, gap

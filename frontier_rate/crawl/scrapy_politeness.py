@@ -43,6 +43,8 @@ from twisted.internet.defer import DeferredLock
 from frontier_rate.crawl import scrapy_compat as compat
 from frontier_rate.crawl.politeness import (
     SEND_RETRY_MAX,
+    START_SPAN,
+    START_STALL,
     HostGate,
     LoopStalls,
     SendGate,
@@ -104,17 +106,21 @@ class StallWatch:
     a host's gap by."""
 
     def __init__(self, stalls: LoopStalls, tick: float = STALL_TICK, scheduler: Any = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 start_stall: float = START_STALL) -> None:
         if scheduler is None:
             from twisted.internet import reactor as scheduler
         self.stalls, self.tick, self.scheduler, self.clock = stalls, tick, scheduler, clock
+        self.start_stall = start_stall
         self._due = 0.0
         self._call: Any = None
         self._stopped = False
 
     def start(self) -> None:
-        """Measure from now on, unless already measuring or stopped for good."""
+        """Measure from now on, unless already measuring or stopped for good; until
+        ``START_SPAN`` has passed, count ``start_stall`` as if measured (``START_STALL``)."""
         if self._call is None and not self._stopped:
+            self.stalls.expect(self.start_stall, self.clock(), START_SPAN)
             self._schedule()
 
     def _schedule(self) -> None:
