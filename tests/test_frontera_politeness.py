@@ -111,3 +111,35 @@ def test_two_frontera_processes_keep_the_crawl_delay_together(tmp_path, redis_ur
         "both processes should take part"
     assert len(gaps) >= 6, gaps
     assert min(gaps) >= 0.95, sorted(gaps)[:5]
+
+
+def test_a_frontera_crawlers_first_sends_are_widened_at_its_start(tmp_path, redis_url,
+                                                                  namespace):
+    """``KeepAlive`` installs the politeness from ``spider_opened`` and starts its stall
+    watch there (``ScrapyPoliteness.on_spider_opened``): the gaps recorded with a Frontera
+    crawler's first send slots are widened by ``START_STALL``, as a Scrapy crawler's (the
+    Cluster hour: a crawler's first request 0.29 s after another's under 0.3 s). Without the
+    watch started the recorded gap is the delay and its margin, 0.55 s."""
+    import redis
+
+    from frontier_rate.crawl.politeness import START_SPAN, START_STALL
+    from frontier_rate.store.keys import Keys
+
+    delay = 0.5
+    with ChangingSite("127.0.0.1") as site:
+        site.set("/only", "<p>one page</p>")
+        records = finish(*start(tmp_path, "first", redis_url, namespace, [site.url("/only")],
+                                START_SPAN - 2.0,  # every send within the span
+                                {"FRONTIER_RATE_MIN_HOST_DELAY": delay,
+                                 "FRONTIER_RATE_MIN_INTERVAL": 60.0,
+                                 "FRONTIER_RATE_MAX_INTERVAL": 120.0,
+                                 "ROBOTSTXT_OBEY": False}))
+        assert site.hits_for("/only"), records
+    client = redis.Redis.from_url(redis_url)
+    try:
+        record = client.hget(Keys(namespace, 1).send, "127.0.0.1")
+    finally:
+        client.close()
+    assert record is not None, "no shared send recorded"
+    _, gap = (float(part) for part in record.decode().split(","))
+    assert gap >= delay + START_STALL, gap
