@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from frontier_rate.crawl.politeness import STALL_WINDOW, LoopStalls, SendGate, SendHeld
+from frontier_rate.crawl.politeness import LoopStalls, SendGate, SendHeld
 from frontier_rate.store.keys import Keys
 from frontier_rate.store.scripts import Scripts
 from frontier_rate.store.send_slot import SendSlots
@@ -428,8 +428,7 @@ def test_the_stall_watch_records_how_late_its_timer_fired():
 
     scheduler, now = task.Clock(), [0.0]
     stalls = LoopStalls()
-    watch = StallWatch(stalls, tick=0.02, scheduler=scheduler, clock=lambda: now[0],
-                       start_stall=0.0)
+    watch = StallWatch(stalls, tick=0.02, scheduler=scheduler, clock=lambda: now[0])
     watch.start()
     now[0] = 0.02
     scheduler.advance(0.02)
@@ -443,28 +442,26 @@ def test_the_stall_watch_records_how_late_its_timer_fired():
     assert scheduler.getDelayedCalls() == []
 
 
-def test_the_stall_watch_expects_a_stall_at_the_start_until_its_span_has_passed():
-    """A crawler's first sends are widened by ``START_STALL`` before any stall is measured
-    (the Cluster hour: a crawler's first request 0.29 s after another's under 0.3 s), for
-    ``START_SPAN`` seconds from the watch's start; a longer stall measured meanwhile counts,
-    and afterwards only what is measured does."""
-    from twisted.internet import task
+def test_the_stalls_expected_at_a_crawlers_start_widen_its_slots_for_the_span_only():
+    """``StartStalls``: nothing before the spider opens; in the first ``START_SPAN`` seconds
+    ``START_STALL``, at most ``START_SHARE`` of the host's delay; nothing afterwards; a second
+    opening does not move the span."""
+    from frontier_rate.crawl.politeness import (
+        START_SHARE,
+        START_SPAN,
+        START_STALL,
+        StartStalls,
+    )
 
-    from frontier_rate.crawl.politeness import START_SPAN, START_STALL
-    from frontier_rate.crawl.scrapy_politeness import StallWatch
-
-    scheduler, now = task.Clock(), [100.0]
-    stalls = LoopStalls()
-    watch = StallWatch(stalls, tick=0.02, scheduler=scheduler, clock=lambda: now[0])
-    assert stalls.allowance(now[0]) == 0.0  # not started: nothing expected yet
-    watch.start()
-    assert stalls.allowance(now[0]) == pytest.approx(START_STALL)
-    stalls.record(START_STALL + 0.3, now[0] + 1.0)
-    assert stalls.allowance(now[0] + 1.0) == pytest.approx(START_STALL + 0.3)
-    later = now[0] + START_SPAN + 0.01
-    assert stalls.allowance(later) == pytest.approx(START_STALL + 0.3)  # measured: the window
-    assert stalls.allowance(later + STALL_WINDOW) == 0.0  # both gone
-    watch.stop()
+    assert START_SHARE * 1.0 > START_STALL > START_SHARE * 0.05  # both bounds are met below
+    start = StartStalls()
+    assert start.expected(1.0, 100.0) == 0.0
+    start.start(100.0)
+    assert start.expected(1.0, 100.0) == START_STALL
+    assert start.expected(0.05, 101.0) == pytest.approx(START_SHARE * 0.05)
+    start.start(102.0)
+    assert start.expected(1.0, 100.0 + START_SPAN - 0.01) == START_STALL
+    assert start.expected(1.0, 100.0 + START_SPAN) == 0.0
 
 
 def test_a_process_whose_frontier_saw_the_outage_keeps_to_the_turns(tmp_path, namespace,

@@ -43,12 +43,11 @@ from twisted.internet.defer import DeferredLock
 from frontier_rate.crawl import scrapy_compat as compat
 from frontier_rate.crawl.politeness import (
     SEND_RETRY_MAX,
-    START_SPAN,
-    START_STALL,
     HostGate,
     LoopStalls,
     SendGate,
     SendHeld,
+    StartStalls,
 )
 from frontier_rate.store.send_slot import SendSlots
 
@@ -106,21 +105,17 @@ class StallWatch:
     a host's gap by."""
 
     def __init__(self, stalls: LoopStalls, tick: float = STALL_TICK, scheduler: Any = None,
-                 clock: Callable[[], float] = time.monotonic,
-                 start_stall: float = START_STALL) -> None:
+                 clock: Callable[[], float] = time.monotonic) -> None:
         if scheduler is None:
             from twisted.internet import reactor as scheduler
         self.stalls, self.tick, self.scheduler, self.clock = stalls, tick, scheduler, clock
-        self.start_stall = start_stall
         self._due = 0.0
         self._call: Any = None
         self._stopped = False
 
     def start(self) -> None:
-        """Measure from now on, unless already measuring or stopped for good; until
-        ``START_SPAN`` has passed, count ``start_stall`` as if measured (``START_STALL``)."""
+        """Measure from now on, unless already measuring or stopped for good."""
         if self._call is None and not self._stopped:
-            self.stalls.expect(self.start_stall, self.clock(), START_SPAN)
             self._schedule()
 
     def _schedule(self) -> None:
@@ -162,6 +157,8 @@ class ScrapyPoliteness:
         self.waited = 0.0
         self.stalls = LoopStalls()
         """This process's event-loop stalls, measured while it shares send slots."""
+        self.start_stalls = StartStalls()
+        """The stalls expected at the crawler's start, before ``stalls`` knows any."""
         self.watch: StallWatch | None = None
         """What measures ``stalls``: started when the spider opens (``on_spider_opened``),
         stopped at the end."""
@@ -210,12 +207,14 @@ class ScrapyPoliteness:
     def on_spider_opened(self) -> None:
         """Measure the event loop's stalls from now on (shared send slots only), so that a
         crawler's first sends are widened by the stalls of its start (the hour's soak: a
-        restarted crawler's first request, 0.4775 s under 0.5 s). Never before the spider
+        restarted crawler's first request, 0.4775 s under 0.5 s), and begin the span of the
+        stalls expected at the start (``StartStalls``). Never before the spider
         opens: a crawl whose spider never opened leaves no timer in the reactor (Scrapy
         2.13's test_open_spider_error_on_faulty_pipeline). ``install`` connects it to
         ``spider_opened``; an adapter that installs from that signal calls it itself."""
         if self.watch is not None:
             self.watch.start()
+            self.start_stalls.start(time.monotonic())
 
     def fetch_robots(self, lease: Lease) -> None:
         """Fetch the robots.txt of ``lease``'s host before its first page (the answer is
@@ -330,33 +329,37 @@ class ScrapyPoliteness:
         turn = self._sending.setdefault(host, DeferredLock())
         await maybe_deferred_to_future(turn.acquire())
         try:
-            await self._take_slot(host, gap, may_turn=not unknown)
+            expected = self.start_stalls.expected(delay, time.monotonic())
+            await self._take_slot(host, gap, may_turn=not unknown, expected=expected)
         finally:
             turn.release()
             if not turn.locked:  # no request of the host waits: forget its lock
                 self._sending.pop(host, None)
 
-    async def _take_slot(self, host: str, gap: float, may_turn: bool = True) -> None:
+    async def _take_slot(self, host: str, gap: float, may_turn: bool = True,
+                         expected: float = 0.0) -> None:
         """Wait for ``host``'s next shared send slot (``gap`` after the last send of any
         process); one missed by more than ``SEND_MARGIN`` is taken again. A process new to
         the frontier, or a send whose gap the others do not share (``may_turn``, as for
         ``SendGate.reserve``), is held through an outage (``SendHeld``), asking every
-        ``SEND_RETRY_MAX``."""
+        ``SEND_RETRY_MAX``. ``expected``: seconds the gap is widened by at least
+        (``StartStalls``)."""
         while True:
             try:
-                return await self._wait_for_slot(host, gap, may_turn)
+                return await self._wait_for_slot(host, gap, may_turn, expected)
             except SendHeld:
                 if self.crawler.stats is not None:
                     self.crawler.stats.inc_value("frontier_rate/sends_held")
                 await compat.sleep(SEND_RETRY_MAX)
 
-    def _stalled(self) -> float:
+    def _stalled(self, expected: float = 0.0) -> float:
         """This process's recent event-loop stalls, read when a slot is taken, to widen the
         gap after it (``SendGate.reserve``): a stall between the slot and the request's
         write sends it late, and the gap recorded with the slot keeps the next send of any
         process away (``LoopStalls``). Read before a long wait for the host's lock, it
-        missed the stalls of the wait: 0.003 s apart under 0.3 s in the short soak."""
-        return self.stalls.allowance(time.monotonic())
+        missed the stalls of the wait: 0.003 s apart under 0.3 s in the short soak.
+        ``expected``: the least it gives (``StartStalls``)."""
+        return max(expected, self.stalls.allowance(time.monotonic()))
 
     def _late(self, at: float, widened: float) -> bool:
         """Whether a request whose slot (``at``, monotonic) was taken with a gap widened by
@@ -366,9 +369,10 @@ class ScrapyPoliteness:
         short soak's fault-free world, 0.16-0.18 s under 0.3 s)."""
         return time.monotonic() - at > SEND_MARGIN or self._stalled() > widened + SEND_MARGIN
 
-    async def _wait_for_slot(self, host: str, gap: float, may_turn: bool = True) -> None:
+    async def _wait_for_slot(self, host: str, gap: float, may_turn: bool = True,
+                             expected: float = 0.0) -> None:
         assert self.send is not None
-        widened = self._stalled()
+        widened = self._stalled(expected)
         at = await compat.in_thread(self.send.reserve, host, gap, widened, may_turn)
         for _ in range(RETAKES):
             wait = at - time.monotonic()
@@ -385,7 +389,7 @@ class ScrapyPoliteness:
             # one, with the gap widened by the stalls seen now
             if self.crawler.stats is not None:
                 self.crawler.stats.inc_value("frontier_rate/late_sends")
-            widened = self._stalled()
+            widened = self._stalled(expected)
             again = await compat.in_thread(self.send.retake, host, gap, at, widened, may_turn)
             if again is None:
                 return
