@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+from scrapy_support.harness import recorded_send_gap  # noqa: E402
 from scrapy_support.server import ChangingSite  # noqa: E402
 
 CRAWL = Path(__file__).parent / "frontera_support" / "crawl.py"
@@ -120,10 +121,7 @@ def test_a_frontera_crawlers_first_sends_are_widened_at_its_start(tmp_path, redi
     crawler's first send slots are widened by ``START_STALL``, as a Scrapy crawler's (the
     Cluster hour: a crawler's first request 0.29 s after another's under 0.3 s). Without the
     watch started the recorded gap is the delay and its margin, 0.55 s."""
-    import redis
-
     from frontier_rate.crawl.politeness import START_SHARE, START_STALL
-    from frontier_rate.store.keys import Keys
 
     delay = 0.5
     with ChangingSite("127.0.0.1") as site:
@@ -135,11 +133,5 @@ def test_a_frontera_crawlers_first_sends_are_widened_at_its_start(tmp_path, redi
                                  "FRONTIER_RATE_MAX_INTERVAL": 120.0,
                                  "ROBOTSTXT_OBEY": False}))
         assert site.hits_for("/only"), records
-    client = redis.Redis.from_url(redis_url)
-    try:
-        record = client.hget(Keys(namespace, 1).send, "127.0.0.1")
-    finally:
-        client.close()
-    assert record is not None, "no shared send recorded"
-    _, gap = (float(part) for part in record.decode().split(","))
+    gap = recorded_send_gap(redis_url, namespace, "127.0.0.1")
     assert gap >= delay + min(START_STALL, START_SHARE * delay), gap

@@ -23,11 +23,10 @@ import redis
 
 from frontier_rate.crawl.politeness import START_SHARE, START_STALL
 from frontier_rate.crawl.scrapy_politeness import STALL_TICK
-from frontier_rate.store.keys import Keys
 
 sys.path.insert(0, str(Path(__file__).parent))
 from conftest import start_redis_server  # noqa: E402
-from scrapy_support.harness import finish_crawl, start_crawl  # noqa: E402
+from scrapy_support.harness import finish_crawl, recorded_send_gap, start_crawl  # noqa: E402
 from scrapy_support.server import ChangingSite  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
@@ -81,14 +80,7 @@ def _first_send_gap(tmp_path, redis_url, namespace, delay: float, args: dict) ->
         crawl = finish_crawl(proc, output, log, timeout=90)
         assert crawl.returncode == 0, crawl.log[-3000:]
         assert len(site.hits) == 1, crawl.log[-3000:]
-    client = redis.Redis.from_url(redis_url)
-    try:
-        record = client.hget(Keys(namespace, 1).send, "127.0.0.1")
-    finally:
-        client.close()
-    assert record is not None, "no shared send recorded"
-    _, gap = (float(part) for part in record.decode().split(","))
-    return gap
+    return recorded_send_gap(redis_url, namespace, "127.0.0.1")
 
 
 def test_a_crawlers_first_send_is_widened_by_the_stalls_of_its_start(redis_url, namespace,

@@ -130,3 +130,20 @@ def spawned_children(pid: int) -> list[int]:
         if parent == pid and b"detection_worker" in command:  # shared_detection_worker too
             found.append(int(stat.parent.name))
     return found
+
+
+def recorded_send_gap(redis_url: str, namespace: str, host: str) -> float:
+    """The gap the last shared send slot of ``host`` was recorded with (``Keys.send``: "at,
+    gap"), in a namespace of one shard."""
+    import redis
+
+    from frontier_rate.store.keys import Keys
+
+    client = redis.Redis.from_url(redis_url)
+    try:
+        record = client.hget(Keys(namespace, 1).send, host)
+    finally:
+        client.close()
+    assert record is not None, "no shared send recorded"
+    _, gap = (float(part) for part in record.decode().split(","))
+    return gap
