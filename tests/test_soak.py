@@ -119,6 +119,21 @@ def test_memory_growth_is_judged_after_warm_up_and_only_on_a_long_enough_life() 
     assert not grown["ok"] and grown["worst_pct_per_hour"] > 5
 
 
+def test_a_restarted_process_gets_the_same_warm_up_as_one_that_started_with_the_run() -> None:
+    """A crawler restarted at 1,500 s grows 15 %/h over its first 900 s, as every crawler of
+    the hours did, then stays flat: judged after the same warm-up as the others it is flat;
+    judged 120 s into its life (the earlier rule) it failed on its warm-up."""
+    def rss(t: float) -> float:
+        return 115e6 * (1 + 0.15 * min(t - 1500, 900) / 3600) if t >= 1500 else 0.0
+
+    samples = [{"t": t, "rss": {"c3-r2": rss(t)}} for t in range(1500, 3601, 20)]
+    processes = {1: {"label": "c3-r2", "start": 1500.0, "kind": "crawler"}}
+    result = memory_check({"samples": samples, "processes": processes}, 900.0, 600.0)
+    judged = result["processes"]["c3-r2"]
+    assert result["ok"] and judged["judged"] and abs(judged["growth_pct_per_hour"]) < 0.01
+    assert judged["span_s"] == pytest.approx(1200.0)
+
+
 def test_a_capture_is_read_back_with_its_kernel_times(tmp_path: Path) -> None:
     payload = b"GET /page/7 HTTP/1.1\r\nHost: 127.0.3.4\r\nUser-Agent: soak-c1-r2\r\n\r\n"
     tcp = struct.pack("!HHIIBBHHH", 40000, 8080, 1, 1, 5 << 4, 0x18, 1000, 0, 0)
