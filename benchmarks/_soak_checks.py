@@ -77,8 +77,9 @@ def observed_check(run: dict[str, Any]) -> dict[str, Any]:
     answers a kill -9 had in flight may be missing."""
     every = [r for r in _answers(run, walls=True) if r["real_time"] >= run["epoch"]]
     answers = [r for r in every if not r["wall"]]
-    # A bot wall's body is a fetch when detection took it as the page's copy (the fourth
-    # wall in a row is), and a not-content failure before: it may count, it need not.
+    # A bot wall's body is a fetch when detection took it as the page's copy (a wall on a
+    # short page, or the fourth wall in a row before 2026-12-04), and a not-content failure
+    # otherwise: it may count, it need not.
     served = Counter(r["url"] for r in answers)
     served_or_walls = Counter(r["url"] for r in every)
     fetched = {url: (page or {}).get("fetches") or 0 for url, page in run["pages"].items()}

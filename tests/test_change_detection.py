@@ -300,6 +300,39 @@ def test_bot_wall_is_a_failed_fetch_and_never_a_change():
     assert good.kind == "observe" and good.args["fingerprint"]
 
 
+def test_markup_inside_a_quoted_attribute_value_is_no_text():
+    """Issue 59: a tag whose quoted value holds "<" or ">" (a tooltip's ``title="...<br>..."``,
+    Alpine.js's ``@click="() => ..."``) ended at the value's first ">", or was no tag at its
+    "<": the value's tail was read as text, and a shop's tooltip gaining a location was a
+    change (2 of html-corpus-v3's 75 shop revisits). Such a tag is read whole, as a browser
+    reads it; a quote left open is read as before; so is a quoted value in plain text."""
+    assert segments('<p>x <span title="Wien<br>USA">y</span> z</p>') == ["x y z"]
+    assert segments('<div @click="() => open = !open">Menu</div><p>x</p>') == ["Menu", "x"]
+    assert segments("<p>a <i data-j='{\"b\": \"<img src=c>\"}'>d</i></p>") == ["a d"]
+    assert segments('<p title="<b>" data-x="<i>">two values</p>') == ["two values"]
+    assert segments('<p title="open>text</p><p>more "said" here</p>') == \
+        ["text", 'more "said" here']
+    assert segments('<pre>x = "a > b" and y</pre>') == ['x = "a > b" and y']
+
+    def shop(places: str) -> bytes:
+        return page(banner=f'<p>Servers in three countries <span class="tip" title="'
+                           f'<b>Locations</b><br>{places}">(where?)</span></p>')
+
+    assert changed(Fingerprinter("content"), "http://s.test/vps",
+                   [shop("Germany<br>Austria"), shop("Germany<br>Austria<br>USA")]) == [False]
+
+
+def test_a_bot_wall_standing_for_many_fetches_is_never_the_page_s_copy():
+    """Issue 59: a bot wall is refused however long it stands. Taken as the copy after three
+    refusals (as a page that really became short is), a Cloudflare wall standing on a news
+    site's sections was a false change, and another when the sections came back."""
+    wall = (b"<html><head><title>Just a moment...</title></head>"
+            b"<body><p>Checking your browser before accessing the site.</p></body></html>")
+    url = "http://d.test/news"
+    said = changed(Fingerprinter("content"), url, [page()] + [wall] * 6 + [page()])
+    assert said == [None] * 6 + [False]
+
+
 @pytest.mark.parametrize("body,reason", [
     (b"", "empty"),
     (b"<html><body>   </body></html>", "empty"),

@@ -53,10 +53,10 @@ def test_observed_once_allows_only_what_a_kill_had_in_flight() -> None:
 
 
 def test_a_bot_wall_s_body_may_count_as_a_fetch_or_not() -> None:
-    """Detection takes the fourth wall in a row as the page's copy (a fetch) and the walls
-    before it as not-content failures: a wall's body is allowed either way, but counts
-    beyond every answer including the walls are still counted twice (the hour's soak
-    failed on 36 walls taken as copies of one page)."""
+    """Detection may take a wall as the page's copy (a fetch: a wall on a short page, or
+    the fourth wall in a row before 2026-12-04) or as a not-content failure: a wall's body
+    is allowed either way, but counts beyond every answer including the walls are still
+    counted twice (the hour's soak failed on 36 walls taken as copies of one page)."""
     answers = [(1.0, "a"), (10.0, "a")]
     run = _run(answers, 2, [])
     run["requests"] += [{**run["requests"][0], "real_time": 11.0 + i, "fault": "wall"}

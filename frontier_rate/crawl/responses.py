@@ -107,7 +107,7 @@ def outcome(lease: Lease, status: int, headers: Any, body: bytes, url: str,
 def wall_like(body: bytes, headers: Any) -> bool:
     """Whether a 2xx answer reads like a bot wall or challenge page (short visible text with
     a wall's words), although change detection took it as the page's copy (a wall on a
-    short page is not shorter than half of it; the fourth wall in a row is taken).
+    short page is not shorter than half of it, so it is no bot wall to detection).
 
     Its ``ETag`` and ``Last-Modified`` are then not kept as the page's validators: sent
     back, they got a 304 against the wall, and the page looked unchanged for as long as

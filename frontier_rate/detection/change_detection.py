@@ -85,6 +85,7 @@ from typing import Any, Protocol
 from frontier_rate.detection.content_rules import ContentRule
 from frontier_rate.detection.host_mask import HostMask, host_of
 from frontier_rate.detection.not_content import (
+    ALWAYS_REFUSED,
     MIN_OVERLAP_SEGMENTS,
     REJECT_LIMIT,
     error_in_frame,
@@ -427,7 +428,7 @@ class ContentDetector:
         length = sum(lengths)
         reason = not_content(parts, length, memory.length if memory else None)
         if reason is not None:
-            if memory is None or memory.rejected < REJECT_LIMIT:
+            if memory is None or memory.rejected < REJECT_LIMIT or reason in ALWAYS_REFUSED:
                 if memory is not None:
                     memory.rejected += 1
                 self.not_content += 1

@@ -19,7 +19,12 @@ or a tenth (any page of at least ``WALL_SIZE`` characters before) of the page's
 previous visible text is no copy of it."""
 REJECT_LIMIT = 3
 """After this many answers in a row taken as no copy, the next one is taken (a page
-that really became short is not refused forever)."""
+that really became short is not refused forever), unless it is ``ALWAYS_REFUSED``."""
+ALWAYS_REFUSED = frozenset({"bot wall"})
+"""Reasons refused however long they last: a page does not become a bot wall. Taken after
+``REJECT_LIMIT``, a wall standing for four fetches was stored as the page's copy, a false
+change, and another when the page came back (issue 59: 4 of html-corpus-v3's 52 news
+revisits, a Cloudflare "Just a moment..." page standing on spiegeldaily.de's sections)."""
 MIN_OVERLAP = 0.2
 """A copy sharing fewer than this share of the previous copy's segments, whose new text the
 host has mostly served before (``SERVED_ELSEWHERE``), is another of its pages served in
