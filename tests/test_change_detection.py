@@ -331,6 +331,10 @@ def test_a_bot_wall_standing_for_many_fetches_is_never_the_page_s_copy():
     url = "http://d.test/news"
     said = changed(Fingerprinter("content"), url, [page()] + [wall] * 6 + [page()])
     assert said == [None] * 6 + [False]
+    error = b"<html><body><h1>503 Service Unavailable</h1></body></html>"  # walls spend
+    said = changed(Fingerprinter("content"), url,  # none of the other refusals
+                   [page()] + [wall] * 6 + [error] + [page()])
+    assert said == [None] * 7 + [False]
 
 
 @pytest.mark.parametrize("body,reason", [

@@ -428,9 +428,9 @@ class ContentDetector:
         length = sum(lengths)
         reason = not_content(parts, length, memory.length if memory else None)
         if reason is not None:
-            if memory is None or memory.rejected < REJECT_LIMIT or reason in ALWAYS_REFUSED:
-                if memory is not None:
-                    memory.rejected += 1
+            if reason in ALWAYS_REFUSED or memory is None or memory.rejected < REJECT_LIMIT:
+                if memory is not None and reason not in ALWAYS_REFUSED:
+                    memory.rejected += 1  # a wall spends no refusal of the others
                 self.not_content += 1
                 return Detection(None, reason)
         texts, keys = self._stable_hashes(parts)

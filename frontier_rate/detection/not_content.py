@@ -21,7 +21,8 @@ REJECT_LIMIT = 3
 """After this many answers in a row taken as no copy, the next one is taken (a page
 that really became short is not refused forever), unless it is ``ALWAYS_REFUSED``."""
 ALWAYS_REFUSED = frozenset({"bot wall"})
-"""Reasons refused however long they last: a page does not become a bot wall. Taken after
+"""Reasons refused however long they last, and not counted towards ``REJECT_LIMIT``: a page
+does not become a bot wall. Taken after
 ``REJECT_LIMIT``, a wall standing for four fetches was stored as the page's copy, a false
 change, and another when the page came back (issue 59: 4 of html-corpus-v3's 52 news
 revisits, a Cloudflare "Just a moment..." page standing on spiegeldaily.de's sections)."""
