@@ -22,10 +22,10 @@ REJECT_LIMIT = 3
 that really became short is not refused forever), unless it is ``ALWAYS_REFUSED``."""
 ALWAYS_REFUSED = frozenset({"bot wall"})
 """Reasons refused however long they last, and not counted towards ``REJECT_LIMIT``: a page
-does not become a bot wall. Taken after
-``REJECT_LIMIT``, a wall standing for four fetches was stored as the page's copy, a false
-change, and another when the page came back (issue 59: 4 of html-corpus-v3's 52 news
-revisits, a Cloudflare "Just a moment..." page standing on spiegeldaily.de's sections)."""
+does not become a bot wall. Taken after ``REJECT_LIMIT``, a wall standing for four fetches
+was stored as the page's copy, a false change, and another when the page came back (issue
+59: 4 of html-corpus-v3's 52 news revisits, a Cloudflare "Just a moment..." page standing
+on spiegeldaily.de's sections)."""
 MIN_OVERLAP = 0.2
 """A copy sharing fewer than this share of the previous copy's segments, whose new text the
 host has mostly served before (``SERVED_ELSEWHERE``), is another of its pages served in
