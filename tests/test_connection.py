@@ -21,8 +21,12 @@ from frontier_rate.store.connection import (
     cluster_seeds,
     connect,
     data_dir,
+    drop_idle_connections,
     redact_url,
 )
+
+sys.path.insert(0, str(Path(__file__).parent))
+from redis_servers import RedisServer, redis_cluster  # noqa: E402
 
 
 def free_port() -> int:
@@ -157,3 +161,57 @@ def test_embedded_redis_is_shared_by_two_processes_and_reused(tmp_path):
     """)], env=env, capture_output=True, text=True, timeout=120)
     assert later.returncode == 0, later.stderr[-2000:]
     assert later.stdout.strip() == "2"
+
+
+def _idle_connections(pool, count: int) -> None:
+    """Open ``count`` connections of ``pool`` at once (as that many threads' calls would),
+    then give them back: idle in the pool."""
+    taken = [pool.get_connection() for _ in range(count)]
+    for connection in taken:
+        connection.send_command("PING")
+        connection.read_response()
+    for connection in taken:
+        pool.release(connection)
+
+
+def _served_clients(server: RedisServer, at_most: int) -> int:
+    """The server's client connections but the one asking, once at most ``at_most`` (it frees
+    a client when it reads its close), else after 5 s."""
+    observer = server.client()
+    try:
+        deadline = time.monotonic() + 5
+        while True:
+            count = int(observer.info("clients")["connected_clients"]) - 1
+            if count <= at_most or time.monotonic() > deadline:
+                return count
+            time.sleep(0.05)
+    finally:
+        observer.close()
+
+
+def test_idle_connections_are_closed_and_taken_again_when_needed(tmp_path):
+    with RedisServer(tmp_path / "redis") as server:
+        client = connect(server.url)
+        _idle_connections(client.connection_pool, 5)
+        assert _served_clients(server, 5) == 5
+        drop_idle_connections(client)
+        assert _served_clients(server, 0) == 0
+        assert client.ping()  # a closed connection connects again
+        assert _served_clients(server, 1) == 1
+        client.close()
+
+
+def test_idle_connections_of_every_cluster_node_are_closed(tmp_path):
+    with redis_cluster(tmp_path, masters=3) as cluster:
+        client = connect(cluster.url)
+        nodes = [node for node in client.get_nodes() if node.redis_connection is not None]
+        assert len(nodes) == 3
+        for node in nodes:
+            _idle_connections(node.redis_connection.connection_pool, 3)
+        servers = [cluster.node(node.port) for node in nodes]
+        assert [_served_clients(server, 3) for server in servers] == [3, 3, 3]
+        drop_idle_connections(client)
+        assert [_served_clients(server, 0) for server in servers] == [0, 0, 0]
+        client.set("{a}key", "1")
+        assert client.get("{a}key") == b"1"
+        client.close()

