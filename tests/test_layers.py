@@ -135,10 +135,7 @@ def test_the_package_facades_import_on_first_use():
             "from frontier_rate.engine import frontier\n"
             "print(Frontier is frontier.Frontier is engine.Frontier, "
             "sorted(engine.__all__) == sorted(frontier.__all__), 'Lease' in dir() and 'Dispatch' not in dir())\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["[]", "True True True"]
+    assert _printed(code) == ["[]", "True True True"]
     import frontier_rate
 
     with pytest.raises(AttributeError, match="no attribute 'Nothing'"):
@@ -159,10 +156,15 @@ def test_the_shared_detection_process_imports_no_client_engine_or_embedded_serve
             "from frontier_rate.client import frontier_client\n"
             "print(FrontierClient is frontier_client.FrontierClient, "
             "client.__all__ == frontier_client.__all__)\n")
+    assert _printed(code) == ["[]", "True True"]
+
+
+def _printed(code: str) -> list[str]:
+    """The lines ``code`` prints in a fresh interpreter (one that imported nothing yet)."""
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["[]", "True True"]
+    return done.stdout.splitlines()
 
 
 LAYERS = ("math", "store", "engine", "client", "detection", "crawl", "scrapy", "frontera", "testbed")
