@@ -517,20 +517,23 @@ def test_an_unreadable_memory_or_a_redis_that_fails_costs_the_memory_not_the_ans
     assert failing.failures == 1  # then no call until the breaker's next attempt
     assert alone.stats()["page_memory_failures"] == 1
     assert caplog.text.count("cannot be read or written") == 1
+    assert "holding" not in caplog.text  # the crawler's client's words, not this process's
     assert "s3cret-pw" not in caplog.text
 
 
 def test_a_paused_redis_costs_one_timeout_then_the_process_detects_alone(redis_url,
                                                                           redis_client,
-                                                                          namespace):
+                                                                          namespace, caplog):
     """Redis paused for 1.5 s (``CLIENT PAUSE``): the first read gives up after ``TIMEOUT``
     and the next answers use the process's own memory without trying Redis (``BACKOFF``),
-    so no answer waits for the pause."""
+    so no answer waits for the pause; the breaker's next attempt after it takes the memory
+    again, and the two WARNINGs say what this process did, in its own words."""
     url = "http://terms.test/tos"
     pages = SharedPages.from_spec(json.dumps({"url": redis_url, "namespace": namespace,
                                               "shards": 4, "ttl": 3600.0}))
     fingerprinter = Fingerprinter("content")
     fingerprinter.share(pages)
+    caplog.set_level(logging.WARNING, logger="frontier_rate")
     kept = fingerprinter.detect(_document(False, "aa" * 8), url, HTML).fingerprint
     redis_client.execute_command("CLIENT", "PAUSE", 1500, "ALL")
     try:
@@ -543,6 +546,14 @@ def test_a_paused_redis_costs_one_timeout_then_the_process_detects_alone(redis_u
     assert found == [kept] * 3
     assert pages.failures == 1
     assert TIMEOUT <= waited < 1.0, waited  # one timeout, not the pause
+    time.sleep(max(0.0, pages.breaker.retry_at - time.monotonic()) + 0.05)
+    fingerprinter.detect(_document(False, "ee" * 8), url, HTML)
+    assert pages.breaker.outage_since is None and pages.failures == 1
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("shared detection memory cannot be read or written" in m for m in said), said
+    assert any("back after" in m and "shared detection memory is read and written again" in m
+               for m in said), said
+    assert not any("results" in m for m in said), said  # the crawler's client's words
 
 
 def test_the_shared_worker_process_reads_and_writes_the_memory(redis_url, redis_client,

@@ -15,7 +15,8 @@ page reads the copy this one wrote.
 The keys and the Redis calls are the store's (``store/detection_memory.py``); this module
 decides what is read and written. A Redis error costs the shared memory of some answers,
 never an answer: the process's own memory is used while the client's breaker
-(``client/outage.Breaker``) is open, one WARNING. A memory or a log of the earlier layout
+(``client/outage.Breaker``) is open, one WARNING when it opens and one when Redis answers
+again, saying what the process does meanwhile. A memory or a log of the earlier layout
 is re-learned, said once at INFO.
 
 The masks a process learns of a host (boilerplate, volatile blocks) go to the host's log
@@ -46,7 +47,7 @@ from frontier_rate.detection.host_mask import (
 )
 from frontier_rate.detection.page_memory import OLD_VERSIONS, PageMemory, pack, unpack
 from frontier_rate.engine.validation import parse_url
-from frontier_rate.store.connection import connect, describe_error
+from frontier_rate.store.connection import connect
 from frontier_rate.store.detection_memory import DetectionMemoryStore
 
 logger = logging.getLogger(__name__)
@@ -63,6 +64,11 @@ ENVIRONMENT = "FRONTIER_RATE_SHARED_PAGE_MEMORY"
 """The environment variable that tells the detection process where the memories are (JSON
 of ``spec``; the setting's name, as the child's copy of it): never its argv, which ``ps``
 shows to every user (the URL may hold a password)."""
+SHARED_MEMORY_FAILED = ("the pages' shared detection memory cannot be read or written: "
+                        "detecting with this process's own memory")
+"""What the breaker's WARNING says a process does while Redis fails (its words for the
+crawler's client, "holding N results", are not this process's)."""
+SHARED_MEMORY_BACK = "the pages' shared detection memory is read and written again"
 OLD_LAYOUT = ("frontier-rate: the pages' shared detection memory holds memories written by "
               "an earlier frontier-rate (one ~2.4 KB string a page, or host logs of 8-byte "
               "or 4-byte words); they "
@@ -84,7 +90,7 @@ class SharedPages:
 
     def __init__(self, client: Any, namespace: str, shards: int, ttl: float,
                  url: str | None = None) -> None:
-        self._url = url  # only to scrub its password from what is logged
+        """``url``: the Redis's, named (its password left out) in what is logged."""
         self.store = DetectionMemoryStore(client, namespace, shards,
                                           int(max(MIN_TTL, ttl) * 1000))
         self.breaker = Breaker(url)
@@ -229,16 +235,12 @@ class SharedPages:
             self._failed(exc, now)
             return None
         if self.breaker.outage_since is not None:
-            self.breaker.reset(now)
+            self.breaker.reset(now, SHARED_MEMORY_BACK)
         return result
 
     def _failed(self, exc: Exception, now: float) -> None:
         self.failures += 1
-        if self.failures == 1:
-            logger.warning("frontier-rate: the pages' shared detection memory cannot be read "
-                           "or written (%s); detecting with this process's own memory until "
-                           "Redis answers", describe_error(exc, self._url))
-        self.breaker.trip(exc, now, 0, 0)
+        self.breaker.trip(exc, now, doing=SHARED_MEMORY_FAILED)
 
 
 def use_page_memory(shared: bool, client: Any, fingerprinter: Any,
