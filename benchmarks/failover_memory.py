@@ -22,8 +22,8 @@ of 50 hosts x 40 pages (a quarter of them changing every 30 s) every 5 ms. ``--c
 waits as long as a failover takes instead of failing over: what the process grows by
 itself in that time. With ``--write`` the samples go to
 docs/benchmarks/failover_memory[_detection][_control].json and a section of
-docs/BENCHMARKS.md; ``--quick`` (the test suite): each path through one failover after a 5 s warm-up,
-nothing written.
+docs/BENCHMARKS.md; ``--quick`` (the test suite): each path through one failover after a
+5 s warm-up, nothing written.
 """
 
 from __future__ import annotations
