@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import sys
 import time
 from pathlib import Path
@@ -502,6 +504,32 @@ def test_the_frontier_client_breaker_tells_its_listeners_of_each_outage_once():
     breaker.reset(2.0)
     breaker.trip(ConnectionError("second"), 3.0)
     assert told == ["first", "second"]
+
+
+def test_an_outage_soon_after_the_last_one_ended_is_said_at_info(caplog):
+    """A Cluster failover's flaps (the lost primary's slots fail, the others answer): an
+    outage beginning within ``FLAP_WINDOW`` of the last one's end, and its end, are INFO
+    lines, its listeners still told; one beginning later is a WARNING again."""
+    from frontier_rate.client.outage import FLAP_WINDOW, Breaker
+
+    told: list[str] = []
+    breaker = Breaker("redis://:s3cret-pw@127.0.0.1:1/0")
+    breaker.listeners.append(lambda exc: told.append(str(exc)))
+    caplog.set_level(logging.INFO, logger="frontier_rate")
+
+    def said(start: float, end: float, name: str) -> list[int]:
+        caplog.clear()
+        breaker.trip(ConnectionError(name), start)
+        breaker.reset(end)
+        return [r.levelno for r in caplog.records]
+
+    assert said(0.0, 2.0, "first") == [logging.WARNING, logging.WARNING]
+    assert said(3.0, 4.0, "flap") == [logging.INFO, logging.INFO]
+    assert "again, 1.0 s after it came back" in caplog.records[0].getMessage()
+    assert said(4.0 + FLAP_WINDOW + 1.0, 40.0 + FLAP_WINDOW,
+                "later") == [logging.WARNING, logging.WARNING]
+    assert told == ["first", "flap", "later"]
+    assert "s3cret-pw" not in caplog.text
 
 
 def test_the_turns_of_an_outage_come_after_slots_widened_by_loop_stalls(tmp_path, namespace,

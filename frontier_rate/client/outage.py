@@ -4,7 +4,9 @@ While Redis does not take calls (unreachable, refusing writes, the namespace los
 ``RedisFault``) the client sends nothing until the next attempt, 1, 2, 4 ... at most 30 s
 apart (``REDIS_RETRY_FIRST``, ``REDIS_RETRY_MAX``). The first failure is logged as a
 WARNING naming what Redis answered (an ERROR for a namespace found gone), later attempts
-at INFO, and the recovery with the number of results replayed. It is the one breaker of
+at INFO, and the recovery with the number of results replayed; an outage that begins
+within ``FLAP_WINDOW`` of the last one's end (a Cluster failover's flaps) is said at INFO,
+its recovery too. It is the one breaker of
 every Redis outage: the client's calls and the shared send slots (``crawl.politeness``).
 """
 
@@ -20,6 +22,11 @@ from frontier_rate.store.errors import NamespaceLost, RedisFault, RedisUnavailab
 
 logger = logging.getLogger("frontier_rate.client.frontier_client")
 
+
+FLAP_WINDOW = 30.0
+"""An outage that begins within this many seconds of the last one's end is said at INFO,
+its end too: on a Redis Cluster in a failover the calls to the lost primary's slots fail
+while the others answer, each flap two WARNINGs before (16 in one failover of the soak)."""
 
 _BACKOFF = ExponentialBackoff(cap=REDIS_RETRY_MAX, base=REDIS_RETRY_FIRST)
 """1, 2, 4 ... at most ``REDIS_RETRY_MAX`` seconds between attempts (redis-py's rule)."""
@@ -43,6 +50,10 @@ class Breaker:
         """Results Redis took on a retry since the outage began."""
         self.condition = "unreachable"
         """What Redis last answered (``RedisFault.condition``)."""
+        self.back_at: float | None = None
+        """When the last outage ended (``reset``)."""
+        self.flapping = False
+        """This outage began within ``FLAP_WINDOW`` of the last one's end: said at INFO."""
 
     def waiting(self, now: float) -> bool:
         """Open, and the next attempt not due yet (timers may fire ``CLOCK_SLACK`` early)."""
@@ -66,18 +77,22 @@ class Breaker:
                 except Exception:
                     logger.exception("frontier-rate: could not tell %r of the outage", listener)
             self.backoff = min(self.cap, _BACKOFF.compute(0))
+            self.flapping = self.back_at is not None and now - self.back_at < FLAP_WINDOW
+            level = logging.INFO if self.flapping else logging.WARNING
+            again = f" again, {now - self.back_at:.1f} s after it came back" \
+                if self.flapping else ""
             if doing is not None:
-                logger.warning("frontier-rate: Redis at %s %s (%s); %s, retrying in %.0f s",
-                               url, self.condition if isinstance(exc, RedisFault)
-                               else "unreachable", reason, doing, self.backoff)
+                logger.log(level, "frontier-rate: Redis at %s %s%s (%s); %s, retrying in %.0f s",
+                           url, self.condition if isinstance(exc, RedisFault)
+                           else "unreachable", again, reason, doing, self.backoff)
             elif isinstance(exc, RedisUnavailable) or not isinstance(exc, RedisFault):
-                logger.warning("frontier-rate: Redis at %s unreachable (%s); holding %d results, "
-                               "retrying in %.0f s (%d new pages wait too)", url, reason,
-                               held, self.backoff, unadded)
+                logger.log(level, "frontier-rate: Redis at %s unreachable%s (%s); holding %d "
+                           "results, retrying in %.0f s (%d new pages wait too)", url, again,
+                           reason, held, self.backoff, unadded)
             else:
-                logger.log(logging.ERROR if isinstance(exc, NamespaceLost) else logging.WARNING,
-                           "frontier-rate: %s; holding %d results, retrying in %.0f s (%d new "
-                           "pages wait too)", exc, held, self.backoff, unadded)
+                logger.log(logging.ERROR if isinstance(exc, NamespaceLost) else level,
+                           "frontier-rate: %s%s; holding %d results, retrying in %.0f s (%d "
+                           "new pages wait too)", exc, again, held, self.backoff, unadded)
         else:
             self.failures += 1
             self.backoff = min(self.cap, _BACKOFF.compute(self.failures))
@@ -91,11 +106,12 @@ class Breaker:
         """A call succeeded after an outage: log the recovery (``done``, when given, instead of
         the results replayed), close the breaker."""
         assert self.outage_since is not None
-        logger.warning("frontier-rate: Redis at %s back after %.1f s; %s",
-                       redact_url(self.redis_url), now - self.outage_since,
-                       done if done is not None else f"replayed {self.replayed} results")
+        logger.log(logging.INFO if self.flapping else logging.WARNING,
+                   "frontier-rate: Redis at %s back after %.1f s; %s",
+                   redact_url(self.redis_url), now - self.outage_since,
+                   done if done is not None else f"replayed {self.replayed} results")
         self.outage_since, self.backoff, self.retry_at = None, REDIS_RETRY_FIRST, 0.0
-        self.failures = 0
+        self.failures, self.back_at = 0, now
 
     def state(self, namespace: str) -> str:
         """What Redis last answered, for a sentence 'closing while Redis at URL ...'."""
