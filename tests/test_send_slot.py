@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import logging
-
 import sys
 import time
 from pathlib import Path

@@ -215,6 +215,8 @@ TABLE: tuple[Setting, ...] = (
     _s("OVERRIDE_SETTINGS", boolean, False, "`False`", readers=frozenset({SCRAPY}),
        field="override_settings"),
     _s("REDIS_TIMEOUT", typed(float), None, "`5.0`", option="redis_timeout"),
+    _s("OPEN_WAIT", typed(float), 60.0, "`60`", readers=frozenset({SCRAPY}), field="open_wait",
+       unread="the backend does not wait for Redis when Frontera builds it"),
     _s("ESTIMATOR", typed(str), None, '`"interval"`', scope=FIXED, option="estimator"),
     _s("FILL_BUDGET", boolean, None, "on for `interval`", option="fill_budget"),
     _s("CHANGE_DATES", boolean, None, "`True`", option="change_dates"),

@@ -166,6 +166,8 @@ class AdapterSettings:
     frontera_driver: str = "auto"
     shared_send: bool = True
     override_settings: bool = False
+    open_wait: float = 60.0
+    """Scrapy: seconds a crawl that opens while Redis cannot be reached waits for it."""
     unchanged_to_callback: bool | None = None
     """Scrapy: do unchanged revisits reach the spider's callbacks? None: not set (yes)."""
     content_rules: ContentRules = field(default_factory=lambda: ContentRules({}, []))

@@ -42,15 +42,17 @@ class Refusing:
     Scrapy print it inside two unrelated tracebacks (issue 60). Building it must not fail,
     or Scrapy's own clean-up masks the error."""
 
-    def __init__(self, crawler: Crawler, error: SettingError) -> None:
-        self.crawler, self.error = crawler, error
+    def __init__(self, crawler: Crawler, error: SettingError | str,
+                 reason: str = REFUSED_REASON) -> None:
+        self.crawler, self.error, self.reason = crawler, error, reason
         self._closing = False
 
     @classmethod
-    def stand_in(cls, scheduler: Any, error: SettingError) -> Refusing:
+    def stand_in(cls, scheduler: Any, error: SettingError | str,
+                 reason: str = REFUSED_REASON) -> Refusing:
         """A ``Refusing`` whose methods ``scheduler`` (which the engine holds) answers with
-        from now on."""
-        refusing = cls(scheduler.crawler, error)
+        from now on; the spider closes with ``reason``."""
+        refusing = cls(scheduler.crawler, error, reason)
         for name in ("close", "has_pending_requests", "enqueue_request", "next_request"):
             setattr(scheduler, name, getattr(refusing, name))
         return refusing
@@ -78,7 +80,7 @@ class Refusing:
         stop would not run, nor the error be said)."""
         if not self._closing:
             self._closing = True
-            compat.call_later(0.0, compat.close_spider, self.crawler, REFUSED_REASON)
+            compat.call_later(0.0, compat.close_spider, self.crawler, self.reason)
         return None
 
     def __len__(self) -> int:

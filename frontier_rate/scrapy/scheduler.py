@@ -64,6 +64,7 @@ from frontier_rate.scrapy.detection_process import DetectionProcess
 from frontier_rate.scrapy.exit_hand_back import hand_back_at_exit
 from frontier_rate.scrapy.namespace import NamespaceChoice
 from frontier_rate.scrapy.one_pass import OnePass
+from frontier_rate.scrapy.open_wait import waits_for_redis
 from frontier_rate.scrapy.opening import open_scrapy_frontier
 from frontier_rate.scrapy.redirects import RedirectHops
 from frontier_rate.scrapy.refusal import Refusing, SettingError, refuses_stored_settings
@@ -174,6 +175,7 @@ class Scheduler:
             return Refusing(crawler, exc)  # type: ignore[return-value]
 
     # -- Scrapy scheduler interface -------------------------------------------------
+    @waits_for_redis
     @refuses_stored_settings
     def open(self, spider: Spider) -> None:
         self.spider = spider

@@ -1,0 +1,96 @@
+"""A crawl that opens while its Redis cannot be reached (issue 63's soak: a crawler restarted
+during a Redis Cluster failover died inside three tracebacks): it waits for Redis without
+blocking the event loop for ``FRONTIER_RATE_OPEN_WAIT`` seconds, then closes with one ERROR
+line, last, and a failed exit. Real ``scrapy runspider`` crawls against a local site."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from redis_servers import RedisServer, free_port  # noqa: E402
+from scrapy_support.server import ChangingSite  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SPIDER = """
+import scrapy
+
+
+class One(scrapy.Spider):
+    name = "one"
+
+    def __init__(self, url="", **kwargs):
+        super().__init__(**kwargs)
+        self.start_urls = [url]
+
+    def parse(self, response):
+        yield {"url": response.url}
+"""
+
+
+def _crawl(tmp_path: Path, url: str, redis_url: str, wait: float) -> tuple[int, str, float]:
+    """``scrapy runspider`` of one page: exit code, output, seconds it ran."""
+    (tmp_path / "one.py").write_text(SPIDER)
+    options = {"SCHEDULER": "frontier_rate.scrapy.Scheduler", "FRONTIER_RATE_REDIS_URL": redis_url,
+               "FRONTIER_RATE_NAMESPACE": "open-wait", "FRONTIER_RATE_OPEN_WAIT": wait,
+               "FRONTIER_RATE_CLOSE_AFTER": "idle", "FRONTIER_RATE_SPOOL_DIR": str(tmp_path),
+               "TELNETCONSOLE_ENABLED": "0", "LOG_LEVEL": "INFO"}
+    command = [sys.executable, "-m", "scrapy", "runspider", "one.py", "-a", f"url={url}"]
+    for name, value in options.items():
+        command += ["-s", f"{name}={value}"]
+    started = time.monotonic()
+    done = subprocess.run(command, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, timeout=120)
+    return done.returncode, done.stdout + done.stderr, time.monotonic() - started
+
+
+@pytest.mark.timeout(150)
+def test_a_redis_that_answers_within_the_wait_lets_the_crawl_open(tmp_path):
+    """Redis starts 3 s after the crawl: the crawl waits, opens, fetches its page, exits 0;
+    one WARNING when it began waiting and one when Redis answered, no traceback."""
+    server = RedisServer(tmp_path / "redis", password="s3cret-pw")
+    timer = threading.Timer(3.0, server.start)
+    with ChangingSite("127.0.0.1") as site:
+        site.set("/", "<p>home</p>")
+        timer.start()
+        try:
+            code, out, _ = _crawl(tmp_path, site.url("/"), server.url, 30.0)
+        finally:
+            timer.join()
+            server.kill()
+        hits = site.hits_for("/")
+    assert code == 0, out[-3000:]
+    assert len(hits) == 1, out[-3000:]
+    assert "unreachable when the crawl opened" in out and "answered after" in out, out[-3000:]
+    assert "Traceback" not in out and "close failure" not in out, out[-3000:]
+    assert "s3cret-pw" not in out
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("wait", [0.0, 3.0])
+def test_a_redis_that_never_answers_closes_the_crawl_with_one_line_last(tmp_path, wait):
+    """No Redis at the URL: after the wait (none with 0) the spider closes with the reason
+    ``frontier_rate_redis_unreachable``, the ERROR naming the URL (no password) is the last
+    line, the exit code 1, and nothing was fetched."""
+    url = f"redis://:s3cret-pw@127.0.0.1:{free_port()}/0"
+    with ChangingSite("127.0.0.1") as site:
+        site.set("/", "<p>home</p>")
+        code, out, took = _crawl(tmp_path, site.url("/"), url, wait)
+        assert site.hits == []
+    lines = [line for line in out.splitlines() if line.strip()]
+    assert code == 1, out[-3000:]
+    assert "Traceback" not in out and "close failure" not in out, out[-3000:]
+    assert " ERROR: frontier-rate: Redis at redis://:***@127.0.0.1:" in lines[-1], out[-3000:]
+    assert "could not be reached when the crawl opened" in lines[-1], out[-3000:]
+    assert "'finish_reason': 'frontier_rate_redis_unreachable'" in out, out[-3000:]
+    assert ("unreachable when the crawl opened" in out) == (wait > 0), out[-3000:]
+    assert took >= wait
+    assert "s3cret-pw" not in out
