@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import sys
 import time
 from pathlib import Path
@@ -14,7 +15,7 @@ import redis
 from frontier_rate.crawl.politeness import LoopStalls, SendGate, SendHeld
 from frontier_rate.store.keys import Keys
 from frontier_rate.store.scripts import Scripts
-from frontier_rate.store.send_slot import SendSlots
+from frontier_rate.store.send_slot import SENDER_SETTLE, SendSlots
 
 sys.path.insert(0, str(Path(__file__).parent))
 from redis_servers import RedisServer  # noqa: E402
@@ -204,6 +205,40 @@ def one_clock(monkeypatch):
 def _gaps(*processes: Process) -> list[float]:
     sends = sorted(at for process in processes for at in process.sent)
     return [later - earlier for earlier, later in zip(sends, sends[1:], strict=False)]
+
+
+def test_a_process_that_found_redis_unreachable_at_open_holds_its_sends_a_while(tmp_path,
+                                                                                namespace,
+                                                                                one_clock):
+    """A crawl opened while Redis was unreachable (``OpenWait``): Redis answers it while
+    another process, its breaker still backing off (a Cluster failover answers for the other
+    primaries' slots), sends in its outage turns, which Redis never sees. Without the hold
+    the new process took the slot after the last one Redis recorded: the soak's quick
+    Cluster form, 0.041 s after the other's turn under 0.3 s."""
+    with RedisServer(tmp_path / "redis") as server:
+        a, b = _both_sending(server.url, namespace)
+        a.gate.outage_seen(redis.ConnectionError("a primary is down"))
+        a.gate.breaker.retry_at = math.inf  # its backoff: it does not ask Redis yet
+        a.now = b.now = b.sent[-1]
+        a.send()  # a turn Redis never sees
+        c = Process(server.url, namespace, "c")
+        c.now = failed_at = a.sent[-1] - 0.5
+        c.gate.hold_after_outage(failed_at)
+        held = 0
+        while True:
+            try:
+                c.send()
+                break
+            except SendHeld:
+                held += 1
+                c.now += 1.0  # asked again every SEND_RETRY_MAX
+                if c.now >= failed_at + 2.0:  # meanwhile a asks again and is back
+                    a.gate.breaker.retry_at = 0.0
+                    a.now = max(a.now, c.now)
+                    a.send()
+    assert min(_gaps(a, b, c)) >= 0.99, (a.sent, b.sent, c.sent)
+    assert held >= SENDER_SETTLE - 1
+    assert c.sent[-1] >= failed_at + SENDER_SETTLE
 
 
 def test_the_turns_of_an_outage_come_after_the_slots_taken_before_it(tmp_path, namespace, one_clock):

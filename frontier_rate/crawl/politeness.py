@@ -31,7 +31,7 @@ from frontier_rate.client.clock import CLOCK_SLACK
 from frontier_rate.client.outage import Breaker
 from frontier_rate.store.connection import drop_idle_connections
 from frontier_rate.store.health import clock_offset
-from frontier_rate.store.send_slot import SendSlots
+from frontier_rate.store.send_slot import SENDER_SETTLE, SendSlots
 
 logger = logging.getLogger(__name__)
 
@@ -362,7 +362,9 @@ class SendGate:
     by the reservation itself, so the slot recorded is the one sent at), with the same view
     of who sends as during the outage. A process new to the
     frontier has no turn yet (the others do not count it): it holds its sends
-    (``SendHeld``) until Redis answers and the others are back.
+    (``SendHeld``) until Redis answers and the others are back. One that found Redis
+    unreachable when it opened (``hold_after_outage``) holds them for ``SENDER_SETTLE``
+    seconds after: the others may still be sending in their turns, which Redis never saw.
 
     ``clock``: the local monotonic clock the caller waits on; ``wall``: the clock whose
     offset to Redis's TIME is measured (``health.clock_offset``), the shared clock of the
@@ -392,6 +394,20 @@ class SendGate:
         outage may reach beyond plain delays."""
         self._lock = threading.Lock()
         self._drop_idle_at: float | None = None  # ``clock`` time: see IDLE_DROP_AFTER
+        self.held_until: float | None = None
+        """``clock`` time before which every send is held (``hold_after_outage``)."""
+
+    def hold_after_outage(self, failed_at: float) -> None:
+        """This process found Redis unreachable at ``failed_at`` (``clock``) before it took
+        any slot (a crawl that waited for Redis when it opened): hold its sends until
+        ``SENDER_SETTLE`` seconds after. Redis may answer it while the other processes are
+        still in their outage turns (a Redis Cluster in a failover answers for the slots of
+        its other primaries), and their turns are not in Redis: the soak's quick Cluster
+        form, a crawler opened 3 s into a failover, sent 0.041 s after another's turn under
+        0.3 s. The others ask again within ``SEND_RETRY_MAX`` once Redis answers them and
+        record their turns in Redis from then on."""
+        with self._lock:
+            self.held_until = failed_at + SENDER_SETTLE
 
     def reserve(self, host: str, delay: float, widen: float = 0.0, may_turn: bool = True) -> float:
         """The ``clock`` time at which a request to ``host`` may leave (now or later); raises
@@ -406,6 +422,10 @@ class SendGate:
         if delay <= 0:
             return self.clock()
         with self._lock:
+            if self.held_until is not None:
+                if self.clock() < self.held_until:
+                    raise SendHeld(host)
+                self.held_until = None
             waiting = self.breaker.waiting(self.clock())
         if not waiting:
             try:

@@ -171,14 +171,15 @@ class ScrapyPoliteness:
     @classmethod
     def install(cls, crawler: Crawler, frontier: Frontier, config: AdapterSettings,
                 clock: Callable[[], float], set_host_delay: Callable[[str, float], Any], *,
-                follow_downloader: bool = False, outages: Breaker | None = None
-                ) -> ScrapyPoliteness:
+                follow_downloader: bool = False, outages: Breaker | None = None,
+                unreachable_at: float | None = None) -> ScrapyPoliteness:
         """The politeness of ``crawler`` on ``frontier``: its gate, its slot pacing and (unless
         ``FRONTIER_RATE_SHARED_SEND`` is off) its shared send slot. ``follow_downloader``: pace
         each request's slot when it reaches the downloader and read every robots.txt answer
         here (an adapter that does neither itself: the Frontera backend). ``outages``: the
         frontier client's breaker, whose outages the send slots keep to the turns for too
-        (``SendGate.outage_seen``)."""
+        (``SendGate.outage_seen``). ``unreachable_at``: when (``time.monotonic``) the crawl
+        last found Redis unreachable while it opened (``SendGate.hold_after_outage``)."""
         gate = HostGate(
             per_host=config.per_host, min_delay=frontier.min_host_delay,
             obey_crawl_delay=config.obey_crawl_delay,
@@ -188,6 +189,8 @@ class ScrapyPoliteness:
         send = None
         if config.shared_send:
             send = SendGate(SendSlots(frontier.scripts, frontier.keys), config.redis_url)
+            if unreachable_at is not None:
+                send.hold_after_outage(unreachable_at)
         politeness = cls(crawler, gate, clock, set_host_delay, send)
         crawler.signals.connect(politeness.on_downloaded, signal=signals.response_downloaded)
         if politeness.send is not None:

@@ -7,7 +7,9 @@ engine, which printed it inside three tracebacks ("Scraper close failure", a sig
 handler's ``AssertionError``, "Task exception was never retrieved") and the crawler was gone.
 Now ``open`` returns a Deferred (Scrapy's engine waits for one) that fires once the frontier
 opened, trying again 1, 2, 4 ... at most 30 s apart (the client breaker's backoff): one
-WARNING when it begins, INFO at each later try, one WARNING when Redis answered. When the
+WARNING when it begins, INFO at each later try, one WARNING when Redis answered. The
+scheduler's ``redis_unreachable_at`` says when it last failed, so that the crawl's shared
+send slots hold its sends a while (``SendGate.hold_after_outage``). When the
 wait is over, or with ``FRONTIER_RATE_OPEN_WAIT = 0``, the scheduler becomes a
 ``Refusing`` stand-in: the spider closes with the reason ``frontier_rate_redis_unreachable``,
 the error is said last, and the crawl fails (exit code 1).
@@ -46,7 +48,7 @@ class OpenWait:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.scheduler, self.spider, self.open_ = scheduler, spider, open_
         self.wait, self.url, self.clock = wait, redact_url(redis_url), clock
-        self.started = clock()
+        self.started = scheduler.redis_unreachable_at = clock()
         self.tries = 1
         self.deferred: Deferred[None] = Deferred()
         if wait <= 0:
@@ -66,6 +68,7 @@ class OpenWait:
         try:
             self.open_(self.scheduler, self.spider)
         except RedisUnavailable as exc:
+            self.scheduler.redis_unreachable_at = self.clock()
             if self.clock() - self.started >= self.wait:
                 self._give_up(exc)
                 return

@@ -162,6 +162,8 @@ class Scheduler:
         crawler.signals.connect(self._on_response, signal=signals.response_received)
         crawler.signals.connect(self._body_cap.on_bytes, signal=signals.bytes_received)
         self.politeness: ScrapyPoliteness | None = None
+        self.redis_unreachable_at: float | None = None
+        """When (``time.monotonic``) ``open`` last found Redis unreachable (``OpenWait``)."""
         self._intake: PageIntake
 
     @classmethod
@@ -202,7 +204,8 @@ class Scheduler:
         self.lease_timeout = frontier.lease_timeout
         self.politeness = ScrapyPoliteness.install(self.crawler, frontier, config, self.clock,
                                                    self.client.host_delay,
-                                                   outages=self.client.breaker)
+                                                   outages=self.client.breaker,
+                                                   unreachable_at=self.redis_unreachable_at)
         self._intake = PageIntake(spider, self.stats,
                                   AddedHeaders(self.crawler.settings, spider).clean)
         self._signals = SignalReader(
