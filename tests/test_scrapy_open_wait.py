@@ -16,25 +16,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from redis_servers import RedisServer, free_port  # noqa: E402
+from scrapy_support.one_page import SPIDER  # noqa: E402
 from scrapy_support.server import ChangingSite  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-
-SPIDER = """
-import scrapy
-
-
-class One(scrapy.Spider):
-    name = "one"
-
-    def __init__(self, url="", **kwargs):
-        super().__init__(**kwargs)
-        self.start_urls = [url]
-
-    def parse(self, response):
-        yield {"url": response.url}
-"""
-
 
 def _crawl(tmp_path: Path, url: str, redis_url: str, wait: float) -> tuple[int, str, float]:
     """``scrapy runspider`` of one page: exit code, output, seconds it ran."""

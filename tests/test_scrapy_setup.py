@@ -15,6 +15,7 @@ from scrapy.settings import Settings
 
 sys.path.insert(0, str(Path(__file__).parent))
 from scrapy_support.harness import run_crawl  # noqa: E402
+from scrapy_support.one_page import SPIDER  # noqa: E402
 from scrapy_support.server import ChangingSite  # noqa: E402
 
 from frontier_rate.crawl.setting_table import KNOWN_SETTINGS, warn_unknown_settings  # noqa: E402
@@ -77,22 +78,6 @@ def test_data_dir_works_as_a_scrapy_setting(namespace, tmp_path, monkeypatch):
     assert crawl.returncode == 0, crawl.log[-3000:]
     assert len(site.hits_for("/")) == 1
     assert (data / "frontier-rate.db").exists(), crawl.log[-3000:]
-
-
-SPIDER = """
-import scrapy
-
-
-class One(scrapy.Spider):
-    name = "one"
-
-    def __init__(self, url="", **kwargs):
-        super().__init__(**kwargs)
-        self.start_urls = [url]
-
-    def parse(self, response):
-        yield {"url": response.url}
-"""
 
 
 @pytest.mark.timeout(120)
