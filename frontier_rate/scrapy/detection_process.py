@@ -125,7 +125,7 @@ class DetectionProcess:
             reactor.spawnProcess(  # type: ignore[attr-defined]
                 self._worker, sys.executable,
                 [sys.executable, "-m", module, self._config],
-                env=env, childFDs={0: "w", 1: "r", 2: 2})
+                env=env, childFDs={0: "w", 1: "r", 2: "r"})
         except Exception as exc:  # no reactor, no fork: detect here
             self._stop(exc)
             return
@@ -200,11 +200,17 @@ class _Worker(ProcessProtocol):
     def __init__(self, owner: DetectionProcess) -> None:
         self.owner = owner
         self._partial = b""
+        self._partial_err = b""
 
     def outReceived(self, data: bytes) -> None:
         *lines, self._partial = (self._partial + data).split(b"\n")
         for line in lines:
             self.owner._answer(line)
+
+    def errReceived(self, data: bytes) -> None:
+        *lines, self._partial_err = (self._partial_err + data).split(b"\n")
+        for line in lines:
+            relay_log_line(line)
 
     def processEnded(self, reason: Any) -> None:
         self.owner._exited(reason)
@@ -214,6 +220,23 @@ class _Worker(ProcessProtocol):
             self.transport.signalProcess("KILL")  # type: ignore[union-attr]
         except Exception:  # already gone
             pass
+
+
+def relay_log_line(line: bytes) -> None:
+    """Log one line of the child's stderr in the crawl's log: a record the child wrote
+    (``detection_worker.LOG_FORMAT``) at its level and under its logger, said to come from
+    the detection process; any other line (a crash's traceback) as a WARNING. Before, the
+    child's records went to the crawl's stderr bare (no time, no level), and never into
+    Scrapy's ``LOG_FILE``."""
+    text = line.decode("utf-8", "replace").rstrip()
+    if not text:
+        return
+    level, name, message = (text.split("\t", 2) + ["", ""])[:3]
+    number = logging.getLevelName(level)
+    if isinstance(number, int) and name:
+        logging.getLogger(name).log(number, "%s (in the detection process)", message)
+    else:
+        logger.warning("frontier-rate: the detection process wrote: %s", text)
 
 
 def _ignore(found: Found | None) -> None:
