@@ -68,6 +68,9 @@ class OpenWait:
         try:
             self.open_(self.scheduler, self.spider)
         except RedisUnavailable as exc:
+            if _client_opened(self.scheduler):  # not the frontier's opening: as below
+                self.deferred.errback(exc)
+                return
             self.scheduler.redis_unreachable_at = self.clock()
             if self.clock() - self.started >= self.wait:
                 self._give_up(exc)
@@ -94,6 +97,13 @@ class OpenWait:
         self.deferred.callback(None)
 
 
+def _client_opened(scheduler: Any) -> bool:
+    """Whether the crawl's client opened its frontier (its worker runs) before the failure:
+    opening again would start a second one, so only a failure to open the frontier waits."""
+    client = getattr(scheduler, "client", None)
+    return client is not None and client.frontier is not None
+
+
 def _reason(error: Exception, url: str) -> str:
     """What Redis answered, without the URL the engine's message names already."""
     text = str(error)
@@ -110,6 +120,8 @@ def waits_for_redis(open_: Callable[[Any, Any], None]) -> Callable[[Any, Any], A
         try:
             open_(scheduler, spider)
         except RedisUnavailable as exc:
+            if _client_opened(scheduler):
+                raise
             config = scheduler.settings
             return OpenWait(scheduler, spider, open_, exc, config.open_wait,
                             config.redis_url).deferred
