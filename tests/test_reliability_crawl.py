@@ -271,7 +271,9 @@ def test_crawl_with_wrong_password_fails_at_start_without_showing_it(secured, si
     site.set("/s", "<p>s</p>")
     url = f"redis://:Wrong-{SECRET[::-1]}@127.0.0.1:{secured.port}/0"
     crawl = run_crawl(tmp_path, url, "pw", [{"url": site.url("/s")}])
-    assert "RedisUnavailable" in crawl.log and f"127.0.0.1:{secured.port}" in crawl.log
+    # said at once, in one line (``open_wait``: a refused password is not waited for)
+    assert "refused this crawl's password or user" in crawl.log, crawl.log[-3000:]
+    assert f"127.0.0.1:{secured.port}" in crawl.log and "Traceback" not in crawl.log
     assert site.hits == []
     text = _everything(crawl, tmp_path)
     assert SECRET[::-1] not in text and SECRET not in text

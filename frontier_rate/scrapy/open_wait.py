@@ -12,7 +12,8 @@ scheduler's ``redis_unreachable_at`` says when it last failed, so that the crawl
 send slots hold its sends a while (``SendGate.hold_after_outage``). When the
 wait is over, or with ``FRONTIER_RATE_OPEN_WAIT = 0``, the scheduler becomes a
 ``Refusing`` stand-in: the spider closes with the reason ``frontier_rate_redis_unreachable``,
-the error is said last, and the crawl fails (exit code 1).
+the error is said last, and the crawl fails (exit code 1). A refused password or user
+(``RedisAuthenticationFailed``) is said so at once: waiting does not help.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from twisted.internet.defer import Deferred
 from frontier_rate.client.clock import REDIS_RETRY_FIRST, REDIS_RETRY_MAX
 from frontier_rate.crawl import scrapy_compat as compat
 from frontier_rate.scrapy.refusal import Refusing
-from frontier_rate.store.errors import RedisUnavailable, redact_url
+from frontier_rate.store.errors import RedisAuthenticationFailed, RedisUnavailable, redact_url
 
 logger = logging.getLogger("frontier_rate.scrapy")
 
@@ -51,7 +52,7 @@ class OpenWait:
         self.started = scheduler.redis_unreachable_at = clock()
         self.tries = 1
         self.deferred: Deferred[None] = Deferred()
-        if wait <= 0:
+        if wait <= 0 or isinstance(error, RedisAuthenticationFailed):  # waiting cannot help
             self._give_up(error)
             return
         logger.warning("frontier-rate: Redis at %s unreachable when the crawl opened (%s); "
@@ -72,7 +73,8 @@ class OpenWait:
                 self.deferred.errback(exc)
                 return
             self.scheduler.redis_unreachable_at = self.clock()
-            if self.clock() - self.started >= self.wait:
+            if self.clock() - self.started >= self.wait \
+                    or isinstance(exc, RedisAuthenticationFailed):
                 self._give_up(exc)
                 return
             logger.info("frontier-rate: Redis at %s still unreachable after %.0f s (%s)",
@@ -88,11 +90,16 @@ class OpenWait:
 
     def _give_up(self, error: RedisUnavailable) -> None:
         waited = self.clock() - self.started
-        message = (f"Redis at {self.url} could not be reached when the crawl opened"
-                   + (f" (waited {waited:.0f} s, {self.tries} tries" if self.wait > 0 else
-                      " (FRONTIER_RATE_OPEN_WAIT = 0")
-                   + f"; {_reason(error, self.url)}): start Redis or correct "
-                   "FRONTIER_RATE_REDIS_URL; nothing was taken from the frontier")
+        if isinstance(error, RedisAuthenticationFailed):
+            message = (f"Redis at {self.url} refused this crawl's password or user when the "
+                       f"crawl opened ({_reason(error, self.url)}): correct "
+                       "FRONTIER_RATE_REDIS_URL; nothing was taken from the frontier")
+        else:
+            message = (f"Redis at {self.url} could not be reached when the crawl opened"
+                       + (f" (waited {waited:.0f} s, {self.tries} tries" if self.wait > 0
+                          else " (FRONTIER_RATE_OPEN_WAIT = 0")
+                       + f"; {_reason(error, self.url)}): start Redis or correct "
+                       "FRONTIER_RATE_REDIS_URL; nothing was taken from the frontier")
         Refusing.stand_in(self.scheduler, message, UNREACHABLE_REASON).open(self.spider)
         self.deferred.callback(None)
 

