@@ -238,8 +238,14 @@ def scan_tagged(client: redis.Redis, match: str, key: str) -> Iterator[bytes]:
     Cluster only on the node serving that slot. A SCAN with no node named goes to every
     node redis-py takes for a primary, and after a failover it still takes the old primary
     (back as a replica) for one beside the promoted replica it learned from a MOVED reply:
-    the moved slots' keys were listed twice."""
+    the moved slots' keys were listed twice.
+
+    SCAN has no key, so no node redirects it: with a slot map from before a failover it
+    went to the old primary, back as a replica and still empty before its sync, and listed
+    none of the slot's keys. A keyed call first (EXISTS on ``key``) is answered MOVED by a
+    node that does not serve the slot, which redis-py follows and remembers."""
     if isinstance(client, RedisCluster):
+        client.exists(key)
         return client.scan_iter(match=match, count=1000,
                                 target_nodes=client.get_node_from_key(key))
     return client.scan_iter(match=match, count=1000)
