@@ -79,3 +79,44 @@ def test_a_redis_that_never_answers_closes_the_crawl_with_one_line_last(tmp_path
     assert ("unreachable when the crawl opened" in out) == (wait > 0), out[-3000:]
     assert took >= wait
     assert "s3cret-pw" not in out
+
+
+@pytest.mark.timeout(150)
+def test_ctrl_c_during_the_wait_stops_the_crawl_at_once(tmp_path):
+    """SIGINT while the crawl waits for Redis: Scrapy's graceful shutdown ends the process
+    within seconds (the wait is a timer on the event loop, never a blocking sleep), with
+    no traceback and nothing fetched; without Ctrl-C it would wait the whole minute.
+    Scrapy before 2.14 stops an engine that is still opening with its own traceback
+    ("Engine not running", from ``Crawler.stop``; 2.14 checks ``engine.running``): on
+    those versions that one is the only traceback allowed."""
+    import signal
+
+    import scrapy
+
+    (tmp_path / "one.py").write_text(SPIDER)
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    with ChangingSite("127.0.0.1") as site:
+        site.set("/", "<p>home</p>")
+        command = [sys.executable, "-m", "scrapy", "runspider", "one.py", "-a",
+                   f"url={site.url('/')}", "-s", "SCHEDULER=frontier_rate.scrapy.Scheduler",
+                   "-s", f"FRONTIER_RATE_REDIS_URL={url}", "-s", "FRONTIER_RATE_OPEN_WAIT=60",
+                   "-s", f"FRONTIER_RATE_SPOOL_DIR={tmp_path}", "-s", "TELNETCONSOLE_ENABLED=0"]
+        crawl = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, text=True,
+                                 env={**os.environ, "PYTHONPATH": str(ROOT)})
+        out = ""
+        while "unreachable when the crawl opened" not in out:
+            line = crawl.stdout.readline()
+            assert line, out[-3000:]
+            out += line
+        crawl.send_signal(signal.SIGINT)
+        signalled = time.monotonic()
+        out += crawl.communicate(timeout=60)[0]
+        took = time.monotonic() - signalled
+        assert site.hits == []
+    assert took < 15, out[-3000:]
+    assert "Received SIGINT" in out, out[-3000:]
+    tracebacks = out.split("Traceback (most recent call last):")[1:]
+    if tuple(int(part) for part in scrapy.__version__.split(".")[:2]) < (2, 14):
+        tracebacks = [t for t in tracebacks if "RuntimeError: Engine not running" not in t]
+    assert tracebacks == [], out[-3000:]
