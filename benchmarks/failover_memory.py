@@ -2,7 +2,7 @@
 failovers: is its memory bounded?
 
     python benchmarks/failover_memory.py [--path client|detection] [--control]
-        [--failovers 12] [--write] [--quick]
+        [--failovers 12] [--no-trim] [--write] [--quick]
 
 Issue 63's Cluster hour saw each crawler's RSS step up 2-3 MB at each of its three
 failovers, too few to tell a warm-up from a leak. This runs the crawler's own client path
@@ -23,7 +23,8 @@ waits as long as a failover takes instead of failing over: what the process grow
 itself in that time. With ``--write`` the samples go to
 docs/benchmarks/failover_memory[_detection][_control].json and a section of
 docs/BENCHMARKS.md; ``--quick`` (the test suite): each path through one failover after a
-5 s warm-up, nothing written.
+5 s warm-up, nothing written. ``--no-trim`` runs without the breaker's ``malloc_trim``
+at the end of an outage (``client/heap.py``), for the comparison in docs/RELIABILITY.md.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from _report import machine, table, write_json, write_section  # noqa: E402
 from redis_servers import RedisCluster, debian_redis, redis_cluster  # noqa: E402
 
 from frontier_rate import Frontier  # noqa: E402
+from frontier_rate.client import outage  # noqa: E402
 from frontier_rate.client.frontier_client import FrontierClient  # noqa: E402
 from frontier_rate.crawl.shared_pages import SharedPages  # noqa: E402
 from frontier_rate.detection.fingerprint import Fingerprinter  # noqa: E402
@@ -251,9 +253,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--failovers", type=int, default=12)
     parser.add_argument("--warmup", type=float, default=20.0,
                         help="seconds of load before the first sample")
+    parser.add_argument("--no-trim", action="store_true",
+                        help="keep the heap the outages freed (client.heap off): the "
+                             "figures before the breaker gave it back")
     parser.add_argument("--write", action="store_true")
     parser.add_argument("--quick", action="store_true")
     options = parser.parse_args(argv)
+    if options.no_trim:
+        if options.write:
+            parser.error("--no-trim is for a comparison by hand: its figures are not written")
+        outage.release_freed_heap = lambda: False
     if options.quick:  # both paths still run: one failover each
         for path in sorted(WHAT):
             print(report(run(1, 5.0, path, options.control), path, options.control, 5.0))
