@@ -120,3 +120,35 @@ def test_ctrl_c_during_the_wait_stops_the_crawl_at_once(tmp_path):
     if tuple(int(part) for part in scrapy.__version__.split(".")[:2]) < (2, 14):
         tracebacks = [t for t in tracebacks if "RuntimeError: Engine not running" not in t]
     assert tracebacks == [], out[-3000:]
+
+
+@pytest.mark.timeout(200)
+def test_a_cluster_that_is_down_when_the_crawl_opens_is_waited_for(tmp_path):
+    """A Redis Cluster with a primary down and no replica to promote answers CLUSTERDOWN
+    (issue 63's quick Cluster soak: a crawler restarted during a failover got it at its
+    second try, and died inside Scrapy's three tracebacks). The crawl waits for it as for
+    an unreachable Redis: the primary started again 3 s into the crawl, it opens, fetches
+    its page, exits 0, no traceback."""
+    from redis_servers import redis_cluster
+
+    with redis_cluster(tmp_path / "cluster", seed=21, args=["--cluster-node-timeout", "500"]) \
+            as cluster, ChangingSite("127.0.0.1") as site:
+        site.set("/", "<p>home</p>")
+        down = cluster.nodes[1]
+        down.kill()
+        other = cluster.nodes[0].client()
+        deadline = time.monotonic() + 30
+        while other.cluster("info").get("cluster_state") != "fail":
+            assert time.monotonic() < deadline, "the cluster did not notice its primary down"
+            time.sleep(0.1)
+        timer = threading.Timer(3.0, down.start)
+        timer.start()
+        try:
+            code, out, _ = _crawl(tmp_path, site.url("/"), cluster.url, 60.0)
+        finally:
+            timer.join()
+        hits = site.hits_for("/")
+    assert code == 0, out[-3000:]
+    assert len(hits) == 1, out[-3000:]
+    assert "when the crawl opened" in out and "answered after" in out, out[-3000:]
+    assert "Traceback" not in out and "close failure" not in out, out[-3000:]

@@ -30,12 +30,22 @@ from twisted.internet.defer import Deferred
 from frontier_rate.client.clock import REDIS_RETRY_FIRST, REDIS_RETRY_MAX
 from frontier_rate.crawl import scrapy_compat as compat
 from frontier_rate.scrapy.refusal import Refusing
-from frontier_rate.store.errors import RedisAuthenticationFailed, RedisUnavailable, redact_url
+from frontier_rate.store.errors import (
+    RedisAuthenticationFailed,
+    RedisClusterError,
+    RedisUnavailable,
+    redact_url,
+)
 
 logger = logging.getLogger("frontier_rate.scrapy")
 
 UNREACHABLE_REASON = "frontier_rate_redis_unreachable"
 """The close reason of a crawl whose Redis could not be reached within the wait."""
+
+WAITED_FOR = (RedisUnavailable, RedisClusterError)
+"""What the opening waits out: Redis unreachable, or a Redis Cluster that cannot serve the
+namespace's slots yet (CLUSTERDOWN while a primary is down and its replica not yet
+promoted: the quick Cluster soak's crawler got it at its second try)."""
 
 _BACKOFF = ExponentialBackoff(cap=REDIS_RETRY_MAX, base=REDIS_RETRY_FIRST)
 
@@ -45,7 +55,7 @@ class OpenWait:
     first failure (``error``); ``deferred`` fires (with None) either way."""
 
     def __init__(self, scheduler: Any, spider: Any, open_: Callable[[Any, Any], None],
-                 error: RedisUnavailable, wait: float, redis_url: str | None,
+                 error: RedisUnavailable | RedisClusterError, wait: float, redis_url: str | None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.scheduler, self.spider, self.open_ = scheduler, spider, open_
         self.wait, self.url, self.clock = wait, redact_url(redis_url), clock
@@ -68,7 +78,7 @@ class OpenWait:
         self.tries += 1
         try:
             self.open_(self.scheduler, self.spider)
-        except RedisUnavailable as exc:
+        except WAITED_FOR as exc:
             if _client_opened(self.scheduler):  # not the frontier's opening: as below
                 self.deferred.errback(exc)
                 return
@@ -88,14 +98,16 @@ class OpenWait:
                        self.url, self.clock() - self.started)
         self.deferred.callback(None)
 
-    def _give_up(self, error: RedisUnavailable) -> None:
+    def _give_up(self, error: RedisUnavailable | RedisClusterError) -> None:
         waited = self.clock() - self.started
         if isinstance(error, RedisAuthenticationFailed):
             message = (f"Redis at {self.url} refused this crawl's password or user when the "
                        f"crawl opened ({_reason(error, self.url)}): correct "
                        "FRONTIER_RATE_REDIS_URL; nothing was taken from the frontier")
         else:
-            message = (f"Redis at {self.url} could not be reached when the crawl opened"
+            failed = "could not serve the frontier" if isinstance(error, RedisClusterError) \
+                else "could not be reached"
+            message = (f"Redis at {self.url} {failed} when the crawl opened"
                        + (f" (waited {waited:.0f} s, {self.tries} tries" if self.wait > 0
                           else " (FRONTIER_RATE_OPEN_WAIT = 0")
                        + f"; {_reason(error, self.url)}): start Redis or correct "
@@ -120,13 +132,13 @@ def _reason(error: Exception, url: str) -> str:
 def waits_for_redis(open_: Callable[[Any, Any], None]) -> Callable[[Any, Any], Any]:
     """``Scheduler.open`` that, when Redis cannot be reached, returns the Deferred of an
     ``OpenWait`` (the scheduler's ``settings``: ``open_wait``, ``redis_url``) instead of
-    raising into Scrapy's engine."""
+    raising into Scrapy's engine; a Redis Cluster that cannot serve yet likewise."""
 
     @functools.wraps(open_)
     def open(scheduler: Any, spider: Any) -> Deferred[None] | None:
         try:
             open_(scheduler, spider)
-        except RedisUnavailable as exc:
+        except WAITED_FOR as exc:
             if _client_opened(scheduler):
                 raise
             config = scheduler.settings
