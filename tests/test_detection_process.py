@@ -136,12 +136,14 @@ DRIVER = textwrap.dedent("""
             detection_process.START_WAIT = 1.0
         else:  # "bytes:N"
             detection_process.START_BYTES = int(hang.split(":")[1])
+    if "RESTART_FIRST" in os.environ:  # a new child after a death: how soon
+        detection_process.RESTART_FIRST = float(os.environ["RESTART_FIRST"])
     child = DetectionProcess("content", [], 10 * 1024 * 1024)
     if len(sys.argv) > 4:  # the pages' memories shared in Redis (shared_pages.spec)
         child.share(sys.argv[4])
     here = Fingerprinter("content")
     argv = []
-    got, expected, kinds = [], [], []
+    got, expected, kinds, counters = [], [], [], []
 
     def values(detection):
         return [detection.fingerprint, detection.reason, detection.ignored,
@@ -155,6 +157,8 @@ DRIVER = textwrap.dedent("""
         kinds.append("child")
         def done(found):
             got[index] = None if found is None else values(found[0])
+            if found is not None:
+                counters.append(found[1])
         submitted = child.submit(body.encode(), url, "text/html", truncated=False,
                                  full_length=None, done=done)
         if not argv and child.ready and child._worker.transport.pid:  # exec'd by now
@@ -181,7 +185,8 @@ DRIVER = textwrap.dedent("""
                 pending = [c for c in reactor.getDelayedCalls() if c.active()]
                 print(json.dumps({"got": got, "expected": expected, "kinds": kinds,
                                   "closed": d is not None, "stopped": child.stopped,
-                                  "timers": len(pending), "argv": argv}))
+                                  "timers": len(pending), "argv": argv,
+                                  "counters": counters}))
                 reactor.stop()
             if d is None:
                 reactor.callLater(0.5, report, None)
@@ -197,12 +202,15 @@ DRIVER = textwrap.dedent("""
 
 
 def _drive(tmp_path: Path, answers: list[tuple[str, bytes]], kill_after: int,
-           hang: str = "no", shared: str | None = None) -> tuple[dict, str]:
+           hang: str = "no", shared: str | None = None,
+           restart_first: float | None = None) -> tuple[dict, str]:
     (tmp_path / "answers.json").write_text(json.dumps(
         [(url, body.decode()) for url, body in answers]))
     (tmp_path / "driver.py").write_text(DRIVER)
     (tmp_path / "hung_worker.py").write_text("import time\ntime.sleep(120)\n")
     env = dict(os.environ, PYTHONPATH=str(ROOT))
+    if restart_first is not None:
+        env["RESTART_FIRST"] = str(restart_first)
     done = subprocess.run([sys.executable, str(tmp_path / "driver.py"),
                            str(tmp_path / "answers.json"), str(kill_after), hang,
                            *([shared] if shared is not None else [])],
@@ -293,6 +301,35 @@ def test_a_child_that_died_answers_none_then_refuses_with_one_warning(tmp_path):
     assert got[10:] == expected[10:] and kinds[10:] == ["stopped"] * 9
     assert not report["closed"] and report["stopped"]
     assert log.count("the detection process stopped") == 1
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+def test_a_child_that_died_is_replaced_by_a_new_one(tmp_path):
+    """Killed after 10 answers, with no wait before a new child (``RESTART_FIRST`` 0): the
+    next answer starts a new child, the answers sent while it starts are detected by the
+    caller and reach it, and the last ones are the new child's again; none is lost (every
+    answer detected once), one WARNING for the death and one INFO for the new child. The
+    test above keeps the default wait (30 s) and sees no new child in its run."""
+    answers = _copies(random.Random(8))[:38]
+    answers[5:5] = [("http://b.test/news", b"")]  # not content, for the first child ...
+    answers[35:35] = [("http://b.test/terms", b"")]  # ... and for the second
+    report, log = _drive(tmp_path, answers, kill_after=10, restart_first=0.0)
+    got, expected, kinds = report["got"], report["expected"], report["kinds"]
+    assert kinds[:10] == ["starting"] * 5 + ["child"] * 5
+    after = kinds[10:]
+    assert after[0] == "starting" and after[-5:] == ["child"] * 5, after
+    assert after == sorted(after, key=["starting", "child"].index), after  # then the child
+    assert all(answer is not None for answer in got[10:])
+    assert [g for g, k in zip(got[10:], after, strict=True) if k == "starting"] == \
+        [e for e, k in zip(expected[10:], after, strict=True) if k == "starting"]
+    assert log.count("the detection process stopped") == 1
+    assert "a new one starts in 0 s" in log
+    # the counters the children report are the crawl's: the new child's go on from the
+    # last the dead one reported, never from 0 (each empty answer was sent to one child)
+    not_content = [c["not_content"] for c in report["counters"]]
+    assert not_content == sorted(not_content), not_content
+    assert not_content[-1] == sum(1 for _, body in answers if not body) == 3
+    assert report["closed"] and report["stopped"] and report["timers"] == 0
 
 
 @pytest.mark.parametrize("hang", ["deadline", "bytes"])

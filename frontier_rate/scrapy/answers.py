@@ -131,7 +131,11 @@ class ChildDetection:
         self.stats = stats
         self._pending: dict[str, tuple[Any, ...]] = {}
         self.counts: dict[str, int] = {}
-        self.counted_twice: dict[str, int] | None = None  # this process's, at the first taken
+        self.counted_twice: dict[str, int] | None = None
+        """This process's counters of the answers it detected while a child started (that
+        child was sent them too), summed over the children the crawl has had."""
+        self._generation = 0  # the last child seen starting
+        self._at_start: dict[str, int] | None = None  # this process's, as it started
 
     def submit(self, response: Response, lease: Lease, flight: str, now: float,
                truncated: bool, rule: ContentRule | None = None) -> Call | None:
@@ -142,14 +146,20 @@ class ChildDetection:
         pending = Call("observe", lease)
         self._pending[flight] = (pending, lease, response.status, headers, body, url, now,
                                  truncated, rule)
-        if not self.process.submit(
-                body, url, header_value(headers, "Content-Type"), truncated=truncated,
-                full_length=content_length(headers) if truncated else None,
-                done=lambda found: self.record(flight, found), rule=rule):
+        taken = self.process.submit(
+            body, url, header_value(headers, "Content-Type"), truncated=truncated,
+            full_length=content_length(headers) if truncated else None,
+            done=lambda found: self.record(flight, found), rule=rule)
+        if self.process.generation != self._generation:  # a child started with this answer
+            self._generation, self._at_start = self.process.generation, self.fingerprinter.stats()
+        if not taken:
             del self._pending[flight]
             return None
-        if self.counted_twice is None:
-            self.counted_twice = self.fingerprinter.stats()
+        if self._at_start is not None:  # the child's first: what this process counted since
+            now, twice = self.fingerprinter.stats(), self.counted_twice or {}
+            self.counted_twice = {name: twice.get(name, 0) + now.get(name, 0)
+                                  - self._at_start.get(name, 0) for name in now.keys() | twice}
+            self._at_start = None
         return pending
 
     def record(self, flight: str, found: Found | None) -> None:

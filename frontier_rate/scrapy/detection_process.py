@@ -14,7 +14,11 @@ the order it was sent, so the detections are the same, answer for answer. While 
 (~0.2 s), the crawl detects answers itself and sends them to the child too, so that the
 first answers wait for no import. A child that has not said it is ready after ``START_WAIT``
 seconds, or before ``START_BYTES`` of answers wait for it, is killed and the crawl detects
-everything itself: what waits for a child that hangs is bounded.
+everything itself: what waits for a child that hangs is bounded. A child that stopped
+(killed, crashed, given up) is replaced by a new one at the first answer ``RESTART_FIRST``
+seconds later, the wait doubling up to ``RESTART_MAX`` while children die young (issue 63:
+after the soak killed one, the crawl detected on its event loop to its end, weeks in a
+real deployment).
 
 Measured in docs/BENCHMARKS.md ("Detection in a child process").
 """
@@ -25,6 +29,7 @@ import json
 import logging
 import os
 import sys
+import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -51,6 +56,12 @@ START_WAIT = 30.0
 START_BYTES = 64 * 1024 * 1024
 """Bytes of answers sent to a child not ready yet beyond which it is killed: the pipe's
 writer holds them in memory until the child reads."""
+RESTART_FIRST = 30.0
+"""Seconds after a child stopped before a new one starts (at the next answer)."""
+RESTART_MAX = 3600.0
+"""The longest wait for a new child: the wait doubles each time a child dies young."""
+LIVED_LONG = 600.0
+"""A child that lived this long died of something passing: the next wait is the first."""
 WORKER = "frontier_rate.detection.detection_worker"
 """The module the child runs."""
 SHARED_WORKER = "frontier_rate.crawl.shared_detection_worker"
@@ -64,9 +75,10 @@ class DetectionProcess:
     """``Fingerprinter(mode, strip_patterns, max_body).detect`` in one child process, on the
     event loop's pipes. Once the child has stopped (killed, crashed, not started),
     ``submit`` gives False and every answer it held gets None: the adapter detects in its
-    own process from then on, after one WARNING."""
+    own process, after one WARNING, until a new child starts (``RESTART_FIRST``)."""
 
-    def __init__(self, mode: str, strip_patterns: list[str], max_body: int) -> None:
+    def __init__(self, mode: str, strip_patterns: list[str], max_body: int,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._config = json.dumps({"mode": mode, "strip_patterns": list(strip_patterns),
                                    "max_body": max_body})
         self._worker: _Worker | None = None
@@ -79,6 +91,13 @@ class DetectionProcess:
         self.stopped = False
         self.closing = False
         self.ready = False  # the child has said READY
+        self.clock = clock
+        self.started_at: float | None = None  # when the running child was started
+        self.restart_at: float | None = None  # when a new child may replace a stopped one
+        self.restart_wait = 0.0  # the wait before the last new child (0: none yet)
+        self.generation = 0  # children started so far
+        self._banked: dict[str, int] = {}  # the counters of the children replaced
+        self._counts: dict[str, int] = {}  # the running child's last counters
 
     def share(self, spec: str) -> None:
         """The child keeps the pages' memories in Redis (``crawl/shared_pages.py``); before
@@ -93,6 +112,9 @@ class DetectionProcess:
         caller detects the answer itself. While it starts the answer is sent all the same,
         so that the child's memory holds every answer the caller's does. The answers of one
         page must be sent in the order they arrived (its memory is the last copy's)."""
+        if self.stopped and not self.closing and self.restart_at is not None \
+                and self.clock() >= self.restart_at:
+            self._renew()
         if self.stopped or self.closing:
             return False
         if self._worker is None:
@@ -111,7 +133,21 @@ class DetectionProcess:
         self._worker.transport.write(data)
         return taken
 
+    def _renew(self) -> None:
+        """Forget the stopped child: the next answer starts a new one (and is detected by
+        the caller while it starts, as at the crawl's first answer)."""
+        stopped_at = (self.restart_at or 0.0) - self.restart_wait
+        logger.info("frontier-rate: starting a new detection process (the last one "
+                    "stopped %.0f s ago)", self.clock() - stopped_at)
+        self._worker, self.stopped, self.ready = None, False, False
+        self._sent_starting, self.restart_at = 0, None
+        for name, value in self._counts.items():
+            self._banked[name] = self._banked.get(name, 0) + value
+        self._counts = {}
+
     def _start(self) -> None:
+        self.started_at = self.clock()
+        self.generation += 1
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(
             [_PACKAGE_ROOT, *filter(None, [env.get("PYTHONPATH")])])
@@ -159,6 +195,10 @@ class DetectionProcess:
             if found is None:
                 logger.debug("frontier-rate: detection failed in the child process: %s",
                              line[:300])
+            else:  # the counters of every child this crawl has had
+                detection, self._counts = found
+                found = detection, {name: self._banked.get(name, 0) + self._counts.get(name, 0)
+                                    for name in self._banked.keys() | self._counts.keys()}
         except (ValueError, TypeError, KeyError) as exc:
             logger.debug("frontier-rate: unreadable answer of the detection process: %r", exc)
         _call(done, found)
@@ -167,13 +207,21 @@ class DetectionProcess:
         if not self.stopped:
             self.stopped = True
             if not self.closing:
+                now = self.clock()
+                lived = now - (self.started_at if self.started_at is not None else now)
+                self.restart_wait = RESTART_FIRST if lived >= LIVED_LONG or \
+                    not self.restart_wait else min(RESTART_MAX, 2 * self.restart_wait)
+                self.restart_at = now + self.restart_wait
                 logger.warning("frontier-rate: the detection process stopped (%s); detecting "
-                               "in the crawl's process from now on (each page's next answer "
-                               "there is compared without its last copy)", reason)
+                               "in the crawl's process, a new one starts in %.0f s (each "
+                               "page's next answer there is compared without its last copy)",
+                               reason, self.restart_wait)
         while self._waiting:
             _call(self._waiting.popleft(), None)
 
-    def _exited(self, reason: Any) -> None:
+    def _exited(self, worker: _Worker, reason: Any) -> None:
+        if worker is not self._worker:  # a child given up and replaced since: gone now
+            return
         self._stop(getattr(reason, "value", reason))
         compat.cancel(self._kill_timer)
         self._end_start_wait()
@@ -205,6 +253,8 @@ class _Worker(ProcessProtocol):
     def outReceived(self, data: bytes) -> None:
         *lines, self._partial = (self._partial + data).split(b"\n")
         for line in lines:
+            if self is not self.owner._worker:  # a child replaced: its answers got None
+                return
             self.owner._answer(line)
 
     def errReceived(self, data: bytes) -> None:
@@ -213,7 +263,7 @@ class _Worker(ProcessProtocol):
             relay_log_line(line)
 
     def processEnded(self, reason: Any) -> None:
-        self.owner._exited(reason)
+        self.owner._exited(self, reason)
 
     def kill(self) -> None:
         try:
