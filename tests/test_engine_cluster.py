@@ -81,16 +81,8 @@ def test_pages_are_listed_once_by_a_client_that_lived_through_a_failover(tmp_pat
     to every primary it knows listed the moved slots' keys twice (a process's iter_pages
     gave 44 records of 30 pages). A shard's keys share one hash tag: they are scanned on
     the node serving its slot only."""
-    from redis_servers import REDIS7_MISSING, debian_redis
-
-    if debian_redis() is None:
-        pytest.skip(REDIS7_MISSING)
-    with redis_cluster(tmp_path, seed=11, replicas=1, binary=debian_redis(),
-                       args=["--cluster-node-timeout", "500"]) as cluster:
-        f = Frontier(cluster.url, namespace="failover", budget=10.0, seed=1)
-        urls = [f"http://h{i}.example/" for i in range(30)]
-        f.add_many(urls, now=0.0)
-        assert sorted(p["url"] for p in f.iter_pages()) == sorted(urls)
+    with _replicated_cluster(tmp_path, seed=11) as cluster:
+        f, urls = _thirty_pages(cluster, "failover")
         _fail_over(cluster, restart=True)
         for _ in range(3):
             assert sorted(p["url"] for p in f.iter_pages()) == sorted(urls)
@@ -104,22 +96,33 @@ def test_pages_are_listed_whole_while_the_old_primary_syncs_as_a_replica(tmp_pat
     replica's empty keyspace, and iter_pages left out every page of those slots (CI: 18
     of 30). A keyed call first makes the node that does not serve the slot answer MOVED,
     so the SCAN goes to the one that does."""
-    from redis_servers import REDIS7_MISSING, debian_redis
-
-    if debian_redis() is None:
-        pytest.skip(REDIS7_MISSING)
-    with redis_cluster(tmp_path, seed=15, replicas=1, binary=debian_redis(),
-                       args=["--cluster-node-timeout", "500"]) as cluster:
-        f = Frontier(cluster.url, namespace="syncing", budget=10.0, seed=1)
-        urls = [f"http://h{i}.example/" for i in range(30)]
-        f.add_many(urls, now=0.0)
-        assert sorted(p["url"] for p in f.iter_pages()) == sorted(urls)
+    with _replicated_cluster(tmp_path, seed=15) as cluster:
+        f, urls = _thirty_pages(cluster, "syncing")
         killed = _fail_over(cluster, restart=True, hold_sync=True)
         info = killed.client().info("replication")
         assert info["role"] == "slave" and info["master_link_status"] == "down"
         assert sorted(p["url"] for p in f.iter_pages()) == sorted(urls)
         f.close()
 
+
+def _replicated_cluster(tmp_path, seed: int):
+    """Three primaries with a replica each on Debian's redis-server 7, failing over within
+    a second (``cluster-node-timeout`` 500 ms); the test is skipped without that server."""
+    from redis_servers import REDIS7_MISSING, debian_redis
+
+    if debian_redis() is None:
+        pytest.skip(REDIS7_MISSING)
+    return redis_cluster(tmp_path, seed=seed, replicas=1, binary=debian_redis(),
+                         args=["--cluster-node-timeout", "500"])
+
+
+def _thirty_pages(cluster, namespace: str) -> tuple[Frontier, list[str]]:
+    """A frontier on ``cluster`` holding thirty pages of thirty hosts, listed whole."""
+    f = Frontier(cluster.url, namespace=namespace, budget=10.0, seed=1)
+    urls = [f"http://h{i}.example/" for i in range(30)]
+    f.add_many(urls, now=0.0)
+    assert sorted(p["url"] for p in f.iter_pages()) == sorted(urls)
+    return f, urls
 
 
 def _fail_over(cluster, restart: bool, hold_sync: bool = False):
