@@ -151,4 +151,5 @@ def test_a_cluster_that_is_down_when_the_crawl_opens_is_waited_for(tmp_path):
     assert code == 0, out[-3000:]
     assert len(hits) == 1, out[-3000:]
     assert "when the crawl opened" in out and "answered after" in out, out[-3000:]
+    assert "not serving every slot (a Redis Cluster)" in out, out[-3000:]  # CLUSTERDOWN met
     assert "Traceback" not in out and "close failure" not in out, out[-3000:]

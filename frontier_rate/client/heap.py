@@ -5,34 +5,34 @@ table per reading, several readings a failover); the old tables are freed, but g
 the freed pages inside its heap, so a crawler's RSS stepped up 3-6 MB at its first failover
 and never came down while Python's own heap stayed flat (issue 63's soak on a Cluster;
 ``benchmarks/failover_memory.py``). ``malloc_trim(0)`` hands those pages back; it takes a
-few milliseconds, so it runs once an outage has ended, never per call. Where the C library
-is not glibc (musl, macOS, Windows) it does nothing.
+few milliseconds, so it runs once an outage has ended, never per call. On Linux without
+glibc (musl), and on other systems, it does nothing.
 """
 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
+import functools
+import sys
 from collections.abc import Callable
 
 
+@functools.cache
 def _malloc_trim() -> Callable[[int], int] | None:
-    """glibc's ``malloc_trim``, or None where the C library has none."""
-    name = ctypes.util.find_library("c")
-    if name is None:
+    """glibc's ``malloc_trim``, or None where the C library has none (looked up at the
+    first call, not at import)."""
+    if not sys.platform.startswith("linux"):
         return None
-    try:
-        return ctypes.CDLL(name).malloc_trim
+    try:  # glibc's soname on every Linux architecture; musl has no such file
+        return ctypes.CDLL("libc.so.6").malloc_trim
     except (OSError, AttributeError):
         return None
 
 
-_TRIM = _malloc_trim()
-
-
 def release_freed_heap() -> bool:
     """Return the C heap's free pages to the system; whether the C library could."""
-    if _TRIM is None:
+    trim = _malloc_trim()
+    if trim is None:
         return False
-    _TRIM(0)
+    trim(0)
     return True

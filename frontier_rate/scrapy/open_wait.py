@@ -65,9 +65,9 @@ class OpenWait:
         if wait <= 0 or isinstance(error, RedisAuthenticationFailed):  # waiting cannot help
             self._give_up(error)
             return
-        logger.warning("frontier-rate: Redis at %s unreachable when the crawl opened (%s); "
+        logger.warning("frontier-rate: Redis at %s %s when the crawl opened (%s); "
                        "trying again for up to %.0f s (FRONTIER_RATE_OPEN_WAIT)",
-                       self.url, _reason(error, self.url), wait)
+                       self.url, _state(error), _reason(error, self.url), wait)
         self._later()
 
     def _later(self) -> None:
@@ -87,8 +87,8 @@ class OpenWait:
                     or isinstance(exc, RedisAuthenticationFailed):
                 self._give_up(exc)
                 return
-            logger.info("frontier-rate: Redis at %s still unreachable after %.0f s (%s)",
-                        self.url, self.clock() - self.started, _reason(exc, self.url))
+            logger.info("frontier-rate: Redis at %s still %s after %.0f s (%s)", self.url,
+                        _state(exc), self.clock() - self.started, _reason(exc, self.url))
             self._later()
             return
         except Exception as exc:  # a refusal, a bug: raised into Scrapy's engine as before
@@ -121,6 +121,12 @@ def _client_opened(scheduler: Any) -> bool:
     opening again would start a second one, so only a failure to open the frontier waits."""
     client = getattr(scheduler, "client", None)
     return client is not None and client.frontier is not None
+
+
+def _state(error: Exception) -> str:
+    """What Redis was when the opening failed, for the log lines."""
+    return "not serving every slot (a Redis Cluster)" if isinstance(error, RedisClusterError) \
+        else "unreachable"
 
 
 def _reason(error: Exception, url: str) -> str:
