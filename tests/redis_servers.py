@@ -287,6 +287,31 @@ def cluster_healthy(cluster: RedisCluster, replicas: int) -> bool:
     return True
 
 
+def wait_replicated(cluster: RedisCluster, primary: RedisServer, timeout: float = 10.0) -> None:
+    """Wait until every replica of ``primary`` has processed its replication stream up to
+    now, so a kill -9 of it right after loses no acknowledged write. Replication is
+    asynchronous: a test that writes, kills the primary at once and reads the promoted
+    replica may otherwise miss the last writes (CI: "shard 2 has lost its marker")."""
+    view = cluster.roles()
+    primary_id = view[primary.port].node_id
+    replicas = [cluster.node(p) for p, n in view.items() if n.primary_id == primary_id]
+    client = primary.client()
+    try:
+        target = client.info("replication")["master_repl_offset"]
+    finally:
+        client.close()
+    deadline = time.monotonic() + timeout
+    for replica in replicas:
+        client = replica.client()
+        try:
+            while client.info("replication").get("slave_repl_offset", -1) < target:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"replica {replica.port} did not reach offset {target}")
+                time.sleep(0.02)
+        finally:
+            client.close()
+
+
 @contextmanager
 def redis_cluster(directory: Path, masters: int = 3, seed: int | None = None,
                   args: list[str] | None = None, binary: str | None = None,

@@ -133,13 +133,14 @@ def _fail_over(cluster, restart: bool, hold_sync: bool = False):
     killed."""
     import time
 
-    from redis_servers import cluster_healthy
+    from redis_servers import cluster_healthy, wait_replicated
 
     roles = cluster.roles()
     killed = next(cluster.node(p) for p, n in roles.items()
                   if n.primary and p != cluster.nodes[0].port)
     replica = next(cluster.node(p) for p, n in roles.items()
                    if n.primary_id == roles[killed.port].node_id)
+    wait_replicated(cluster, killed)
     killed.kill()
     deadline = time.monotonic() + 60
     while cluster.roles()[replica.port].primary is False:
@@ -219,7 +220,7 @@ def test_a_cluster_url_with_several_nodes_connects_while_its_first_node_is_down(
     """``redis+cluster://h1:p1,h2:p2``: a crawler starting while the URL's first node is
     down (a failover in progress or done) reads the cluster from the next one; with one
     node named it cannot start at all."""
-    from redis_servers import REDIS7_MISSING, debian_redis
+    from redis_servers import REDIS7_MISSING, debian_redis, wait_replicated
 
     from frontier_rate.store.errors import RedisUnavailable
 
@@ -229,6 +230,7 @@ def test_a_cluster_url_with_several_nodes_connects_while_its_first_node_is_down(
                        args=["--cluster-node-timeout", "500"]) as cluster:
         first, second = cluster.nodes[0], cluster.nodes[1]
         Frontier(cluster.url, namespace="seeds", budget=10.0, seed=1).close()
+        wait_replicated(cluster, first)  # else the promoted replica may lack the markers
         first.kill()
         several = f"redis+cluster://127.0.0.1:{first.port},127.0.0.1:{second.port}"
         with pytest.raises(RedisUnavailable):

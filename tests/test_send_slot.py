@@ -389,6 +389,40 @@ def test_a_process_new_to_the_frontier_holds_its_sends_through_an_outage(tmp_pat
         >= 0.99, sends
 
 
+def test_a_process_whose_first_reservation_fails_holds_its_sends(tmp_path, namespace,
+                                                                 one_clock):
+    """A crawler whose open Redis answered and whose first send slot it does not (a Cluster
+    failover of the primary holding the slots) has no turn among the others: it holds its
+    sends through the outage, and ``SENDER_SETTLE`` seconds after it found Redis gone, as
+    one that found Redis unreachable at open. Before, it counted itself the only sender and
+    sent at once, between the turns of the processes already crawling."""
+    with RedisServer(tmp_path / "redis") as server:
+        a, b = _both_sending(server.url, namespace)
+        c = Process(server.url, namespace, "c")
+        server.kill()
+        failed_at = c.now = b.sent[-1] + 0.3
+        held = 0
+        while not c.sent:
+            assert held < 30, "never sent"
+            for process in (a, b):  # the others go on, in turns, then on Redis again
+                if process.now < c.now:
+                    process.gate.breaker.retry_at = min(process.gate.breaker.retry_at, c.now)
+                    process.send()
+            if c.now >= failed_at + 3.0 and server.proc.poll() is not None:
+                server.start()  # emptied: the turns taken meanwhile are not in it
+            try:
+                c.send()
+            except SendHeld:
+                held += 1
+                c.now += 1.0  # asked again every SEND_RETRY_MAX
+        for process in (a, b, c):
+            process.send()
+    assert min(_gaps(a, b, c)) >= 0.99, (a.sent, b.sent, c.sent)
+    assert held >= SENDER_SETTLE - 1
+    assert c.sent[0] >= failed_at + SENDER_SETTLE
+    assert a.gate.breaker.outage_since is None and c.gate.breaker.outage_since is None
+
+
 def test_the_stall_allowance_is_the_longest_stall_within_the_window():
     """``LoopStalls`` (a sliding-window maximum) against the maximum of every stall recorded
     within the window, over a random sequence (fixed seed), and its cap."""

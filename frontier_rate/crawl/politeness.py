@@ -380,7 +380,11 @@ class SendGate:
         """Redis's TIME minus ``wall()``, measured at the first reservation and again after an
         outage (kept through it: the windows are on Redis's clock)."""
         self.synced = False
-        self.senders, self.place = 1, 0
+        self.senders, self.place = 1, -1
+        """The processes seen sending and this one's turn among them (``Reservation``); no
+        turn before the first slot taken (see ``_trip``)."""
+        self.joined = False
+        """Whether this process has taken a shared slot yet."""
         self.last: dict[str, float] = {}
         """host -> the latest send time (Redis's clock) this process took or knows of."""
         self.outage_sends = 0
@@ -456,6 +460,7 @@ class SendGate:
             else:
                 at = now + taken.wait
                 with self._lock:
+                    self.joined = True
                     if self.breaker.outage_since is not None:
                         self.breaker.reset(self.clock(), f"shared send slots taken again ("
                                                   f"{self.outage_sends} sends in turns)")
@@ -508,6 +513,12 @@ class SendGate:
         """Redis failed with ``exc``: an outage from now on, if not one already (hold
         ``_lock``)."""
         self.synced = False
+        if not self.joined and self.held_until is None:
+            # as one that found Redis unreachable at open (``hold_after_outage``): a crawler
+            # whose open Redis answered and whose first slot it did not (a Cluster failover
+            # of the primary holding the slots) paced each host alone, beside the others'
+            # turns, and sent in the first slot Redis gave while they were still in them
+            self.held_until = self.clock() + SENDER_SETTLE
         if self.outage_from is None:
             self.outage_from = self.wall() + (self.offset or 0.0)
         self.breaker.trip(exc, self.clock(), doing=(
