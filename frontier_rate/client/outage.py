@@ -20,7 +20,13 @@ from redis.backoff import ExponentialBackoff
 
 from frontier_rate.client.clock import CLOCK_SLACK, REDIS_RETRY_FIRST, REDIS_RETRY_MAX
 from frontier_rate.client.heap import release_freed_heap
-from frontier_rate.store.errors import NamespaceLost, RedisFault, RedisUnavailable, redact_url
+from frontier_rate.store.errors import (
+    NamespaceLost,
+    RedisFault,
+    RedisUnavailable,
+    redact_url,
+    without_url,
+)
 
 logger = logging.getLogger("frontier_rate.client.frontier_client")
 
@@ -67,9 +73,7 @@ class Breaker:
         pages wait, for the log line; ``doing``, when given, says instead what the caller
         does meanwhile, e.g. the shared send slots' local pacing)."""
         url = redact_url(self.redis_url)
-        reason = str(exc)
-        if f" at {url}: " in reason:  # the engine's message names the URL already
-            reason = reason.split(f" at {url}: ", 1)[1]
+        reason = without_url(exc, url)
         self.condition = getattr(exc, "condition", "failed")
         if self.outage_since is None:
             self.outage_since, self.failures, self.replayed = now, 0, 0

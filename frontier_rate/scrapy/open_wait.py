@@ -35,6 +35,7 @@ from frontier_rate.store.errors import (
     RedisClusterError,
     RedisUnavailable,
     redact_url,
+    without_url,
 )
 
 logger = logging.getLogger("frontier_rate.scrapy")
@@ -67,7 +68,7 @@ class OpenWait:
             return
         logger.warning("frontier-rate: Redis at %s %s when the crawl opened (%s); "
                        "trying again for up to %.0f s (FRONTIER_RATE_OPEN_WAIT)",
-                       self.url, _state(error), _reason(error, self.url), wait)
+                       self.url, _state(error), without_url(error, self.url), wait)
         self._later()
 
     def _later(self) -> None:
@@ -88,7 +89,7 @@ class OpenWait:
                 self._give_up(exc)
                 return
             logger.info("frontier-rate: Redis at %s still %s after %.0f s (%s)", self.url,
-                        _state(exc), self.clock() - self.started, _reason(exc, self.url))
+                        _state(exc), self.clock() - self.started, without_url(exc, self.url))
             self._later()
             return
         except Exception as exc:  # a refusal, a bug: raised into Scrapy's engine as before
@@ -102,7 +103,7 @@ class OpenWait:
         waited = self.clock() - self.started
         if isinstance(error, RedisAuthenticationFailed):
             message = (f"Redis at {self.url} refused this crawl's password or user when the "
-                       f"crawl opened ({_reason(error, self.url)}): correct "
+                       f"crawl opened ({without_url(error, self.url)}): correct "
                        "FRONTIER_RATE_REDIS_URL; nothing was taken from the frontier")
         else:
             failed = "could not serve the frontier" if isinstance(error, RedisClusterError) \
@@ -110,7 +111,7 @@ class OpenWait:
             message = (f"Redis at {self.url} {failed} when the crawl opened"
                        + (f" (waited {waited:.0f} s, {self.tries} tries" if self.wait > 0
                           else " (FRONTIER_RATE_OPEN_WAIT = 0")
-                       + f"; {_reason(error, self.url)}): start Redis or correct "
+                       + f"; {without_url(error, self.url)}): start Redis or correct "
                        "FRONTIER_RATE_REDIS_URL; nothing was taken from the frontier")
         Refusing.stand_in(self.scheduler, message, UNREACHABLE_REASON).open(self.spider)
         self.deferred.callback(None)
@@ -127,12 +128,6 @@ def _state(error: Exception) -> str:
     """What Redis was when the opening failed, for the log lines."""
     return "not serving every slot (a Redis Cluster)" if isinstance(error, RedisClusterError) \
         else "unreachable"
-
-
-def _reason(error: Exception, url: str) -> str:
-    """What Redis answered, without the URL the engine's message names already."""
-    text = str(error)
-    return text.split(f" at {url}: ", 1)[1] if f" at {url}: " in text else text
 
 
 def waits_for_redis(open_: Callable[[Any, Any], None]) -> Callable[[Any, Any], Any]:

@@ -118,6 +118,13 @@ def redact_url(url: str | None) -> str:
     return text + ("#" + parts.fragment if parts.fragment else "")
 
 
+def without_url(exc: BaseException, url: str) -> str:
+    """What Redis answered (``exc``), without the redacted ``url`` a frontier error's
+    message names already ("... at URL: reason"), for a log line that names the URL itself."""
+    text = str(exc)
+    return text.split(f" at {url}: ", 1)[1] if f" at {url}: " in text else text
+
+
 REFUSALS = (
     # (marker in the error text, condition, what it means and what to do)
     ("OOM", "out of memory",
