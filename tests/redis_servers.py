@@ -312,6 +312,32 @@ def wait_replicated(cluster: RedisCluster, primary: RedisServer, timeout: float 
             client.close()
 
 
+def wait_promoted(cluster: RedisCluster, replica: RedisServer, timeout: float = 60.0) -> None:
+    """Wait until every running node sees ``replica`` as a primary that serves slots. One
+    node learns of a failover before the others (gossip): a client that reads the slot
+    map from a node that has not yet learned of it is sent to the dead primary again
+    (CI: the second call after a failover failed too)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        views = []
+        for node in cluster.nodes:
+            if node.proc is None or node.proc.poll() is not None:
+                continue
+            client = node.client()
+            try:
+                views.append(parse_cluster_nodes(client.execute_command("CLUSTER", "NODES")))
+            except redis.RedisError:
+                views.append({})
+            finally:
+                client.close()
+        if views and all(replica.port in view and view[replica.port].primary
+                         and view[replica.port].slots for view in views):
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"not every node sees {replica.port} as a primary")
+        time.sleep(0.1)
+
+
 @contextmanager
 def redis_cluster(directory: Path, masters: int = 3, seed: int | None = None,
                   args: list[str] | None = None, binary: str | None = None,

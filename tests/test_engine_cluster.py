@@ -133,7 +133,7 @@ def _fail_over(cluster, restart: bool, hold_sync: bool = False):
     killed."""
     import time
 
-    from redis_servers import cluster_healthy, wait_replicated
+    from redis_servers import cluster_healthy, wait_promoted, wait_replicated
 
     roles = cluster.roles()
     killed = next(cluster.node(p) for p, n in roles.items()
@@ -142,10 +142,8 @@ def _fail_over(cluster, restart: bool, hold_sync: bool = False):
                    if n.primary_id == roles[killed.port].node_id)
     wait_replicated(cluster, killed)
     killed.kill()
+    wait_promoted(cluster, replica)
     deadline = time.monotonic() + 60
-    while cluster.roles()[replica.port].primary is False:
-        assert time.monotonic() < deadline, "the replica was not promoted"
-        time.sleep(0.1)
     if restart and hold_sync:
         promoted = replica.client()
         promoted.config_set("repl-diskless-sync", "yes")
