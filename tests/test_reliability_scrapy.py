@@ -71,12 +71,15 @@ def test_redis_outage_holds_results_and_replays_them(redis_url, namespace, tmp_p
     The cut is timed to catch a slow page (2 s server delay) in flight, so at
     least one result must be held: its response arrives while Redis is gone.
     Each fetch of /slow links a new page /late<n>; the one found during the
-    outage can only be added (and fetched) after the restore. The breaker is
-    checked through the proxy: while cut it refuses every connection, and the
-    backoff (1, 2, 4, 8, 16 s) allows 5 attempts in 30 s, each at most two
-    connections (redis-py's one immediate reconnect) plus the pool's spares
-    (measured: 10 in all). The scheduler polls Redis at least once a second
-    while it runs, so without the breaker the cut would see 60 or more.
+    outage can only be added (and fetched) after the restore. The client's
+    breaker is checked by its failed attempts (``redis_errors``): its backoff
+    (1, 2, 4, 8, 16 s) allows the first failure and 4 retries in 30 s, and one
+    more if the cut outlasts 31 s on a slow machine; the scheduler polls Redis
+    at least once a second while it runs, so without the breaker there would be
+    30 or more. The connections the cut proxy refused are not the measure: the
+    shared send slots ask Redis again every second while a request waits for a
+    host (``SEND_RETRY_MAX``), by design, so their count grows with the sends
+    the outage catches (10-20 here, 70 once with a CPU hog beside the crawl).
     """
     port = urlsplit(redis_url).port
     with ChangingSite("127.0.0.1") as site, ChangingSite("127.0.0.2") as other, \
@@ -122,9 +125,9 @@ def test_redis_outage_holds_results_and_replays_them(redis_url, namespace, tmp_p
         stats = crawl.stats
         assert stats["frontier_rate/redis_outages"] == 1
         assert stats["frontier_rate/replayed"] == replayed
-        assert stats["frontier_rate/redis_errors"] >= 5  # the first failure and 4 retries
+        # the breaker: the first failure and 4 retries, no Redis call between attempts
+        assert 5 <= stats["frontier_rate/redis_errors"] <= 6, stats["frontier_rate/redis_errors"]
         assert "frontier_rate/lost_results" not in stats
-        assert refused <= 5 * 4, refused  # the breaker: no Redis call between attempts
         print(f"outage: back after {outage} s, replayed {replayed}, "
               f"connections refused by the cut proxy {refused}")
 
