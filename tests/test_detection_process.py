@@ -172,6 +172,9 @@ DRIVER = textwrap.dedent("""
         if i == 5 and not child.ready and not child.stopped:  # five while it starts
             reactor.callLater(0.05, step, i)
             return
+        if i == kill_after and child._waiting and "DRAIN" in os.environ:
+            reactor.callLater(0.05, step, i)  # every answer sent so far answered first
+            return
         if i == kill_after:
             os.kill(child._worker.transport.pid, signal.SIGKILL)
             reactor.callLater(0.5, step, i + 1)  # the death is seen meanwhile
@@ -203,7 +206,7 @@ DRIVER = textwrap.dedent("""
 
 def _drive(tmp_path: Path, answers: list[tuple[str, bytes]], kill_after: int,
            hang: str = "no", shared: str | None = None,
-           restart_first: float | None = None) -> tuple[dict, str]:
+           restart_first: float | None = None, drain: bool = False) -> tuple[dict, str]:
     (tmp_path / "answers.json").write_text(json.dumps(
         [(url, body.decode()) for url, body in answers]))
     (tmp_path / "driver.py").write_text(DRIVER)
@@ -211,6 +214,8 @@ def _drive(tmp_path: Path, answers: list[tuple[str, bytes]], kill_after: int,
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     if restart_first is not None:
         env["RESTART_FIRST"] = str(restart_first)
+    if drain:  # the kill waits until the child has answered all it was sent
+        env["DRAIN"] = "1"
     done = subprocess.run([sys.executable, str(tmp_path / "driver.py"),
                            str(tmp_path / "answers.json"), str(kill_after), hang,
                            *([shared] if shared is not None else [])],
@@ -330,6 +335,30 @@ def test_a_child_that_died_is_replaced_by_a_new_one(tmp_path):
     assert not_content == sorted(not_content), not_content
     assert not_content[-1] == sum(1 for _, body in answers if not body) == 3
     assert report["closed"] and report["stopped"] and report["timers"] == 0
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+def test_answers_detected_by_the_caller_while_a_child_started_are_not_counted_again(tmp_path):
+    """A child that answered the five answers sent while it started (the caller detected
+    and counted those itself), then was killed before it took one: its counters are banked
+    when a new child starts, but never the start-phase answers'. Each empty answer ("not
+    content") is counted by exactly one process: the caller's count plus the children's
+    last reported counter is the number of empty answers. Before, the children's counter
+    carried the start-phase ones too, and the adapter only took them out at a child's first
+    answer taken (``counted_twice``, gone), which this child never gave."""
+    answers = _copies(random.Random(8))[:30]
+    answers[1:1] = [("http://b.test/news", b"")]  # sent while the first child starts ...
+    answers[3:3] = [("http://b.test/jobs", b"")]
+    answers[25:25] = [("http://b.test/terms", b"")]  # ... and one the second child takes
+    report, log = _drive(tmp_path, answers, kill_after=5, restart_first=0.0, drain=True)
+    got, kinds = report["got"], report["kinds"]
+    assert kinds[:5] == ["starting"] * 5 and "child" in kinds[6:]
+    assert log.count("the detection process stopped") == 1
+    empty = [i for i, (_, body) in enumerate(answers) if not body]
+    by_caller = [i for i in empty if kinds[i] != "child" or got[i] is None]
+    by_children = report["counters"][-1]["not_content"]
+    assert 1 <= by_children and len(by_caller) + by_children == len(empty) >= 4, \
+        (by_caller, by_children, empty)
 
 
 @pytest.mark.parametrize("hang", ["deadline", "bytes"])

@@ -247,6 +247,28 @@ def test_the_first_poll_waits_for_the_seeds_once(
         manager.stop()
 
 
+def test_seeds_another_process_added_first_are_not_an_empty_frontier(
+        redis_url: str, namespace: str) -> None:
+    """Two crawlers started together with the same seeds: this one opened on an empty
+    namespace (``next_due`` None), the other added the seeds before this one's worker sent
+    them, so its add added nothing. The frontier holds the pages: ``finished`` must stay
+    False. Before, it answered True from the ``next_due`` read at open, and scrapy-frontera
+    closed the crawl at its first idle (``test_frontera_politeness``'s two processes: one
+    closed within a second of its start, about one run in eight)."""
+    manager = make_manager(redis_url, namespace, None)
+    backend = backend_of(manager)
+    assert backend.driver == "background" and backend.client is not None
+    seeds = [f"http://s{i}.test/" for i in range(3)]
+    try:
+        with Frontier(redis_url, namespace=namespace, estimator="interval") as other:
+            assert other.add_many([(url, 1.0, None) for url in seeds]) == 3
+        manager.add_seeds([scrapy_request(u) for u in seeds])
+        wait_for(lambda: backend.client.unadded() == 0, "the worker to send the seeds")
+        assert manager.finished is False
+    finally:
+        manager.stop()
+
+
 UNSTOPPED = Path(__file__).parent / "frontera_support" / "unstopped.py"
 
 

@@ -393,8 +393,11 @@ class FrontierClient:
                     batch.append(call)
                     pages += len(call.pages)
             added = self.sender.apply(self._frontier, batch)  # RedisFault: the batch stays
-            if added:
-                self.known_pages += added
+            self.known_pages += added
+            if added or (first.kind == "add" and self.next_due is None):
+                # pages are in the frontier, added here or by another process before (then
+                # ``added`` is 0, and the ``next_due`` read at open said "nothing here"):
+                # due now until the next lease round reads the real time
                 self.next_due = self.next_call = self.clock()
                 self._next_poll = 0.0
             with self._lock:

@@ -64,14 +64,12 @@ def send_outcome(client: FrontierClient, stats: StatsCollector, result: Outcome,
 def set_counters(stats: StatsCollector, fingerprinter: Fingerprinter,
                  child: ChildDetection | None) -> None:
     """Set the detectors' counters (``volatile_ignored``, ``not_content``): this process's,
-    plus the detection process's last when there is one, less what both counted (the
-    answers detected here while the child started, which it was sent too)."""
+    plus the detection process's last when there is one (which leaves out the answers
+    detected here while a child started: ``DetectionProcess.counts``)."""
     here = fingerprinter.stats()
     there = child.counts if child is not None else {}
-    both = (child.counted_twice or {}) if child is not None and there else {}
     for name in here.keys() | there.keys():
-        stats.set_value(f"frontier_rate/{name}",
-                        here.get(name, 0) - both.get(name, 0) + there.get(name, 0))
+        stats.set_value(f"frontier_rate/{name}", here.get(name, 0) + there.get(name, 0))
 
 
 class BodyCap:
@@ -131,11 +129,7 @@ class ChildDetection:
         self.stats = stats
         self._pending: dict[str, tuple[Any, ...]] = {}
         self.counts: dict[str, int] = {}
-        self.counted_twice: dict[str, int] | None = None
-        """This process's counters of the answers it detected while a child started (that
-        child was sent them too), summed over the children the crawl has had."""
-        self._generation = 0  # the last child seen starting
-        self._at_start: dict[str, int] | None = None  # this process's, as it started
+        """The detection process's counters, as of its last answer taken."""
 
     def submit(self, response: Response, lease: Lease, flight: str, now: float,
                truncated: bool, rule: ContentRule | None = None) -> Call | None:
@@ -150,16 +144,9 @@ class ChildDetection:
             body, url, header_value(headers, "Content-Type"), truncated=truncated,
             full_length=content_length(headers) if truncated else None,
             done=lambda found: self.record(flight, found), rule=rule)
-        if self.process.generation != self._generation:  # a child started with this answer
-            self._generation, self._at_start = self.process.generation, self.fingerprinter.stats()
         if not taken:
             del self._pending[flight]
             return None
-        if self._at_start is not None:  # the child's first: what this process counted since
-            now, twice = self.fingerprinter.stats(), self.counted_twice or {}
-            self.counted_twice = {name: twice.get(name, 0) + now.get(name, 0)
-                                  - self._at_start.get(name, 0) for name in now.keys() | twice}
-            self._at_start = None
         return pending
 
     def record(self, flight: str, found: Found | None) -> None:

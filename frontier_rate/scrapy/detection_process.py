@@ -95,9 +95,11 @@ class DetectionProcess:
         self.started_at: float | None = None  # when the running child was started
         self.restart_at: float | None = None  # when a new child may replace a stopped one
         self.restart_wait = 0.0  # the wait before the last new child (0: none yet)
-        self.generation = 0  # children started so far
         self._banked: dict[str, int] = {}  # the counters of the children replaced
         self._counts: dict[str, int] = {}  # the running child's last counters
+        self._counted_by_caller: dict[str, int] = {}
+        """What the children counted of the answers sent while they started: the caller
+        detected (and counted) those itself, so they are left out of the counters given."""
 
     def share(self, spec: str) -> None:
         """The child keeps the pages' memories in Redis (``crawl/shared_pages.py``); before
@@ -147,7 +149,6 @@ class DetectionProcess:
 
     def _start(self) -> None:
         self.started_at = self.clock()
-        self.generation += 1
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(
             [_PACKAGE_ROOT, *filter(None, [env.get("PYTHONPATH")])])
@@ -195,13 +196,25 @@ class DetectionProcess:
             if found is None:
                 logger.debug("frontier-rate: detection failed in the child process: %s",
                              line[:300])
-            else:  # the counters of every child this crawl has had
-                detection, self._counts = found
-                found = detection, {name: self._banked.get(name, 0) + self._counts.get(name, 0)
-                                    for name in self._banked.keys() | self._counts.keys()}
+            else:
+                detection, counts = found
+                if done is _ignore:  # sent while the child started: counted by the caller
+                    for name, value in counts.items():
+                        self._counted_by_caller[name] = self._counted_by_caller.get(name, 0) \
+                            + value - self._counts.get(name, 0)
+                self._counts = counts
+                found = detection, self.counts()
         except (ValueError, TypeError, KeyError) as exc:
             logger.debug("frontier-rate: unreadable answer of the detection process: %r", exc)
         _call(done, found)
+
+    def counts(self) -> dict[str, int]:
+        """The detectors' counters of every child this crawl has had, less those of the
+        answers the caller detected itself (sent while a child started): each answer is
+        counted by exactly one process."""
+        names = self._banked.keys() | self._counts.keys() | self._counted_by_caller.keys()
+        return {name: self._banked.get(name, 0) + self._counts.get(name, 0)
+                - self._counted_by_caller.get(name, 0) for name in names}
 
     def _stop(self, reason: Any) -> None:
         if not self.stopped:
