@@ -19,6 +19,13 @@ from frontier_rate.testbed.freshness import FETCH_STATUSES
 GAP_TOLERANCE = 0.005
 """Seconds of arrival jitter forgiven in a request gap (as the demo's politeness)."""
 
+CLOCK_STEP = 1.0
+"""Seconds the wall clock must step ahead of the site's monotonic one between two requests
+to count as the machine frozen between them (a VM paused or snapshotted: its monotonic
+clock stops, its wall clock is set right when it runs again). Time sync slews by
+milliseconds and steps a running clock rarely; a step of a second or more on a running
+machine is a freeze (``gap_violations``)."""
+
 IN_FLIGHT_WINDOW = 5.0
 """Answers served to a process in its last seconds before a kill -9 count as in flight."""
 
@@ -110,7 +117,9 @@ def gap_violations(entries: list[dict[str, Any]], addresses: list[str], delays: 
                    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Gaps between requests (``real_time``) per host shorter than the delay in force:
     the host's (robots.txt's Crawl-delay) once its robots.txt was fetched, before that
-    the smaller of it and ``min_host_delay``."""
+    the smaller of it and ``min_host_delay``. Each says how long the machine was frozen
+    between its two requests (``frozen_s``) and whether the gap and the freeze together
+    reach the delay (``across_freeze``: real time the monotonic clock did not count)."""
     hosts, violations = {}, []
     for h, address in enumerate(addresses):
         mine = sorted((r for r in entries if r["host"] == address), key=lambda r: r["real_time"])
@@ -121,20 +130,40 @@ def gap_violations(entries: list[dict[str, Any]], addresses: list[str], delays: 
             in_force = delays[h] if b["real_time"] > robots else min(delays[h], min_host_delay)
             gaps.append(gap)
             if gap < in_force - GAP_TOLERANCE:
+                frozen = frozen_between(a, b)
                 violations.append({"host": address, "t": round(b["real_time"], 3),
                                    "gap_s": round(gap, 4), "delay_s": in_force,
                                    "agents": [a.get("agent"), b.get("agent")],
-                                   "paths": [a["path"], b["path"]]})
+                                   "paths": [a["path"], b["path"]],
+                                   "frozen_s": round(frozen, 3),
+                                   "across_freeze": gap + frozen >= in_force - GAP_TOLERANCE})
         hosts[address] = {"requests": len(mine), "delay_s": delays[h],
                           "min_gap_s": round(min(gaps), 4) if gaps else None}
     return violations, hosts
 
 
+def frozen_between(a: dict[str, Any], b: dict[str, Any]) -> float:
+    """Seconds the machine was frozen between requests ``a`` and ``b`` of the site's log:
+    how far its wall clock stepped ahead of its monotonic one (``real_time``) between
+    them, when at least ``CLOCK_STEP``; 0 otherwise or without wall times. A site on
+    another machine, not frozen with the crawlers, would have seen the gap this much
+    longer; the crawlers' send slots (Redis's ``TIME``, wall time) count it too."""
+    if "wall_time" not in a or "wall_time" not in b:
+        return 0.0
+    step = (b["wall_time"] - b["real_time"]) - (a["wall_time"] - a["real_time"])
+    return step if step >= CLOCK_STEP else 0.0
+
+
 def politeness_check(run: dict[str, Any]) -> dict[str, Any]:
     """Request gaps per host in the site's own log >= the host's delay; each violation
-    with how late the site's process woke around it (its log's stamps are that late)."""
-    violations, hosts = gap_violations(run["requests"], run["addresses"], run["delays"],
-                                       run["min_host_delay"])
+    with how late the site's process woke around it (its log's stamps are that late).
+    A gap that reaches the delay only with the time the machine was frozen between its
+    requests (``frozen_between``) is listed apart (``gaps_across_freeze``), not judged:
+    the site shares the crawlers' machine, and its clock stopped with them."""
+    found, hosts = gap_violations(run["requests"], run["addresses"], run["delays"],
+                                  run["min_host_delay"])
+    violations = [v for v in found if not v["across_freeze"]]
+    frozen = [v for v in found if v["across_freeze"]]
     lags = sorted((e["real_time"], e["late_s"]) for e in run.get("site_lag", []))
     for violation in violations:  # did the site's own process wake late around then?
         near = [late for t, late in lags if abs(t - violation["t"]) <= 1.0]
@@ -146,7 +175,8 @@ def politeness_check(run: dict[str, Any]) -> dict[str, Any]:
             "smallest_gap_ratio": round(min((v["gap_s"] / v["delay_s"] for v in violations),
                                             default=1.0), 3),
             "site_worst_lag_s": max((late for _t, late in lags), default=0.0),
-            "disallowed_fetched": private, "details": violations[:50], "hosts": hosts}
+            "disallowed_fetched": private, "details": violations[:50],
+            "gaps_across_freeze": len(frozen), "freeze_details": frozen[:20], "hosts": hosts}
 
 
 def capture_politeness_check(run: dict[str, Any], capture: list[dict[str, Any]]

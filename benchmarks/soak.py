@@ -40,6 +40,7 @@ from _soak_checks import (  # noqa: E402
     capture_politeness_check,
     freshness_series,
     memory_check,
+    politeness_check,
 )
 from _soak_cluster import ClusterWorld, cluster_fault_rows  # noqa: E402
 from _soak_world import LEASE_TIMEOUT, Fault, World  # noqa: E402
@@ -164,21 +165,32 @@ def soak(duration: float, out: Path, faults: list[Fault], sample_every: float,
     return record
 
 
+def logged_run(record: dict[str, Any], out: Path, name: str) -> dict[str, Any] | None:
+    """What the politeness checks read of world ``name`` of a finished run, from the site's
+    logs left in ``out`` (None when they are not there)."""
+    log = out / name / "requests.jsonl"
+    if name not in record or not log.exists():
+        return None
+    cfg = config(record["duration"])
+    base = BASES[record.get("store", "redis")][0 if name == "soak" else 1]
+    lag = Path(f"{log}.lag")
+    truth = json.loads((out / name / "truth.json").read_text())
+    return {"requests": [json.loads(line) for line in log.read_text().splitlines() if line],
+            "site_lag": [json.loads(line) for line in lag.read_text().splitlines() if line]
+            if lag.exists() else [],
+            "addresses": loopback_addresses(base, cfg.hosts),
+            "port": int(truth["pages"][0]["url"].rsplit(":", 1)[1].split("/")[0]),
+            "delays": cfg.host_delays(), "min_host_delay": cfg.min_host_delay}
+
+
 def add_capture(record: dict[str, Any], out: Path, pcap: Path) -> None:
     """Check a finished run's gaps again by a capture taken beside it (``read_capture``)."""
     capture = read_capture(pcap)
-    cfg = config(record["duration"])
     for name in ("soak", "control"):
-        if name not in record:
-            continue
-        requests = [json.loads(line) for line in
-                    (out / name / "requests.jsonl").read_text().splitlines() if line]
-        base = "127.0.3.2" if name == "soak" else "127.0.4.2"
-        truth = json.loads((out / name / "truth.json").read_text())
-        run = {"requests": requests, "addresses": loopback_addresses(base, cfg.hosts),
-               "port": int(truth["pages"][0]["url"].rsplit(":", 1)[1].split("/")[0]),
-               "delays": cfg.host_delays(), "min_host_delay": cfg.min_host_delay}
-        record[name]["checks"]["politeness_capture"] = capture_politeness_check(run, capture)
+        run = logged_run(record, out, name)
+        if run is not None:
+            record[name]["checks"]["politeness_capture"] = capture_politeness_check(run,
+                                                                                    capture)
 
 
 def verdict(record: dict[str, Any]) -> dict[str, bool | None]:
@@ -246,7 +258,8 @@ def summary(record: dict[str, Any]) -> str:
     checks = record["soak"]["checks"]
     lines = [f"soak of {record['duration']:.0f} s:"]
     for name, check in checks.items():
-        shown = {k: v for k, v in check.items() if k not in ("details", "hosts", "processes")}
+        shown = {k: v for k, v in check.items()
+                 if k not in ("details", "freeze_details", "hosts", "processes")}
         lines.append(f"  {name}: {'PASS' if check['ok'] else 'not judged' if check['ok'] is None else 'FAIL'} "
                      f"{json.dumps(shown, default=str)[:600]}")
     memory = checks["memory"]["processes"]
@@ -254,6 +267,8 @@ def summary(record: dict[str, Any]) -> str:
         lines.append(f"    memory {label}: {numbers}")
     if checks["politeness"]["details"]:
         lines.append(f"    violations: {checks['politeness']['details'][:10]}")
+    if checks["politeness"].get("freeze_details"):
+        lines.append(f"    gaps across a freeze: {checks['politeness']['freeze_details'][:10]}")
     for fault in (record["soak"].get("cluster") or {}).get("faults", []):
         lines.append(f"    cluster fault: {json.dumps(fault, default=str)}")
     return "\n".join(lines)
@@ -279,8 +294,8 @@ def write_docs(record: dict[str, Any], images: list[str]) -> None:
     checks = record["soak"]["checks"]
     rows = [[check, {True: "pass", False: "**fail**", None: "not judged"}[c["ok"]],
              json.dumps({k: v for k, v in c.items()
-                         if k not in ("ok", "details", "hosts", "processes", "unobserved_pages",
-                                      "missing", "without_due")}, default=str)[:300]]
+                         if k not in ("ok", "details", "freeze_details", "hosts", "processes",
+                                      "unobserved_pages", "missing", "without_due")}, default=str)[:300]]
             for check, c in checks.items()]
     events = [[f"{e['t'] / 60:.1f}", e["kind"], e["detail"][:120].replace("\n", " ")]
               for e in record["soak"]["events"]]
@@ -381,10 +396,13 @@ def main(argv: list[str] | None = None) -> int:
         if options.capture:
             add_capture(record, Path(options.from_json).parent, Path(options.capture))
         duration = record["duration"]
-        for name in ("soak", "control"):  # again, by this version's rule
+        for name in ("soak", "control"):  # again, by this version's rules
             if name in record:
                 record[name]["checks"]["memory"] = memory_check(
                     record[name], 0.25 * duration, min(600.0, 0.25 * duration))
+            logged = logged_run(record, Path(options.from_json).parent, name)
+            if logged is not None:  # the site's logs are still beside the record
+                record[name]["checks"]["politeness"] = politeness_check(logged)
         print(summary(record))
         if not options.no_write:
             write_docs(record, plot(record, IMG))

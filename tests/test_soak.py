@@ -107,6 +107,35 @@ def test_a_gap_under_the_delay_is_a_violation_once_robots_txt_was_read() -> None
     assert not found["ok"] and found["violations"] == 1 and found["disallowed_fetched"] == 1
 
 
+def test_a_gap_the_machine_was_frozen_in_is_listed_apart_and_a_short_step_is_not() -> None:
+    """The Cluster hour of 2026-12-05: two requests 0.401 s apart by the site's monotonic
+    clock, 9.6 s by its wall clock, which stepped 9.2 s ahead between them (the VM frozen:
+    a site elsewhere would have seen 9.6 s). A step under ``CLOCK_STEP`` (time sync) and
+    one too small to make up the delay leave the gap a violation."""
+    def entry(t: float, path: str, offset: float) -> dict:
+        return {"host": "h", "real_time": t, "wall_time": 1e9 + t + offset, "path": path,
+                "agent": "x", "method": "GET"}
+
+    def check(step: float) -> dict:
+        entries = [entry(0.0, "/robots.txt", 0.0), entry(1.0, "/a", 0.0),
+                   entry(1.401, "/b", step), entry(2.0, "/c", step)]
+        return politeness_check({"requests": entries, "addresses": ["h"], "delays": [0.5],
+                                 "min_host_delay": 0.3})
+
+    frozen = check(9.2)
+    assert frozen["ok"] and frozen["violations"] == 0 and frozen["gaps_across_freeze"] == 1
+    assert frozen["freeze_details"][0]["frozen_s"] == pytest.approx(9.2)
+    assert frozen["freeze_details"][0]["gap_s"] == pytest.approx(0.401)
+    for step in (0.0, 0.05, -9.2):  # none, a slew, a step back: no real time was lost
+        found = check(step)
+        assert not found["ok"] and found["violations"] == 1, (step, found)
+        assert found["gaps_across_freeze"] == 0
+    short = politeness_check({"requests": [entry(0.0, "/robots.txt", 0.0),
+                                           entry(2.0, "/a", 0.0), entry(2.1, "/b", 1.0)],
+                              "addresses": ["h"], "delays": [2.0], "min_host_delay": 0.3})
+    assert short["violations"] == 1 and short["gaps_across_freeze"] == 0  # 0.1 + 1 s < 2 s
+
+
 def test_memory_growth_is_judged_after_warm_up_and_only_on_a_long_enough_life() -> None:
     flat = [{"t": t, "rss": {"c": 100e6, "short": 100e6 + t * 1e5}} for t in range(0, 3601, 60)]
     growing = [{"t": t, "rss": {"c": 100e6 * (1 + 0.1 * t / 3600)}} for t in range(0, 3601, 60)]
