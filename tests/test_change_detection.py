@@ -751,6 +751,61 @@ def test_segments_work_out_only_the_pieces_not_seen_before(monkeypatch) -> None:
     assert len(segments_module._normal) <= len(again) + 10
 
 
+def test_a_revisit_cuts_only_the_chunks_that_changed(monkeypatch) -> None:
+    """A document is first cut at ``CHUNK_CUT`` ("</div>"); a chunk seen before gives its
+    texts from the chunk cache, so the block-tag pattern runs only over the chunk that
+    changed, and the segments are those of a fresh process."""
+    cut: list[str] = []
+    block = segments_module._BLOCK
+
+    class Counted:
+        @staticmethod
+        def split(markup: str) -> list[str]:
+            cut.append(markup)
+            return block.split(markup)
+
+    monkeypatch.setattr(segments_module, "_BLOCK", Counted)
+    monkeypatch.setattr(segments_module, "_chunks", {})
+    blocks = "".join(f"<div class='row'><p>Entry {i}</p><p>Its text</p></div>" for i in range(30))
+    page = "<html><body>{}<div><p>{}</p></div></body></html>"
+    first = segments(page.format(blocks, "Old news"))
+    assert len(cut) == 32  # every chunk: 31 closed by "</div>", the rest of the page
+    cut.clear()
+    again = segments(page.format(blocks, "New news"))
+    assert cut == ["<div><p>New news</p>"], cut
+    assert again == first[:-1] + ["New news"]
+    monkeypatch.setattr(segments_module, "_chunks", {})
+    assert segments(page.format(blocks, "New news")) == again  # a fresh process's segments
+    monkeypatch.setattr(segments_module, "CHUNK_CACHE", 5)  # full: starts afresh
+    assert segments(page.format(blocks, "New news")) == again
+    assert len(segments_module._chunks) <= 32 + 5
+
+
+CHUNK_PIECES = ["</div>", "</DIV>", "</div >", "<div>", "<div title='</div>'>", "<p>", "</p>",
+                "<!-- </div> -->", "<script>s = '</div>'</script>", "<style>p{}</style>",
+                "<b>", "</b>", "text ", "&amp; ", "&quot;>", "<br>", "<td>", "\x00", " ", "<",
+                ">", "</di", "v>", "<a title=\"a<b\">link</a>", "<title>T</title>"]
+
+
+def test_chunks_give_the_segments_of_one_cut_of_the_whole_document(monkeypatch) -> None:
+    """Seeded documents glued from tags, "</div>" in comments, scripts and quoted values,
+    near misses and case variants: the segments with the chunk cut are those of one cut of
+    each part by the block-tag pattern (``CHUNK_CUT`` made a string no document holds),
+    first copies and revisits alike."""
+    rng = random.Random(59)
+    documents = ["".join(rng.choice(CHUNK_PIECES) for _ in range(rng.randint(0, 40)))
+                 for _ in range(1500)]
+    documents += documents[:300]  # again: from the caches
+    chunk_cut = segments_module.CHUNK_CUT
+    monkeypatch.setattr(segments_module, "CHUNK_CUT", "\x00")  # markup holds no NUL
+    monkeypatch.setattr(segments_module, "_normal", {})
+    expected = [segments(document) for document in documents]
+    monkeypatch.setattr(segments_module, "CHUNK_CUT", chunk_cut)
+    monkeypatch.setattr(segments_module, "_normal", {})
+    monkeypatch.setattr(segments_module, "_chunks", {})
+    assert [segments(document) for document in documents] == expected
+
+
 PRICE_PIECES = ("$", "€", "£", "¥", "$ ", "4", "24.99", " ", "eur", "EUR", "Eur", "usd", "chf",
                 "CHF ", "euro", "chfx", "5eur", "ab ", "x", "Add to cart", "\x00", "\t", "-",
                 "é", "_", "1 ", "¥\n")
