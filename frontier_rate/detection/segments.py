@@ -8,7 +8,7 @@ from __future__ import annotations
 import html
 import re
 import zlib
-from itertools import chain, compress, repeat
+from itertools import accumulate, chain, compress, repeat
 from operator import is_, ne
 
 
@@ -257,17 +257,17 @@ def _texts(shown: list[str]) -> list[str]:
     cache = _chunks
     known = list(map(cache.get, keys))
     if None in known:
-        if len(cache) + len(keys) > CHUNK_CACHE:
-            cache.clear()
         missing = list(compress(range(len(known)), map(is_, known, repeat(None))))
-        cut = _BLOCK.split
-        pieces = [cut(chunks[i]) for i in missing]
+        if len(cache) + len(missing) > CHUNK_CACHE:
+            cache.clear()  # full: start afresh, this document's known chunks included
+            missing = list(range(len(keys)))
+        pieces = list(map(_BLOCK.split, map(chunks.__getitem__, missing)))
         texts = _piece_texts(list(chain.from_iterable(pieces)))
-        start = 0
-        for i, chunk_pieces in zip(missing, pieces, strict=True):
-            end = start + len(chunk_pieces)
-            known[i] = cache[keys[i]] = texts[start:end]
-            start = end
+        ends = list(accumulate(map(len, pieces)))
+        cache.update(zip(map(keys.__getitem__, missing),
+                         map(texts.__getitem__, map(slice, [0, *ends[:-1]], ends)),
+                         strict=True))
+        known = list(map(cache.__getitem__, keys))
     return list(chain.from_iterable(known))
 
 
