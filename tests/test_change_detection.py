@@ -791,20 +791,24 @@ CHUNK_PIECES = ["</div>", "</DIV>", "</div >", "<div>", "<div title='</div>'>", 
 def test_chunks_give_the_segments_of_one_cut_of_the_whole_document(monkeypatch) -> None:
     """Seeded documents glued from tags, "</div>" in comments, scripts and quoted values,
     near misses and case variants: the segments with the chunk cut are those of one cut of
-    each part by the block-tag pattern (``CHUNK_CUT`` made a string no document holds),
-    first copies and revisits alike."""
+    each part by the block-tag pattern (``CHUNK_CUT`` made a string no document holds), and
+    with the parts cut again for markup in quoted values from the cache of such parts, those
+    of every part cut again; first copies and revisits alike."""
     rng = random.Random(59)
     documents = ["".join(rng.choice(CHUNK_PIECES) for _ in range(rng.randint(0, 40)))
                  for _ in range(1500)]
     documents += documents[:300]  # again: from the caches
-    chunk_cut = segments_module.CHUNK_CUT
+    plain = segments_module._plain_values
     monkeypatch.setattr(segments_module, "CHUNK_CUT", "\x00")  # markup holds no NUL
+    monkeypatch.setattr(segments_module, "_plain_texts", lambda shown: segments_module._texts(
+        list(map(plain, shown))))  # every part cut again, no cache of it
     monkeypatch.setattr(segments_module, "_normal", {})
     expected = [segments(document) for document in documents]
-    monkeypatch.setattr(segments_module, "CHUNK_CUT", chunk_cut)
-    monkeypatch.setattr(segments_module, "_normal", {})
-    monkeypatch.setattr(segments_module, "_chunks", {})
+    monkeypatch.undo()
+    for cache in ("_normal", "_chunks", "_plains"):
+        monkeypatch.setattr(segments_module, cache, {})
     assert [segments(document) for document in documents] == expected
+    assert segments_module._plains  # the documents hold tags with markup in a value
 
 
 PRICE_PIECES = ("$", "€", "£", "¥", "$ ", "4", "24.99", " ", "eur", "EUR", "Eur", "usd", "chf",
