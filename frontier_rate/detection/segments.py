@@ -263,7 +263,10 @@ def _texts(shown: list[str]) -> list[str]:
             cache.clear()  # full: start afresh, this document's known chunks included
             missing = list(range(len(keys)))
         pieces = list(map(_BLOCK.split, map(chunks.__getitem__, missing)))
-        texts = _piece_texts(list(chain.from_iterable(pieces)))
+        # most chunks new (a first copy, a rewrite): its pieces would mostly miss the piece
+        # cache, and hashing them for it made the largest first copies ~15% slower
+        work = _pieces_text if 2 * len(missing) > len(keys) else _piece_texts
+        texts = work(list(chain.from_iterable(pieces)))
         ends = list(accumulate(map(len, pieces)))
         cache.update(zip(map(keys.__getitem__, missing),
                          map(texts.__getitem__, map(slice, [0, *ends[:-1]], ends)),
