@@ -8,8 +8,10 @@ from __future__ import annotations
 import html
 import re
 import zlib
+from collections.abc import Callable
 from itertools import accumulate, chain, compress, repeat
 from operator import is_, ne
+from typing import Any
 
 
 def alternation(names: list[str]) -> str:
@@ -245,6 +247,23 @@ the cache starts afresh when full."""
 _chunks: dict[int, list[str]] = {}
 
 
+def _cached(cache: dict[int, list[str]] | dict[int, str], limit: int, keys: list[int],
+            work: Callable[[list[int]], list[Any]]) -> list[Any]:
+    """The value of each of ``keys`` in ``cache``; ``work(missing)`` gives those of the
+    positions ``missing`` (in their order), which are then cached. The cache starts afresh,
+    this call's known keys included, when it would hold more than ``limit``. Lookups in C
+    (``map``), Python only for the keys not seen before."""
+    known = list(map(cache.get, keys))
+    if None in known:
+        missing = list(compress(range(len(known)), map(is_, known, repeat(None))))
+        if len(cache) + len(missing) > limit:
+            cache.clear()
+            missing = list(range(len(keys)))
+        cache.update(zip(map(keys.__getitem__, missing), work(missing), strict=True))
+        known = list(map(cache.__getitem__, keys))
+    return known
+
+
 def _texts(shown: list[str]) -> list[str]:
     """The text of each piece of the ``shown`` parts cut at block tags. The parts are first
     cut into chunks at ``CHUNK_CUT`` (``str.split``, no regex); a chunk seen before gives its
@@ -255,24 +274,17 @@ def _texts(shown: list[str]) -> list[str]:
     for part in shown:
         chunks.extend(part.split(CHUNK_CUT))
     keys = list(map(hash, chunks))
-    cache = _chunks
-    known = list(map(cache.get, keys))
-    if None in known:
-        missing = list(compress(range(len(known)), map(is_, known, repeat(None))))
-        if len(cache) + len(missing) > CHUNK_CACHE:
-            cache.clear()  # full: start afresh, this document's known chunks included
-            missing = list(range(len(keys)))
+
+    def work(missing: list[int]) -> list[list[str]]:
         pieces = list(map(_BLOCK.split, map(chunks.__getitem__, missing)))
         # most chunks new (a first copy, a rewrite): its pieces would mostly miss the piece
         # cache, and hashing them for it made the largest first copies ~15% slower
-        work = _pieces_text if 2 * len(missing) > len(keys) else _piece_texts
-        texts = work(list(chain.from_iterable(pieces)))
+        read = _pieces_text if 2 * len(missing) > len(keys) else _piece_texts
+        texts = read(list(chain.from_iterable(pieces)))
         ends = list(accumulate(map(len, pieces)))
-        cache.update(zip(map(keys.__getitem__, missing),
-                         map(texts.__getitem__, map(slice, [0, *ends[:-1]], ends)),
-                         strict=True))
-        known = list(map(cache.__getitem__, keys))
-    return list(chain.from_iterable(known))
+        return list(map(texts.__getitem__, map(slice, [0, *ends[:-1]], ends)))
+
+    return list(chain.from_iterable(_cached(_chunks, CHUNK_CACHE, keys, work)))
 
 
 PLAIN_CACHE = 5_000
@@ -286,34 +298,16 @@ def _plain_texts(shown: list[str]) -> list[str]:
     a page with such a tag searches only its parts that changed for values holding markup
     (the search over a 750 KiB page took a third of its detection). Exact: ``_texts`` of
     several parts is the texts of each part in turn (no chunk spans two parts)."""
-    keys = list(map(hash, shown))
-    cache = _plains
-    known = list(map(cache.get, keys))
-    if None in known:
-        missing = list(compress(range(len(known)), map(is_, known, repeat(None))))
-        if len(cache) + len(missing) > PLAIN_CACHE:
-            cache.clear()  # full: start afresh, this document's known parts included
-            missing = list(range(len(keys)))
-        for i in missing:
-            cache[keys[i]] = _texts([_plain_values(shown[i])])
-        known = list(map(cache.__getitem__, keys))
-    return list(chain.from_iterable(known))
+    return list(chain.from_iterable(_cached(
+        _plains, PLAIN_CACHE, list(map(hash, shown)),
+        lambda missing: [_texts([_plain_values(shown[i])]) for i in missing])))
 
 
 def _piece_texts(pieces: list[str]) -> list[str]:
     """The text of each piece of markup between two block tags, from the cache when the
     piece was seen before."""
-    keys = list(map(hash, pieces))
-    cache = _normal
-    found = list(map(cache.get, keys))
-    if None in found:
-        if len(cache) + len(keys) > NORMAL_CACHE:
-            cache.clear()
-        missing = list(compress(range(len(found)), map(is_, found, repeat(None))))
-        texts = _pieces_text([pieces[i] for i in missing])
-        for i, piece_text in zip(missing, texts, strict=True):
-            found[i] = cache[keys[i]] = piece_text
-    return found
+    return _cached(_normal, NORMAL_CACHE, list(map(hash, pieces)),
+                   lambda missing: _pieces_text(list(map(pieces.__getitem__, missing))))
 
 
 def _pieces_text(pieces: list[str]) -> list[str]:
