@@ -259,8 +259,9 @@ def _cached(cache: dict[int, list[str]] | dict[int, str], limit: int, keys: list
         if len(cache) + len(missing) > limit:
             cache.clear()
             missing = list(range(len(keys)))
-        cache.update(zip(map(keys.__getitem__, missing), work(missing), strict=True))
-        known = list(map(cache.__getitem__, keys))
+        fresh = dict(zip(map(keys.__getitem__, missing), work(missing), strict=True))
+        cache.update(fresh)
+        known = list(map(fresh.get, keys, known))  # not read back: another thread may clear
     return known
 
 
