@@ -330,10 +330,16 @@ def test_a_child_that_died_is_replaced_by_a_new_one(tmp_path):
     assert log.count("the detection process stopped") == 1
     assert "a new one starts in 0 s" in log
     # the counters the children report are the crawl's: the new child's go on from the
-    # last the dead one reported, never from 0 (each empty answer was sent to one child)
+    # last the dead one reported, never from 0. Each empty answer is counted by the process
+    # that detected it: the one at 5 by the first child, the one at 35 by the second, or by
+    # the caller when a loaded machine still had the second child starting then.
     not_content = [c["not_content"] for c in report["counters"]]
     assert not_content == sorted(not_content), not_content
-    assert not_content[-1] == sum(1 for _, body in answers if not body) == 3
+    sent = answers[:10] + answers[11:]  # the driver kills the child instead of sending 10
+    by_children = sum(1 for (_, body), kind in zip(sent, kinds, strict=True)
+                      if not body and kind == "child")
+    assert kinds[5] == "child" and sum(1 for _, body in sent if not body) == 3
+    assert not_content[-1] == by_children >= 2, (not_content, kinds)
     assert report["closed"] and report["stopped"] and report["timers"] == 0
 
 
