@@ -125,6 +125,12 @@ def group_of(page: dict) -> str | None:
                                   ("terms", "privacy", "conditions", "cgu", "cgv")) else "other legal"
 
 
+def url_of(page: dict) -> str:
+    """The URL a page's captures are fetched at. Episodes of one document (pages of the
+    corpus) share it: to the frontier and in Redis they are one page."""
+    return f"http://{page['host']}.test/{quote(page['page'].split('#')[0], safe='')}"
+
+
 def run_mode(mode: str, pages: list[dict], corpus: Path, processes: int = 1,
              shared: SharedPages | None = None, restarts: int = 0) -> dict:
     """Replay every capture through ``processes`` fingerprinters (``shared``: their pages'
@@ -161,7 +167,7 @@ def run_mode(mode: str, pages: list[dict], corpus: Path, processes: int = 1,
         page = pages[index]
         capture = page["captures"][position]
         body = (corpus / capture["path"]).read_bytes()
-        url = f"http://{page['host']}.test/{quote(page['page'].split('#')[0], safe='')}"
+        url = url_of(page)
         fingerprinter = fingerprinters[draw.randrange(processes)] if processes > 1 else \
             fingerprinters[0]
         if position == 0:
@@ -265,16 +271,17 @@ def explain(wrong: list, pages: list[dict], corpus: Path, limit: int) -> None:
                 print(f"      {sign} {text[:110]!r}")
 
 
-def memory_per_key(client, namespace: str, kind: str = "pm") -> float:
-    """Mean ``MEMORY USAGE`` a page (``kind`` "pm": the shards' page memory hashes over their
-    fields) or a host ("hm": the host mask logs): value, key and Redis's own overhead."""
-    if kind == "pm":
-        keys = list(client.scan_iter(match=f"fr:{{{namespace}:*}}:pm", count=1000))
-        fields = sum(client.hlen(key) for key in keys)
-        return sum(client.memory_usage(key, samples=0) or 0 for key in keys) / max(1, fields)
-    sizes = [client.memory_usage(key) or 0
-             for key in client.scan_iter(match=f"fr:{{{namespace}:*}}:{kind}:*", count=1000)]
-    return sum(sizes) / max(1, len(sizes))
+SHARDS = 16
+"""Shards of the shared runs' namespaces (the frontier's default)."""
+
+
+def memory_of(client, namespace: str, kind: str) -> int:
+    """``MEMORY USAGE`` (value, key and Redis's own overhead) summed over the namespace's
+    keys of one ``kind``: "pm" the shards' page memory hashes, "hm" the hosts' mask logs (a
+    host with no mask has no key), "ld" the shards' capped logs of last detections."""
+    pattern = f"fr:{{{namespace}:*}}:{kind}" + (":*" if kind == "hm" else "")
+    return sum(client.memory_usage(key, samples=0) or 0
+               for key in client.scan_iter(match=pattern, count=1000))
 
 
 def main() -> None:
@@ -341,15 +348,20 @@ def main() -> None:
     for name, count, started_again in runs:
         for memory in ("own", "shared"):
             namespace = f"bench-change-detection-{uuid.uuid4().hex[:8]}"
-            pages_memory = SharedPages(client, namespace, 16, 86400.0) \
+            pages_memory = SharedPages(client, namespace, SHARDS, 86400.0) \
                 if memory == "shared" else None
             try:
                 r = run_mode("content", pages, corpus, count, pages_memory, started_again)
                 if pages_memory is not None:
-                    r["memory_bytes_per_page"] = memory_per_key(client, namespace)
-                    r["memory_bytes_per_host"] = memory_per_key(client, namespace, "hm")
-                    r["memory_bytes_per_page_all"] = r["memory_bytes_per_page"] + \
-                        r["memory_bytes_per_host"] * len({p["host"] for p in pages}) / len(pages)
+                    urls = len({url_of(p) for p in pages})
+                    hosts = len({p["host"] for p in pages})
+                    fields, logs = memory_of(client, namespace, "pm"), \
+                        memory_of(client, namespace, "hm")
+                    r["memory_bytes_per_page"] = fields / urls
+                    r["memory_bytes_per_host"] = logs / hosts  # every host, logged or not
+                    r["memory_bytes_per_page_all"] = (fields + logs) / urls
+                    r["memory_pages"] = urls
+                    r["memory_bytes_last_detections"] = memory_of(client, namespace, "ld")
             finally:
                 drop(client, namespace)
             shared[name if memory == "own" else f"{name}, memory shared"] = r
@@ -401,7 +413,8 @@ def section(pages: list[dict], results: dict, shared: dict, hosts: int,
             c = r["groups"].get(group)
             if c is not None:
                 in_redis = (f"{r['memory_bytes_per_page']:,.0f} B / "
-                            f"{r['memory_bytes_per_host']:,.0f} B"
+                            f"{r['memory_bytes_per_host']:,.0f} B / "
+                            f"**{r['memory_bytes_per_page_all']:,.0f} B**"
                             if group == "all" and "memory_bytes_per_page" in r else "")
                 rows.append([f"`content`, {count}", group,
                              f"{c['false_share']:.1%} of {c['unchanged']}",
@@ -441,6 +454,11 @@ def section(pages: list[dict], results: dict, shared: dict, hosts: int,
                         f"{content['cpu_median_ms']:.2f} ms, p99 {content['cpu_p99_ms']:.2f} "
                         f"ms, first copies median {content['cpu_first_copy_median_ms']:.2f} ms "
                         f"(load {content['load']:.1f}).")
+    urls = len({url_of(p) for p in pages})
+    logs = [r["memory_bytes_last_detections"] for r in shared.values()
+            if "memory_bytes_last_detections" in r]
+    last_detections = (f"{min(logs):,}-{max(logs):,} B in all for its {SHARDS} shards"
+                       if logs else "not measured")
     return f"""## Change detection on real HTML (`benchmarks/change_detection.py`)
 
 Corpus (`benchmarks/make_html_corpus.py`, kept outside the repository): {len(pages)} pages
@@ -458,13 +476,19 @@ All captures are replayed oldest first through one `Fingerprinter` per mode, as 
 (a seeded draw), each with its own masks and memory of the copies it fetched; "N restarts":
 one process started afresh N times, evenly over the replay; "memory shared": the same with
 each page's memory and each host's masks in Redis (`FRONTIER_RATE_SHARED_PAGE_MEMORY`;
-Redis memory a page and a host, `MEMORY USAGE`, in the last column).
+in the last column `MEMORY USAGE` summed over the namespace's keys: the shards' page memory
+hashes a page, the hosts' mask logs a host of the corpus (a host with no mask has no key),
+and both a page, the target's figure; a page is a URL: {urls} URLs, as episodes of one
+document share theirs). Beside them, a fixed cost of the namespace, not of
+its pages: each shard's capped log of its last detections for `frontier-rate inspect`
+(`fr:{{ns:s}}:ld`, {last_detections}).
 Time: `Fingerprinter.detect` per response on this 2-core machine shared with other
 jobs (load in the JSON); "median ms" and "p99 ms" over every response, wall clock.
 {first_copies}
 
 {table(["mode", "pages", "unchanged-content revisits called changed",
-        "real changes missed", "median ms", "p99 ms", "in Redis: a page / a host"], rows)}
+        "real changes missed", "median ms", "p99 ms",
+        "in Redis: a page / a host / both, a page"], rows)}
 {note}
 Every family apart, `content` mode (each cell: unchanged-content revisits called changed /
 real changes missed):

@@ -664,7 +664,7 @@ def test_whole_text_hash_ignores_every_kind_of_white_space():
         parts = segments(markup)
         hashes = list(range(len(parts)))
         expected = hashlib.blake2b("".join("".join(parts).split()).encode("utf-8", "surrogatepass"),
-                                   digest_size=8).digest()
+                                   digest_size=8).digest()[:4]
         assert change_detection._whole_text_hash(parts, hashes, set()) == expected, markup
 
 

@@ -226,7 +226,7 @@ def test_documented_acl_rule_confines_a_user_to_its_namespace(secured):
             # (GETRANGE, SET NX, APPEND, PEXPIRE of fr:{crawl_a:s}:hm:...) are allowed,
             # crawl_b's are not
             mine = SharedPages.from_spec(spec(fa))
-            copy = PageMemory("ab" * 8, array("Q", [1, 2]), 12, array("Q"), b"w" * 8)
+            copy = PageMemory("ab" * 8, array("Q", [1, 2]), 12, array("Q"), b"w" * 4)
             learned = HostMask(8, shared=True)
             learned.mask(5)
             mine.save("http://a1.example/", copy, learned)

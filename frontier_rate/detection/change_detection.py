@@ -245,11 +245,11 @@ short masked segments are ignored there."""
 
 
 def long_order(hashes: list[int]) -> int:
-    """CRC-32 of the long segments (longer than ``SHORT_BLOCK``: paragraphs, headlines,
+    """The low 16 bits of the CRC-32 of the long segments (longer than ``SHORT_BLOCK``: paragraphs, headlines,
     entries) in their order: kept with a page's memory, so a copy whose long segments only
     moved is told apart (``_moved``), in Redis as here. Masked ones too: what is masked
     grows between two copies, and a page's order must not change with it."""
-    return zlib.crc32(array("Q", [h for h in hashes if not h & _SHORT_BIT]).tobytes())
+    return zlib.crc32(array("Q", [h for h in hashes if not h & _SHORT_BIT]).tobytes()) & 0xFFFF
 
 
 def _moved(hashes: list[int], order: int, memory: PageMemory) -> bool:
@@ -312,12 +312,13 @@ def priced_positions(parts: list[str]) -> list[int]:
 def _whole_text_hash(parts: list[str], hashes: list[int], ignore: set[int]) -> bytes:
     """Hash of the content text with segment boundaries and spaces removed: a change of
     markup that only moves block boundaries (a link turned into a block) is no change.
-    ``parts`` come from ``segments``: their only white space is single U+0020 spaces."""
+    ``parts`` come from ``segments``: their only white space is single U+0020 spaces. Four
+    bytes, the first of an 8-byte BLAKE2b (those a version 3 page memory kept whole)."""
     text = "".join(compress(parts, map(not_, map(ignore.__contains__, hashes))))
     # the spaces removed from the UTF-8 bytes (the same bytes: no other character's UTF-8
     # holds 0x20), faster than from the text
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass").replace(b" ", b""),
-                           digest_size=8).digest()
+                           digest_size=8).digest()[:4]
 
 
 class PageStore(Protocol):
@@ -416,7 +417,7 @@ class ContentDetector:
         """``detect`` of an HTML answer against ``memory``, the page's last copy (None: no
         copy known), with ``host``'s mask; the page's memory in ``_pages`` becomes this
         copy's."""
-        raw = zlib.crc32(suffix, zlib.crc32(body)) ^ (len(body) << 32)
+        raw = zlib.crc32(suffix, zlib.crc32(body))
         if memory is not None and memory.raw == raw:  # the same bytes as the last copy
             self._pages.move_to_end(url)
             return Detection(memory.fingerprint, None, 0, 0, -1)

@@ -3,7 +3,7 @@
 ``ContentDetector`` compares each copy of a page with the page's last copy: the segments
 added and removed, not the fingerprints. So the memory of that last copy decides whether
 an unchanged page is called unchanged. A process keeps its own pages' memories whole (an
-``array`` of 8-byte segment hashes); ``pack`` turns one into ~100 bytes that can live in
+``array`` of 8-byte segment hashes); ``pack`` turns one into at most 108 bytes that can live in
 Redis (``crawl/shared_pages.py``) for whichever process fetches the page next, and
 ``unpack`` back into a memory whose segments are a *sketch* until the next copy comes.
 
@@ -30,27 +30,42 @@ Nothing is pickled: a ``struct`` header and fixed-size cells.
 
 from __future__ import annotations
 
+import math
 import struct
 import sys
 from array import array
 from collections.abc import Iterable, Sequence
 
-VERSION = 3
-"""The packed layout's version (its first byte); versions 1 (every 8-byte hash, ~2.4 KB a
-page) and 2 (segments hashed lower-cased, no order) are earlier memories, re-learned
-(``crawl/shared_pages.py``); any other reads as none."""
+VERSION = 4
+"""The packed layout's version (its first byte). Version 3 (the same cells, a 35-byte head,
+five gone tags: at most 123 bytes) is read and migrated exactly (``_from_v3``); versions 1
+(every 8-byte hash, ~2.4 KB a page) and 2 (segments hashed lower-cased, no order) are
+earlier memories, re-learned (``crawl/shared_pages.py``); any other reads as none."""
 OLD_VERSIONS = (1, 2)
-HEADER = struct.Struct("<BqIB8s8sIB")
-"""version, raw (CRC-32 ^ length << 32, or -1), visible length, rejected answers in a row,
-whole-text hash, fingerprint, order (32 bits), gone tags (35 bytes: with the cells and five
-tags a value of at most 123 bytes, which Redis keeps in a 128-byte allocation)."""
+HEADER = struct.Struct("<BIHB4s8sH")
+"""version, raw (CRC-32 of the bytes; 0xFFFFFFFF: none), visible length (``length_code``),
+rejected answers in a row, whole-text hash (32 bits), fingerprint, order (16 bits): 22
+bytes. With the cells and ``GONE`` tags a value of at most 108 bytes, which Redis keeps in
+a 112-byte allocation (a field of the shard's hash ~16 bytes less than version 3's 123,
+which took a 128-byte one; issue 59's <= 300 B a page). The 32-bit hashes cost a parse
+(raw) or a change seen as none (whole) once in 2^32 compares, the 16-bit order a reordering
+of the long segments seen as none once in 65,536."""
+V3_HEADER = struct.Struct("<BqIB8s8sIB")
+"""Version 3's head: raw (64 bits: its CRC-32 and length), length (32 bits), rejected,
+whole (64 bits), fingerprint, order (32 bits), the count of gone tags."""
+RAW_NONE = 0xFFFFFFFF
+"""The packed raw of a memory whose bytes are unknown (-1 here); a copy whose CRC-32 is
+this value is parsed, never taken as the same bytes."""
+LENGTH_STEPS = 2048
+"""``length_code`` steps a doubling of the visible length: within 0.02% (the length is
+compared in ratios: half, a tenth)."""
 CELL = struct.Struct("<BIB")
 """count (mod 256), XOR of 32-bit keys, XOR of their 8-bit checks."""
 CELLS = 13
 """Cells of a sketch: a difference of up to about eight segments peels (three cells a key,
 one in each of ``PARTS``)."""
 PARTS = ((0, 5), (5, 10), (10, 13))
-GONE = 5
+GONE = 4
 """Recently gone short segments remembered (16-bit tags)."""
 SHORT = 1 << 63
 _MIX = 0x9E3779B97F4A7C15
@@ -76,9 +91,9 @@ class PageMemory:
         self.length = length
         self.gone = gone  # hashes removed from this page recently (to spot alternation)
         self.rejected = 0  # answers in a row taken as no copy
-        self.raw = -1  # CRC-32 and length of the last copy's bytes
+        self.raw = -1  # CRC-32 of the last copy's bytes (-1: unknown)
         self.sketch: bytes | None = None
-        self.order = 0  # CRC-32 of its long content segments in order (change_detection)
+        self.order = 0  # 16 bits of the CRC-32 of its long segments in order (change_detection)
 
     def restore(self, hashes: Sequence[int], known: Iterable[int] = ()) -> bool:
         """Rebuild ``hashes`` (the last copy, in order) from the sketch and ``hashes``, the
@@ -191,41 +206,80 @@ def sketch_of(hashes: Sequence[int]) -> bytes:
     return b"".join(CELL.pack(*cell) for cell in cells)
 
 
+def length_code(length: int) -> int:
+    """A visible length as 16 bits: ``LENGTH_STEPS`` a doubling (``length_of`` reads it)."""
+    return min(0xFFFF, round(math.log2(length + 1) * LENGTH_STEPS))
+
+
+def length_of(code: int) -> int:
+    """The visible length ``length_code`` gave ``code`` (within 0.02%)."""
+    return round(2 ** (code / LENGTH_STEPS)) - 1
+
+
 def pack(memory: PageMemory) -> bytes:
-    """``memory`` as one string (``HEADER``, the cells, the gone tags): at most 123 bytes."""
+    """``memory`` as one string (``HEADER``, the cells, the gone tags): at most 108 bytes."""
     try:
         fingerprint = bytes.fromhex(memory.fingerprint)
     except ValueError:
         fingerprint = b""
     if len(fingerprint) != 8:
         raise ValueError(f"fingerprint {memory.fingerprint!r} is not 16 hex digits")
+    if len(memory.whole) != 4:
+        raise ValueError(f"whole-text hash {memory.whole!r} is not 4 bytes")
     sketch = memory.sketch if memory.sketch is not None else sketch_of(memory.hashes)
     gone = [g if g < 0x10000 else tag(g) for g in memory.gone if g < 0x10000 or g & SHORT]
     gone = gone[-GONE:]
     return b"".join((
-        HEADER.pack(VERSION, memory.raw, min(memory.length, 0xFFFFFFFF),
-                    min(memory.rejected, 255), memory.whole, fingerprint,
-                    memory.order & 0xFFFFFFFF, len(gone)),
+        HEADER.pack(VERSION, RAW_NONE if memory.raw < 0 else memory.raw,
+                    length_code(memory.length), min(memory.rejected, 255), memory.whole,
+                    fingerprint, memory.order & 0xFFFF),
         sketch, array("H", gone).tobytes() if sys.byteorder == "little"
         else struct.pack(f"<{len(gone)}H", *gone)))
 
 
 def unpack(data: bytes) -> PageMemory:
-    """The ``PageMemory`` of ``pack``'s bytes (a sketch until ``restore``); ValueError
-    naming what is wrong with them (another version, a short or long value): the caller
-    then has no memory of the page."""
+    """The ``PageMemory`` of ``pack``'s bytes, or of version 3's (``_from_v3``): a sketch
+    until ``restore``; ValueError naming what is wrong with them (another version, a short
+    or long value): the caller then has no memory of the page."""
+    if data[:1] == b"\x03":
+        return _from_v3(data)
     if len(data) < HEADER.size:
         raise ValueError(f"page memory of {len(data)} bytes is shorter than its header "
                          f"({HEADER.size})")
     if data[0] != VERSION:
         raise ValueError(f"page memory of version {data[0]}, not {VERSION}")
-    _, raw, length, rejected, whole, fingerprint, order, gone = HEADER.unpack_from(data)
+    _, raw, length, rejected, whole, fingerprint, order = HEADER.unpack_from(data)
     end = HEADER.size + CELL.size * CELLS
+    gone = (len(data) - end) // 2
+    if len(data) < end or (len(data) - end) % 2 or gone > GONE:
+        raise ValueError(f"page memory of {len(data)} bytes, expected {end} for {CELLS} "
+                         f"cells and 2 bytes for each of at most {GONE} gone tags")
+    return _memory(data, end, gone, fingerprint, length_of(length), whole, rejected,
+                   -1 if raw == RAW_NONE else raw, order)
+
+
+def _from_v3(data: bytes) -> PageMemory:
+    """A version 3 memory as version 4 holds it: the raw's CRC-32 (its low 32 bits), the
+    whole-text hash's first 4 bytes, the order's low 16 bits (what this version computes of
+    the same copy), the length as ``length_code`` gives it back, the last ``GONE`` tags."""
+    if len(data) < V3_HEADER.size:
+        raise ValueError(f"page memory of {len(data)} bytes is shorter than version 3's "
+                         f"header ({V3_HEADER.size})")
+    _, raw, length, rejected, whole, fingerprint, order, gone = V3_HEADER.unpack_from(data)
+    end = V3_HEADER.size + CELL.size * CELLS
     if len(data) != end + 2 * gone:
         raise ValueError(f"page memory of {len(data)} bytes, expected {end + 2 * gone} for "
-                         f"{CELLS} cells and {gone} gone tags")
+                         f"{CELLS} cells and {gone} gone tags (version 3)")
+    memory = _memory(data, end, gone, fingerprint, length_of(length_code(length)), whole[:4],
+                     rejected, -1 if raw < 0 else raw & 0xFFFFFFFF, order & 0xFFFF)
+    memory.gone = memory.gone[-GONE:]
+    return memory
+
+
+def _memory(data: bytes, end: int, gone: int, fingerprint: bytes, length: int, whole: bytes,
+            rejected: int, raw: int, order: int) -> PageMemory:
     memory = PageMemory(fingerprint.hex(), array("Q"), length,
                         array("Q", struct.unpack_from(f"<{gone}H", data, end)), whole)
     memory.rejected, memory.raw, memory.order = rejected, raw, order
-    memory.sketch = data[HEADER.size:end]
+    memory.sketch = data[end - CELL.size * CELLS:end]
     return memory
