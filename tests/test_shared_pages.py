@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from frontier_rate.crawl.shared_pages import (
@@ -78,6 +78,8 @@ def _key(namespace: str, url: str, shards: int = 4) -> tuple[str, bytes]:
        gone=hashes, length=st.integers(0, 2**32 - 1), rejected=st.integers(0, 255),
        whole=st.binary(min_size=4, max_size=4),
        raw=st.one_of(st.just(-1), st.integers(0, 2**32 - 2)), order=st.integers(0, 2**16 - 1))
+@example(fingerprint="0" * 16, kept=array("Q"), gone=array("Q"), length=2**32 - 1, rejected=0,
+         whole=b"\0" * 4, raw=-1, order=0)  # the longest length: its code must not be clamped
 def test_a_memory_reads_back_as_it_was_packed_in_bounded_bytes(fingerprint, kept, gone, length,
                                                                 rejected, whole, raw, order):
     """Whatever the page's size, at most 108 bytes (a 112-byte allocation in Redis);

@@ -56,9 +56,10 @@ whole (64 bits), fingerprint, order (32 bits), the count of gone tags."""
 RAW_NONE = 0xFFFFFFFF
 """The packed raw of a memory whose bytes are unknown (-1 here); a copy whose CRC-32 is
 this value is parsed, never taken as the same bytes."""
-LENGTH_STEPS = 2048
+LENGTH_STEPS = 2040
 """``length_code`` steps a doubling of the visible length: within 0.02% (the length is
-compared in ratios: half, a tenth)."""
+compared in ratios: half, a tenth); 16 bits reach 2^32 (65,535 / 2,040 > 32), the most a
+version 3 memory held."""
 CELL = struct.Struct("<BIB")
 """count (mod 256), XOR of 32-bit keys, XOR of their 8-bit checks."""
 CELLS = 13
