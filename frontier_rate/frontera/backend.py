@@ -77,6 +77,7 @@ from frontier_rate.client.frontier_client import (
     FrontierClient,
     result_meta,
 )
+from frontier_rate.crawl.open_retry import WAITED_FOR, OpenRetry
 from frontier_rate.crawl.responses import clean_validator, outcome
 from frontier_rate.crawl.settings import (
     DONT_REVISIT_KEY,
@@ -181,6 +182,9 @@ class RevisitBackend(Backend):
         self._started_at: float | None = None
         self._polled = False  # the first get_next_requests waits for the worker once
         self.sitemaps: FronteraSitemaps | None = None  # FRONTIER_RATE_SITEMAPS (docs/SIGNALS.md)
+        self._opening: OpenRetry | None = None  # while the frontier waits for Redis
+        self._next_try = 0.0  # when the opening tries again (time.monotonic)
+        self._held: list[tuple[list[FrontierRequest], str]] = []  # adds while it waits
 
     @classmethod
     def from_manager(cls, manager: Any) -> RevisitBackend:
@@ -201,6 +205,53 @@ class RevisitBackend(Backend):
 
     # -- start / stop ------------------------------------------------------------
     def frontier_start(self) -> None:
+        """Open the frontier. While Redis cannot be reached (or a Redis Cluster cannot serve
+        yet) the backend waits for it, for up to ``FRONTIER_RATE_OPEN_WAIT`` seconds, without
+        blocking: the calls Frontera makes anyway try again when the next try is due
+        (``_opened``); meanwhile new pages are held and nothing is handed out. Past the wait
+        ``finished`` is True, with one ERROR line. With a wait of 0, or a password Redis
+        refuses, the ERROR line and the error at once, as Frontera expects of a start."""
+        self._opening, self._held = None, []
+        try:
+            self._start()
+        except WAITED_FOR as exc:
+            if self.client is not None and self.client.frontier is not None:
+                raise  # not the frontier's opening
+            self.client = None
+            retry = OpenRetry(exc, self.settings.open_wait, self.settings.redis_url, logger)
+            if retry.hopeless:
+                logger.error("frontier-rate: %s", retry.give_up_message())
+                raise
+            self._opening, self._next_try = retry, time.monotonic() + retry.delay()
+
+    def _opened(self) -> bool:
+        """Whether the frontier is open; while it waits for Redis, a call past the next
+        try's time tries to open it again (then the held pages are added)."""
+        retry = self._opening
+        if retry is None:
+            return True
+        if retry.hopeless or time.monotonic() < self._next_try:
+            return False
+        try:
+            self._start()
+        except WAITED_FOR as exc:
+            if self.client is not None and self.client.frontier is not None:
+                raise
+            self.client = None
+            if retry.failed(exc):
+                self._next_try = time.monotonic() + retry.delay()
+            else:
+                logger.error("frontier-rate: %s", retry.give_up_message())
+                self._stat("redis_unreachable", 1, False)
+            return False
+        retry.answered()
+        self._opening = None
+        held, self._held = self._held, []
+        for requests, kind in held:
+            self._add(requests, kind)
+        return True
+
+    def _start(self) -> None:
         def open_frontier() -> Frontier:
             if self.frontier is None:
                 self.frontier = Frontier(self.settings.redis_url, self.options)
@@ -240,6 +291,11 @@ class RevisitBackend(Backend):
             atexit.unregister(self._exit_hook)
             self._exit_hook = None
         if self.client is None:
+            held = sum(len(requests) for requests, _ in self._held)
+            if held:
+                logger.warning("frontier-rate: %d requests given while Redis could not be "
+                               "reached were not added to the frontier", held)
+            self._held, self._opening = [], None
             return
         self._drain()
         if self._page_memory is not None:  # before the client: an embedded Redis is shut
@@ -290,6 +346,9 @@ class RevisitBackend(Backend):
         carry, a bad weight) is fetched once instead, with a WARNING naming it, as
         the Scrapy scheduler does (``kind``: "seed" or "link", for the log).
         """
+        if not self._opened():
+            self._held.append((list(requests), kind))
+            return
         pages: list[tuple[str, float, dict[str, Any]]] = []
         client = self._client
         for request in requests:
@@ -342,6 +401,8 @@ class RevisitBackend(Backend):
         if key_type not in ("domain", "ip"):
             raise ValueError(f"key_type must be 'domain' or 'ip', got {key_type!r}")
         overused = {str(key) for key in kwargs.get("overused_keys") or ()}
+        if not self._opened():
+            return []
         client, now = self._client, self.clock()
         out = self._release_one_offs(limit, key_type, overused)
         out += self._release_buffer(limit - len(out), key_type, overused, now)
@@ -489,7 +550,10 @@ class RevisitBackend(Backend):
         "idle": finished as soon as no page is due (as the Scrapy scheduler).
         Inline: cached for ``FINISHED_CACHE`` seconds (frontera asks before
         every poll). Background: the worker's last ``next_due``, no Redis call.
+        While the frontier waits for Redis: False, and True once the wait is over.
         """
+        if not self._opened():
+            return self._opening is not None and self._opening.hopeless
         client, now = self._client, self.clock()
         if self._started_at is not None and self.settings.close_after is not None \
                 and now - self._started_at >= self.settings.close_after:
@@ -511,6 +575,8 @@ class RevisitBackend(Backend):
     def seconds_to_wake(self) -> float:
         """Seconds until the backend may have something to do (the next token or due page, or
         the close time: ``Frontier.next_call_time``)."""
+        if not self._opened():
+            return min(WAKE_LIMIT, max(MIN_WAKE, self._next_try - time.monotonic()))
         if self._one_off or self._buffer:
             return MIN_WAKE
         client, now = self._client, self.clock()
