@@ -46,13 +46,20 @@ from frontier_rate.detection.page_memory import (
     GONE,
     HEADER,
     SHORT,
+    VERSION,
     PageMemory,
     pack,
     sketch_of,
     unpack,
 )
 from frontier_rate.detection.page_memory import tag as gone_tag
-from frontier_rate.detection.segments import copies_apart
+from frontier_rate.detection.change_detection import long_order
+from frontier_rate.detection.segments import (
+    copies_apart,
+    segment_hashes,
+    segments,
+    stable_segments,
+)
 from frontier_rate.store.keys import Keys, page_id, shard_of
 from frontier_rate.store.namespace import drop
 
@@ -157,7 +164,7 @@ def test_a_namespace_of_version_3_memories_detects_on_after_the_upgrade(redis_cl
     assert same_bytes.fingerprint == kept and same_bytes.segments == -1
     assert other_bytes.fingerprint == kept and other_bytes.changed_segments == 0
     assert "earlier frontier-rate" not in caplog.text and pages.unreadable == 0
-    assert redis_client.hget(key, field)[0] == 4
+    assert redis_client.hget(key, field)[0] == VERSION
 
 
 def test_the_sketch_gives_back_what_a_small_difference_removed_and_where():
@@ -542,7 +549,7 @@ def test_a_memory_of_the_lower_cased_layout_is_relearned_said_once(redis_client,
     kept = writer.detect(_document(False, "aa" * 8), url, HTML).fingerprint
     key, field = _key(namespace, url)
     data = redis_client.hget(key, field)
-    assert data[0] == 4
+    assert data[0] == VERSION
     redis_client.hset(key, field, bytes([2]) + data[1:])
     reader = Fingerprinter("content")
     reader.share(pages)
@@ -679,3 +686,53 @@ def test_a_host_log_of_4_byte_words_is_relearned_said_once_and_written_coded(
     other.detect(_shop_page("a", "Summer sale"), url, HTML)
     assert set(logged) <= {tag(h) for h in other._detector._hosts["shop.test"].masked} \
         | set(other._detector._hosts["shop.test"].pending)
+
+
+def _dated_document(title: str, minutes: int) -> bytes:
+    """A page whose entries hold a volatile fragment (a relative time, a DOI): the
+    segments version 4 hashed lower-cased."""
+    return (f"<html><body><h1>Theses</h1><p>Shah, Piyush (1977) {title}. Dissertation, "
+            f"doi:10.7907/a1b2c3d4e5. Added {minutes} minutes ago</p>"
+            "<p>Wojcik, Gregory (1977) Self-Similar Elastodynamic Solutions. Added 3 hours "
+            "ago</p><p>Every thesis of the institute, listed by year.</p></body></html>"
+            ).encode()
+
+
+def test_a_version_4_memory_compares_its_lower_cased_segments_and_the_upgrade_is_no_change(
+        redis_client, namespace, caplog):
+    """Version 4 hashed a segment with a volatile fragment lower-cased; version 5 keeps its
+    letters' case. A page whose memory version 4 wrote, fetched again after the upgrade with
+    only its relative times moved, is no change (the memory restored against the copy hashed
+    as version 4 did); then a re-cased title in such a segment is a change. Without the
+    restore the case-kept segments read as two added and two removed: a change of every such
+    page at the upgrade."""
+    url = "http://library.test/theses"
+    pages = _pages(redis_client, namespace)
+    writer = Fingerprinter("content")
+    writer.share(pages)
+    kept = writer.detect(_dated_document("Estimation of properties", 5), url, HTML)
+    key, field = _key(namespace, url)
+    now = unpack(redis_client.hget(key, field))
+    assert kept.fingerprint is not None and now.hashes is not None
+    # what version 4 wrote of the same copy: its segments hashed lower-cased, in its order
+    old = segments(_dated_document("Estimation of properties", 5).decode())
+    earlier = copies_apart(segment_hashes(stable_segments(old, lowercased=True)))
+    assert earlier != copies_apart(segment_hashes(stable_segments(old)))
+    # and the fingerprint it gave (the engine keeps it): of those hashes, none ignored
+    old_fingerprint = hashlib.blake2b(array("Q", earlier).tobytes(), digest_size=8).hexdigest()
+    assert old_fingerprint != kept.fingerprint
+    version4 = PageMemory(old_fingerprint, array("Q", earlier), now.length, array("Q"),
+                          now.whole)
+    version4.raw, version4.order = -1, long_order(earlier)
+    redis_client.hset(key, field, bytes([4]) + pack(version4)[1:])
+    reader = Fingerprinter("content")
+    reader.share(pages)
+    with caplog.at_level(logging.INFO, logger="frontier_rate.crawl.shared_pages"):
+        upgraded = reader.detect(_dated_document("Estimation of properties", 9), url, HTML)
+    assert upgraded.fingerprint == old_fingerprint and upgraded.changed_segments == 0
+    assert "earlier frontier-rate" not in caplog.text and pages.unreadable == 0
+    assert redis_client.hget(key, field)[0] == VERSION
+    recased = Fingerprinter("content")
+    recased.share(pages)
+    edit = recased.detect(_dated_document("Estimation of Properties", 12), url, HTML)
+    assert edit.fingerprint != old_fingerprint and edit.changed_segments == 2

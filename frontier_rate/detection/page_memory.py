@@ -36,11 +36,16 @@ import sys
 from array import array
 from collections.abc import Iterable, Sequence
 
-VERSION = 4
-"""The packed layout's version (its first byte). Version 3 (the same cells, a 35-byte head,
-five gone tags: at most 123 bytes) is read and migrated exactly (``_from_v3``); versions 1
-(every 8-byte hash, ~2.4 KB a page) and 2 (segments hashed lower-cased, no order) are
-earlier memories, re-learned (``crawl/shared_pages.py``); any other reads as none."""
+VERSION = 5
+"""The packed layout's version (its first byte). Version 4 is the same layout, and version 3
+(the same cells, a 35-byte head, five gone tags: at most 123 bytes) is read and migrated
+exactly (``_from_v3``); both hashed a segment with a volatile fragment lower-cased, so their
+memories read as ``lowercased`` (the detector restores them against the next copy hashed
+that way: ``change_detection._restore_lowercased``). Versions 1 (every 8-byte hash, ~2.4 KB a
+page) and 2 (every segment hashed lower-cased, no order) are earlier memories, re-learned
+(``crawl/shared_pages.py``); any other reads as none."""
+LOWERCASED_VERSIONS = (3, 4)
+"""Versions whose segments with a volatile fragment were hashed lower-cased."""
 OLD_VERSIONS = (1, 2)
 HEADER = struct.Struct("<BIHB4s8sH")
 """version, raw (CRC-32 of the bytes; 0xFFFFFFFF: none), visible length (``length_code``),
@@ -79,10 +84,12 @@ class PageMemory:
 
     ``sketch``: the packed cells of a memory read from Redis, until ``restore`` rebuilds
     ``hashes`` (then None); ``gone``: whole hashes, or 16-bit tags (< 2^16, never a
-    segment's hash) of gone short segments not seen since."""
+    segment's hash) of gone short segments not seen since; ``lowercased``: a memory of
+    ``LOWERCASED_VERSIONS``, whose segments with a volatile fragment were hashed
+    lower-cased, until it is restored."""
 
     __slots__ = ("fingerprint", "hashes", "length", "gone", "rejected", "whole", "raw",
-                 "sketch", "order")
+                 "sketch", "order", "lowercased")
 
     def __init__(self, fingerprint: str, hashes: array, length: int, gone: array,
                  whole: bytes) -> None:
@@ -95,6 +102,7 @@ class PageMemory:
         self.raw = -1  # CRC-32 of the last copy's bytes (-1: unknown)
         self.sketch: bytes | None = None
         self.order = 0  # 16 bits of the CRC-32 of its long segments in order (change_detection)
+        self.lowercased = False
 
     def restore(self, hashes: Sequence[int], known: Iterable[int] = ()) -> bool:
         """Rebuild ``hashes`` (the last copy, in order) from the sketch and ``hashes``, the
@@ -239,15 +247,15 @@ def pack(memory: PageMemory) -> bytes:
 
 
 def unpack(data: bytes) -> PageMemory:
-    """The ``PageMemory`` of ``pack``'s bytes, or of version 3's (``_from_v3``): a sketch
-    until ``restore``; ValueError naming what is wrong with them (another version, a short
-    or long value): the caller then has no memory of the page."""
+    """The ``PageMemory`` of ``pack``'s bytes, of version 4's (the same layout) or of version
+    3's (``_from_v3``): a sketch until ``restore``; ValueError naming what is wrong with them
+    (another version, a short or long value): the caller then has no memory of the page."""
     if data[:1] == b"\x03":
         return _from_v3(data)
     if len(data) < HEADER.size:
         raise ValueError(f"page memory of {len(data)} bytes is shorter than its header "
                          f"({HEADER.size})")
-    if data[0] != VERSION:
+    if data[0] not in (4, VERSION):
         raise ValueError(f"page memory of version {data[0]}, not {VERSION}")
     _, raw, length, rejected, whole, fingerprint, order = HEADER.unpack_from(data)
     end = HEADER.size + CELL.size * CELLS
@@ -255,12 +263,14 @@ def unpack(data: bytes) -> PageMemory:
     if len(data) < end or (len(data) - end) % 2 or gone > GONE:
         raise ValueError(f"page memory of {len(data)} bytes, expected {end} for {CELLS} "
                          f"cells and 2 bytes for each of at most {GONE} gone tags")
-    return _memory(data, end, gone, fingerprint, length_of(length), whole, rejected,
-                   -1 if raw == RAW_NONE else raw, order)
+    memory = _memory(data, end, gone, fingerprint, length_of(length), whole, rejected,
+                     -1 if raw == RAW_NONE else raw, order)
+    memory.lowercased = data[0] in LOWERCASED_VERSIONS
+    return memory
 
 
 def _from_v3(data: bytes) -> PageMemory:
-    """A version 3 memory as version 4 holds it: the raw's CRC-32 (its low 32 bits), the
+    """A version 3 memory as version 4 held it (``lowercased``): the raw's CRC-32 (its low 32 bits), the
     whole-text hash's first 4 bytes, the order's low 16 bits (what this version computes of
     the same copy), the length as ``length_code`` gives it back, the last ``GONE`` tags."""
     if len(data) < V3_HEADER.size:
@@ -274,6 +284,7 @@ def _from_v3(data: bytes) -> PageMemory:
     memory = _memory(data, end, gone, fingerprint, length_of(length_code(length)), whole[:4],
                      rejected, -1 if raw < 0 else raw & 0xFFFFFFFF, order & 0xFFFF)
     memory.gone = memory.gone[-GONE:]
+    memory.lowercased = True
     return memory
 
 

@@ -328,16 +328,20 @@ def _pieces_text(pieces: list[str]) -> list[str]:
     return texts
 
 
-def stable_segments(parts: list[str]) -> list[str]:
-    """``parts`` without their volatile fragments (see the module docstring): a part with one
-    comes back lower-cased and masked, the others as they were, letter case and all (a
-    re-cased title is an edit of the text; issue 59).
+def stable_segments(parts: list[str], lowercased: bool = False) -> list[str]:
+    """``parts`` without their volatile fragments (see the module docstring), letter case and
+    all: a part with one comes back with each fragment replaced by its token (``<d>``,
+    ``<v>``, ``<t>``, ``<n>``), the rest of its letters as they were (``_recased``); the
+    others as they were (a re-cased title is an edit of the text, in a thesis entry with a
+    DOI as in a paragraph; issue 59).
 
     Every volatile pattern needs a digit, except three plain words (``UNDATED_WORDS``),
     and none spans the NUL between two segments: so only the segments holding a digit
     or one of those words are masked, in one pass of each pattern over them joined. The
     others are returned as they are (on real pages about two thirds of the text:
-    half the time of a first copy's masking)."""
+    half the time of a first copy's masking). ``lowercased``: a part with a fragment comes
+    back all lower-cased, as page memories of ``page_memory.LOWERCASED_VERSIONS`` hashed it.
+    """
     text = "\x00".join(parts).lower()
     words = [word for word in UNDATED_WORDS if word in text]
     if not words and _DIGIT.search(text) is None:
@@ -350,8 +354,33 @@ def stable_segments(parts: list[str]) -> list[str]:
     for i, part in zip(volatile, _masked("\x00".join([lowered[i] for i in volatile])),
                        strict=True):
         if part != lowered[i]:
-            kept[i] = part
+            kept[i] = part if lowercased else _recased(part, lowered[i], parts[i])
     return kept
+
+
+_TOKEN = re.compile(r"<[dvnt]>")
+"""The tokens ``_masked`` puts in place of a volatile fragment."""
+
+
+def _recased(masked: str, lowered: str, part: str) -> str:
+    """``masked`` (``lowered`` with volatile fragments replaced by tokens) with the letters
+    of ``part`` (``lowered``'s original) back in their case. The text between two tokens is
+    found in ``lowered`` from where the last ended (the patterns only replace, never move
+    text), and taken from ``part`` at the same place. A part whose lower-casing changed
+    its length (a few letters, such as the dotted I, lower-case to two characters) stays
+    lower-cased, as before: the same part always gives the same text either way."""
+    if len(lowered) != len(part):
+        return masked
+    out: list[str] = []
+    position = 0
+    for piece, token in zip(_TOKEN.split(masked), [*_TOKEN.findall(masked), ""], strict=True):
+        found = lowered.find(piece, position) if piece else position
+        if found < 0:  # not found in order (cannot happen by the above): as before
+            return masked
+        out.append(part[found:found + len(piece)])
+        out.append(token)
+        position = found + len(piece)
+    return "".join(out)
 
 
 _RELATIVE_WORDS = ("ago", "yesterday", "today", "week", "hour", "gestern", "heute", "aujourd")
