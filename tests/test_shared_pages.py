@@ -30,6 +30,7 @@ from frontier_rate.crawl.shared_pages import (
     TTL_INTERVALS,
     SharedPages,
 )
+from frontier_rate.detection.change_detection import long_order
 from frontier_rate.detection.detection_worker import READY, frame, read_line
 from frontier_rate.detection.fingerprint import Fingerprinter
 from frontier_rate.detection.host_mask import (
@@ -53,7 +54,6 @@ from frontier_rate.detection.page_memory import (
     unpack,
 )
 from frontier_rate.detection.page_memory import tag as gone_tag
-from frontier_rate.detection.change_detection import long_order
 from frontier_rate.detection.segments import (
     copies_apart,
     segment_hashes,
