@@ -210,6 +210,26 @@ def test_a_change_of_letter_case_in_the_text_is_a_change():
         == [False, True]
 
 
+def test_a_copyright_line_turning_the_year_is_no_change_a_clause_naming_a_year_is():
+    """January 1st: "© 2025 Hily" reads "© 2026 Hily" on every page of the site, which is
+    no change of any page; nor is a release's version in it (three false changes on
+    html-corpus-v3). A list's item "(c)" and a long clause keep their years: their change is
+    an edit."""
+    years = [LEGAL + [f"© {year} Hily. All rights reserved. Download App"]
+             for year in (2025, 2026)]
+    assert changed(Fingerprinter("content"), "http://a.test/terms",
+                   [page(years[0]), page(years[1])]) == [False]
+    assert stable_segments(["Copyright 2019-2024 ACME Corp."]) == \
+        stable_segments(["Copyright 2019-2025 ACME Corp."]) == ["Copyright <v>-<v> ACME Corp."]
+    assert stable_segments(["©mektoube.fr - 2023 - 2.0.32"]) == \
+        stable_segments(["©mektoube.fr - 2023 - 2.1.5"])  # a release's version
+    assert stable_segments(["(c) the rules of 2024 apply"]) != \
+        stable_segments(["(c) the rules of 2025 apply"])
+    clause = ("The copyright of every contribution made from {} on stays with its author, "
+              "who grants us a licence to publish it on the service.")
+    assert stable_segments([clause.format(2024)]) != stable_segments([clause.format(2025)])
+
+
 def test_a_part_whose_lower_case_is_longer_keeps_its_fragments_masked_the_same_way():
     """A letter that lower-cases to two characters (the dotted capital I) cannot be put back
     in place: such a part comes back lower-cased as before, every time the same."""

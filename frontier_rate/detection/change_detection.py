@@ -263,14 +263,14 @@ def _moved(hashes: list[int], order: int, memory: PageMemory) -> bool:
     return long_now == {h for h in memory.hashes if not h & _SHORT_BIT}
 
 
-def _restore_lowercased(memory: PageMemory, parts: list[str], hashes: list[int],
+def _restore_earlier(memory: PageMemory, parts: list[str], hashes: list[int],
                         host: HostMask) -> None:
     """Restore a memory whose segments with a volatile fragment were hashed lower-cased
-    (``PageMemory.lowercased``: written before version 5) against this copy's ``parts``
+    (``PageMemory.earlier``: written before version 5) against this copy's ``parts``
     hashed that way, then give each of its segments this copy shows, and its order, this
     copy's hash (``hashes``): an upgrade is then no change of the page. A segment removed
     since keeps its old hash: a difference either way."""
-    earlier = copies_apart(segment_hashes(stable_segments(parts, lowercased=True)))
+    earlier = copies_apart(segment_hashes(stable_segments(parts, earlier=True)))
     same_order = memory.order == long_order(earlier)
     memory.restore(earlier, host.seen)
     now = dict(zip(earlier, hashes, strict=True))
@@ -278,7 +278,7 @@ def _restore_lowercased(memory: PageMemory, parts: list[str], hashes: list[int],
     memory.gone = array("Q", [now.get(h, h) for h in memory.gone])
     if same_order:
         memory.order = long_order(hashes)
-    memory.lowercased = False
+    memory.earlier = False
 
 
 def _ignored_here(lengths: list[int], hashes: list[int], masked: set[int]) -> set[int]:
@@ -455,8 +455,8 @@ class ContentDetector:
         texts, keys = self._stable_hashes(parts)
         hashes = copies_apart(texts)
         if memory is not None and memory.sketch is not None:  # read from Redis: page_memory
-            if memory.lowercased:
-                _restore_lowercased(memory, parts, hashes, host)
+            if memory.earlier:
+                _restore_earlier(memory, parts, hashes, host)
             else:
                 memory.restore(hashes, host.seen)
         if host.pending:  # masks other processes learned, of segments not seen here yet

@@ -40,11 +40,11 @@ VERSION = 5
 """The packed layout's version (its first byte). Version 4 is the same layout, and version 3
 (the same cells, a 35-byte head, five gone tags: at most 123 bytes) is read and migrated
 exactly (``_from_v3``); both hashed a segment with a volatile fragment lower-cased, so their
-memories read as ``lowercased`` (the detector restores them against the next copy hashed
-that way: ``change_detection._restore_lowercased``). Versions 1 (every 8-byte hash, ~2.4 KB a
+memories read as ``earlier`` (the detector restores them against the next copy hashed
+that way: ``change_detection._restore_earlier``). Versions 1 (every 8-byte hash, ~2.4 KB a
 page) and 2 (every segment hashed lower-cased, no order) are earlier memories, re-learned
 (``crawl/shared_pages.py``); any other reads as none."""
-LOWERCASED_VERSIONS = (3, 4)
+EARLIER_HASHING = (3, 4)
 """Versions whose segments with a volatile fragment were hashed lower-cased."""
 OLD_VERSIONS = (1, 2)
 HEADER = struct.Struct("<BIHB4s8sH")
@@ -84,12 +84,12 @@ class PageMemory:
 
     ``sketch``: the packed cells of a memory read from Redis, until ``restore`` rebuilds
     ``hashes`` (then None); ``gone``: whole hashes, or 16-bit tags (< 2^16, never a
-    segment's hash) of gone short segments not seen since; ``lowercased``: a memory of
-    ``LOWERCASED_VERSIONS``, whose segments with a volatile fragment were hashed
+    segment's hash) of gone short segments not seen since; ``earlier``: a memory of
+    ``EARLIER_HASHING``, whose segments with a volatile fragment were hashed
     lower-cased, until it is restored."""
 
     __slots__ = ("fingerprint", "hashes", "length", "gone", "rejected", "whole", "raw",
-                 "sketch", "order", "lowercased")
+                 "sketch", "order", "earlier")
 
     def __init__(self, fingerprint: str, hashes: array, length: int, gone: array,
                  whole: bytes) -> None:
@@ -102,7 +102,7 @@ class PageMemory:
         self.raw = -1  # CRC-32 of the last copy's bytes (-1: unknown)
         self.sketch: bytes | None = None
         self.order = 0  # 16 bits of the CRC-32 of its long segments in order (change_detection)
-        self.lowercased = False
+        self.earlier = False
 
     def restore(self, hashes: Sequence[int], known: Iterable[int] = ()) -> bool:
         """Rebuild ``hashes`` (the last copy, in order) from the sketch and ``hashes``, the
@@ -265,12 +265,12 @@ def unpack(data: bytes) -> PageMemory:
                          f"cells and 2 bytes for each of at most {GONE} gone tags")
     memory = _memory(data, end, gone, fingerprint, length_of(length), whole, rejected,
                      -1 if raw == RAW_NONE else raw, order)
-    memory.lowercased = data[0] in LOWERCASED_VERSIONS
+    memory.earlier = data[0] in EARLIER_HASHING
     return memory
 
 
 def _from_v3(data: bytes) -> PageMemory:
-    """A version 3 memory as version 4 held it (``lowercased``): the raw's CRC-32 (its low 32 bits), the
+    """A version 3 memory as version 4 held it (``earlier``): the raw's CRC-32 (its low 32 bits), the
     whole-text hash's first 4 bytes, the order's low 16 bits (what this version computes of
     the same copy), the length as ``length_code`` gives it back, the last ``GONE`` tags."""
     if len(data) < V3_HEADER.size:
@@ -284,7 +284,7 @@ def _from_v3(data: bytes) -> PageMemory:
     memory = _memory(data, end, gone, fingerprint, length_of(length_code(length)), whole[:4],
                      rejected, -1 if raw < 0 else raw & 0xFFFFFFFF, order & 0xFFFF)
     memory.gone = memory.gone[-GONE:]
-    memory.lowercased = True
+    memory.earlier = True
     return memory
 
 

@@ -328,7 +328,7 @@ def _pieces_text(pieces: list[str]) -> list[str]:
     return texts
 
 
-def stable_segments(parts: list[str], lowercased: bool = False) -> list[str]:
+def stable_segments(parts: list[str], earlier: bool = False) -> list[str]:
     """``parts`` without their volatile fragments (see the module docstring), letter case and
     all: a part with one comes back with each fragment replaced by its token (``<d>``,
     ``<v>``, ``<t>``, ``<n>``), the rest of its letters as they were (``_recased``); the
@@ -339,8 +339,9 @@ def stable_segments(parts: list[str], lowercased: bool = False) -> list[str]:
     and none spans the NUL between two segments: so only the segments holding a digit
     or one of those words are masked, in one pass of each pattern over them joined. The
     others are returned as they are (on real pages about two thirds of the text:
-    half the time of a first copy's masking). ``lowercased``: a part with a fragment comes
-    back all lower-cased, as page memories of ``page_memory.LOWERCASED_VERSIONS`` hashed it.
+    half the time of a first copy's masking). ``earlier``: as page memories of
+    ``page_memory.EARLIER_HASHING`` hashed the parts (a part with a fragment all lower-cased,
+    a copyright line's numbers kept).
     """
     text = "\x00".join(parts).lower()
     words = [word for word in UNDATED_WORDS if word in text]
@@ -351,10 +352,10 @@ def stable_segments(parts: list[str], lowercased: bool = False) -> list[str]:
     search = _DIGIT.search
     volatile = [i for i, part in enumerate(lowered)
                 if search(part) is not None or (words and any(word in part for word in words))]
-    for i, part in zip(volatile, _masked("\x00".join([lowered[i] for i in volatile])),
-                       strict=True):
+    for i, part in zip(volatile, _masked("\x00".join([lowered[i] for i in volatile]),
+                                         copyright_numbers=not earlier), strict=True):
         if part != lowered[i]:
-            kept[i] = part if lowercased else _recased(part, lowered[i], parts[i])
+            kept[i] = part if earlier else _recased(part, lowered[i], parts[i])
     return kept
 
 
@@ -399,8 +400,34 @@ centre's "Updated yesterday" read "Updated this week" on the next fetch). Applie
 text holding one of ``_RELATIVE_WORDS``."""
 
 
-def _masked(text: str) -> list[str]:
-    """The NUL-joined lower-case segments ``text`` with each pattern applied once, split."""
+COPYRIGHT_LINE = 120
+"""The longest segment whose numbers are a copyright notice's (``_copyright_numbers``)."""
+_COPYRIGHT_MARKS = ("©", "copyright", "(c) 19", "(c) 20", "(c)19", "(c)20")
+_COPYRIGHT_NUMBER = re.compile(r"(?<![\d.])\d+(?:\.\d+)*(?![\d.]*\d)")
+
+
+def _copyright_numbers(text: str) -> str:
+    """The NUL-joined lower-case segments ``text`` with the numbers of each copyright line
+    volatile (its years, a build's version): a segment of at most ``COPYRIGHT_LINE``
+    characters with "©", "copyright", or "(c)" before a year (not a list's third item).
+    "© 2025 Hily. All rights reserved" reads "© 2026 Hily ..." on January 1st, on every
+    page of the site, and "©mektoube.fr - 2023 - 2.0.32" turns "2.1.5" at a release: no
+    change of any page. A longer segment (a licence clause that names a year) keeps its
+    numbers."""
+    if not any(mark in text for mark in _COPYRIGHT_MARKS):
+        return text
+    parts = text.split("\x00")
+    for i, part in enumerate(parts):
+        if len(part) <= COPYRIGHT_LINE and any(mark in part for mark in _COPYRIGHT_MARKS):
+            parts[i] = _COPYRIGHT_NUMBER.sub("<v>", part)
+    return "\x00".join(parts)
+
+
+def _masked(text: str, copyright_numbers: bool = True) -> list[str]:
+    """The NUL-joined lower-case segments ``text`` with each pattern applied once, split
+    (``copyright_numbers``: a copyright line's numbers too, ``_copyright_numbers``)."""
+    if copyright_numbers:
+        text = _copyright_numbers(text)
     if MASK_DATES:
         text = _DATE.sub("<d>", text)
     text = _WORD.sub(_token, text)
