@@ -264,12 +264,12 @@ def _moved(hashes: list[int], order: int, memory: PageMemory) -> bool:
 
 
 def _restore_earlier(memory: PageMemory, parts: list[str], hashes: list[int],
-                        host: HostMask) -> None:
-    """Restore a memory whose segments with a volatile fragment were hashed lower-cased
-    (``PageMemory.earlier``: written before version 5) against this copy's ``parts``
-    hashed that way, then give each of its segments this copy shows, and its order, this
-    copy's hash (``hashes``): an upgrade is then no change of the page. A segment removed
-    since keeps its old hash: a difference either way."""
+                     host: HostMask) -> None:
+    """Restore a memory written before version 5 (``PageMemory.earlier``: a segment with a
+    volatile fragment hashed lower-cased, a copyright line's numbers kept) against this
+    copy's ``parts`` hashed that way, then give each of its segments this copy shows, and
+    its order, this copy's hash (``hashes``): an upgrade is then no change of the page. A
+    segment removed since keeps its old hash: a difference either way."""
     earlier = copies_apart(segment_hashes(stable_segments(parts, earlier=True)))
     same_order = memory.order == long_order(earlier)
     memory.restore(earlier, host.seen)

@@ -39,13 +39,14 @@ from collections.abc import Iterable, Sequence
 VERSION = 5
 """The packed layout's version (its first byte). Version 4 is the same layout, and version 3
 (the same cells, a 35-byte head, five gone tags: at most 123 bytes) is read and migrated
-exactly (``_from_v3``); both hashed a segment with a volatile fragment lower-cased, so their
-memories read as ``earlier`` (the detector restores them against the next copy hashed
+exactly (``_from_v3``); both hashed a segment with a volatile fragment lower-cased and kept a
+copyright line's numbers, so their memories read as ``earlier`` (the detector restores them against the next copy hashed
 that way: ``change_detection._restore_earlier``). Versions 1 (every 8-byte hash, ~2.4 KB a
 page) and 2 (every segment hashed lower-cased, no order) are earlier memories, re-learned
 (``crawl/shared_pages.py``); any other reads as none."""
 EARLIER_HASHING = (3, 4)
-"""Versions whose segments with a volatile fragment were hashed lower-cased."""
+"""Versions whose segments were hashed before version 5 (``segments.stable_segments``'s
+``earlier``)."""
 OLD_VERSIONS = (1, 2)
 HEADER = struct.Struct("<BIHB4s8sH")
 """version, raw (CRC-32 of the bytes; 0xFFFFFFFF: none), visible length (``length_code``),
@@ -85,8 +86,8 @@ class PageMemory:
     ``sketch``: the packed cells of a memory read from Redis, until ``restore`` rebuilds
     ``hashes`` (then None); ``gone``: whole hashes, or 16-bit tags (< 2^16, never a
     segment's hash) of gone short segments not seen since; ``earlier``: a memory of
-    ``EARLIER_HASHING``, whose segments with a volatile fragment were hashed
-    lower-cased, until it is restored."""
+    ``EARLIER_HASHING``, whose segments were hashed as before version 5, until it is
+    restored."""
 
     __slots__ = ("fingerprint", "hashes", "length", "gone", "rejected", "whole", "raw",
                  "sketch", "order", "earlier")
@@ -270,8 +271,8 @@ def unpack(data: bytes) -> PageMemory:
 
 
 def _from_v3(data: bytes) -> PageMemory:
-    """A version 3 memory as version 4 held it (``earlier``): the raw's CRC-32 (its low 32 bits), the
-    whole-text hash's first 4 bytes, the order's low 16 bits (what this version computes of
+    """A version 3 memory as version 4 held it (``earlier``): the raw's CRC-32 (its low 32
+    bits), the whole-text hash's first 4 bytes, the order's low 16 bits (what this version computes of
     the same copy), the length as ``length_code`` gives it back, the last ``GONE`` tags."""
     if len(data) < V3_HEADER.size:
         raise ValueError(f"page memory of {len(data)} bytes is shorter than version 3's "

@@ -403,7 +403,7 @@ text holding one of ``_RELATIVE_WORDS``."""
 COPYRIGHT_LINE = 120
 """The longest segment whose numbers are a copyright notice's (``_copyright_numbers``)."""
 _COPYRIGHT_MARKS = ("©", "copyright", "(c) 19", "(c) 20", "(c)19", "(c)20")
-_COPYRIGHT_NUMBER = re.compile(r"(?<![\d.])\d+(?:\.\d+)*(?![\d.]*\d)")
+_COPYRIGHT_NUMBER = re.compile(r"(?<![\d.])\d+(?:\.\d+)*")
 
 
 def _copyright_numbers(text: str) -> str:
