@@ -77,7 +77,6 @@ from frontier_rate.client.frontier_client import (
     FrontierClient,
     result_meta,
 )
-from frontier_rate.crawl.open_retry import WAITED_FOR, OpenRetry
 from frontier_rate.crawl.responses import clean_validator, outcome
 from frontier_rate.crawl.settings import (
     DONT_REVISIT_KEY,
@@ -102,6 +101,7 @@ from frontier_rate.frontera.requests import (
     page_request,
 )
 from frontier_rate.frontera.sitemaps import FronteraSitemaps
+from frontier_rate.frontera.start_wait import StartWait
 
 logger = logging.getLogger(__name__)
 
@@ -182,9 +182,9 @@ class RevisitBackend(Backend):
         self._started_at: float | None = None
         self._polled = False  # the first get_next_requests waits for the worker once
         self.sitemaps: FronteraSitemaps | None = None  # FRONTIER_RATE_SITEMAPS (docs/SIGNALS.md)
-        self._opening: OpenRetry | None = None  # while the frontier waits for Redis
-        self._next_try = 0.0  # when the opening tries again (time.monotonic)
-        self._held: list[tuple[list[FrontierRequest], str]] = []  # adds while it waits
+        self._start_wait = StartWait(
+            self._start, lambda: self.client is not None and self.client.frontier is not None,
+            config.open_wait, config.redis_url, lambda name: self._stat(name, 1, False))
 
     @classmethod
     def from_manager(cls, manager: Any) -> RevisitBackend:
@@ -205,50 +205,19 @@ class RevisitBackend(Backend):
 
     # -- start / stop ------------------------------------------------------------
     def frontier_start(self) -> None:
-        """Open the frontier. While Redis cannot be reached (or a Redis Cluster cannot serve
-        yet) the backend waits for it, for up to ``FRONTIER_RATE_OPEN_WAIT`` seconds, without
-        blocking: the calls Frontera makes anyway try again when the next try is due
-        (``_opened``); meanwhile new pages are held and nothing is handed out. Past the wait
-        ``finished`` is True, with one ERROR line. With a wait of 0, or a password Redis
-        refuses, the ERROR line and the error at once, as Frontera expects of a start."""
-        self._opening, self._held = None, []
-        try:
-            self._start()
-        except WAITED_FOR as exc:
-            if self.client is not None and self.client.frontier is not None:
-                raise  # not the frontier's opening
-            self.client = None
-            retry = OpenRetry(exc, self.settings.open_wait, self.settings.redis_url, logger)
-            if retry.hopeless:
-                logger.error("frontier-rate: %s", retry.give_up_message())
-                raise
-            self._opening, self._next_try = retry, time.monotonic() + retry.delay()
+        """Open the frontier; while Redis cannot be reached, wait for it without blocking
+        (``start_wait.StartWait``: meanwhile new pages are held and nothing is handed out)."""
+        self._start_wait.begin()
 
     def _opened(self) -> bool:
-        """Whether the frontier is open; while it waits for Redis, a call past the next
-        try's time tries to open it again (then the held pages are added)."""
-        retry = self._opening
-        if retry is None:
-            return True
-        if retry.hopeless or time.monotonic() < self._next_try:
+        """Whether the frontier is open (a call while it waits may open it: then the held
+        pages are added)."""
+        waiting = self._start_wait.retry is not None
+        if not self._start_wait.ready():
             return False
-        try:
-            self._start()
-        except WAITED_FOR as exc:
-            if self.client is not None and self.client.frontier is not None:
-                raise
-            self.client = None
-            if retry.failed(exc):
-                self._next_try = time.monotonic() + retry.delay()
-            else:
-                logger.error("frontier-rate: %s", retry.give_up_message())
-                self._stat("redis_unreachable", 1, False)
-            return False
-        retry.answered()
-        self._opening = None
-        held, self._held = self._held, []
-        for requests, kind in held:
-            self._add(requests, kind)
+        if waiting:
+            for requests, kind in self._start_wait.take_held():
+                self._add(requests, kind)
         return True
 
     def _start(self) -> None:
@@ -257,12 +226,13 @@ class RevisitBackend(Backend):
                 self.frontier = Frontier(self.settings.redis_url, self.options)
             return self.frontier
 
-        self.client = FrontierClient(
+        client = FrontierClient(
             open_frontier, redis_url=self.settings.redis_url, spool_dir=self.settings.spool_dir,
             stat=self._stat, clock=self.clock, batch=DEFAULT_BATCH,
             post=self._post if self.driver == "background" else None,
             log_interval=self.settings.log_interval)
-        self.client.open()
+        client.open()  # Redis unreachable: raised before the client is kept (StartWait)
+        self.client = client
         if self.settings.fingerprint == "content":
             self._page_memory = use_page_memory(self.settings.shared_page_memory, self.client,
                                                 self.fingerprinter)
@@ -276,7 +246,6 @@ class RevisitBackend(Backend):
             self.client.want(DEFAULT_BATCH)  # lease ahead from the start
         self._one_off_seen.clear()
         self._started_at = self.clock()
-        client = self.client
         self.sitemaps = FronteraSitemaps(
             self.settings, client,
             lambda url, weight, request: client.add([(url, weight, page_meta(request), 0, True)]),
@@ -291,11 +260,7 @@ class RevisitBackend(Backend):
             atexit.unregister(self._exit_hook)
             self._exit_hook = None
         if self.client is None:
-            held = sum(len(requests) for requests, _ in self._held)
-            if held:
-                logger.warning("frontier-rate: %d requests given while Redis could not be "
-                               "reached were not added to the frontier", held)
-            self._held, self._opening = [], None
+            self._start_wait.stop()
             return
         self._drain()
         if self._page_memory is not None:  # before the client: an embedded Redis is shut
@@ -347,7 +312,7 @@ class RevisitBackend(Backend):
         the Scrapy scheduler does (``kind``: "seed" or "link", for the log).
         """
         if not self._opened():
-            self._held.append((list(requests), kind))
+            self._start_wait.hold(list(requests), kind)
             return
         pages: list[tuple[str, float, dict[str, Any]]] = []
         client = self._client
@@ -553,7 +518,7 @@ class RevisitBackend(Backend):
         While the frontier waits for Redis: False, and True once the wait is over.
         """
         if not self._opened():
-            return self._opening is not None and self._opening.hopeless
+            return self._start_wait.gave_up
         client, now = self._client, self.clock()
         if self._started_at is not None and self.settings.close_after is not None \
                 and now - self._started_at >= self.settings.close_after:
@@ -576,7 +541,7 @@ class RevisitBackend(Backend):
         """Seconds until the backend may have something to do (the next token or due page, or
         the close time: ``Frontier.next_call_time``)."""
         if not self._opened():
-            return min(WAKE_LIMIT, max(MIN_WAKE, self._next_try - time.monotonic()))
+            return min(WAKE_LIMIT, max(MIN_WAKE, self._start_wait.seconds()))
         if self._one_off or self._buffer:
             return MIN_WAKE
         client, now = self._client, self.clock()
