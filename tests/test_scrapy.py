@@ -238,7 +238,11 @@ def test_redirect_is_followed_and_the_original_page_observed(site, redis_url, na
     responses = crawl.responses(site.url("/new"))  # request_url is the final request
     assert len(responses) >= 2, crawl.log[-3000:]
     assert all(r["url"] == site.url("/new") for r in responses)
-    assert len(site.hits_for("/old")) == len(site.hits_for("/new"))  # revisits start at /old
+    old, new = site.hits_for("/old"), site.hits_for("/new")
+    # revisits start at /old, each followed to /new; the last may be cut by the close before
+    # its hop (CI on Scrapy 2.13.4, 2026-12-05: /old 4 hits, /new 3, the 4th /old at the end)
+    assert len(old) - len(new) in (0, 1), (old, new)
+    assert len(old) == len(new) or old[-1].time > new[-1].time, (old, new)
     frontier = open_frontier(redis_url, namespace)
     try:
         assert frontier.page(site.url("/old")) is not None
