@@ -43,10 +43,10 @@ from frontier_rate.detection.host_mask import (
 )
 from frontier_rate.detection.host_mask import HEADER as LOG_HEADER
 from frontier_rate.detection.page_memory import (
-    CELLS,
     GONE,
     HEADER,
     SHORT,
+    THIRTEEN_CELLS,
     VERSION,
     PageMemory,
     pack,
@@ -89,14 +89,14 @@ def _key(namespace: str, url: str, shards: int = 4) -> tuple[str, bytes]:
          whole=b"\0" * 4, raw=-1, order=0)  # the longest length: its code must not be clamped
 def test_a_memory_reads_back_as_it_was_packed_in_bounded_bytes(fingerprint, kept, gone, length,
                                                                 rejected, whole, raw, order):
-    """Whatever the page's size, at most 108 bytes (a 112-byte allocation in Redis);
+    """Whatever the page's size, at most 75 bytes (an 80-byte allocation in Redis);
     compared with the same copy the sketch gives back the copy's segments, and the gone
     short ones by their tags; the visible length within 0.02%."""
     memory = PageMemory(fingerprint, kept, length, gone, whole)
     memory.rejected, memory.raw, memory.order = rejected, raw, order
     data = pack(memory)
     shorts = [g for g in gone if g & SHORT][-GONE:]
-    assert len(data) == HEADER.size + 6 * CELLS + 2 * len(shorts) <= 108
+    assert len(data) == HEADER.size + 5 * 9 + 2 * len(shorts) <= 75
     back = unpack(data)
     assert (back.fingerprint, back.rejected, back.whole, back.raw, back.order) == \
         (fingerprint, rejected, whole, raw, order)
@@ -113,7 +113,8 @@ def _v3_memory(memory: PageMemory, raw64: int, order32: int, whole8: bytes) -> b
     gone = [gone_tag(g) if g >= 0x10000 else g for g in memory.gone][-5:]
     head = struct.pack("<BqIB8s8sIB", 3, raw64, memory.length, memory.rejected, whole8,
                        bytes.fromhex(memory.fingerprint), order32, len(gone))
-    sketch = memory.sketch if memory.sketch is not None else sketch_of(memory.hashes)
+    sketch = memory.sketch if memory.sketch is not None else \
+        sketch_of(memory.hashes, THIRTEEN_CELLS)
     return head + sketch + struct.pack(f"<{len(gone)}H", *gone)
 
 
@@ -121,7 +122,8 @@ def test_a_version_3_memory_is_migrated_to_what_this_version_computes_of_the_sam
     """An upgrade keeps the namespace's memories: a version 3 value reads as the memory
     version 4 would have written of the same copy (the bytes' CRC-32 without the length,
     the whole-text hash's first 4 bytes, the order's low 16 bits, the last ``GONE`` tags),
-    and packs again in at most 108 bytes."""
+    and packs again in at most 108 bytes (version 4, its cells as they stand) until a copy is
+    compared with it, then in version 6's 75."""
     rng = random.Random(593)
     copy = array("Q", [rng.getrandbits(64) | 1 << 40 for _ in range(120)])
     gone = array("Q", [rng.getrandbits(64) | SHORT for _ in range(5)])
@@ -136,8 +138,10 @@ def test_a_version_3_memory_is_migrated_to_what_this_version_computes_of_the_sam
         ("0123456789abcdef", 2, crc, whole8[:4], 0xBEEF)
     assert abs(back.length - 54_321) <= 11
     assert back.gone.tolist() == [gone_tag(g) for g in gone][-GONE:]
-    assert len(pack(back)) <= 108
+    again = pack(back)
+    assert again[0] == 4 and len(again) <= 108
     assert back.restore(copy) and back.hashes.tolist() == copy.tolist()
+    assert pack(back)[0] == VERSION and len(pack(back)) <= 75
     unknown = unpack(_v3_memory(memory, -1, order32, whole8))
     assert unknown.raw == -1
 
@@ -154,6 +158,8 @@ def test_a_namespace_of_version_3_memories_detects_on_after_the_upgrade(redis_cl
     kept = writer.detect(body, url, HTML).fingerprint
     key, field = _key(namespace, url)
     now = unpack(redis_client.hget(key, field))
+    copy = copies_apart(segment_hashes(stable_segments(segments(body.decode()))))
+    assert now.restore(copy) and now.hashes.tolist() == copy
     redis_client.hset(key, field, _v3_memory(now, now.raw ^ len(body) << 32,
                                              now.order | 0x5A5A << 16, now.whole + b"8765"))
     reader = Fingerprinter("content")
@@ -728,10 +734,12 @@ def test_a_version_4_memory_compares_its_lower_cased_segments_and_the_upgrade_is
     # and the fingerprint it gave (the engine keeps it): of those hashes, none ignored
     old_fingerprint = hashlib.blake2b(array("Q", earlier).tobytes(), digest_size=8).hexdigest()
     assert old_fingerprint != kept.fingerprint
-    version4 = PageMemory(old_fingerprint, array("Q", earlier), now.length, array("Q"),
-                          now.whole)
+    version4 = PageMemory(old_fingerprint, array("Q"), now.length, array("Q"), now.whole)
     version4.raw, version4.order = -1, long_order(earlier)
-    redis_client.hset(key, field, bytes([4]) + pack(version4)[1:])
+    version4.sketch, version4.layout = sketch_of(earlier, THIRTEEN_CELLS), THIRTEEN_CELLS
+    version4.earlier = True
+    assert pack(version4)[0] == 4
+    redis_client.hset(key, field, pack(version4))
     reader = Fingerprinter("content")
     reader.share(pages)
     with caplog.at_level(logging.INFO, logger="frontier_rate.crawl.shared_pages"):
@@ -743,3 +751,35 @@ def test_a_version_4_memory_compares_its_lower_cased_segments_and_the_upgrade_is
     recased.share(pages)
     edit = recased.detect(_dated_document("Estimation of Properties", 12), url, HTML)
     assert edit.fingerprint != old_fingerprint and edit.changed_segments == 2
+
+
+VERSION_5 = bytes.fromhex(
+    "05dd06cb00a538008c1ba53834f16287a9b477a6000000000000000000000000000001751063894203b5"
+    "0dabb8b4016d8d7694fb016d8d7694fb01eca5ee9ce802c9175f26c001e5af798bde00000000000002c9"
+    "175f26c0016d8d7694fb02090a971736")
+"""What version 5 (thirteen cells of 6 bytes) wrote of ``_document(False, "aa" * 8)`` at
+``http://terms.test/tos``: a run of that code (`4914b51`), written out here."""
+
+
+def test_a_version_5_memory_is_read_in_its_thirteen_cells_and_the_upgrade_is_no_change(
+        redis_client, namespace, caplog):
+    """A namespace version 5 wrote keeps working: its page's next copy (the same words, a
+    paragraph cut in two) is no change, the same fingerprint; the memory is then written as
+    version 6 (at most 75 bytes), and an edit after it is a change. Read with version 6's
+    nine cells, the value would be refused (a WARNING, a new fingerprint)."""
+    url = "http://terms.test/tos"
+    key, field = _key(namespace, url)
+    redis_client.hset(key, field, VERSION_5)
+    pages = _pages(redis_client, namespace)
+    reader = Fingerprinter("content")
+    reader.share(pages)
+    with caplog.at_level(logging.INFO, logger="frontier_rate.crawl.shared_pages"):
+        same = reader.detect(_document(True, "bb" * 8), url, HTML)
+    assert same.fingerprint == "34f16287a9b477a6" and same.changed_segments == 0
+    assert pages.unreadable == 0 and "earlier frontier-rate" not in caplog.text
+    written = redis_client.hget(key, field)
+    assert written[0] == VERSION == 6 and len(written) <= 75
+    edited = Fingerprinter("content")
+    edited.share(pages)
+    body = _document(True, "cc" * 8).replace(b"courts of Paris", b"courts of Lyon")
+    assert edited.detect(body, url, HTML).fingerprint != "34f16287a9b477a6"
