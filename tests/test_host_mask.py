@@ -23,6 +23,7 @@ from frontier_rate.detection.host_mask import (
     HostMask,
     host_of,
     log_generation,
+    narrow,
     page_bit,
     read_log,
     spread_threshold,
@@ -250,3 +251,14 @@ def test_one_template_edit_or_rare_edits_of_each_pages_line_make_no_slot():
             dated.revisited([9])
         dated.slot_replaced(9, 100 + page, page=page)  # changed once in five revisits
     assert not dated.volatile_slots
+
+
+@settings(max_examples=300, deadline=None)
+@given(h=st.integers(0, 2**64 - 1), spread=st.booleans())
+def test_a_version_3_word_narrows_to_this_versions_word_of_the_same_segment(h, spread):
+    """Version 3's tag, computed here from its definition (the top 23 bits of the top 32
+    bits' product with the golden-ratio constant, never 0), narrows to ``tag``'s."""
+    wide = (((h >> 32) * 0x9E3779B97F4A7C15) % 2**64) >> 41 or 1
+    word = wide | (1 << 23 if spread else 0)
+    assert narrow(word) == tag(h) | (SPREAD_FLAG if spread else 0)
+    assert read_log(HEADER.pack(b"frhmask3", 5) + write_log([]), whole=True, wide=True) == []

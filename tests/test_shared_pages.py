@@ -683,7 +683,7 @@ def test_a_host_log_of_4_byte_words_is_relearned_said_once_and_written_coded(
     said = [r for r in caplog.records if "written by an earlier frontier-rate" in r.message]
     assert len(said) == 1 and pages.unreadable == 0
     log = redis_client.get(key)
-    assert log[:8] == b"frhmask3" and log_generation(log[:LOG_HEADER.size]) is not None
+    assert log[:8] == b"frhmask4" and log_generation(log[:LOG_HEADER.size]) is not None
     logged = log_hashes(read_log(log, whole=True))
     learned = fingerprinter._detector._hosts["shop.test"]
     assert sorted(logged) == sorted(tag(h) for h in learned.masked) and not {5, 6, 7} & set(logged)
@@ -783,3 +783,37 @@ def test_a_version_5_memory_is_read_in_its_thirteen_cells_and_the_upgrade_is_no_
     edited.share(pages)
     body = _document(True, "cc" * 8).replace(b"courts of Paris", b"courts of Lyon")
     assert edited.detect(body, url, HTML).fingerprint != "34f16287a9b477a6"
+
+
+VERSION_3_LOG = bytes.fromhex("6672686d61736b33c6d6bc4348220c05000315f82dfdfa182f632eef00")
+"""The log version 3 (23-bit tags) wrote of ``shop.test`` after one process detected
+``_shop_page`` a, b and c with the menu "Spring sale": a run of that code (`4914b51`),
+written out here. It masked the three menu segments, whose hashes are ``VERSION_3_MASKED``."""
+VERSION_3_MASKED = {0x91E4A3EE03B0018A, 0x92F5D16D14ED03D5, 0xA6D5E7D5197E0439}
+
+
+def test_a_host_log_of_23_bit_tags_is_read_as_it_was_and_written_again_narrow(
+        redis_client, namespace, caplog):
+    """A namespace whose host logs version 3 wrote keeps its masks across the upgrade: a
+    fresh process masks the host's menu on the first page it fetches (read with 21-bit words,
+    the log would be refused as damaged and nothing masked), says nothing of an earlier
+    layout, and writes the log again in this version's words, which another process reads
+    back."""
+    url = "http://shop.test/a"
+    pages = _pages(redis_client, namespace)
+    key = pages.mask_key(url)
+    redis_client.set(key, VERSION_3_LOG, px=10**8)
+    reader = Fingerprinter("content")
+    reader.share(pages)
+    with caplog.at_level(logging.INFO, logger="frontier_rate.crawl.shared_pages"):
+        reader.detect(_shop_page("a", "Spring sale"), url, HTML)
+    host = reader._detector._hosts["shop.test"]
+    assert host.masked == VERSION_3_MASKED
+    assert pages.unreadable == 0 and "earlier frontier-rate" not in caplog.text
+    log = redis_client.get(key)
+    assert log[:8] == b"frhmask4"
+    assert sorted(log_hashes(read_log(log, whole=True))) == sorted(tag(h) for h in VERSION_3_MASKED)
+    other = Fingerprinter("content")
+    other.share(pages)
+    other.detect(_shop_page("b", "Spring sale"), "http://shop.test/b", HTML)
+    assert other._detector._hosts["shop.test"].masked == VERSION_3_MASKED

@@ -40,6 +40,7 @@ from frontier_rate.detection.host_mask import (
     HostMask,
     host_of,
     is_old_log,
+    is_wide_log,
     log_generation,
     new_generation,
     read_log,
@@ -181,8 +182,11 @@ class SharedPages:
             if host.offset > 0:  # another process compacted the log: read it from its start
                 tail = self._call(self.store.read_log, key) or b""
             host.generation, host.offset, host.logged = generation, 0, 0
+        wide = is_wide_log(head)
+        if wide:
+            host.compact = True  # version 3's tags: written again in this version's
         try:
-            words = read_log(tail, whole=host.offset == 0)
+            words = read_log(tail, whole=host.offset == 0, wide=wide)
         except ValueError as exc:
             self._unreadable(f"the shared mask of the host of {url}", exc)
             host.compact = True  # this process's masks replace it at its next write

@@ -14,13 +14,15 @@ masks to one Redis string per host (``crawl/shared_pages.py``), and masks those 
 processes appended before it compares a copy of one of the host's pages:
 
 - the log is a ``HEADER`` (``MAGIC`` and a random generation), then one or more chunks, each
-  the masks one write logged: a 24-bit word per mask, the segment's 23-bit ``tag`` with
+  the masks one write logged: a 22-bit word per mask, the segment's 21-bit ``tag`` with
   ``SPREAD_FLAG`` set when it was masked for its spread, the words sorted and their gaps
-  Golomb-Rice coded (``write_log``: ~2.3 bytes a mask for a host of ~160 masks, against 4
-  bytes a word before, so a host's log costs ~40% less in Redis, issue 59's <= 300 B a page).
-  Two of a host's segments share a tag with probability ~n/2^23 for n masks (~160 on the
-  corpus: two in a hundred thousand), and a tag only counts for a segment of the host, so a
-  tag is as good as the hash;
+  Golomb-Rice coded (``write_log``: ~2 bytes a mask for a host of ~160 masks, against 4
+  bytes a word before, issue 59's <= 300 B a page). A log word masks a segment this process
+  saw on the host (up to ``HostMask.limit``, 2,048) whose tag it is: one of them by chance
+  with probability ~n x seen / 2^21 for n masks (~0.16 segments a host for the corpus' ~160
+  masks; ~2 of 2,048 for a host of 2,000 masks), and a segment masked by chance has its
+  changes missed. Version 3's logs (``WIDE_MAGIC``) had 23-bit tags: they read exactly as
+  this version's (``narrow``), and are written again at the process's next write;
 - reading it masks each segment this process knows by its tag (``fold``); a tag of a segment
   not seen here yet waits in ``pending`` until a copy shows it (``resolve``); masking twice,
   or a segment this process appended itself, changes nothing;
@@ -48,7 +50,11 @@ from frontier_rate.detection.segments import SHORT_BIT
 
 HEADER = struct.Struct("<8sQ")
 """The log's first 16 bytes: ``MAGIC`` and its generation."""
-MAGIC = b"frhmask3"
+MAGIC = b"frhmask4"
+WIDE_MAGIC = b"frhmask3"
+"""Version 3's magic: the same chunks of words of a 23-bit tag (``WIDE_TAG_BITS``) and the
+flag above it, read as this version's words (``narrow``)."""
+WIDE_TAG_BITS = 23
 OLD_MAGICS = (b"frhmask1", b"frhmask2")
 """The magics of the earlier layouts (8-byte hashes, a zero word before a spread mask; then
 4-byte words, one a mask, uncoded)."""
@@ -56,8 +62,9 @@ COMPACT_AFTER = 256
 """Words in a host's log (and half as many again as the reader's masks) after which the next
 writer replaces it with its own masks: a log holds each mask about once (processes append
 the masks each learns, the same ones too), under ~6 KiB for a host of 2,048 masks."""
-TAG_BITS = 23
-"""Bits of a segment's ``tag`` in a log word."""
+TAG_BITS = 21
+"""Bits of a segment's ``tag`` in a log word: 21 rather than version 3's 23 cost ~0.25 byte
+a mask less (issue 59's <= 300 B a page; docs/CHANGE_DETECTION.md has the measure)."""
 WORD_BITS = TAG_BITS + 1
 """Bits of a log word: the tag and ``SPREAD_FLAG``."""
 CHUNK_COUNT = 0xFFFF
@@ -389,12 +396,26 @@ def _chunk(values: list[int]) -> bytes:
 
 
 def log_generation(head: bytes) -> int | None:
-    """The generation of a log whose first bytes are ``head`` (None: no header)."""
+    """The generation of a log whose first bytes are ``head`` (None: no header), of this
+    version or version 3 (``is_wide_log``)."""
     if len(head) >= HEADER.size:
         magic, generation = HEADER.unpack_from(head)
-        if magic == MAGIC:
+        if magic in (MAGIC, WIDE_MAGIC):
             return generation
     return None
+
+
+def is_wide_log(head: bytes) -> bool:
+    """Whether a log's first bytes are version 3's (``WIDE_MAGIC``: 23-bit tags)."""
+    return head[:len(WIDE_MAGIC)] == WIDE_MAGIC
+
+
+def narrow(word: int) -> int:
+    """Version 3's log word (a 23-bit tag, the flag above it) as this version's: a tag is the
+    top bits of the same product (``tag``), so its top ``TAG_BITS`` are this version's tag of
+    the same segment (both never 0)."""
+    narrowed = (word & ((1 << WIDE_TAG_BITS) - 1)) >> (WIDE_TAG_BITS - TAG_BITS) or 1
+    return narrowed | (SPREAD_FLAG if word >> WIDE_TAG_BITS & 1 else 0)
 
 
 def is_old_log(head: bytes) -> bool:
@@ -402,11 +423,19 @@ def is_old_log(head: bytes) -> bool:
     return head[:len(MAGIC)] in OLD_MAGICS
 
 
-def read_log(data: bytes, whole: bool) -> list[int]:
+def read_log(data: bytes, whole: bool, wide: bool = False) -> list[int]:
     """The words of log bytes (``whole``: from the log's start, whose header is skipped),
-    each chunk's sorted; ValueError naming the fault when they are not whole chunks."""
+    each chunk's sorted; ValueError naming the fault when they are not whole chunks.
+    ``wide``: the bytes of a version 3 log (``is_wide_log``), its words ``narrow``-ed."""
     if whole and log_generation(data) is not None:
         data = data[HEADER.size:]
+    if wide:
+        return [narrow(word) for word in _words(data, WIDE_TAG_BITS + 1)]
+    return _words(data, WORD_BITS)
+
+
+def _words(data: bytes, word_bits: int) -> list[int]:
+    """The words of a log's chunks, each of at most ``word_bits``."""
     if not data:
         return []
     bits = format(int.from_bytes(data, "big"), f"0{8 * len(data)}b")
@@ -418,7 +447,7 @@ def read_log(data: bytes, whole: bool) -> list[int]:
             raise ValueError(f"host mask log of {len(data)} bytes ends inside a chunk's head")
         count, k = int(bits[pos:pos + 16], 2), int(bits[pos + 16:pos + 24], 2)
         pos += 24
-        if not count or k > WORD_BITS:
+        if not count or k > word_bits:
             raise ValueError(f"host mask log of {len(data)} bytes has a chunk of {count} words "
                              f"with a Rice parameter of {k}")
         value = 0
@@ -429,9 +458,9 @@ def read_log(data: bytes, whole: bool) -> list[int]:
             value += (stop - pos) << k | (int(bits[stop + 1:stop + 1 + k], 2) if k else 0)
             pos = stop + 1 + k
             found.append(value)
-        if value >> WORD_BITS:
+        if value >> word_bits:
             raise ValueError(f"host mask log of {len(data)} bytes has a word past "
-                             f"{WORD_BITS} bits")
+                             f"{word_bits} bits")
         pos += -pos % 8
     return found
 
