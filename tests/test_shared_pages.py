@@ -795,7 +795,7 @@ VERSION_3_MASKED = {0x91E4A3EE03B0018A, 0x92F5D16D14ED03D5, 0xA6D5E7D5197E0439}
 def test_a_host_log_of_23_bit_tags_is_read_as_it_was_and_written_again_narrow(
         redis_client, namespace, caplog):
     """A namespace whose host logs version 3 wrote keeps its masks across the upgrade: a
-    fresh process masks the host's menu on the first page it fetches (read with 21-bit words,
+    fresh process masks the host's menu on the first page it fetches (read as this version's 21-bit words,
     the log would be refused as damaged and nothing masked), says nothing of an earlier
     layout, and writes the log again in this version's words, which another process reads
     back."""

@@ -271,7 +271,7 @@ def use_page_memory(shared: bool, client: Any, fingerprinter: Any,
                         "(a change is then more likely to be called): "
                         "FRONTIER_RATE_SHARED_PAGE_MEMORY = True keeps each page's last copy "
                         "and each host's learned masks in Redis for every process (the "
-                        "default; ~340 bytes a page; docs/CHANGE_DETECTION.md)")
+                        "default; ~300 bytes a page; docs/CHANGE_DETECTION.md)")
         return None
     text = spec(client.frontier)
     try:

@@ -14,13 +14,13 @@ masks to one Redis string per host (``crawl/shared_pages.py``), and masks those 
 processes appended before it compares a copy of one of the host's pages:
 
 - the log is a ``HEADER`` (``MAGIC`` and a random generation), then one or more chunks, each
-  the masks one write logged: a 22-bit word per mask, the segment's 21-bit ``tag`` with
+  the masks one write logged: a 21-bit word per mask, the segment's 20-bit ``tag`` with
   ``SPREAD_FLAG`` set when it was masked for its spread, the words sorted and their gaps
   Golomb-Rice coded (``write_log``: ~2 bytes a mask for a host of ~160 masks, against 4
   bytes a word before, issue 59's <= 300 B a page). A log word masks a segment this process
   saw on the host (up to ``HostMask.limit``, 2,048) whose tag it is: one of them by chance
-  with probability ~n x seen / 2^21 for n masks (~0.16 segments a host for the corpus' ~160
-  masks; ~2 of 2,048 for a host of 2,000 masks), and a segment masked by chance has its
+  with probability ~n x seen / 2^20 for n masks (~0.3 segments a host for the corpus' ~160
+  masks; ~4 of 2,048 for a host of 2,000 masks), and a segment masked by chance has its
   changes missed. Version 3's logs (``WIDE_MAGIC``) had 23-bit tags: they read exactly as
   this version's (``narrow``), and are written again at the process's next write;
 - reading it masks each segment this process knows by its tag (``fold``); a tag of a segment
@@ -62,9 +62,9 @@ COMPACT_AFTER = 256
 """Words in a host's log (and half as many again as the reader's masks) after which the next
 writer replaces it with its own masks: a log holds each mask about once (processes append
 the masks each learns, the same ones too), under ~6 KiB for a host of 2,048 masks."""
-TAG_BITS = 21
-"""Bits of a segment's ``tag`` in a log word: 21 rather than version 3's 23 cost ~0.25 byte
-a mask less (issue 59's <= 300 B a page; docs/CHANGE_DETECTION.md has the measure)."""
+TAG_BITS = 20
+"""Bits of a segment's ``tag`` in a log word: 20 rather than version 3's 23 cost ~0.4 byte a
+mask less (issue 59's <= 300 B a page; docs/CHANGE_DETECTION.md has the measure)."""
 WORD_BITS = TAG_BITS + 1
 """Bits of a log word: the tag and ``SPREAD_FLAG``."""
 CHUNK_COUNT = 0xFFFF

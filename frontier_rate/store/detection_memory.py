@@ -4,7 +4,7 @@ key of a namespace (``store/keys.py``).
 Two kinds of key, both in the page's shard (a Cluster spreads them as it does the pages):
 
 - ``Keys.page_memories`` ``fr:{ns:s}:pm``, a hash: page id (8 bytes) -> the page's packed
-  memory (``detection/page_memory.py``, at most 108 bytes). One hash a shard rather than one string a
+  memory (``detection/page_memory.py``, at most 75 bytes). One hash a shard rather than one string a
   page: a string costs ~100 bytes of key and Redis overhead on top of its value, a hash
   field ~50. Its expiry moves with every write, so the memories live while the shard is
   crawled (at least ``ttl``); a page that left the crawl keeps its field until then.

@@ -68,7 +68,7 @@ key                                   type   content
 ``fr:{ns:s}:pm:<page id>``            str    the same in the earlier layout: deleted when
                                              read
 ``fr:{ns:s}:hm:<host id>``            str    what the ``"content"`` detection learned of a
-                                             host's boilerplate, a log of coded 24-bit words
+                                             host's boilerplate, a log of coded 21-bit words
                                              (with the setting above; detection/host_mask.py),
                                              expiring
 ``fr:{ns:s}:ld:<page id>``            str    the page's last detection, a JSON object of
