@@ -50,8 +50,8 @@ def test_a_log_reads_back_as_it_was_written(values, more, generation):
 
 def test_a_log_costs_under_2_5_bytes_a_mask_for_a_host_of_160_masks():
     """Sorted and Rice-coded (``write_log``), the ~160 masks of a host of the corpus cost
-    ~2.3 bytes each, not the 4 of one uncoded word a mask (issue 59: <= 300 B a page); the
-    coded size is checked against the entropy bound computed apart: log2 C(2^24, n) bits."""
+    ~2 bytes each, not the 4 of one uncoded word a mask (issue 59: <= 300 B a page); the
+    coded size is checked against the entropy bound computed apart: log2 C(2^WORD_BITS, n) bits."""
     draw = random.Random(59)
     words = draw.sample(range(2**WORD_BITS), 160)
     data = write_log(words, generation=1)
