@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 import threading
 import time
 from collections import deque
@@ -29,16 +28,18 @@ from dataclasses import dataclass
 
 from frontier_rate.client.clock import CLOCK_SLACK
 from frontier_rate.client.outage import Breaker
+from frontier_rate.crawl.robots_txt import (
+    DEFAULT_MAX_CRAWL_DELAY,
+    REFUSALS,
+    is_robots_txt,
+    robots_crawl_delay,
+)
 from frontier_rate.store.connection import drop_idle_connections
 from frontier_rate.store.health import clock_offset
 from frontier_rate.store.send_slot import SENDER_SETTLE, SendSlots
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MAX_CRAWL_DELAY = 60.0
-"""Largest robots.txt Crawl-delay obeyed (FRONTIER_RATE_MAX_CRAWL_DELAY); larger ones are clamped."""
-ROBOTS_MAX_BYTES = 500 * 1024
-"""Bytes of a robots.txt that are parsed (Google's limit, RFC 9309 asks for at least 500 KiB)."""
 ROBOTS_RETRY = 300.0
 """Seconds (at most; ``robots_ttl`` when shorter) before a robots.txt that answered a server
 error (5xx) or could not be fetched is asked again, its host's pages held meanwhile."""
@@ -65,46 +66,6 @@ Redis meanwhile has given its connection back by then (a call waits at most the 
 timeout, 5 s by default)."""
 LAST_SENDS_KEPT = 4096
 """Hosts ``SendGate`` remembers its last send to before it forgets those sent to long ago."""
-_CRAWL_DELAY_LINE = re.compile(r"^[ \t]*crawl[-_ ]?delay[ \t]*:[ \t]*([^\r\n#]*)", re.I | re.M)
-
-
-def robots_crawl_delay(body: bytes, agent: str, host: str, maximum: float) -> float | None:
-    """The Crawl-delay robots.txt ``body`` sets for ``agent``, made safe.
-
-    Parsed with Protego (as Scrapy does) from the first ``ROBOTS_MAX_BYTES``;
-    a delay above ``maximum`` is clamped to it with a WARNING. Values Protego
-    ignores (not a number, negative, nan, inf) are named in a WARNING too, so
-    a site owner's typo is visible. Never raises.
-    """
-    from protego import Protego
-
-    text = body[:ROBOTS_MAX_BYTES].decode("utf-8", errors="replace")
-    for match in _CRAWL_DELAY_LINE.finditer(text):
-        raw = match.group(1).strip()
-        try:
-            value = float(raw)
-        except ValueError:
-            value = math.nan
-        if not 0 <= value < math.inf:
-            logger.warning("robots.txt of %s: Crawl-delay %r is not a number of seconds >= 0; "
-                           "ignored", host, raw[:50])
-    try:
-        delay = Protego.parse(text).crawl_delay(agent)
-    except Exception as exc:  # a malformed robots.txt means no Crawl-delay
-        logger.debug("robots.txt of %s not parsed: %r", host, exc)
-        return None
-    if delay is None:
-        return None
-    delay = float(delay)
-    if not 0 <= delay < math.inf:
-        return None
-    if delay > maximum:
-        logger.warning("robots.txt of %s: Crawl-delay %g s clamped to %g s "
-                       "(FRONTIER_RATE_MAX_CRAWL_DELAY)", host, delay, maximum)
-        return maximum
-    return delay
-
-
 @dataclass
 class Robots:
     """What this process knows about one host's robots.txt."""
@@ -112,6 +73,8 @@ class Robots:
     fetched_at: float | None = None
     pending: bool = False
     crawl_delay: float | None = None
+    not_robots: bool = False
+    """The last answer was a refusal or a page of markup, no robots.txt (``HostGate.learn``)."""
     unavailable: str | None = None
     """Why the last robots.txt fetch gave no rules ("503", "unreachable"): the host's pages
     are held until one does (RFC 9309 2.3.1.4: a server error means complete disallow)."""
@@ -173,12 +136,25 @@ class HostGate:
 
         A server error (5xx) holds the host's pages (``held``) and asks again in
         ``robots_retry`` seconds, keeping the Crawl-delay known; any other answer lets them
-        go (a 4xx: no rules at all, as RFC 9309 says)."""
+        go (a 4xx: no rules at all, as RFC 9309 says). A refusal (``REFUSALS``: 401, 403,
+        429) or a 2xx page that is no robots.txt (a bot wall answering for every path,
+        ``is_robots_txt``) keeps the Crawl-delay known (one WARNING): read as "no rules", a
+        host that had just walled the crawler would be fetched at the frontier's own delay
+        until robots.txt was asked again, a day later by default."""
         state = self.robots.setdefault(host, Robots())
         if status >= 500:
             self.unreachable(host, str(status), now)
             return None
         state.unavailable = state.retry_at = None
+        walled = status in REFUSALS or (200 <= status < 300 and not is_robots_txt(body))
+        if walled and state.crawl_delay is not None:
+            if not state.not_robots:
+                logger.warning("robots.txt of %s answered %d, a refusal or a page of markup "
+                               "without a rule; its Crawl-delay of %g s is kept", host, status,
+                               state.crawl_delay)
+            state.fetched_at, state.not_robots = now, True
+            return None
+        state.not_robots = False
         delay = None
         if 200 <= status < 300:
             delay = robots_crawl_delay(body, self.agent, host, self.max_crawl_delay)

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 from scrapy.settings import SETTINGS_PRIORITIES
 from scrapy.utils.misc import load_object
 
-from frontier_rate.crawl.politeness import DEFAULT_MAX_CRAWL_DELAY
+from frontier_rate.crawl.robots_txt import DEFAULT_MAX_CRAWL_DELAY
 from frontier_rate.crawl.signal_sources import MAX_BYTES, MAX_URLS, SITEMAP_WEIGHT
 from frontier_rate.detection.fingerprint import DEFAULT_MAX_BODY
 
