@@ -18,8 +18,7 @@ to 5 kept one: ``THIRTEEN_CELLS``). ``restore``
 subtracts the next copy's segments and peels the difference: the segments added and
 removed. The last copy's order is guessed as the next copy's with each added segment in
 turn replaced by a removed one (exact for an edit or a rotated text). On the real-HTML
-corpus 86% of parsed revisits differ in no segment and 94% in at most eight (6% of
-the shared replay's restores did not peel); a
+corpus 86% of parsed revisits differ in no segment and 94% in at most eight; a
 difference too large to peel (a rewrite, mostly) reads as a last copy with no segments:
 the whole-text hash still says "the same content", anything else is a change. Nine cells
 of 5 bytes rather than version 5's thirteen of 6 peel less often (a difference of four
