@@ -21,6 +21,7 @@ from frontera.core.models import Request, Response
 from frontera.settings import Settings
 from frontera.utils.tester import BaseDownloaderSimulator, FrontierTester
 
+from frontier_rate.crawl.politeness import HOLD_FRACTION, LEASE_LAPSED, SEND_BY_KEY
 from frontier_rate.engine.frontier import Frontier
 from frontier_rate.engine.results import BACKOFF_BASE
 from frontier_rate.frontera import (
@@ -269,6 +270,21 @@ def test_request_error_retries_later(manager: FrontierManager, clock: VirtualClo
     respond(manager, retry[0], body=b"ok")
     page = backend_of(manager).frontier.page(url)
     assert (page["status"], page["fails"], page["fetches"]) == ("active", 0, 1)
+
+
+def test_a_request_kept_back_past_its_lease_is_no_failure_and_carries_its_send_by(
+        manager: FrontierManager, clock: VirtualClock) -> None:
+    url = "http://site.test/kept-back"
+    manager.add_seeds([scrapy_request(url)])
+    got = manager.get_next_requests(10, key_type="domain", overused_keys=[])
+    timeout = backend_of(manager).frontier.lease_timeout
+    assert got[0].meta[b"scrapy_meta"][SEND_BY_KEY] == pytest.approx(
+        clock.now + HOLD_FRACTION * timeout, abs=1e-3)  # the send hook's limit
+    manager.request_error(got[0], LEASE_LAPSED)  # the send hook did not send it
+    page = backend_of(manager).frontier.page(url)
+    assert (page["fails"], page["fetches"]) == (0, 0)  # not counted as a failed fetch
+    clock.advance(timeout + 1)  # its lease expires: due again, at once
+    assert urls(manager.get_next_requests(10, key_type="domain", overused_keys=[])) == [url]
 
 
 def test_links_extracted_adds_pages_with_their_request(manager: FrontierManager) -> None:

@@ -66,6 +66,26 @@ Redis meanwhile has given its connection back by then (a call waits at most the 
 timeout, 5 s by default)."""
 LAST_SENDS_KEPT = 4096
 """Hosts ``SendGate`` remembers its last send to before it forgets those sent to long ago."""
+HOLD_FRACTION = 0.5
+"""Share of the lease timeout within which a leased page leaves for its host, or not at all:
+a lease held in an adapter's buffer, or its request waiting in the crawler's downloader (its
+host's download slot, its shared send slot), for longer is dropped and expires in Redis.
+Past its lease another process may lease the page again and send it too: a page fetched
+twice, and a gap its host's delay may not cover (the Cluster soak of 2026-12-05 saw one page
+sent by two crawlers 0.40 s apart under a 0.5 s delay; what held the first is not known)."""
+SEND_BY_KEY = "frontier_rate_send_by"
+"""Request meta: the moment (the adapter's clock) after which a leased page's request must not
+leave (``send_by``); the send hook drops it then (``ScrapyPoliteness.before_send``)."""
+LEASE_LAPSED = "LeaseLapsed"
+"""The name of the exception such a dropped request fails with, as Frontera hands it to the
+backend's ``request_error``."""
+
+
+def send_by(leased_at: float, lease_timeout: float) -> float:
+    """When a page leased at ``leased_at`` must have left (``HOLD_FRACTION``)."""
+    return leased_at + HOLD_FRACTION * lease_timeout
+
+
 @dataclass
 class Robots:
     """What this process knows about one host's robots.txt."""

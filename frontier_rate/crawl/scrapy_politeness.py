@@ -42,6 +42,7 @@ from twisted.internet.defer import DeferredLock
 
 from frontier_rate.crawl import scrapy_compat as compat
 from frontier_rate.crawl.politeness import (
+    SEND_BY_KEY,
     SEND_RETRY_MAX,
     HostGate,
     LoopStalls,
@@ -88,6 +89,8 @@ A stall is measured up to one tick short, which ``SEND_MARGIN`` covers; 50 timer
 cost the loop well under 1% of a core."""
 
 
+LAPSED_STAT = "frontier_rate/leases_lapsed"
+"""Leased pages not sent because they waited past half the lease timeout (``LeaseLapsed``)."""
 ROBOTS_HELD = "robots.txt unavailable"
 """The start of ``RobotsHeld``'s message."""
 
@@ -97,6 +100,13 @@ class RobotsHeld(IgnoreRequest):
     be fetched (RFC 9309 2.3.1.4: then nothing of the host may be crawled). The Scrapy
     scheduler keeps such a page's lease and sends it once robots.txt answers again; a one-off
     request fails with it (its errback sees it)."""
+
+
+class LeaseLapsed(IgnoreRequest):
+    """A leased page's request not sent because it waited past ``politeness.send_by`` (half
+    the lease timeout) in the downloader: its lease may have expired, and another process
+    may send the page too. The adapter drops the request without reporting a failure; the
+    page is due again once its lease expires in Redis."""
 
 
 class StallWatch:
@@ -306,13 +316,16 @@ class ScrapyPoliteness:
 
     async def before_send(self, request: Request) -> None:
         """Wait (without blocking) until ``request``'s host may be sent to by this process;
-        raise ``RobotsHeld`` for a page of a host whose robots.txt answers a server error."""
+        raise ``RobotsHeld`` for a page of a host whose robots.txt answers a server error,
+        ``LeaseLapsed`` for a leased page that waited past its ``SEND_BY_KEY`` (checked
+        before and after each wait)."""
         url = urlparse_cached(request)
         held = self.gate.held(url.hostname) if url.hostname else None
         if held is not None and url.path != "/robots.txt":
             if self.crawler.stats is not None:
                 self.crawler.stats.inc_value("frontier_rate/robots_held")
             raise RobotsHeld(f"{ROBOTS_HELD} ({held}): {request.url} held back")
+        self._check_lease(request)
         if self.send is None:
             return
         host = url.hostname
@@ -332,12 +345,25 @@ class ScrapyPoliteness:
         turn = self._sending.setdefault(host, DeferredLock())
         await maybe_deferred_to_future(turn.acquire())
         try:
+            self._check_lease(request)  # the wait for the lock may be long: keep no slot
             expected = self.start_stalls.expected(delay, time.monotonic())
             await self._take_slot(host, gap, may_turn=not unknown, expected=expected)
         finally:
             turn.release()
             if not turn.locked:  # no request of the host waits: forget its lock
                 self._sending.pop(host, None)
+        self._check_lease(request)
+
+    def _check_lease(self, request: Request) -> None:
+        """Raise ``LeaseLapsed`` when ``request`` is a leased page past its ``SEND_BY_KEY``."""
+        until = request.meta.get(SEND_BY_KEY)
+        if until is None or self.clock() <= until:
+            return
+        if self.crawler.stats is not None:
+            self.crawler.stats.inc_value(LAPSED_STAT)
+        logger.debug("not sent: %s waited past half its lease timeout", request.url)
+        raise LeaseLapsed(f"{request.url}: its lease may have expired while it waited to be "
+                          "sent; the page is due again once it does")
 
     async def _take_slot(self, host: str, gap: float, may_turn: bool = True,
                          expected: float = 0.0) -> None:

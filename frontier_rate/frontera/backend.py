@@ -34,7 +34,8 @@ by, them. How a page travels:
 3. ``page_crawled``: 2xx -> ``observe`` with a content fingerprint
    (``frontier_rate.detection.fingerprint``); 304 -> ``observe(not_modified=True)``;
    any other status -> ``failed`` (404/410 three times in a row: gone).
-   ``request_error`` -> ``failed`` (retried with backoff).
+   ``request_error`` -> ``failed`` (retried with backoff), but a request the send hook
+   kept back past half its lease timeout (``LeaseLapsed``): due again once it expires.
 4. ``finished`` is False while the frontier holds scheduled pages, unless a
    close condition (``FRONTIER_RATE_CLOSE_AFTER``) is met. scrapy-frontera
    itself lets a spider close as soon as nothing is due locally; the
@@ -77,6 +78,7 @@ from frontier_rate.client.frontier_client import (
     FrontierClient,
     result_meta,
 )
+from frontier_rate.crawl.politeness import HOLD_FRACTION, LEASE_LAPSED, SEND_BY_KEY, send_by
 from frontier_rate.crawl.responses import clean_validator, outcome
 from frontier_rate.crawl.settings import (
     DONT_REVISIT_KEY,
@@ -116,9 +118,6 @@ FIRST_POLL_WAIT = 2.0
 """Background driver: longest wait (s) of the first ``get_next_requests`` for the worker to
 send the seeds and lease (scrapy-frontera without ``KeepAlive`` ends a crawl whose first poll
 finds nothing). Later calls never wait."""
-HOLD_FRACTION = 0.5
-"""A page held for an overused slot is dropped after this fraction of the lease timeout
-(its lease then expires in Redis and the page is leased again)."""
 
 
 class RevisitBackend(Backend):
@@ -388,7 +387,7 @@ class RevisitBackend(Backend):
                 if _slot_key(lease.host, key_type) in overused:
                     self._buffer.append((lease, leased_at))
                 else:
-                    out.append(self._to_request(lease))
+                    out.append(self._to_request(lease, leased_at))
         else:
             client.poll()
         self._stat("dispatched", len(out), False)
@@ -420,14 +419,15 @@ class RevisitBackend(Backend):
             if now - held_at > max_age:
                 logger.debug("frontier-rate: dropped held %s (its lease will expire)", lease.url)
             elif len(out) < room and _slot_key(lease.host, key_type) not in overused:
-                out.append(self._to_request(lease))
+                out.append(self._to_request(lease, held_at))
             else:
                 keep.append((lease, held_at))
         self._buffer = keep
         return out
 
-    def _to_request(self, lease: Lease) -> FrontierRequest:
-        """The request of a leased page: as the spider gave it, plus the lease and validators."""
+    def _to_request(self, lease: Lease, leased_at: float) -> FrontierRequest:
+        """The request of a leased page: as the spider gave it, plus the lease, the moment
+        it must leave by (a Scrapy request's meta) and validators."""
         carried = {"url": lease.url, "token": lease.token, "host": lease.host,
                    "etag": lease.etag, "last_modified": lease.last_modified,
                    "due": lease.due, "first": lease.first}
@@ -450,6 +450,8 @@ class RevisitBackend(Backend):
             scrapy_meta = meta[b"scrapy_meta"] = {}
         if isinstance(scrapy_meta, dict):  # scrapy-frontera carries it through Scrapy
             scrapy_meta[LEASE_KEY] = carried
+            scrapy_meta[SEND_BY_KEY] = send_by(
+                leased_at, self._client.frontier.lease_timeout)  # type: ignore[union-attr]
         meta[LEASE_KEY.encode()] = carried
         return request
 
@@ -496,6 +498,8 @@ class RevisitBackend(Backend):
         lease = lease_of(page)
         if lease is None:
             self._stat("untracked", 1, False)
+            return
+        if error == LEASE_LAPSED:  # never sent (ScrapyPoliteness counts it): due once it expires
             return
         self._client.failed(lease, str(error) or "error", None, self.clock())
 

@@ -30,7 +30,8 @@ class OnePass:
         self.stats = stats
         self.enabled = enabled
         self._fetched: set[str] = set()
-        self._held: dict[str, Lease] = {}
+        self._held: dict[str, tuple[Lease, float]] = {}
+        """url -> the lease held for the next run and when it was leased."""
 
     def sent(self, url: str) -> None:
         """``url`` goes out in this run (a page's first fetch or a revisit)."""
@@ -47,7 +48,7 @@ class OnePass:
             if lease.url in self._fetched:
                 if lease.url not in self._held:
                     self.stats.inc_value(HELD_STAT)
-                self._held[lease.url] = lease
+                self._held[lease.url] = (lease, at)
             else:
                 out.append((lease, at))
         return out
@@ -58,5 +59,13 @@ class OnePass:
             logger.info("frontier-rate: the run ends when idle (FRONTIER_RATE_CLOSE_AFTER = "
                         "'idle'): %d pages fetched in this run fell due again and are left "
                         "for the next run, due at once", len(self._held))
-        held, self._held = list(self._held.values()), {}
+        held, self._held = [lease for lease, _ in self._held.values()], {}
         return held
+
+    def lapsed(self, url: str) -> list[tuple[Lease, float]]:
+        """``url``'s request was never sent (its lease lapsed while it waited, see
+        ``scrapy_politeness.LeaseLapsed``): the run may fetch it yet. Returns its lease
+        held meanwhile (leased again), to fetch now, if any."""
+        self._fetched.discard(url)
+        held = self._held.pop(url, None)
+        return [held] if held is not None else []

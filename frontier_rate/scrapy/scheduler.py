@@ -52,8 +52,9 @@ from scrapy.utils.misc import build_from_crawler, load_object
 from frontier_rate.client import Call, FrontierClient
 from frontier_rate.crawl import scrapy_compat as compat
 from frontier_rate.crawl.idle_reason import log_why_nothing
+from frontier_rate.crawl.politeness import SEND_BY_KEY, send_by
 from frontier_rate.crawl.responses import Outcome, clean_validator, outcome
-from frontier_rate.crawl.scrapy_politeness import RobotsHeld, ScrapyPoliteness
+from frontier_rate.crawl.scrapy_politeness import LeaseLapsed, RobotsHeld, ScrapyPoliteness
 from frontier_rate.crawl.settings import CLOCK_SLACK, DONT_REVISIT_KEY, WEIGHT_KEY, scrapy_settings, user_settings
 from frontier_rate.crawl.shared_pages import SharedPages, use_page_memory
 from frontier_rate.crawl.signal_reader import SITEMAP_KEY, SignalReader
@@ -144,6 +145,7 @@ class Scheduler:
         self._in_flight: dict[str, Lease] = {}
         self._hops = RedirectHops(self.dupefilter, self.stats, self._in_flight)
         self._sent_at: dict[str, float] = {}
+        self._leased_at: dict[str, float] = {}  # flight -> when its page was leased
         self._next_sweep = 0.0
         self._answered: set[str] = set()
         self._settling = Settling(crawler.signals, MAX_TRACKED,  # answers the spider is done with
@@ -322,14 +324,15 @@ class Scheduler:
         self._take_leases()
         if not self._buffer and self._starved(now):
             self._wait_for_worker(now)
-        lease = self._take_ready(now)
+        ready = self._take_ready(now)
         room = BUFFER_BATCHES * self.batch_size - len(self._buffer)
         client.want(room if room >= self.batch_size else 0)  # whole batches: fewer round trips
-        if lease is None:
+        if ready is None:
             return None
+        lease, leased_at = ready
         self._politeness.pace(lease.host)
         self._count("dequeued", "redis")
-        return self._to_request(lease, now)
+        return self._to_request(lease, now, leased_at)
 
     def has_pending_requests(self) -> bool:
         client = self._client
@@ -373,10 +376,7 @@ class Scheduler:
         return self.politeness
 
     def _stat(self, name: str, value: float, replace: bool) -> None:
-        if replace:
-            self.stats.set_value(f"frontier_rate/{name}", value)
-        else:
-            self.stats.inc_value(f"frontier_rate/{name}", value)
+        (self.stats.set_value if replace else self.stats.inc_value)(f"frontier_rate/{name}", value)
 
     def _queue_new_pages(self) -> None:
         if self._new_pages and self.client is not None:
@@ -422,13 +422,13 @@ class Scheduler:
         due = client.next_due
         return bool(client.unadded() or (due is not None and due <= now))
 
-    def _take_ready(self, now: float) -> Lease | None:
-        """The first buffered lease whose host the gate lets through (others wait their turn;
-        a lease held past half the lease timeout is dropped and expires in Redis)."""
-        gate, lease_limit = self._politeness.gate, 0.5 * self.lease_timeout
+    def _take_ready(self, now: float) -> tuple[Lease, float] | None:
+        """The first buffered lease whose host the gate lets through, and when it was leased
+        (others wait their turn; one held past ``send_by`` is dropped, expires in Redis)."""
+        gate = self._politeness.gate
         for _ in range(len(self._buffer)):
             lease, leased_at = self._buffer.popleft()
-            if now - leased_at > lease_limit:
+            if now > send_by(leased_at, self.lease_timeout):
                 logger.debug("dropping a lease held too long: %s", lease.url)
                 continue
             host = lease.host
@@ -436,16 +436,16 @@ class Scheduler:
                 self._politeness.fetch_robots(lease)
             if gate.open(host, now):
                 gate.sent(host, now)
-                return lease
+                return lease, leased_at
             self._buffer.append((lease, leased_at))
             ready = gate.next_ready(host, now)
             if ready is not None:
                 self._wake_at(ready)
         return None
 
-    def _to_request(self, lease: Lease, now: float) -> Request:
+    def _to_request(self, lease: Lease, now: float, leased_at: float) -> Request:
         """The request a lease goes out as: what the spider gave, plus this fetch's lease
-        token and the conditional headers of the last fetch."""
+        token, the moment it must leave by and the conditional headers of the last fetch."""
         assert self.spider is not None
         stored = lease.meta or {}
         kwargs = request_kwargs(stored)
@@ -460,11 +460,13 @@ class Scheduler:
         self._flights += 1
         flight = str(self._flights)
         kwargs["meta"][TOKEN_KEY] = flight
+        kwargs["meta"][SEND_BY_KEY] = send_by(leased_at, self.lease_timeout)
         callback = getattr(self.spider, stored.get("cb") or "parse", None) or self.spider._parse
         if kwargs["meta"].get(SITEMAP_KEY):  # a sitemap or feed: read by the frontier
             callback = self._read_sitemap
         errback_name = stored.get("eb")
         self._in_flight[flight], self._sent_at[flight] = lease, now
+        self._leased_at[flight] = leased_at
         self._one_pass.sent(lease.url)
         return Request(
             lease.url, callback=self._delivery.wrap_callback(callback, lease.first),
@@ -476,6 +478,7 @@ class Scheduler:
     def _finish(self, flight: str) -> None:
         lease = self._in_flight.pop(flight, None)
         self._sent_at.pop(flight, None)
+        self._leased_at.pop(flight, None)
         self._answered.discard(flight)
         self._hops.forget(flight)
         if lease is not None:
@@ -547,12 +550,13 @@ class Scheduler:
             if self._delivery.swallow_304(token):
                 return None  # a 304, observed as unchanged: not an error for the spider
             lease = self._in_flight.get(token) if token else None
-            if lease is not None and token not in self._answered \
-                    and isinstance(failure.value, RobotsHeld):  # sent once robots.txt answers
-                leased_at = self._sent_at.get(token, self.clock())
+            held, lapsed = (isinstance(failure.value, kind) for kind in (RobotsHeld, LeaseLapsed))
+            if lapsed or (held and lease is not None and token not in self._answered):  # unsent
+                leased_at = self._leased_at.get(token, self.clock())  # (lapsed: maybe swept)
                 self._finish(token)
-                self._buffer.append((lease, leased_at))
-                self._delivery.results.pop(token, None)
+                self._delivery.results.pop(token, None)  # held: sent once robots.txt answers;
+                self._buffer.extend([(lease, leased_at)] if held and lease else  # lapsed: due
+                                    self._one_pass.lapsed(request.url))  # once it expires
                 return None
             if lease is not None and token not in self._answered:
                 reason, park = compat.exception_reason(failure.value)
