@@ -33,6 +33,7 @@ import pytest
 from frontera.utils.tester import BaseDownloaderSimulator, DownloaderSimulator, FrontierTester
 from tests.backends import TEST_SITES, BackendSequenceTest, GraphManager
 
+from frontier_rate.crawl.politeness import SEND_BY_KEY
 from frontier_rate.frontera import LEASE_KEY
 
 SITES = sorted(TEST_SITES)
@@ -126,12 +127,14 @@ class FinishedGetTester(GetTester):
 
 
 def assert_as_given(got: Any, given: Any) -> None:
-    """``got`` is ``given`` plus the lease (top-level and in the Scrapy meta), nothing less."""
+    """``got`` is ``given`` plus the lease (top-level and in the Scrapy meta) and, in the
+    Scrapy meta, the moment its request must leave by (``SEND_BY_KEY``), nothing less."""
     assert got.method == b"GET"
     meta = dict(got.meta)
     lease = meta.pop(LEASE_KEY.encode())
     scrapy_meta = dict(meta[b"scrapy_meta"])
     assert scrapy_meta.pop(LEASE_KEY) == lease
+    assert isinstance(scrapy_meta.pop(SEND_BY_KEY), float)
     meta[b"scrapy_meta"] = scrapy_meta
     assert meta == given.meta
     assert type(meta[b"nested"][b"k"]) is tuple and type(scrapy_meta["pair"]) is tuple
