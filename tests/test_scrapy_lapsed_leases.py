@@ -2,9 +2,8 @@
 sent (issue 63), with a real crawl.
 
 The lease expires in Redis after the lease timeout and the page is leased again; a request
-that left after that would fetch the page a second time (and, from two processes, leave a
-gap its host's delay may not cover: the Cluster soak of 2026-12-05, one page sent by two
-crawlers 0.40 s apart under 0.5 s). Here another sender holds the host's shared send slot
+that left after that would fetch the page a second time (and, from two processes, send it
+twice with no lease between them). Here another sender holds the host's shared send slot
 ``HOLD`` seconds ahead when the crawl starts, so the first request waits longer than its
 lease; the page must still be fetched exactly once, after that slot.
 """

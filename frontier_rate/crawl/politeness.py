@@ -71,8 +71,8 @@ HOLD_FRACTION = 0.5
 a lease held in an adapter's buffer, or its request waiting in the crawler's downloader (its
 host's download slot, its shared send slot), for longer is dropped and expires in Redis.
 Past its lease another process may lease the page again and send it too: a page fetched
-twice, and a gap its host's delay may not cover (the Cluster soak of 2026-12-05 saw one page
-sent by two crawlers 0.40 s apart under a 0.5 s delay; what held the first is not known)."""
+twice (``tests/test_scrapy_lapsed_leases.py``: twice without this rule), and from two
+processes a second fetch the host's delay was not kept for."""
 SEND_BY_KEY = "frontier_rate_send_by"
 """Request meta: the moment (the adapter's clock) after which a leased page's request must not
 leave (``send_by``); the send hook drops it then (``ScrapyPoliteness.before_send``)."""
