@@ -535,6 +535,30 @@ def test_the_stalls_expected_at_a_crawlers_start_widen_its_slots_for_the_span_on
     assert start.expected(1.0, 100.0 + START_SPAN) == 0.0
 
 
+def test_the_stalls_expected_at_a_crawlers_start_last_from_its_first_page_answer_too():
+    """``StartStalls.answered``: the first page answer after the spider opened makes the span
+    end ``START_SPAN`` after it (the first answers' callbacks stall the loop longest, seconds
+    after the opening where robots.txt came first); later answers, and an answer before the
+    spider opened, move nothing; an answer within the span never shortens it."""
+    from frontier_rate.crawl.politeness import START_SPAN, START_STALL, StartStalls
+
+    start = StartStalls()
+    start.answered(50.0)  # before the opening: nothing
+    assert start.expected(1.0, 50.0) == 0.0
+    start.start(100.0)
+    start.answered(107.0)
+    assert start.expected(1.0, 100.0 + START_SPAN + 1.0) == START_STALL  # between: still on
+    assert start.expected(1.0, 107.0 + START_SPAN - 0.01) == START_STALL
+    assert start.expected(1.0, 107.0 + START_SPAN) == 0.0
+    start.answered(120.0)  # only the first answer counts
+    assert start.expected(1.0, 121.0) == 0.0
+    early = StartStalls()
+    early.start(100.0)
+    early.answered(100.5)
+    assert early.expected(1.0, 100.0 + START_SPAN + 0.4) == START_STALL
+    assert early.expected(1.0, 100.5 + START_SPAN) == 0.0
+
+
 def test_a_process_whose_frontier_saw_the_outage_keeps_to_the_turns(tmp_path, namespace,
                                                                      one_clock):
     """A process whose send gate made no call while Redis was down, but whose frontier

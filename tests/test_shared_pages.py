@@ -23,10 +23,12 @@ import redis
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from frontier_rate.client.heap import release_freed_heap
 from frontier_rate.crawl.shared_pages import (
     ENVIRONMENT,
     MIN_TTL,
     TIMEOUT,
+    TRIM_EVERY,
     TTL_INTERVALS,
     SharedPages,
 )
@@ -817,3 +819,28 @@ def test_a_host_log_of_23_bit_tags_is_read_as_it_was_and_written_again_narrow(
     other.share(pages)
     other.detect(_shop_page("b", "Spring sale"), "http://shop.test/b", HTML)
     assert other._detector._hosts["shop.test"].masked == VERSION_3_MASKED
+
+
+def test_the_heap_is_given_back_once_a_trim_period_after_calls_that_succeed(redis_client,
+                                                                              namespace):
+    """A cluster client re-reads the slot map through a failover without a failed call, so
+    no outage's end marks when to give the freed tables back: the process does it after
+    the first call that succeeds ``TRIM_EVERY`` seconds after the last, never per call, and
+    its detection counters say how often (``page_memory_heap_trims``)."""
+    now = [1000.0]
+    pages = _pages(redis_client, namespace)
+    pages.clock = lambda: now[0]
+    pages._trim_at = now[0] + TRIM_EVERY
+    fingerprinter = Fingerprinter("content")
+    fingerprinter.share(pages)
+    url = "http://terms.test/tos"
+    for step in range(5):  # calls within the period: none
+        fingerprinter.detect(_document(False, f"{step:02d}" * 8), url, HTML)
+        now[0] += TRIM_EVERY / 10
+    assert pages.trims == 0
+    now[0] += TRIM_EVERY
+    fingerprinter.detect(_document(False, "ff" * 8), url, HTML)
+    fingerprinter.detect(_document(False, "fe" * 8), url, HTML)
+    expected = int(release_freed_heap())  # 0 where the C library has no malloc_trim
+    assert pages.trims == expected
+    assert fingerprinter.stats()["page_memory_heap_trims"] == expected

@@ -290,7 +290,10 @@ class ScrapyPoliteness:
 
     def on_downloaded(self, response: Response, request: Request, spider: Spider) -> None:
         """``response_downloaded`` signal: put a paced slot's delay back to its floor if
-        AutoThrottle just lowered it below (it may, down to ``DOWNLOAD_DELAY``)."""
+        AutoThrottle just lowered it below (it may, down to ``DOWNLOAD_DELAY``); the first
+        page answer extends the stalls expected at the start (``StartStalls.answered``)."""
+        if urlparse_cached(request).path != "/robots.txt":
+            self.start_stalls.answered(time.monotonic())
         key = request.meta.get("download_slot")
         if key in self._paced:
             self.pace(key)

@@ -345,9 +345,10 @@ class PageStore(Protocol):
     cannot be read now), and folds into ``host`` what other processes learned of the page's
     host; ``save`` stores the page's memory and writes what this process learned of the host;
     ``touch`` keeps the stored copy (the same bytes came again); ``failures`` counts the calls
-    that failed."""
+    that failed, ``trims`` the hand-backs of freed memory its client left behind."""
 
     failures: int
+    trims: int
 
     def load(self, url: str, host: HostMask) -> PageMemory | None: ...
 

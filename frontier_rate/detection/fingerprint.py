@@ -355,7 +355,8 @@ class Fingerprinter:
         """``"content"`` mode's counters for the crawler stats: ``volatile_ignored`` (copies
         whose bytes differed from the page's last copy but whose content did not),
         ``not_content`` (2xx answers taken as no copy) and, with the pages' memories shared,
-        ``page_memory_failures`` (Redis calls for them that failed); empty in the other
+        ``page_memory_failures`` (Redis calls for them that failed) and
+        ``page_memory_heap_trims`` (``crawl/shared_pages.TRIM_EVERY``); empty in the other
         modes."""
         if self._detector is None:
             return {}
@@ -363,6 +364,7 @@ class Fingerprinter:
                   "not_content": self._detector.not_content}
         if self._detector.shared is not None:
             counts["page_memory_failures"] = self._detector.shared.failures
+            counts["page_memory_heap_trims"] = self._detector.shared.trims
         return counts
 
     def __repr__(self) -> str:

@@ -414,9 +414,9 @@ class RevisitBackend(Backend):
                         now: float) -> list[FrontierRequest]:
         out: list[FrontierRequest] = []
         keep: list[tuple[Lease, float]] = []
-        max_age = HOLD_FRACTION * self._client.frontier.lease_timeout  # type: ignore[union-attr]
+        timeout = self._client.frontier.lease_timeout  # type: ignore[union-attr]
         for lease, held_at in self._buffer:
-            if now - held_at > max_age:
+            if now > send_by(held_at, timeout):
                 logger.debug("frontier-rate: dropped held %s (its lease will expire)", lease.url)
             elif len(out) < room and _slot_key(lease.host, key_type) not in overused:
                 out.append(self._to_request(lease, held_at))
