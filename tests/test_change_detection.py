@@ -764,10 +764,23 @@ def test_only_segments_with_a_digit_or_an_undated_word_are_masked():
                                       "<v>", "<v>", "<n>", "Chapter 2 of The Terms"]
 
 
-def test_segments_work_out_only_the_pieces_not_seen_before(monkeypatch) -> None:
-    """A revisit's pieces of markup between block tags come from the cache: only the piece
-    that changed is worked out (inline tags, references, white space), and the segments are
-    those of a fresh process, the cache full or not."""
+@pytest.fixture
+def stable_hashes(monkeypatch) -> None:
+    """The segment caches keyed by a hash that is the same in every run (``str``'s is
+    salted per process), so that which keys share a slot of the table of keys seen once
+    (``segments._again``) is the same in every run: a test of what the caches keep cannot
+    pass in one run and fail in the next."""
+    monkeypatch.setattr(segments_module, "hash", lambda text: int.from_bytes(
+        hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest(),
+        "little", signed=True), raising=False)
+
+
+def test_segments_work_out_only_the_pieces_not_seen_before(monkeypatch,
+                                                            stable_hashes) -> None:
+    """A revisit's pieces of markup between block tags come from the cache: once a changed
+    chunk's pieces were worked out twice (a piece is kept the second time), only the piece
+    that changed is worked out (inline tags, references, white space), and the segments
+    are those of a fresh process, the cache full or not."""
     worked: list[str] = []
     pieces_text = segments_module._pieces_text
 
@@ -776,11 +789,16 @@ def test_segments_work_out_only_the_pieces_not_seen_before(monkeypatch) -> None:
         return pieces_text(pieces)
 
     monkeypatch.setattr(segments_module, "_pieces_text", counted)
-    monkeypatch.setattr(segments_module, "_normal", {})
+    for name in ("_normal", "_chunks"):
+        monkeypatch.setattr(segments_module, name, {})
+        monkeypatch.setattr(segments_module, name + "_once", array("q", bytes(8 << 16)))
     rows = "".join(f"<tr><td>Row <b>{i}</b> &amp; its   text</td></tr>" for i in range(40))
     page = "<html><head><title>T</title></head><body><table>{}</table><p>{}</p></body></html>"
     first = segments(page.format(rows, "Old <i>text</i> here"))
     assert len(worked) > 40
+    for text in ("Old <i>text</i> here", "Mid <i>text</i> here", "Later <i>text</i> here"):
+        segments(page.format(rows, text))  # the table's pieces: worked twice, then kept
+    assert segments_module._normal != {}
     worked.clear()
     again = segments(page.format(rows, "New <i>text</i> here"))
     assert worked == ["New <i>text</i> here"], worked
@@ -791,7 +809,7 @@ def test_segments_work_out_only_the_pieces_not_seen_before(monkeypatch) -> None:
     assert len(segments_module._normal) <= len(again) + 10
 
 
-def test_a_revisit_cuts_only_the_chunks_that_changed(monkeypatch) -> None:
+def test_a_revisit_cuts_only_the_chunks_that_changed(monkeypatch, stable_hashes) -> None:
     """A document is first cut at ``CHUNK_CUT`` ("</div>"); a chunk seen before gives its
     texts from the chunk cache, so the block-tag pattern runs only over the chunk that
     changed, and the segments are those of a fresh process."""
@@ -806,10 +824,13 @@ def test_a_revisit_cuts_only_the_chunks_that_changed(monkeypatch) -> None:
 
     monkeypatch.setattr(segments_module, "_BLOCK", Counted)
     monkeypatch.setattr(segments_module, "_chunks", {})
+    monkeypatch.setattr(segments_module, "_chunks_once", array("q", bytes(8 << 16)))
     blocks = "".join(f"<div class='row'><p>Entry {i}</p><p>Its text</p></div>" for i in range(30))
     page = "<html><body>{}<div><p>{}</p></div></body></html>"
     first = segments(page.format(blocks, "Old news"))
     assert len(cut) == 32  # every chunk: 31 closed by "</div>", the rest of the page
+    assert segments(page.format(blocks, "Old news")) == first  # the second time: kept
+    assert len(cut) == 64
     cut.clear()
     again = segments(page.format(blocks, "New news"))
     assert cut == ["<div><p>New news</p>"], cut
@@ -820,6 +841,34 @@ def test_a_revisit_cuts_only_the_chunks_that_changed(monkeypatch) -> None:
     assert segments(page.format(blocks, "New news")) == again
     assert segments(page.format(blocks, "Old news")) == first  # known chunks and a new one
     assert len(segments_module._chunks) == 32
+
+
+def test_pieces_that_never_come_again_are_not_kept(monkeypatch, stable_hashes) -> None:
+    """A chunk or a piece is cached the second time it is worked out: a page whose markup
+    holds a new request id on every answer (a counter, a time) leaves the caches as they
+    were after its second answer, answer after answer (the Cluster hour of 2026-12-06: the
+    detection processes grew 1.5-2 MB an hour with such pages), and its segments are
+    those of a fresh process. The table of keys seen once is fixed in size."""
+    for name, value in (("_chunks", {}), ("_normal", {}), ("_plains", {}),
+                        ("_chunks_once", array("q", bytes(8 << 16))),
+                        ("_normal_once", array("q", bytes(8 << 16)))):
+        monkeypatch.setattr(segments_module, name, value)
+    rows = "".join(f"<div><p>Entry <b>{i}</b></p></div>" for i in range(20))
+    page = ("<html><body>{}<div class='promo-{}' data-render='{}'><p>Served {}</p></div>"
+            "</body></html>")
+    for serial in range(4):  # the rows and the promotion's constant pieces: seen twice
+        segments(page.format(rows, serial, serial, serial))
+    sizes = len(segments_module._chunks), len(segments_module._normal)
+    assert sizes[0] == 21  # the rows' chunks and the end's
+    for serial in range(4, 200):
+        found = segments(page.format(rows, serial, serial, serial))
+        assert found[-1] == f"Served {serial}"
+    assert (len(segments_module._chunks), len(segments_module._normal)) == sizes
+    assert len(segments_module._chunks_once) == 1 << 16
+    for name in ("_chunks", "_normal", "_chunks_once", "_normal_once"):
+        monkeypatch.setattr(segments_module, name, {} if not name.endswith("once")
+                            else array("q", bytes(8 << 16)))
+    assert segments(page.format(rows, 7, 7, 7)) == found[:-1] + ["Served 7"]
 
 
 CHUNK_PIECES = ["</div>", "</DIV>", "</div >", "<div>", "<div title='</div>'>", "<p>", "</p>",

@@ -100,6 +100,8 @@ from frontier_rate.detection.segments import (
     copies_apart,
     further_copies,
     is_html,
+    once_table,
+    seen_again,
     segment_hashes,
     segments,
     stable_segments,
@@ -379,6 +381,7 @@ class ContentDetector:
         self.remember_gone = remember_gone
         self.cache_segments = cache_segments
         self._stable_cache: dict[int, int] = {}
+        self._stable_once = once_table(1 << 16)  # segments seen once (``seen_again``)
         self._priced_keys: set[int] = set()  # the cache's keys of segments showing a price
         self._hosts: OrderedDict[str, HostMask] = OrderedDict()
         self._pages: OrderedDict[str, PageMemory] = OrderedDict()
@@ -545,9 +548,11 @@ class ContentDetector:
     def _stable_hashes(self, parts: list[str]) -> tuple[list[int], list[int]]:
         """``segment_hash(stable segment)`` of each part, through a bounded per-process
         cache keyed by the raw segment (most segments repeat from fetch to fetch, and
-        the volatile patterns are the costly step), and the parts' keys in it. Whether a
-        part shows a price (``priced_positions``) is found with its stable hash, for the
-        parts not in the cache only, and kept in ``_priced_keys`` (emptied with the cache)."""
+        the volatile patterns are the costly step), and the parts' keys in it; a segment
+        is kept the second time it is worked out (``segments.seen_again``: one that never
+        comes again, a counter or a time, is not kept). Whether a part shows a price
+        (``priced_positions``) is found with its stable hash, for the parts not in the cache
+        only, and kept in ``_priced_keys`` (emptied with the cache)."""
         cache = self._stable_cache
         keys = list(map(hash, parts))
         found = list(map(cache.get, keys))
@@ -559,11 +564,11 @@ class ContentDetector:
             self._priced_keys.clear()
             missing = list(range(len(keys)))
         fresh = [parts[i] for i in missing]
-        stable = segment_hashes(stable_segments(fresh))
-        for i, value in zip(missing, stable, strict=True):
-            cache[keys[i]] = value
+        values = dict(zip(map(keys.__getitem__, missing),
+                          segment_hashes(stable_segments(fresh)), strict=True))
+        cache.update({key: values[key] for key in seen_again(self._stable_once, values)})
         self._priced_keys.update(keys[missing[i]] for i in priced_positions(fresh))
-        return list(map(cache.__getitem__, keys)), keys
+        return list(map(values.get, keys, found)), keys
 
     def stats(self) -> dict[str, int]:
         """Counters for the adapters' stats (``ignored_changes``, ``not_content``)."""
