@@ -959,6 +959,31 @@ def test_priced_segments_through_the_cache_are_those_of_a_search_per_segment(mon
         assert len(detector._priced_keys) <= len(detector._stable_cache)
 
 
+def test_a_price_shown_once_is_not_kept(monkeypatch):
+    """A priced segment that never comes again (an order number beside a price) is
+    worked out and shown to the host's mask on its fetch, and not kept after: the priced
+    keys are bounded by the segment cache's rule (``segments.cached``), not by the count
+    of fetches."""
+    shown: list[int] = []
+    detector = ContentDetector()
+    real = change_detection.HostMask.value_shown
+    for fetch in range(200):
+        markup = ("<html><body><h1>Basket</h1>"
+                  f"<p>Order {1000 + fetch} costs $ {fetch % 7 + 1}</p>"
+                  "<footer>Imprint</footer></body></html>")
+        detector.detect(markup, markup.encode(), "http://shop.example/basket", "text/html")
+        assert len(detector._priced_keys) == 0, fetch
+
+    def record(self, values):
+        shown.extend(values)
+        real(self, values)
+
+    monkeypatch.setattr(change_detection.HostMask, "value_shown", record)
+    markup = "<html><body><h1>Basket</h1><p>Order 1 costs $ 9</p></body></html>"
+    detector.detect(markup, markup.encode(), "http://shop.example/basket", "text/html")
+    assert len(shown) == 1  # the price of this fetch is still seen
+
+
 def _copies_apart_one_by_one(hashes: list[int]) -> list[int]:
     """``copies_apart`` as a walk over every segment: the k-th copy of a text, k >= 2, is
     ``copy_hash(h, k)``."""

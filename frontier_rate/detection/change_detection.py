@@ -78,8 +78,8 @@ from array import array
 from bisect import bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass
-from itertools import accumulate, compress, filterfalse, pairwise, repeat
-from operator import is_, not_
+from itertools import accumulate, compress, filterfalse, pairwise
+from operator import not_
 from typing import Any, Protocol
 
 from frontier_rate.detection.content_rules import ContentRule
@@ -97,11 +97,11 @@ from frontier_rate.detection.segments import (
     _CONSENT_BIT,
     _DIGIT,
     _SHORT_BIT,
+    cached,
     copies_apart,
     further_copies,
     is_html,
     once_table,
-    seen_again,
     segment_hashes,
     segments,
     stable_segments,
@@ -456,7 +456,7 @@ class ContentDetector:
                     memory.rejected += 1  # a wall spends no refusal of the others
                 self.not_content += 1
                 return Detection(None, reason)
-        texts, keys = self._stable_hashes(parts)
+        texts, priced = self._stable_hashes(parts)
         hashes = copies_apart(texts)
         if memory is not None and memory.sketch is not None:  # read from Redis: page_memory
             if memory.earlier:
@@ -480,7 +480,7 @@ class ContentDetector:
             self.not_content += 1
             return Detection(None, "error page")
         page_id = zlib.crc32(url.encode("utf-8", "surrogatepass"))
-        host.value_shown(list(compress(hashes, map(self._priced_keys.__contains__, keys))))
+        host.value_shown(list(compress(hashes, priced)))
         ignore = _with_slots(_ignored_here(lengths, hashes, host.masked), host, hashes)
         ignored = changed = 0
         fingerprint: str | None = None
@@ -545,30 +545,29 @@ class ContentDetector:
             self._pages.move_to_end(url)
         return Detection(fingerprint, None, ignored, changed, content)
 
-    def _stable_hashes(self, parts: list[str]) -> tuple[list[int], list[int]]:
+    def _stable_hashes(self, parts: list[str]) -> tuple[list[int], list[bool]]:
         """``segment_hash(stable segment)`` of each part, through a bounded per-process
-        cache keyed by the raw segment (most segments repeat from fetch to fetch, and
-        the volatile patterns are the costly step), and the parts' keys in it; a segment
-        is kept the second time it is worked out (``segments.seen_again``: one that never
-        comes again, a counter or a time, is not kept). Whether a part shows a price
-        (``priced_positions``) is found with its stable hash, for the parts not in the cache
-        only, and kept in ``_priced_keys`` (emptied with the cache)."""
-        cache = self._stable_cache
+        cache keyed by the raw segment (``segments.cached``: most segments repeat from fetch
+        to fetch, and the volatile patterns are the costly step; one that never comes again,
+        a counter or a time, is not kept), and whether each part shows a price
+        (``priced_positions``, worked out with the stable hash for the parts not in the
+        cache only). The priced parts' keys are kept in ``_priced_keys`` only while the
+        cache holds them (emptied with it), so that set is bounded by the cache too."""
         keys = list(map(hash, parts))
-        found = list(map(cache.get, keys))
-        if None not in found:  # a revisit's usual case: one pass of lookups
-            return found, keys
-        missing = list(compress(range(len(keys)), map(is_, found, repeat(None))))
-        if len(cache) + len(missing) > self.cache_segments:
-            cache.clear()  # full: start afresh, this page's known segments included
-            self._priced_keys.clear()
-            missing = list(range(len(keys)))
-        fresh = [parts[i] for i in missing]
-        values = dict(zip(map(keys.__getitem__, missing),
-                          segment_hashes(stable_segments(fresh)), strict=True))
-        cache.update({key: values[key] for key in seen_again(self._stable_once, values)})
-        self._priced_keys.update(keys[missing[i]] for i in priced_positions(fresh))
-        return list(map(values.get, keys, found)), keys
+        priced: set[int] = set()
+
+        def work(missing: list[int]) -> list[int]:
+            fresh = list(map(parts.__getitem__, missing))
+            priced.update(keys[missing[i]] for i in priced_positions(fresh))
+            return segment_hashes(stable_segments(fresh))
+
+        hashes = cached(self._stable_cache, self.cache_segments, keys, work,
+                        self._stable_once, self._priced_keys.clear)
+        if priced:
+            self._priced_keys.update(priced.intersection(self._stable_cache))
+            priced.update(self._priced_keys)
+            return hashes, list(map(priced.__contains__, keys))
+        return hashes, list(map(self._priced_keys.__contains__, keys))
 
     def stats(self) -> dict[str, int]:
         """Counters for the adapters' stats (``ignored_changes``, ``not_content``)."""

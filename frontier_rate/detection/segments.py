@@ -255,21 +255,25 @@ _chunks: dict[int, list[str]] = {}
 _chunks_once = once_table(1 << 15)
 
 
-def _cached(cache: dict[int, list[str]] | dict[int, str], limit: int, keys: list[int],
-            work: Callable[[list[int]], list[Any]], once: array) -> list[Any]:
+def cached(cache: dict[int, Any], limit: int, keys: list[int],
+           work: Callable[[list[int]], list[Any]], once: array,
+           on_clear: Callable[[], None] | None = None) -> list[Any]:
     """The value of each of ``keys`` in ``cache``; ``work(missing)`` gives those of the
     positions ``missing`` (in their order). A value is cached the second time its key is
     worked out (``seen_again``): a piece that never comes again (a counter, a request id, a time
     in the markup) is never kept. Before, such pieces filled the caches a few hundred bytes
     a fetch: the detection process's steady growth in the Cluster hour of 2026-12-06 (1.5-2
     MB an hour, ~4 % of it, without any fault). The cache starts afresh, this call's known
-    keys included, when it would hold more than ``limit``. Lookups in C (``map``), Python
-    only for the keys not seen before."""
+    keys included, when it would hold more than ``limit`` (``on_clear`` then empties what
+    the caller keeps beside it). Lookups in C (``map``), Python only for the keys not seen
+    before."""
     known = list(map(cache.get, keys))
     if None in known:
         missing = list(compress(range(len(known)), map(is_, known, repeat(None))))
         if len(cache) + len(missing) > limit:
             cache.clear()
+            if on_clear is not None:
+                on_clear()
             missing = list(range(len(keys)))
         fresh = dict(zip(map(keys.__getitem__, missing), work(missing), strict=True))
         cache.update({key: fresh[key] for key in seen_again(once, fresh)})
@@ -312,7 +316,7 @@ def _texts(shown: list[str]) -> list[str]:
         ends = list(accumulate(map(len, pieces)))
         return list(map(texts.__getitem__, map(slice, [0, *ends[:-1]], ends)))
 
-    return list(chain.from_iterable(_cached(_chunks, CHUNK_CACHE, keys, work, _chunks_once)))
+    return list(chain.from_iterable(cached(_chunks, CHUNK_CACHE, keys, work, _chunks_once)))
 
 
 PLAIN_CACHE = 5_000
@@ -327,7 +331,7 @@ def _plain_texts(shown: list[str]) -> list[str]:
     a page with such a tag searches only its parts that changed for values holding markup
     (the search over a 750 KiB page took a third of its detection). Exact: ``_texts`` of
     several parts is the texts of each part in turn (no chunk spans two parts)."""
-    return list(chain.from_iterable(_cached(
+    return list(chain.from_iterable(cached(
         _plains, PLAIN_CACHE, list(map(hash, shown)),
         lambda missing: [_texts([_plain_values(shown[i])]) for i in missing],
         _plains_once)))
@@ -336,7 +340,7 @@ def _plain_texts(shown: list[str]) -> list[str]:
 def _piece_texts(pieces: list[str]) -> list[str]:
     """The text of each piece of markup between two block tags, from the cache when the
     piece was seen before."""
-    return _cached(_normal, NORMAL_CACHE, list(map(hash, pieces)),
+    return cached(_normal, NORMAL_CACHE, list(map(hash, pieces)),
                    lambda missing: _pieces_text(list(map(pieces.__getitem__, missing))),
                    _normal_once)
 
