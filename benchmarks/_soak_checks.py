@@ -243,14 +243,35 @@ def memory_check(run: dict[str, Any], warmup: float, min_span: float) -> dict[st
         t, v = np.array(kept).T
         slope, intercept = np.polyfit(t, v, 1)
         growth = float(slope * 3600.0 / (intercept + slope * t[0]) * 100.0)
+        rise, rise_at = largest_rise(t, v, RISE_SPAN)
         result[label] = {"judged": True, "growth_pct_per_hour": round(growth, 2),
                          "first_mb": round(v[0] / 2**20, 1), "last_mb": round(v[-1] / 2**20, 1),
-                         "peak_mb": round(v.max() / 2**20, 1), "span_s": round(t[-1] - t[0], 1)}
-        worst = growth if worst is None else max(worst, growth)
+                         "peak_mb": round(v.max() / 2**20, 1), "span_s": round(t[-1] - t[0], 1),
+                         "largest_rise_mb": round(rise / 2**20, 2), "rise_at_s": rise_at}
+        if worst is None or growth > worst:
+            worst, worst_label = growth, label
     judged = [r for r in result.values() if r["judged"]]
     ok = None if not judged else all(r["growth_pct_per_hour"] <= MEMORY_LIMIT for r in judged)
     return {"ok": ok, "limit_pct_per_hour": MEMORY_LIMIT, "worst_pct_per_hour": worst,
-            "processes": result}
+            "worst_process": worst_label if worst is not None else None, "processes": result}
+
+
+RISE_SPAN = 60.0
+"""Seconds within which ``largest_rise`` looks for a series' steepest rise."""
+
+
+def largest_rise(t: np.ndarray, v: np.ndarray, span: float) -> tuple[float, float | None]:
+    """The largest rise of ``v`` within ``span`` seconds (a sample to a later one at most
+    ``span`` after it) and when it was reached: what tells a step (a fault's allocations, an
+    allocator's run) from a creep in a judged series. A diagnostic beside the linear fit,
+    which alone gives the verdict."""
+    best, at = 0.0, None
+    for i in range(len(t)):
+        later = v[i:][t[i:] <= t[i] + span]
+        top = int(later.argmax())
+        if later[top] - v[i] > best:
+            best, at = float(later[top] - v[i]), round(float(t[i + top]), 1)
+    return best, at
 
 
 def _role_changes(samples: list[dict[str, Any]]) -> dict[str, float]:

@@ -148,6 +148,21 @@ def test_memory_growth_is_judged_after_warm_up_and_only_on_a_long_enough_life() 
     assert not grown["ok"] and grown["worst_pct_per_hour"] > 5
 
 
+def test_a_step_is_reported_beside_the_fit_that_judges_it() -> None:
+    """A flat series with one 1.4 MB step at 3,240 s (a crawler at its first topology
+    refresh) is judged by the linear fit alone, and its largest rise within a minute and
+    when it was reached are reported beside it; the worst series is named."""
+    samples = [{"t": t, "rss": {"c3-r2": 113e6 + (1.4 * 2**20 if t >= 3240 else 0),
+                                "c0": 113e6 + t * 10.0}} for t in range(1860, 3601, 4)]
+    processes = {1: {"label": "c3-r2", "start": 1860.0, "kind": "crawler"},
+                 2: {"label": "c0", "start": 0.0, "kind": "crawler"}}
+    result = memory_check({"samples": samples, "processes": processes}, 900.0, 600.0)
+    step = result["processes"]["c3-r2"]
+    assert step["largest_rise_mb"] == pytest.approx(1.4) and step["rise_at_s"] == 3240
+    assert result["processes"]["c0"]["largest_rise_mb"] < 0.01
+    assert result["worst_process"] == "c3-r2" and not result["ok"]
+
+
 def test_a_restarted_process_gets_the_same_warm_up_as_one_that_started_with_the_run() -> None:
     """A crawler restarted at 1,500 s grows 15 %/h over its first 900 s, as every crawler of
     the hours did, then stays flat: judged after the same warm-up as the others it is flat;
