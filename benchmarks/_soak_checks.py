@@ -267,7 +267,7 @@ def largest_rise(t: np.ndarray, v: np.ndarray, span: float) -> tuple[float, floa
     which alone gives the verdict."""
     best, at = 0.0, None
     for i in range(len(t)):
-        later = v[i:][t[i:] <= t[i] + span]
+        later = v[i:np.searchsorted(t, t[i] + span, side="right")]  # t is sorted
         top = int(later.argmax())
         if later[top] - v[i] > best:
             best, at = float(later[top] - v[i]), round(float(t[i + top]), 1)

@@ -79,7 +79,7 @@ from bisect import bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass
 from itertools import accumulate, compress, filterfalse, pairwise
-from operator import not_
+from operator import not_, or_
 from typing import Any, Protocol
 
 from frontier_rate.detection.content_rules import ContentRule
@@ -563,11 +563,12 @@ class ContentDetector:
 
         hashes = cached(self._stable_cache, self.cache_segments, keys, work,
                         self._stable_once, self._priced_keys.clear)
-        if priced:
-            self._priced_keys.update(priced.intersection(self._stable_cache))
-            priced.update(self._priced_keys)
-            return hashes, list(map(priced.__contains__, keys))
-        return hashes, list(map(self._priced_keys.__contains__, keys))
+        known = self._priced_keys
+        if priced:  # this call's priced parts, and the known ones: no copy of the known set
+            known.update(priced.intersection(self._stable_cache))
+            return hashes, list(map(or_, map(priced.__contains__, keys),
+                                    map(known.__contains__, keys)))
+        return hashes, list(map(known.__contains__, keys))
 
     def stats(self) -> dict[str, int]:
         """Counters for the adapters' stats (``ignored_changes``, ``not_content``)."""

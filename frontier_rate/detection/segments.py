@@ -341,8 +341,8 @@ def _piece_texts(pieces: list[str]) -> list[str]:
     """The text of each piece of markup between two block tags, from the cache when the
     piece was seen before."""
     return cached(_normal, NORMAL_CACHE, list(map(hash, pieces)),
-                   lambda missing: _pieces_text(list(map(pieces.__getitem__, missing))),
-                   _normal_once)
+                  lambda missing: _pieces_text(list(map(pieces.__getitem__, missing))),
+                  _normal_once)
 
 
 def _pieces_text(pieces: list[str]) -> list[str]:
