@@ -21,6 +21,7 @@ from frontier_rate.crawl.shared_pages import SharedPages
 from frontier_rate.detection.detection_record import decode
 from frontier_rate.detection.detection_worker import PIPE_BYTES, READY, frame, read_line
 from frontier_rate.detection.fingerprint import Fingerprinter
+from frontier_rate.detection.not_content import wall_like
 from frontier_rate.engine.validation import parse_url
 from frontier_rate.store.detection_memory import last_detection
 from frontier_rate.store.keys import Keys
@@ -73,7 +74,7 @@ def test_the_worker_detects_what_this_process_does():
     here = Fingerprinter("content")
     expected = [here.detect(body, url, {"Content-Type": ctype}) for url, body, ctype in answers]
     got = _worker(answers)
-    assert [detection for detection, _ in got] == expected
+    assert [found.detection for found in got] == expected
     # the run holds the cases the equality is about: no change, a change, no copy
     fingerprints = {}
     seen = {"same": 0, "changed": 0, "no copy": 0}
@@ -91,12 +92,33 @@ def test_the_worker_detects_what_this_process_does():
 def test_a_truncated_answer_is_hashed_with_its_declared_length():
     here = Fingerprinter("content", [], 64)
     body = b"<p>" + b"x" * 200 + b"</p>"
-    (got, _), = _worker([("http://a.test/big", body[:64], "text/html")], max_body=64,
+    (got, *_), = _worker([("http://a.test/big", body[:64], "text/html")], max_body=64,
                         **{"http://a.test/big": (True, len(body))})
     assert got == here.detect(body[:64], "http://a.test/big", {"Content-Type": "text/html"},
                               truncated=True, full_length=len(body))
     assert got != here.detect(body[:64], "http://a.test/big2", {"Content-Type": "text/html"},
                               truncated=True, full_length=len(body) + 1)
+
+
+def test_the_worker_says_which_copies_read_like_a_bot_wall():
+    """Whether an answer reads like a bot wall (its validators are then not kept) is worked
+    out in the child, so the crawl's event loop never parses the body again; the same
+    verdict as ``not_content.wall_like`` here, for a short page, a wall taken as its copy,
+    a long page and an answer that is no copy."""
+    page = (b"<html><body><p>Open Monday to Friday from nine to five, closed on public "
+            b"holidays. Call us to book a visit.</p></body></html>")
+    wall = (b"<html><head><title>Just a moment...</title></head><body><h1>Checking your "
+            b"browser</h1><p>Are you a robot? Please complete the captcha.</p></body></html>")
+    long_page = b"<html><body>" + b"<p>A paragraph of the page's own text.</p>" * 200 + \
+        b"<p>captcha</p></body></html>"
+    answers = [("http://a.test/hours", page, "text/html"),
+               ("http://a.test/hours", wall, "text/html"),
+               ("http://a.test/long", long_page, "text/html"),
+               ("http://a.test/empty", b"", "text/html")]
+    got = _worker(answers)
+    assert [found.wall_like for found in got] == [False, True, False, False]
+    assert [found.detection.fingerprint is not None for found in got] == [True, True, True, False]
+    assert [wall_like(body, ctype) for _, body, ctype in answers] == [False, True, False, False]
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="F_SETPIPE_SZ is Linux's")

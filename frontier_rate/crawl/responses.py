@@ -18,17 +18,13 @@ from frontier_rate.client.frontier_client import status_reason
 from frontier_rate.detection.change_detection import Detection
 from frontier_rate.detection.content_rules import ContentRule
 from frontier_rate.detection.fingerprint import Fingerprinter, header_value
-from frontier_rate.detection.not_content import WALL_SIZE
-from frontier_rate.detection.segments import _WALL, is_html, segments
+from frontier_rate.detection.not_content import wall_like
 from frontier_rate.engine.validation import MAX_VALIDATOR_LENGTH
 
 if TYPE_CHECKING:
     from frontier_rate.engine.frontier import Lease
 
 VALIDATORS = ("ETag", "Last-Modified")
-WALL_BODY_BYTES = 64 * 1024
-"""A 2xx body up to this many bytes is read for a bot wall's words before its validators are
-kept (``wall_like``); a wall or challenge page is smaller."""
 
 _PRINTABLE_ASCII = re.compile(r"[\x20-\x7e]+")
 
@@ -65,14 +61,17 @@ class Outcome:
 
 def outcome(lease: Lease, status: int, headers: Any, body: bytes, url: str,
             fingerprinter: Fingerprinter, now: float, *, truncated: bool = False,
-            detection: Detection | None = None, rule: ContentRule | None = None) -> Outcome:
+            detection: Detection | None = None, rule: ContentRule | None = None,
+            wall: bool | None = None) -> Outcome:
     """The evidence one answer to ``lease`` gives (see the module docstring).
 
     ``headers``: any mapping ``fingerprint.header_value`` reads (Scrapy ``Headers``, a
     dict); ``truncated``: the download was cut at ``max_body`` (the fingerprint then
     covers the body received plus the declared Content-Length); ``detection``: the
     body's ``Detection`` when it was made elsewhere (a detection process), else made here;
-    ``rule``: the page's ``ContentRule`` (what counts on it), for a detection made here.
+    ``rule``: the page's ``ContentRule`` (what counts on it), for a detection made here;
+    ``wall``: whether the body reads like a bot wall (``not_content.wall_like``), when that
+    was worked out with ``detection``, else worked out here.
     """
     if not (200 <= status < 300 or status == 304):
         return Outcome("failed", {"reason": status_reason(status), "status": status})
@@ -99,26 +98,11 @@ def outcome(lease: Lease, status: int, headers: Any, body: bytes, url: str,
             return Outcome("failed", {"reason": f"not content: {detection.reason}",
                                       "status": status})
         args["fingerprint"] = detection.fingerprint
-        if wall_like(body, headers):  # taken as a copy, but it may be a wall: no validators
+        if wall is None:
+            wall = wall_like(body, header_value(headers, "Content-Type"))
+        if wall:  # taken as a copy, but it may be a wall: no validators
             args["etag"] = args["last_modified"] = None
     return Outcome("observe", args, bad)
-
-
-def wall_like(body: bytes, headers: Any) -> bool:
-    """Whether a 2xx answer reads like a bot wall or challenge page (short visible text with
-    a wall's words), although change detection took it as the page's copy (a wall on a
-    short page is not shorter than half of it, so it is no bot wall to detection).
-
-    Its ``ETag`` and ``Last-Modified`` are then not kept as the page's validators: sent
-    back, they got a 304 against the wall, and the page looked unchanged for as long as
-    the wall stood (issue 63's soak: 143 such 304s on one page in 12 minutes). Costs such a
-    page its conditional requests while it reads like one."""
-    if len(body) > WALL_BODY_BYTES or not is_html(body, header_value(headers, "Content-Type")):
-        return False
-    parts = segments(body.decode("utf-8", errors="replace"))
-    if sum(map(len, parts)) > WALL_SIZE:
-        return False
-    return bool(_WALL.search(" ".join(parts[:60]).lower()))
 
 
 def content_length(headers: Any) -> int | None:

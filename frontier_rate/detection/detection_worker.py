@@ -9,7 +9,8 @@ the event loop's pipes).
 A frame in: ``FRAME.pack(len(meta), len(body))``, the JSON ``meta`` (``url``,
 ``content_type``, ``truncated``, ``full_length``, ``rule``: the page's ``ContentRule`` as
 JSON or null), the body. A line out: ``{"detection":
-[fingerprint, reason, ignored, changed_segments, segments], "counters": {...}}``, or
+[fingerprint, reason, ignored, changed_segments, segments], "counters": {...},
+"wall_like": bool}``, or
 ``{"error": "..."}`` when the detection raised (the crawl then detects that answer
 itself). The first line, ``ready``, says the worker has started (importing takes ~1 s: until
 then the crawl detects answers itself and sends them here too, so that this memory holds
@@ -27,11 +28,12 @@ import json
 import logging
 import struct
 import sys
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
 from frontier_rate.detection.change_detection import Detection, PageStore
 from frontier_rate.detection.content_rules import ContentRule
 from frontier_rate.detection.fingerprint import Fingerprinter
+from frontier_rate.detection.not_content import wall_like
 
 FRAME = struct.Struct(">II")
 """Header of a frame: the lengths of its JSON meta and of its body."""
@@ -43,8 +45,16 @@ PIPE_BYTES = 1 << 20
 LOG_FORMAT = "%(levelname)s\t%(name)s\t%(message)s"
 """A log record on the process's stderr: level name, logger, message (tab-separated)."""
 
-Found = tuple[Detection, dict[str, int]]
-"""One answer's ``Detection`` and the worker's counters after it."""
+
+
+class Found(NamedTuple):
+    """One answer's ``Detection``, the worker's counters after it, and whether the body reads
+    like a bot wall (``not_content.wall_like``, worked out here so that the crawl's event
+    loop does not parse the body a second time)."""
+
+    detection: Detection
+    counters: dict[str, int]
+    wall_like: bool = False
 
 
 def frame(body: bytes, url: str, content_type: str | None, truncated: bool,
@@ -56,10 +66,10 @@ def frame(body: bytes, url: str, content_type: str | None, truncated: bool,
     return FRAME.pack(len(meta), len(body)) + meta + body
 
 
-def answer_line(detection: Detection, counters: dict[str, int]) -> bytes:
+def answer_line(detection: Detection, counters: dict[str, int], wall: bool = False) -> bytes:
     """The line the worker writes for one detection."""
-    return json.dumps({"detection": dataclasses.astuple(detection),
-                       "counters": counters}).encode() + b"\n"
+    return json.dumps({"detection": dataclasses.astuple(detection), "counters": counters,
+                       "wall_like": wall}).encode() + b"\n"
 
 
 def read_line(line: bytes) -> Found | None:
@@ -67,7 +77,8 @@ def read_line(line: bytes) -> Found | None:
     found = json.loads(line)
     if "detection" not in found:
         return None
-    return Detection(*found["detection"]), found["counters"]
+    return Found(Detection(*found["detection"]), found["counters"],
+                 bool(found.get("wall_like", False)))
 
 
 def _read_exactly(stream: BinaryIO, size: int) -> bytes | None:
@@ -116,7 +127,8 @@ def serve(config: dict[str, Any], stdin: BinaryIO, stdout: BinaryIO,
                                          truncated=meta["truncated"],
                                          full_length=meta["full_length"],
                                          rule=ContentRule.from_json(meta.get("rule")))
-            line = answer_line(found, fingerprinter.stats())
+            wall = found.fingerprint is not None and wall_like(body, meta["content_type"])
+            line = answer_line(found, fingerprinter.stats(), wall)
         except Exception as exc:  # the crawl detects this answer itself
             line = json.dumps({"error": repr(exc)}).encode() + b"\n"
         stdout.write(line)

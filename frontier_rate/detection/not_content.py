@@ -7,7 +7,7 @@ such an answer as a failed fetch, never stored, never a change (docs/CHANGE_DETE
 from __future__ import annotations
 
 from frontier_rate.detection.host_mask import HostMask
-from frontier_rate.detection.segments import _ERROR, _WALL
+from frontier_rate.detection.segments import _ERROR, _WALL, is_html, segments
 
 MIN_TEXT = 1
 """A copy with fewer visible characters than this (none) is empty: not content."""
@@ -26,6 +26,9 @@ does not become a bot wall. Taken after ``REJECT_LIMIT``, a wall standing for fo
 was stored as the page's copy, a false change, and another when the page came back (issue
 59: 4 of html-corpus-v3's 52 news revisits, a Cloudflare "Just a moment..." page standing
 on spiegeldaily.de's sections)."""
+WALL_BODY_BYTES = 64 * 1024
+"""A 2xx body up to this many bytes is read for a bot wall's words before its validators are
+kept (``wall_like``); a wall or challenge page is smaller."""
 MIN_OVERLAP = 0.2
 """A copy sharing fewer than this share of the previous copy's segments, whose new text the
 host has mostly served before (``SERVED_ELSEWHERE``), is another of its pages served in
@@ -93,3 +96,21 @@ def served_in_place(segments: set[int], before: set[int], added: set[int],
         return False
     seen = host.seen
     return sum(h in seen for h in added) >= SERVED_ELSEWHERE * len(added)
+
+
+def wall_like(body: bytes, content_type: str | None) -> bool:
+    """Whether a 2xx answer reads like a bot wall or challenge page (short visible text with
+    a wall's words), although change detection took it as the page's copy (a wall on a
+    short page is not shorter than half of it, so it is no bot wall to ``not_content``).
+
+    Its ``ETag`` and ``Last-Modified`` are then not kept as the page's validators
+    (``crawl/responses.outcome``): sent back, they got a 304 against the wall, and the page
+    looked unchanged for as long as the wall stood (issue 63's soak: 143 such 304s on one
+    page in 12 minutes). Worked out where the answer is detected (the detection process,
+    when there is one: it parses the body again, off the crawl's event loop)."""
+    if len(body) > WALL_BODY_BYTES or not is_html(body, content_type):
+        return False
+    parts = segments(body.decode("utf-8", errors="replace"))
+    if sum(map(len, parts)) > WALL_SIZE:
+        return False
+    return bool(_WALL.search(" ".join(parts[:60]).lower()))

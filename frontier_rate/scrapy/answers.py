@@ -156,14 +156,14 @@ class ChildDetection:
         if answer is None:
             return
         pending, lease, status, headers, body, url, now, truncated, rule = answer
-        detection = None
+        detection = wall = None
         if found is not None:
-            detection, self.counts = found
+            detection, self.counts, wall = found
             self.stats.inc_value("frontier_rate/detected_in_process")
         call = None
         try:
             result = outcome(lease, status, headers, body, url, self.fingerprinter, now,
-                             truncated=truncated, detection=detection, rule=rule)
+                             truncated=truncated, detection=detection, rule=rule, wall=wall)
             set_counters(self.stats, self.fingerprinter, self)
             call = self._send(result, lease, url, now)
         finally:  # the spider's callback waits on pending: it must settle, whatever raised

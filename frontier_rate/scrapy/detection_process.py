@@ -197,13 +197,13 @@ class DetectionProcess:
                 logger.debug("frontier-rate: detection failed in the child process: %s",
                              line[:300])
             else:
-                detection, counts = found
+                counts = found.counters
                 if done is _ignore:  # sent while the child started: counted by the caller
                     for name, value in counts.items():
                         self._counted_by_caller[name] = self._counted_by_caller.get(name, 0) \
                             + value - self._counts.get(name, 0)
                 self._counts = counts
-                found = detection, self.counts()
+                found = found._replace(counters=self.counts())
         except (ValueError, TypeError, KeyError) as exc:
             logger.debug("frontier-rate: unreadable answer of the detection process: %r", exc)
         _call(done, found)
