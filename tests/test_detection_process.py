@@ -382,7 +382,8 @@ def test_answers_detected_by_the_caller_while_a_child_started_are_not_counted_ag
     got, kinds = report["got"], report["kinds"]
     assert kinds[:5] == ["starting"] * 5 and "child" in kinds[6:]
     assert log.count("the detection process stopped") == 1
-    empty = [i for i, (_, body) in enumerate(answers) if not body]
+    sent = answers[:5] + answers[6:]  # the driver kills the child instead of sending 5
+    empty = [i for i, (_, body) in enumerate(sent) if not body]
     by_caller = [i for i in empty if kinds[i] != "child" or got[i] is None]
     by_children = report["counters"][-1]["not_content"]
     assert 1 <= by_children and len(by_caller) + by_children == len(empty) >= 4, \
