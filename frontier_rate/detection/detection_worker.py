@@ -46,7 +46,6 @@ LOG_FORMAT = "%(levelname)s\t%(name)s\t%(message)s"
 """A log record on the process's stderr: level name, logger, message (tab-separated)."""
 
 
-
 class Found(NamedTuple):
     """One answer's ``Detection``, the worker's counters after it, and whether the body reads
     like a bot wall (``not_content.wall_like``, worked out here so that the crawl's event

@@ -50,7 +50,7 @@ def not_content(parts: list[str], length: int, previous: int | None) -> str | No
     if length < MIN_TEXT:
         return "empty"
     if length <= WALL_SIZE:
-        text = " ".join(parts[:60]).lower()  # _WALL and _ERROR are lower case
+        text = _head(parts)
         if (previous is None or length < 0.5 * previous) and _WALL.search(text):
             return "bot wall"
         if previous is not None and length < SHRINK * previous and _ERROR.search(text):
@@ -113,4 +113,9 @@ def wall_like(body: bytes, content_type: str | None) -> bool:
     parts = segments(body.decode("utf-8", errors="replace"))
     if sum(map(len, parts)) > WALL_SIZE:
         return False
-    return bool(_WALL.search(" ".join(parts[:60]).lower()))
+    return bool(_WALL.search(_head(parts)))
+
+
+def _head(parts: list[str]) -> str:
+    """The first 60 segments of a short copy, lower-cased (``_WALL`` and ``_ERROR`` are)."""
+    return " ".join(parts[:60]).lower()
