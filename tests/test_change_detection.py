@@ -881,16 +881,18 @@ def test_chunks_give_the_segments_of_one_cut_of_the_whole_document(monkeypatch) 
     """Seeded documents glued from tags, "</div>" in comments, scripts and quoted values,
     near misses and case variants: the segments with the chunk cut are those of one cut of
     each part by the block-tag pattern (``CHUNK_CUT`` made a string no document holds), and
-    with the parts cut again for markup in quoted values from the cache of such parts, those
-    of every part cut again; first copies and revisits alike."""
+    with the parts that hold markup in a quoted value cut again from the cache of such parts,
+    those of every part of the document cut again; first copies and revisits alike."""
     rng = random.Random(59)
     documents = ["".join(rng.choice(CHUNK_PIECES) for _ in range(rng.randint(0, 40)))
                  for _ in range(1500)]
     documents += documents[:300]  # again: from the caches
     plain = segments_module._plain_values
     monkeypatch.setattr(segments_module, "CHUNK_CUT", "\x00")  # markup holds no NUL
-    monkeypatch.setattr(segments_module, "_plain_texts", lambda shown: segments_module._texts(
-        list(map(plain, shown))))  # every part cut again, no cache of it
+    mark = segments_module._LEFT_MARK
+    monkeypatch.setattr(segments_module, "_plain_where_left", lambda shown, *_: [
+        text.lstrip(mark) for text in segments_module._texts(list(map(plain, shown)))])
+    # every part of the document cut again, no cache of it
     monkeypatch.setattr(segments_module, "_normal", {})
     expected = [segments(document) for document in documents]
     monkeypatch.undo()
@@ -898,6 +900,25 @@ def test_chunks_give_the_segments_of_one_cut_of_the_whole_document(monkeypatch) 
         monkeypatch.setattr(segments_module, cache, {})
     assert [segments(document) for document in documents] == expected
     assert segments_module._plains  # the documents hold tags with markup in a value
+
+
+def test_only_the_part_holding_markup_in_a_quoted_value_is_cut_again(monkeypatch) -> None:
+    """A page of parts between scripts, one of which has a tooltip whose value holds markup:
+    that part alone is cut again with its values made plain (a 2 MiB front page with one
+    such tag is not cut twice whole), and its text reads as the tooltip's tag made whole."""
+    calls: list[str] = []
+    plain = segments_module._plain_values
+    monkeypatch.setattr(segments_module, "_plain_values",
+                        lambda part: calls.append(part) or plain(part))
+    for cache in ("_normal", "_chunks", "_plains"):
+        monkeypatch.setattr(segments_module, cache, {})
+    parts = [f"<p>Paragraph {i} of the page.</p>" for i in range(6)]
+    parts[3] = '<p><span title="<b>Wien</b><br>USA">Locations</span></p>'
+    page = "<script>var x = 1;</script>".join(parts)
+    found = segments(page)
+    assert found == [f"Paragraph {i} of the page." for i in range(6) if i != 3][:3] + \
+        ["Locations"] + [f"Paragraph {i} of the page." for i in (4, 5)]
+    assert calls == [parts[3]]
 
 
 PRICE_PIECES = ("$", "€", "£", "¥", "$ ", "4", "24.99", " ", "eur", "EUR", "Eur", "usd", "chf",
@@ -920,6 +941,17 @@ def test_priced_positions_are_those_a_search_per_part_finds():
         expected = [i for i, part in enumerate(parts) if search(part)]
         assert change_detection.priced_positions(parts) == expected, parts
     assert change_detection.priced_positions(["5", "eur", "$", "9 chf", "4eur"]) == [3, 4]
+
+
+def test_the_price_pattern_matches_as_the_plain_alternation():
+    """``PRICE`` starts with a character set (so sre skips other positions in C); it finds the
+    same matches, place for place, as the alternation it replaces, written out here."""
+    plain = re.compile(r"[$€£¥]\s?\d|\d\s?(?:[€$£]|(?i:eur|usd|chf)\b)")
+    draw = random.Random(591)
+    for _ in range(5000):
+        text = "".join(_random_part(draw) for _ in range(draw.randrange(1, 5)))
+        assert [m.span() for m in change_detection.PRICE.finditer(text)] == \
+            [m.span() for m in plain.finditer(text)], text
 
 
 def test_priced_segments_through_the_cache_are_those_of_a_search_per_segment(monkeypatch):

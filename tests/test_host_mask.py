@@ -262,3 +262,21 @@ def test_a_version_3_word_narrows_to_this_versions_word_of_the_same_segment(h, s
     word = wide | (1 << 23 if spread else 0)
     assert narrow(word) == tag(h) | (SPREAD_FLAG if spread else 0)
     assert read_log(HEADER.pack(b"frhmask3", 5) + write_log([]), whole=True, wide=True) == []
+
+
+def test_a_segment_of_the_copy_being_read_is_never_the_one_dropped_for_room():
+    """A host's record is full and its oldest segment, boilerplate on two pages, is on the
+    copy being read after a new one: the new segment takes the room of another, and the
+    boilerplate keeps its pages and stays masked (dropped first, it came back counted on one
+    page: content again until another page showed it)."""
+    boilerplate, other, new = (h | SHORT_BIT for h in (11, 22, 33))
+    pages = (1, 2, 3)
+    assert len({page_bit(page) for page in pages}) == 3
+    mask = HostMask(limit=2)
+    mask.see([boilerplate], pages[0])
+    mask.see([boilerplate], pages[1])
+    assert boilerplate in mask.masked
+    mask.see([other], pages[2])  # the record is full: the boilerplate is its oldest
+    mask.see([new, boilerplate], pages[0])
+    assert boilerplate in mask.masked
+    assert list(mask.seen) == [boilerplate, new]  # the other segment made room

@@ -302,8 +302,9 @@ def _with_slots(ignore: set[int], host: HostMask, *orders: list[int] | array) ->
     return ignore | extra if extra else ignore
 
 
-PRICE = re.compile(r"[$€£¥]\s?\d|\d\s?(?:[€$£]|(?i:eur|usd|chf)\b)")
-"""A price in a segment: a currency sign or code beside a number."""
+PRICE = re.compile(r"[$€£¥\d](?:(?<=[$€£¥])\s?\d|(?<=\d)\s?(?:[€$£]|(?i:eur|usd|chf)\b))")
+"""A price in a segment: a currency sign or code beside a number. Its first character is
+a set, so sre skips other positions in C (an alternation was tried at each: 1.5x slower)."""
 
 
 def priced_positions(parts: list[str]) -> list[int]:
@@ -565,7 +566,8 @@ class ContentDetector:
                         self._stable_once, self._priced_keys.clear)
         known = self._priced_keys
         if priced:  # this call's priced parts, and the known ones: no copy of the known set
-            known.update(priced.intersection(self._stable_cache))
+            # filter over this call's few priced keys: set.intersection(dict) walks the dict
+            known.update(filter(self._stable_cache.__contains__, priced))
             return hashes, list(map(or_, map(priced.__contains__, keys),
                                     map(known.__contains__, keys)))
         return hashes, list(map(known.__contains__, keys))
