@@ -13,7 +13,7 @@ from array import array
 import pytest
 
 from frontier_rate.crawl.responses import outcome
-from frontier_rate.detection import change_detection
+from frontier_rate.detection import change_detection, fresh_runs
 from frontier_rate.detection import segments as segments_module
 from frontier_rate.detection.change_detection import ContentDetector, segments, stable_segments
 from frontier_rate.detection.fingerprint import Fingerprinter
@@ -689,8 +689,8 @@ def test_runs_of_fresh_segments_match_a_plain_walk():
     for _ in range(2000):
         order = [rng.randrange(12) for _ in range(rng.randint(0, 30))]
         fresh = {h for h in range(12) if rng.random() < 0.3}
-        assert change_detection._runs(order, fresh) == plain_runs(order, fresh), (order, fresh)
-        assert change_detection._runs(array("Q", order), fresh) == plain_runs(order, fresh)
+        assert fresh_runs._runs(order, fresh) == plain_runs(order, fresh), (order, fresh)
+        assert fresh_runs._runs(array("Q", order), fresh) == plain_runs(order, fresh)
 
 
 def test_whole_text_hash_ignores_every_kind_of_white_space():
@@ -994,7 +994,7 @@ def test_priced_segments_through_the_cache_are_those_of_a_search_per_segment(mon
 def test_a_price_shown_once_is_not_kept(monkeypatch):
     """A priced segment that never comes again (an order number beside a price) is
     worked out and shown to the host's mask on its fetch, and not kept after: the priced
-    keys are bounded by the segment cache's rule (``segments.cached``), not by the count
+    keys are bounded by the segment cache's rule (``bounded_cache.cached``), not by the count
     of fetches."""
     shown: list[int] = []
     detector = ContentDetector()
