@@ -94,6 +94,7 @@ from frontier_rate.detection.host_mask import HostMask, host_of
 from frontier_rate.detection.not_content import (
     ALWAYS_REFUSED,
     MIN_OVERLAP_SEGMENTS,
+    MIN_TEXT,
     REJECT_LIMIT,
     error_in_frame,
     not_content,
@@ -103,6 +104,7 @@ from frontier_rate.detection.page_memory import PageMemory
 from frontier_rate.detection.segments import (
     _DIGIT,
     _SHORT_BIT,
+    VisibleMarkup,
     copies_apart,
     further_copies,
     is_html,
@@ -333,7 +335,12 @@ class ContentDetector:
         if memory is not None and memory.raw == raw:  # the same bytes as the last copy
             self._pages.move_to_end(url)
             return Detection(memory.fingerprint, None, 0, 0, -1)
-        parts = segments(text)
+        visible = VisibleMarkup(text)
+        markup = None if rule is not None and rule.ignore_text else visible.key
+        if memory is not None and markup is not None and memory.markup == markup and \
+                self._as_it_was(memory, host):
+            return self._same_text(url, memory, host, raw)
+        parts = visible.segments()
         if rule is not None and rule.ignore_text:
             parts = [part for part in (" ".join(rule.remove_ignored(p).split()) for p in parts)
                      if part]
@@ -416,6 +423,7 @@ class ContentDetector:
         else:
             whole = _whole_text_hash(parts, hashes, ignore)
             order = long_order(hashes)
+        mask_version = host.version  # what this copy ignores was worked out with it
         host.see(hash_set, page_id)
         if fingerprint is None:
             digest = hashlib.blake2b(
@@ -433,7 +441,29 @@ class ContentDetector:
             memory.whole, memory.rejected, memory.raw = whole, 0, raw
             memory.order = order
             self._pages.move_to_end(url)
+        memory.markup, memory.mask_version, memory.content = markup, mask_version, content
         return Detection(fingerprint, None, ignored, changed, content)
+
+    @staticmethod
+    def _as_it_was(memory: PageMemory, host: HostMask) -> bool:
+        """Whether a copy showing the page's last copy's visible markup again would be
+        detected just as it was: the host's mask has not changed since (its version), none of
+        the page's segments has left the host's record (their counts, prices), no other
+        process's mask waits to be resolved, and the copy was content (not empty)."""
+        return memory.mask_version == host.version and not host.pending and \
+            memory.length >= MIN_TEXT and all(map(host.seen.__contains__, memory.hashes))
+
+    def _same_text(self, url: str, memory: PageMemory, host: HostMask, raw: int) -> Detection:
+        """A copy whose visible markup is the last copy's (``VisibleMarkup.key``; the bytes
+        differed in scripts, styles, comments or the head) under the same mask: no change,
+        what ``_compare`` finds for it, without cutting it into segments. The host's record of
+        the page is refreshed as ``_compare`` does."""
+        host.revisited(memory.hashes)
+        host.see(memory.hashes, zlib.crc32(url.encode("utf-8", "surrogatepass")))
+        memory.raw, memory.rejected = raw, 0
+        self._pages.move_to_end(url)
+        self.ignored_changes += 1
+        return Detection(memory.fingerprint, None, 0, 0, memory.content)
 
     def _stable_hashes(self, parts: list[str]) -> tuple[list[int], list[bool]]:
         """``segment_hash(stable segment)`` of each part, through a bounded per-process

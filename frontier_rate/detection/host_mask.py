@@ -44,7 +44,7 @@ import random
 import struct
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Sequence
-from itertools import compress, islice, repeat
+from itertools import compress, count, islice, repeat
 from operator import and_, not_
 
 from frontier_rate.detection.segments import SHORT_BIT
@@ -116,6 +116,11 @@ find it is on too few of them, so such a mask is kept only while few pages of th
 known here (``fold``); a hash without the mark was masked by a rule that always holds."""
 
 
+_VERSIONS = count(1)
+"""``HostMask.version``: one sequence for every mask, so a mask made afresh never repeats an
+old one's number."""
+
+
 def spread_threshold(pages: int) -> int:
     """On how many pages of a host of ``pages`` known pages a segment must be seen to be its
     boilerplate (``BOILERPLATE_SHARE``, between 2 and ``BOILERPLATE_PAGES``)."""
@@ -147,7 +152,8 @@ class HostMask:
     shared as they are learned; a segment another process masked stays masked here."""
 
     __slots__ = ("seen", "masked", "limit", "pages", "threshold", "slots", "volatile_slots",
-                 "events", "generation", "offset", "logged", "compact", "pending", "values")
+                 "events", "generation", "offset", "logged", "compact", "pending", "values",
+                 "version")
 
     def __init__(self, limit: int, shared: bool = False) -> None:
         self.seen: OrderedDict[int, int] = OrderedDict()
@@ -164,6 +170,7 @@ class HostMask:
         self.compact = False
         self.pending: dict[int, int] = {}  # tag -> log word of a mask read, segment unseen
         self.values: set[int] = set()  # segments showing a price: never masked
+        self.version = next(_VERSIONS)  # a new one whenever what a copy ignores may differ
 
     def value_shown(self, values: Iterable[int]) -> None:
         """``values``: segments of a copy that show a value of the pages (a price: a product's
@@ -175,6 +182,7 @@ class HostMask:
             if h not in self.values:
                 self.values.add(h)
                 self.masked.discard(h)
+                self.version = next(_VERSIONS)
 
     def see(self, hashes: Iterable[int], page: int) -> None:
         """Record the segments of one copy of ``page`` (a 32-bit id); a segment now on
@@ -217,6 +225,7 @@ class HostMask:
                 if self.events is not None:
                     self.events += (SPREAD_MARK, h)
                 masked.add(h)
+                self.version = next(_VERSIONS)
         self._bound_events()
 
     def mask(self, h: int) -> None:
@@ -232,6 +241,7 @@ class HostMask:
             self.events.append(h)
             self._bound_events()
         self.masked.add(h)
+        self.version = next(_VERSIONS)
         self.seen[h] = _EXPLICIT
         self.seen.move_to_end(h)
 
@@ -277,6 +287,7 @@ class HostMask:
             elif self.seen.get(h) != _EXPLICIT:
                 if self.threshold <= 2:
                     self.masked.add(h)
+                    self.version = next(_VERSIONS)
                 self.seen[h] = _FOLDED
                 self.seen.move_to_end(h)
         finally:
@@ -312,6 +323,7 @@ class HostMask:
         if slot[1].bit_count() >= SLOT_VALUES and slot[0].bit_count() >= 2 \
                 and slot[2] >= SLOT_SHARE * slot[3]:
             self.volatile_slots.add(anchor)
+            self.version = next(_VERSIONS)
 
     def in_volatile_slots(self, order: Sequence[int]) -> set[int]:
         """The short segments of ``order`` (a copy's hashes) that sit in a volatile slot."""
@@ -333,11 +345,13 @@ class HostMask:
         seen = self.seen
         self.masked = {h for h in self.masked if seen.get(h, _EXPLICIT) == _EXPLICIT
                        or seen[h] != _FOLDED and seen[h].bit_count() >= threshold}
+        self.version = next(_VERSIONS)
 
     def _forget_oldest(self) -> None:
         old, _ = self.seen.popitem(last=False)
         self.masked.discard(old)
         self.values.discard(old)
+        self.version = next(_VERSIONS)
 
     def _bound_events(self) -> None:
         events = self.events

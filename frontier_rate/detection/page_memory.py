@@ -113,7 +113,7 @@ class PageMemory:
     restored."""
 
     __slots__ = ("fingerprint", "hashes", "length", "gone", "rejected", "whole", "raw",
-                 "sketch", "order", "earlier", "layout")
+                 "sketch", "order", "earlier", "layout", "markup", "mask_version", "content")
 
     def __init__(self, fingerprint: str, hashes: array, length: int, gone: array,
                  whole: bytes) -> None:
@@ -128,6 +128,11 @@ class PageMemory:
         self.order = 0  # 16 bits of the CRC-32 of its long segments in order (change_detection)
         self.earlier = False
         self.layout = SKETCH  # the sketch's, while it stands
+        # this process's own copy: its ``VisibleMarkup.key`` (None: not known), the host mask's
+        # version its ignored segments were worked out with, and its content segments
+        self.markup: int | None = None
+        self.mask_version = 0
+        self.content = 0
 
     def restore(self, hashes: Sequence[int], known: Iterable[int] = ()) -> bool:
         """Rebuild ``hashes`` (the last copy, in order) from the sketch and ``hashes``, the

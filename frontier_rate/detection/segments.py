@@ -209,27 +209,54 @@ _normal_once = once_table(1 << 17)
 
 def segments(markup: str) -> list[str]:
     """The visible text of ``markup`` cut at block-level elements, whitespace collapsed,
-    empty segments dropped (volatile fragments still in).
+    empty segments dropped (volatile fragments still in): ``VisibleMarkup(markup).segments()``."""
+    return VisibleMarkup(markup).segments()
 
-    The document is cut at its hidden elements and its block tags in C (a split of each
-    part between hidden elements at its block tags: no copy of the document); each piece's
-    text (its inline tags removed, character references decoded, white space collapsed) is
-    then read from a bounded cache keyed by the piece's hash, and worked out only for the
-    pieces not seen before: a revisit's Python work is a few C-level passes over its
-    pieces, not over its text. Only when the text holds what a tag with markup in a
-    quoted value leaves (``_TAG_LEFT``) is the part of the document between two hidden
-    elements that holds it cut again with such values made plain (``_plain_values``: 0.65
-    ms a page of html-corpus-v3 if done on every page; each part's texts of that cut are
-    cached too, ``_plain_texts``)."""
-    title = _TITLE.search(markup)
-    shown = _shown(markup.replace("\x00", " ") if "\x00" in markup else markup)
-    by_chunk, chunk_counts = _chunk_texts(shown)
-    found = list(chain.from_iterable(by_chunk))
-    if _LEFT_MARK in "".join(found):
-        found = _plain_where_left(shown, by_chunk, chunk_counts)
-    if title is not None:
-        found.insert(0, " ".join(html.unescape(title.group(1)).split()))
-    return list(filter(None, found))
+
+class VisibleMarkup:
+    """A document cut at its hidden elements (``_shown``) and each part at ``CHUNK_CUT``.
+
+    ``segments()`` then cuts its chunks at their block tags in C (no copy of the document); each
+    piece's text (its inline tags removed, character references decoded, white space
+    collapsed) is read from a bounded cache keyed by the piece's hash, and worked out only for
+    the pieces not seen before: a revisit's Python work is a few C-level passes over its
+    pieces, not over its text. Only a part (between two hidden elements) whose text holds what
+    a tag with markup in a quoted value leaves (``_TAG_LEFT``) is cut again with such values
+    made plain (``_plain_values``: 0.65 ms a page of html-corpus-v3 if done on every page;
+    each part's texts of that cut are cached too, ``_plain_texts``).
+
+    ``key``: a hash of the title, the chunks and the parts' chunk counts, of which the
+    segments are a function: two copies with one key show the same segments (what differed
+    was in scripts, styles, comments, the head), which ``ContentDetector`` uses to take a
+    copy for the last one without cutting it further (issue 59: 31% of html-corpus-v3's
+    revisits). A Python ``hash``: for one process's memory, never stored."""
+
+    __slots__ = ("title", "shown", "chunks", "counts", "keys")
+
+    def __init__(self, markup: str) -> None:
+        found = _TITLE.search(markup)
+        self.title = None if found is None else " ".join(html.unescape(found.group(1)).split())
+        self.shown = _shown(markup.replace("\x00", " ") if "\x00" in markup else markup)
+        self.chunks: list[str] = []
+        self.counts: list[int] = []
+        for part in self.shown:
+            cut = part.split(CHUNK_CUT)
+            self.chunks += cut
+            self.counts.append(len(cut))
+        self.keys = list(map(hash, self.chunks))
+
+    @property
+    def key(self) -> int:
+        return hash((self.title, tuple(self.keys), tuple(self.counts)))
+
+    def segments(self) -> list[str]:
+        by_chunk = _chunk_texts(self.chunks, self.keys)
+        found = list(chain.from_iterable(by_chunk))
+        if _LEFT_MARK in "".join(found):
+            found = _plain_where_left(self.shown, by_chunk, self.counts)
+        if self.title is not None:
+            found.insert(0, self.title)
+        return list(filter(None, found))
 
 
 _TAG_LEFT = ('="', "='", '">', "'>")
@@ -253,23 +280,16 @@ _chunks_once = once_table(1 << 15)
 
 def _texts(shown: list[str]) -> list[str]:
     """The text of each piece of the ``shown`` parts cut at block tags (``_chunk_texts``)."""
-    return list(chain.from_iterable(_chunk_texts(shown)[0]))
+    chunks = [chunk for part in shown for chunk in part.split(CHUNK_CUT)]
+    return list(chain.from_iterable(_chunk_texts(chunks, list(map(hash, chunks)))))
 
 
-def _chunk_texts(shown: list[str]) -> tuple[list[list[str]], list[int]]:
-    """The texts of the pieces of each chunk of the ``shown`` parts cut at block tags, and
-    how many chunks each part has. The parts are first cut into chunks at ``CHUNK_CUT``
-    (``str.split``, no regex); a chunk seen before gives its texts from a bounded cache keyed
-    by its hash, so a revisit runs the block-tag pattern only over the chunks that changed.
-    Exact: no ``_BLOCK`` match spans a ``CHUNK_CUT`` (a tag's rest holds no "<"), so each
-    chunk's pieces are those the whole part's cut gives."""
-    chunks: list[str] = []
-    counts: list[int] = []
-    for part in shown:
-        cut = part.split(CHUNK_CUT)
-        chunks += cut
-        counts.append(len(cut))
-    keys = list(map(hash, chunks))
+def _chunk_texts(chunks: list[str], keys: list[int]) -> list[list[str]]:
+    """The texts of the pieces of each of ``chunks`` (``keys``: their hashes) cut at block
+    tags. A chunk seen before gives its texts from a bounded cache keyed by its hash, so a
+    revisit runs the block-tag pattern only over the chunks that changed. Exact: no
+    ``_BLOCK`` match spans a ``CHUNK_CUT`` (a tag's rest holds no "<"), so each chunk's
+    pieces are those the whole part's cut gives."""
 
     def work(missing: list[int]) -> list[list[str]]:
         pieces = list(map(_BLOCK.split, map(chunks.__getitem__, missing)))
@@ -280,17 +300,16 @@ def _chunk_texts(shown: list[str]) -> tuple[list[list[str]], list[int]]:
         ends = list(accumulate(map(len, pieces)))
         return list(map(texts.__getitem__, map(slice, [0, *ends[:-1]], ends)))
 
-    return cached(_chunks, CHUNK_CACHE, keys, work, _chunks_once), counts
+    return cached(_chunks, CHUNK_CACHE, keys, work, _chunks_once)
 
 
 def _plain_where_left(shown: list[str], by_chunk: list[list[str]],
                       chunk_counts: list[int]) -> list[str]:
-    """The texts of the ``shown`` parts (``by_chunk``, ``chunk_counts``: ``_chunk_texts``),
-    each part whose texts hold ``_LEFT_MARK`` cut again with its quoted values made plain
-    (``_plain_texts``). A part whose texts hold no mark has no tag with markup in a value
+    """The texts of the ``shown`` parts (``by_chunk``: ``_chunk_texts``, ``chunk_counts``
+    chunks a part), each part whose texts hold ``_LEFT_MARK`` cut again with its quoted
+    values made plain (``_plain_texts``). A part whose texts hold no mark has no tag with markup in a value
     (such a tag always leaves a ``_TAG_LEFT``), so its texts are those of the plain cut: a
-    front page of 2 MiB with one such tooltip cuts one part again, not ~700 (its revisits
-    ~2x faster)."""
+    front page of 2 MiB with one such tooltip cuts one part again, not ~700."""
     found: list[str] = []
     end = 0
     for part, count in zip(shown, chunk_counts, strict=True):
