@@ -14,6 +14,7 @@ import pytest
 
 from frontier_rate.crawl.responses import outcome
 from frontier_rate.detection import change_detection, fresh_runs
+from frontier_rate.detection import segment_hashes as segment_hashes_module
 from frontier_rate.detection import segments as segments_module
 from frontier_rate.detection.change_detection import ContentDetector, segments, stable_segments
 from frontier_rate.detection.fingerprint import Fingerprinter
@@ -179,9 +180,9 @@ def test_a_long_segment_masked_or_not_keeps_the_order_of_the_page():
     """The order kept with a page's memory holds every long segment, masked or not: a mask
     the host learns between two copies does not make the same page "move"."""
     order = change_detection.long_order
-    long_text = [segments_module.segment_hash(p) for p in LEGAL]
-    short = segments_module.segment_hash("Home")
-    assert short & segments_module.SHORT_BIT and not long_text[0] & segments_module.SHORT_BIT
+    long_text = [segment_hashes_module.segment_hash(p) for p in LEGAL]
+    short = segment_hashes_module.segment_hash("Home")
+    assert short & segment_hashes_module.SHORT_BIT and not long_text[0] & segment_hashes_module.SHORT_BIT
     assert order([short, *long_text]) == order([*long_text, short]) == order(long_text)
     assert order(long_text) != order(long_text[::-1])
 
@@ -635,8 +636,8 @@ def test_fast_volatile_patterns_mask_what_the_plain_alternations_mask():
 # The tag patterns as the plain alternations they were: detection/segments writes the names
 # as a trie (``alternation``) so that sre tries a few branches at each "<"; both must
 # find the same tags.
-PLAIN_DROP_START = re.compile(r"<!--|<(" + "|".join(segments_module._DROPPED) + r")\b"
-                              + segments_module._ATTRIBUTES + ">", re.I)
+PLAIN_DROP_START = re.compile((r"<!--|<(" + "|".join(segments_module._DROPPED) + r")\b"
+                               + segments_module._ATTRIBUTES + ">").encode(), re.I)
 PLAIN_BLOCK = re.compile(r"</?(?:" + "|".join(segments_module._BLOCK_TAGS) + "|"
                          + "|".join(segments_module._BLOCK_TAGS).upper() + r")\b"
                          + segments_module._ATTRIBUTES + ">")
@@ -664,8 +665,9 @@ def test_tag_patterns_find_what_the_plain_alternations_find():
             for _ in range(rng.randint(1, 8)))
         assert [m.span() for m in segments_module._BLOCK.finditer(markup)] == \
             [m.span() for m in PLAIN_BLOCK.finditer(markup)], markup
-        assert [(m.span(), m.group(1)) for m in segments_module._DROP_START.finditer(markup)] == \
-            [(m.span(), m.group(1)) for m in PLAIN_DROP_START.finditer(markup)], markup
+        data = markup.encode()
+        assert [(m.span(), m.group(1)) for m in segments_module._DROP_START.finditer(data)] == \
+            [(m.span(), m.group(1)) for m in PLAIN_DROP_START.finditer(data)], markup
 
 
 def plain_runs(order: list[int], fresh: set[int]) -> list[tuple[list[int], int | None, int | None]]:
@@ -745,13 +747,13 @@ def test_consent_words_flag_what_the_alternation_flags():
     for _ in range(500):
         texts = ["".join(rng.choice(atoms) for _ in range(rng.randint(0, 6)))
                  for _ in range(rng.randint(1, 8))]
-        expected = [segments_module.segment_hash(t) & ~segments_module._CONSENT_BIT
-                    | (segments_module._CONSENT_BIT if PLAIN_CONSENT.search(t) else 0)
+        expected = [segment_hashes_module.segment_hash(t) & ~segment_hashes_module._CONSENT_BIT
+                    | (segment_hashes_module._CONSENT_BIT if PLAIN_CONSENT.search(t) else 0)
                     for t in texts]
-        assert [segments_module.segment_hash(t) for t in texts] == expected, texts
-        assert segments_module.segment_hashes(texts) == expected, texts
-    assert segments_module.segment_hashes(["a cookie", "none"])[0] & segments_module._CONSENT_BIT
-    assert not segments_module.segment_hashes(["none", "at all"])[1] & segments_module._CONSENT_BIT
+        assert [segment_hashes_module.segment_hash(t) for t in texts] == expected, texts
+        assert segment_hashes_module.segment_hashes(texts) == expected, texts
+    assert segment_hashes_module.segment_hashes(["a cookie", "none"])[0] & segment_hashes_module._CONSENT_BIT
+    assert not segment_hashes_module.segment_hashes(["none", "at all"])[1] & segment_hashes_module._CONSENT_BIT
 
 
 def test_only_segments_with_a_digit_or_an_undated_word_are_masked():
@@ -766,12 +768,12 @@ def test_only_segments_with_a_digit_or_an_undated_word_are_masked():
 
 @pytest.fixture
 def stable_hashes(monkeypatch) -> None:
-    """The segment caches keyed by a hash that is the same in every run (``str``'s is
-    salted per process), so that which keys share a slot of the table of keys seen once
-    (``segments._again``) is the same in every run: a test of what the caches keep cannot
-    pass in one run and fail in the next."""
+    """The segment caches keyed by a hash that is the same in every run (``str``'s and
+    ``bytes``' are salted per process: chunks are bytes, pieces text), so that which keys
+    share a slot of the table of keys seen once (``segments._again``) is the same in every
+    run: a test of what the caches keep cannot pass in one run and fail in the next."""
     monkeypatch.setattr(segments_module, "hash", lambda text: int.from_bytes(
-        hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest(),
+        hashlib.blake2b(segments_module.utf8(text), digest_size=8).digest(),
         "little", signed=True), raising=False)
 
 
@@ -888,7 +890,7 @@ def test_chunks_give_the_segments_of_one_cut_of_the_whole_document(monkeypatch) 
                  for _ in range(1500)]
     documents += documents[:300]  # again: from the caches
     plain = segments_module._plain_values
-    monkeypatch.setattr(segments_module, "CHUNK_CUT", "\x00")  # markup holds no NUL
+    monkeypatch.setattr(segments_module, "CHUNK_CUT", b"\x00")  # markup holds no NUL
     mark = segments_module._LEFT_MARK
     monkeypatch.setattr(segments_module, "_plain_where_left", lambda shown, *_: [
         text.lstrip(mark) for text in segments_module._texts(list(map(plain, shown)))])
@@ -918,7 +920,7 @@ def test_only_the_part_holding_markup_in_a_quoted_value_is_cut_again(monkeypatch
     found = segments(page)
     assert found == [f"Paragraph {i} of the page." for i in range(6) if i != 3][:3] + \
         ["Locations"] + [f"Paragraph {i} of the page." for i in (4, 5)]
-    assert calls == [parts[3]]
+    assert calls == [parts[3].encode()]
 
 
 PRICE_PIECES = ("$", "€", "£", "¥", "$ ", "4", "24.99", " ", "eur", "EUR", "Eur", "usd", "chf",
@@ -983,8 +985,8 @@ def test_priced_segments_through_the_cache_are_those_of_a_search_per_segment(mon
                 shown.clear()
                 detector.detect(markup, markup.encode(), f"http://shop.example/{n}", "text/html")
                 parts = segments(markup)
-                hashes = segments_module.copies_apart(
-                    segments_module.segment_hashes(stable_segments(parts)))
+                hashes = segment_hashes_module.copies_apart(
+                    segment_hashes_module.segment_hashes(stable_segments(parts)))
                 expected = [h for part, h in zip(parts, hashes, strict=True)
                             if change_detection.PRICE.search(part)]
                 assert shown == [expected], (cache_segments, fetch, markup)
@@ -1023,7 +1025,7 @@ def _copies_apart_one_by_one(hashes: list[int]) -> list[int]:
     out = []
     for h in hashes:
         copies[h] = copies.get(h, 0) + 1
-        out.append(h if copies[h] == 1 else segments_module.copy_hash(h, copies[h]))
+        out.append(h if copies[h] == 1 else segment_hashes_module.copy_hash(h, copies[h]))
     return out
 
 
@@ -1031,15 +1033,15 @@ def test_copies_apart_hashes_the_copies_a_walk_over_every_segment_hashes():
     """``copies_apart`` (its further copies found in C) gives each segment the hash a walk
     over every segment gives it: no repeat, a few, many of one text, arrays and lists."""
     draw = random.Random(2)
-    flags = (0, segments_module.SHORT_BIT, segments_module.SHORT_BIT | (1 << 62))
+    flags = (0, segment_hashes_module.SHORT_BIT, segment_hashes_module.SHORT_BIT | (1 << 62))
     for _ in range(2000):
         texts = [draw.getrandbits(40) | draw.choice(flags) for _ in range(draw.randrange(1, 9))]
         hashes = [draw.choice(texts) for _ in range(draw.randrange(0, 40))]
         expected = _copies_apart_one_by_one(hashes)
-        assert segments_module.copies_apart(hashes) == expected, hashes
-        assert segments_module.copies_apart(array("Q", hashes)) == expected, hashes
+        assert segment_hashes_module.copies_apart(hashes) == expected, hashes
+        assert segment_hashes_module.copies_apart(array("Q", hashes)) == expected, hashes
     distinct = list(range(1, 300))
-    assert segments_module.copies_apart(distinct) == distinct
+    assert segment_hashes_module.copies_apart(distinct) == distinct
 
 
 def test_a_tag_name_with_a_unicode_letter_that_folds_to_ascii_is_text_not_a_crash():

@@ -31,7 +31,7 @@ from frontier_rate.detection.host_mask import (
     words_of,
     write_log,
 )
-from frontier_rate.detection.segments import SHORT_BIT
+from frontier_rate.detection.segment_hashes import SHORT_BIT
 
 log_words = st.lists(st.integers(0, 2**WORD_BITS - 1), max_size=200)
 

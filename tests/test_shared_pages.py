@@ -56,12 +56,8 @@ from frontier_rate.detection.page_memory import (
     unpack,
 )
 from frontier_rate.detection.page_memory import tag as gone_tag
-from frontier_rate.detection.segments import (
-    copies_apart,
-    segment_hashes,
-    segments,
-    stable_segments,
-)
+from frontier_rate.detection.segment_hashes import copies_apart, segment_hashes
+from frontier_rate.detection.segments import segments, stable_segments
 from frontier_rate.store.keys import Keys, page_id, shard_of
 from frontier_rate.store.namespace import drop
 
@@ -208,7 +204,7 @@ def test_the_sketch_gives_back_what_a_small_difference_removed_and_where():
 
 def test_the_sketch_holds_each_copy_of_a_repeated_segment():
     """Each further copy of a segment's text is a segment of its own
-    (``segments.copies_apart``), so the sketch of a copy with repeats (a paragraph twice, a
+    (``segment_hashes.copies_apart``), so the sketch of a copy with repeats (a paragraph twice, a
     list entry three times) rebuilds whole against a next copy with one copy fewer, or one
     more: the difference is a segment, not nothing."""
     rng = random.Random(592)

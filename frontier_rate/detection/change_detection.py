@@ -32,7 +32,7 @@ whether the *content* changed, in four steps:
    fingerprint again (no change); otherwise a new fingerprint (blake2b of the content
    segments not masked). So a mask that grows does not make every page "change" once.
    The copies are multisets of segments: the k-th copy of a text on a page is hashed as
-   (text, k) (``segments.copies_apart``), so a paragraph that gains a second copy is a
+   (text, k) (``segment_hashes.copies_apart``), so a paragraph that gains a second copy is a
    change; segments that only move are none.
 
 Not-content answers (``not_content``): a bot wall or captcha, an empty or near-empty
@@ -101,16 +101,19 @@ from frontier_rate.detection.not_content import (
     served_in_place,
 )
 from frontier_rate.detection.page_memory import PageMemory
-from frontier_rate.detection.segments import (
-    _DIGIT,
+from frontier_rate.detection.segment_hashes import (
     _SHORT_BIT,
-    VisibleMarkup,
     copies_apart,
     further_copies,
-    is_html,
     segment_hashes,
+)
+from frontier_rate.detection.segments import (
+    _DIGIT,
+    VisibleMarkup,
+    is_html,
     segments,
     stable_segments,
+    utf8,
 )
 
 __all__ = ["ContentDetector", "Detection", "HostMask", "is_html", "segments"]
@@ -291,14 +294,16 @@ class ContentDetector:
             self._hosts.move_to_end(host)
         return mask
 
-    def detect(self, text: str | None, body: bytes, url: str, content_type: str | None,
-               suffix: bytes = b"", rule: ContentRule | None = None) -> Detection:
-        """Fingerprint one 2xx answer. ``text``: the decoded body (None for a non-HTML
-        body), or the part of it ``rule`` selects; ``suffix``: bytes hashed in after the
-        content (the truncation length); ``rule``: its ignore-text patterns are removed from
-        each segment."""
-        if text is None:
+    def detect(self, markup: str | bytes | None, body: bytes, url: str,
+               content_type: str | None, suffix: bytes = b"",
+               rule: ContentRule | None = None) -> Detection:
+        """Fingerprint one 2xx answer. ``markup``: the HTML body as text or its UTF-8 bytes
+        (None for a non-HTML body), or the part of it ``rule`` selects; ``suffix``: bytes
+        hashed in after the content (the truncation length); ``rule``: its ignore-text
+        patterns are removed from each segment."""
+        if markup is None:
             return Detection(_non_html_fingerprint(body, content_type, suffix))
+        text = utf8(markup)  # its UTF-8 bytes, which VisibleMarkup cuts
         host = self._host_mask(host_of(url))
         if self.shared is None:
             return self._compare(text, body, url, suffix, self._pages.get(url), host, rule)
@@ -325,11 +330,11 @@ class ContentDetector:
         if len(self._pages) > self.max_pages:
             self._pages.popitem(last=False)
 
-    def _compare(self, text: str, body: bytes, url: str, suffix: bytes,
+    def _compare(self, text: bytes, body: bytes, url: str, suffix: bytes,
                  memory: PageMemory | None, host: HostMask,
                  rule: ContentRule | None = None) -> Detection:
-        """``detect`` of an HTML answer against ``memory``, the page's last copy (None: no
-        copy known), with ``host``'s mask; the page's memory in ``_pages`` becomes this
+        """``detect`` of an HTML answer (``text``: its UTF-8 bytes) against ``memory``, the
+        page's last copy (None: no copy known), with ``host``'s mask; the page's memory in ``_pages`` becomes this
         copy's."""
         raw = zlib.crc32(suffix, zlib.crc32(body))
         if memory is not None and memory.raw == raw:  # the same bytes as the last copy

@@ -38,6 +38,7 @@ fall back to UTF-8 / Latin-1 decoding in ``"text"`` mode.
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import html
 import re
@@ -142,6 +143,28 @@ def _decode(body: bytes, headers: Any) -> str:
         return body.decode("utf-8")
     except UnicodeDecodeError:
         return body.decode("latin-1")
+
+
+def utf8_body(body: bytes, headers: Any) -> bytes:
+    """The body as UTF-8, decoded as ``_decode`` decodes it: the body itself where it is
+    UTF-8 (declared so, or declaring nothing and valid), else decoded and encoded again.
+    Change detection cuts the UTF-8 bytes and decodes only the pieces it has not seen
+    (``segments.VisibleMarkup``); a declared UTF-8 body's invalid bytes are replaced there
+    as ``_decode`` replaces them."""
+    charset = content_charset(headers, body)
+    try:
+        declared = codecs.lookup(charset).name if charset else None
+    except (LookupError, TypeError, ValueError):
+        declared = None
+    if declared == "utf-8" or (declared is None and body.isascii()):
+        return body
+    if declared is None:
+        try:
+            body.decode("utf-8")  # valid: decoded as the body is (``_decode``)
+        except UnicodeDecodeError:
+            return body.decode("latin-1").encode("utf-8")
+        return body
+    return _decode(body, headers).encode("utf-8", "surrogatepass")
 
 
 def visible_text(markup: str) -> str:
@@ -295,9 +318,12 @@ class Fingerprinter:
         elif len(body) > self.max_body:
             suffix = b"\x00len=%d" % len(body)
         content_type = header_value(headers, "Content-Type")
-        text: str | None = None
-        if is_html(head, content_type):
-            text = _decode(head, headers)
+        markup: str | bytes | None = None
+        if is_html(head, content_type) and not self._text_patterns and \
+                (rule is None or rule.select is None):
+            markup = utf8_body(head, headers)  # most pages: the body itself, not decoded
+        elif is_html(head, content_type):
+            text: str | None = _decode(head, headers)
             for pattern in self._text_patterns:
                 text = pattern.sub("", text)
             if rule is not None and rule.select is not None:
@@ -306,10 +332,11 @@ class Fingerprinter:
                     self._detector.not_content += 1
                     return self._noted(Detection(
                         None, f"content selector {rule.select!r} matched nothing"), url, rule)
+            markup = text
         else:
             for byte_pattern in self._byte_patterns:
                 head = byte_pattern.sub(b"", head)
-        return self._noted(self._detector.detect(text, head, url, content_type, suffix, rule),
+        return self._noted(self._detector.detect(markup, head, url, content_type, suffix, rule),
                            url, rule)
 
     def _noted(self, detection: Detection, url: str, rule: ContentRule | None) -> Detection:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from array import array
 from itertools import compress, pairwise
 
-from frontier_rate.detection.segments import _CONSENT_BIT, _SHORT_BIT
+from frontier_rate.detection.segment_hashes import _CONSENT_BIT, _SHORT_BIT
 
 
 def _spans(items: list[int], fresh: set[int]) -> list[tuple[int, int]]:

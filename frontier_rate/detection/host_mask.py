@@ -47,7 +47,7 @@ from collections.abc import Iterable, Sequence
 from itertools import compress, count, islice, repeat
 from operator import and_, not_
 
-from frontier_rate.detection.segments import SHORT_BIT
+from frontier_rate.detection.segment_hashes import SHORT_BIT
 
 HEADER = struct.Struct("<8sQ")
 """The log's first 16 bytes: ``MAGIC`` and its generation."""

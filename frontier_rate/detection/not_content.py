@@ -110,7 +110,7 @@ def wall_like(body: bytes, content_type: str | None) -> bool:
     when there is one: it parses the body again, off the crawl's event loop)."""
     if len(body) > WALL_BODY_BYTES or not is_html(body, content_type):
         return False
-    parts = segments(body.decode("utf-8", errors="replace"))
+    parts = segments(body)  # as UTF-8, invalid bytes replaced
     if sum(map(len, parts)) > WALL_SIZE:
         return False
     return bool(_WALL.search(_head(parts)))

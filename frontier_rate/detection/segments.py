@@ -1,15 +1,14 @@
 """The text a page's content is judged on (``change_detection``, the ``"content"`` mode): the
 visible text cut into block segments, volatile fragments (tokens, timestamps, relative times,
-counters) removed, each segment hashed. Linear-time regular expressions, no HTML parser.
+counters) removed (each then hashed by ``segment_hashes``). Linear-time regular expressions
+over the page's UTF-8 bytes, no HTML parser.
 """
 
 from __future__ import annotations
 
 import html
 import re
-import zlib
-from itertools import accumulate, chain, compress
-from operator import ne
+from itertools import accumulate, chain
 
 from frontier_rate.detection.bounded_cache import cached, once_table
 
@@ -34,21 +33,24 @@ def alternation(names: list[str]) -> str:
 
 # The rest of a tag never spans a "<" or ">": each pattern is linear in the body (an
 # unclosed tag fails at the next "<"). A quoted attribute value holding "<" or ">" is made
-# plain first (``_plain_values``).
+# plain first (``_plain_values``). The patterns over the whole document read its UTF-8
+# bytes (``VisibleMarkup``): tag names and the characters that cut are ASCII, and a
+# pattern over bytes reads one byte a character (a decoded page is 1, 2 or 4 bytes a
+# character); the text of each piece is decoded only when not in the caches.
 _ATTRIBUTES = r"[^<>]*"
-_MARKUP_IN_VALUE = re.compile(r"""=\s*(?:"[^"<>]*[<>][^"]*"|'[^'<>]*[<>][^']*')""")
-_IN_TAG = re.compile(r"<[A-Za-z][^<>]*")
-_TAG_REST = re.compile(r"""(?:[^<>"']|"[^"]*"|'[^']*')*""")  # each branch by its 1st char
+_MARKUP_IN_VALUE = re.compile(rb"""=\s*(?:"[^"<>]*[<>][^"]*"|'[^'<>]*[<>][^']*')""")
+_IN_TAG = re.compile(rb"<[A-Za-z][^<>]*")
+_TAG_REST = re.compile(rb"""(?:[^<>"']|"[^"]*"|'[^']*')*""")  # each branch by its 1st char
 LOOK_BACK = LOOK_AHEAD = 4096
-"""How far before a quoted value holding markup its tag's "<" is looked for, and how far
-after it the tag's ">"."""
+"""How far (in bytes) before a quoted value holding markup its tag's "<" is looked for, and
+how far after it the tag's ">"."""
 _DROPPED = ("script", "style", "template", "noscript", "svg", "head", "select", "textarea")
-# re.ASCII: tag names are ASCII; Unicode case folding read "<ſcript>" (U+017F) as a script
-# tag, and its name lowered was no key of _DROP_END (a KeyError on a hostile page)
-_DROP_START = re.compile(r"<(?:!--|(" + alternation(list(_DROPPED)) + r")\b" + _ATTRIBUTES + ">)",
-                         re.I | re.ASCII)
-_DROP_END = {name: re.compile(r"</" + name + r"\s*>", re.I | re.ASCII) for name in _DROPPED}
-_TITLE = re.compile(r"<title\b" + _ATTRIBUTES + r">([^<]*)", re.I)
+# Over bytes, case folding is ASCII's: "<ſcript>" (U+017F) is no script tag
+_DROP_START = re.compile((r"<(?:!--|(" + alternation(list(_DROPPED)) + r")\b" + _ATTRIBUTES
+                          + ">)").encode(), re.I)
+_DROP_END = {name.encode(): re.compile(rb"</" + name.encode() + rb"\s*>", re.I)
+             for name in _DROPPED}
+_TITLE = re.compile((r"<title\b" + _ATTRIBUTES + r">([^<]*)").encode(), re.I)
 _BLOCK_TAGS = (
     "address article aside blockquote body br button caption dd details dialog div dl dt "
     "fieldset figcaption figure footer form h1 h2 h3 h4 h5 h6 header hr html iframe img input "
@@ -148,7 +150,7 @@ def is_html(body: bytes, content_type: str | None) -> bool:
     return bool(_HTML_SNIFF.match(body[:512]))
 
 
-def _shown(markup: str) -> list[str]:
+def _shown(markup: bytes) -> list[bytes]:
     """The parts of ``markup`` between comments and the elements that show no text
     (``_DROPPED``), each of which is cut from its start tag to its end tag (or to the end of
     the document when unclosed), and is a cut in the text. Linear: every search starts where
@@ -162,7 +164,7 @@ def _shown(markup: str) -> list[str]:
         pieces.append(markup[position:found.start()])
         name = found.group(1)
         if name is None:
-            stop = markup.find("-->", found.end())
+            stop = markup.find(b"-->", found.end())
             position = len(markup) if stop < 0 else stop + 3
         else:
             closing = _DROP_END[name.lower()].search(markup, found.end())
@@ -171,7 +173,7 @@ def _shown(markup: str) -> list[str]:
     return pieces
 
 
-def _plain_values(markup: str) -> str:
+def _plain_values(markup: bytes) -> bytes:
     """``markup`` with the "<" and ">" inside its tags' quoted attribute values made spaces,
     so that the tag patterns read each such tag whole, as a browser does: a tooltip's
     ``title="Wien<br>USA"``, Alpine.js's ``@click="() => open"`` or a ``data-`` attribute's
@@ -183,21 +185,21 @@ def _plain_values(markup: str) -> str:
     found = _MARKUP_IN_VALUE.search(markup)
     if found is None:
         return markup
-    parts: list[str] = []
+    parts: list[bytes] = []
     position = 0
     while found is not None:
         start, end = found.span()
-        opening = markup.rfind("<", max(position, start - LOOK_BACK), start)
+        opening = markup.rfind(b"<", max(position, start - LOOK_BACK), start)
         if opening >= 0 and _IN_TAG.fullmatch(markup, opening, start):
             rest = _TAG_REST.match(markup, end, end + LOOK_AHEAD).end()
-            if markup.startswith(">", rest):
+            if markup.startswith(b">", rest):
                 parts += (markup[position:start],
-                          markup[start:rest].replace("<", " ").replace(">", " "))
+                          markup[start:rest].replace(b"<", b" ").replace(b">", b" "))
                 position = rest
             end = rest  # a later value before it is in this tag, or fails where it did
         found = _MARKUP_IN_VALUE.search(markup, end)
     parts.append(markup[position:])
-    return "".join(parts)
+    return b"".join(parts)
 
 
 NORMAL_CACHE = 100_000
@@ -207,19 +209,26 @@ _normal: dict[int, str] = {}
 _normal_once = once_table(1 << 17)
 
 
-def segments(markup: str) -> list[str]:
-    """The visible text of ``markup`` cut at block-level elements, whitespace collapsed,
-    empty segments dropped (volatile fragments still in): ``VisibleMarkup(markup).segments()``."""
+def segments(markup: str | bytes) -> list[str]:
+    """The visible text of ``markup`` (text, or its UTF-8 bytes) cut at block-level elements,
+    whitespace collapsed, empty segments dropped (volatile fragments still in):
+    ``VisibleMarkup(markup).segments()``."""
     return VisibleMarkup(markup).segments()
 
 
+def utf8(markup: str | bytes) -> bytes:
+    """``markup`` as UTF-8 bytes (the text's lone surrogates, if any, passed through)."""
+    return markup.encode("utf-8", "surrogatepass") if isinstance(markup, str) else markup
+
+
 class VisibleMarkup:
-    """A document cut at its hidden elements (``_shown``) and each part at ``CHUNK_CUT``.
+    """A document (text, or its UTF-8 bytes) cut at its hidden elements (``_shown``) and each part at
+    ``CHUNK_CUT``, all in C over the bytes, nothing decoded but the title.
 
     ``segments()`` then cuts its chunks at their block tags in C (no copy of the document); each
-    piece's text (its inline tags removed, character references decoded, white space
-    collapsed) is read from a bounded cache keyed by the piece's hash, and worked out only for
-    the pieces not seen before: a revisit's Python work is a few C-level passes over its
+    chunk's texts are read from a bounded cache keyed by its bytes' hash, and decoded and worked
+    out (its inline tags removed, character references decoded, white space collapsed) only
+    for the chunks not seen before: a revisit's Python work is a few C-level passes over its
     pieces, not over its text. Only a part (between two hidden elements) whose text holds what
     a tag with markup in a quoted value leaves (``_TAG_LEFT``) is cut again with such values
     made plain (``_plain_values``: 0.65 ms a page of html-corpus-v3 if done on every page;
@@ -233,11 +242,13 @@ class VisibleMarkup:
 
     __slots__ = ("title", "shown", "chunks", "counts", "keys")
 
-    def __init__(self, markup: str) -> None:
+    def __init__(self, markup: str | bytes) -> None:
+        markup = utf8(markup)
         found = _TITLE.search(markup)
-        self.title = None if found is None else " ".join(html.unescape(found.group(1)).split())
-        self.shown = _shown(markup.replace("\x00", " ") if "\x00" in markup else markup)
-        self.chunks: list[str] = []
+        self.title = None if found is None else \
+            " ".join(html.unescape(found.group(1).decode("utf-8", "replace")).split())
+        self.shown = _shown(markup.replace(b"\x00", b" ") if b"\x00" in markup else markup)
+        self.chunks: list[bytes] = []
         self.counts: list[int] = []
         for part in self.shown:
             cut = part.split(CHUNK_CUT)
@@ -267,7 +278,7 @@ _LEFT_MARK = "\x00"
 (``segments`` replaces it in the markup), found in a page's texts by one C search."""
 
 
-CHUNK_CUT = "</div>"
+CHUNK_CUT = b"</div>"
 """Where the parts of a document are first cut, by a plain search in C: an end tag that is
 itself a block tag (so a cut there is one ``_BLOCK`` makes too), on most pages every few
 hundred bytes."""
@@ -278,21 +289,23 @@ _chunks: dict[int, list[str]] = {}
 _chunks_once = once_table(1 << 15)
 
 
-def _texts(shown: list[str]) -> list[str]:
+def _texts(shown: list[bytes]) -> list[str]:
     """The text of each piece of the ``shown`` parts cut at block tags (``_chunk_texts``)."""
     chunks = [chunk for part in shown for chunk in part.split(CHUNK_CUT)]
     return list(chain.from_iterable(_chunk_texts(chunks, list(map(hash, chunks)))))
 
 
-def _chunk_texts(chunks: list[str], keys: list[int]) -> list[list[str]]:
-    """The texts of the pieces of each of ``chunks`` (``keys``: their hashes) cut at block
-    tags. A chunk seen before gives its texts from a bounded cache keyed by its hash, so a
-    revisit runs the block-tag pattern only over the chunks that changed. Exact: no
-    ``_BLOCK`` match spans a ``CHUNK_CUT`` (a tag's rest holds no "<"), so each chunk's
-    pieces are those the whole part's cut gives."""
+def _chunk_texts(chunks: list[bytes], keys: list[int]) -> list[list[str]]:
+    """The texts of the pieces of each of ``chunks`` (UTF-8; ``keys``: their hashes) cut at
+    block tags. A chunk seen before gives its texts from a bounded cache keyed by its hash, so
+    a revisit decodes and runs the block-tag pattern only over the chunks that changed.
+    Exact: no ``_BLOCK`` match spans a ``CHUNK_CUT`` (a tag's rest holds no "<"), so each
+    chunk's pieces are those the whole part's cut gives; and a cut at an ASCII byte is never
+    inside a character, so each chunk decodes as it does within the whole document (an
+    invalid sequence before the cut is replaced as it was)."""
 
     def work(missing: list[int]) -> list[list[str]]:
-        pieces = list(map(_BLOCK.split, map(chunks.__getitem__, missing)))
+        pieces = [_BLOCK.split(chunks[i].decode("utf-8", "replace")) for i in missing]
         # most chunks new (a first copy, a rewrite): its pieces would mostly miss the piece
         # cache, and hashing them for it made the largest first copies ~15% slower
         read = _pieces_text if 2 * len(missing) > len(keys) else _piece_texts
@@ -303,7 +316,7 @@ def _chunk_texts(chunks: list[str], keys: list[int]) -> list[list[str]]:
     return cached(_chunks, CHUNK_CACHE, keys, work, _chunks_once)
 
 
-def _plain_where_left(shown: list[str], by_chunk: list[list[str]],
+def _plain_where_left(shown: list[bytes], by_chunk: list[list[str]],
                       chunk_counts: list[int]) -> list[str]:
     """The texts of the ``shown`` parts (``by_chunk``: ``_chunk_texts``, ``chunk_counts``
     chunks a part), each part whose texts hold ``_LEFT_MARK`` cut again with its quoted
@@ -327,7 +340,7 @@ _plains: dict[int, list[str]] = {}
 _plains_once = once_table(1 << 13)
 
 
-def _plain_texts(shown: list[str]) -> list[str]:
+def _plain_texts(shown: list[bytes]) -> list[str]:
     """``_texts`` of the ``shown`` parts with their quoted values made plain
     (``_plain_values``), each part's from a bounded cache keyed by its hash: a revisit of
     a page with such a tag searches only its parts that changed for values holding markup
@@ -490,98 +503,3 @@ def _token(match: re.Match[str]) -> str:
     if _DIGIT.search(word) is not None and _LETTER.search(word) is not None:
         return "<t>"
     return word
-
-
-SHORT_BLOCK = 64
-"""Segments up to this many characters may be learned as boilerplate from their place
-(a menu item, a widget line); longer ones (paragraphs) only from other pages."""
-SHORT_BIT = 1 << 63
-"""Set in the hash of a segment of at most ``SHORT_BLOCK`` characters."""
-_SHORT_BIT = SHORT_BIT
-_CONSENT_BIT = 1 << 62
-CONSENT_WORDS = (
-    "cookie", "consent", "partners can use", "privacy choices", "privacy preference",
-    "accept all", "reject all", "tracking technolog", "personalised ads", "personalized ads",
-    "personalised advertising", "personalized advertising", "your choices", "gdpr", "rgpd",
-    "traceurs", "datenschutz-einstellungen", "einwilligung")
-"""Words of a consent (cookie) banner, in lower case as segments are hashed; a segment
-holding one has ``_CONSENT_BIT``. Plain substrings, found with ``in`` (a C search that
-skips ahead), where an alternation of them made sre try every position: ~6.7 us of a
-240-character segment, a fifth of a first copy's detection on a text-heavy page."""
-
-
-def segment_hash(text: str) -> int:
-    """A stable 64-bit hash of one segment: 62 bits of CRC-32 and Adler-32 of its UTF-8,
-    the top bit set for a short segment (at most ``SHORT_BLOCK`` characters), the next
-    for one with consent-banner words (``CONSENT_WORDS``)."""
-    lowered = text.lower()
-    return _hash(text, any(word in lowered for word in CONSENT_WORDS))
-
-
-def segment_hashes(texts: list[str]) -> list[int]:
-    """``segment_hash`` of each text. The consent words are first looked for in all the
-    texts joined (no word holds the NUL between them): a page that has none of them, most
-    pages, skips the search per segment."""
-    joined = "\x00".join(texts).lower()
-    words = [word for word in CONSENT_WORDS if word in joined]
-    if not words:
-        return [_hash(text, False) for text in texts]
-    lowered = joined.split("\x00")
-    return [_hash(text, any(word in low for word in words))
-            for text, low in zip(texts, lowered, strict=True)]
-
-
-_FLAGS = _SHORT_BIT | _CONSENT_BIT
-_COPY = 0x9E3779B97F4A7C15
-_MIX = 0xBF58476D1CE4E5B9
-_M64 = (1 << 64) - 1
-
-
-def copies_apart(hashes: list[int]) -> list[int]:
-    """``hashes`` with each further copy of a text hashed apart: the k-th copy of a segment
-    (k >= 2) as (its hash, k), with the same flags. So a copy of a page that gains or loses
-    a repeat of text already on it (a paragraph twice, a list entry added again) differs
-    from the last one by a segment, in the detector's sets, the host's masks and the shared
-    memory's sketch alike (issue 59 item 2: multisets, not sets); segments that only move
-    keep their hashes."""
-    size = len(hashes)
-    first = dict(zip(reversed(hashes), range(size - 1, -1, -1), strict=True))  # text: place
-    out = list(hashes)
-    if len(first) == size:  # no text twice
-        return out
-    # Python walks only the further copies, found in C: the places not their text's first
-    copies: dict[int, int] = {}
-    for i in compress(range(size), map(ne, map(first.__getitem__, hashes), range(size))):
-        h = hashes[i]
-        copy = copies[h] = copies.get(h, 1) + 1
-        out[i] = copy_hash(h, copy)
-    return out
-
-
-def copy_hash(h: int, copy: int) -> int:
-    """The hash of the ``copy``-th copy (>= 2) of the text hashed ``h``, with its flags."""
-    mixed = ((h ^ (copy * _COPY & _M64)) * _MIX) & _M64
-    return (h & _FLAGS) | ((mixed ^ mixed >> 31) & ~_FLAGS & _M64)
-
-
-FURTHER = 2
-"""Copies past a page's own that ``further_copies`` names (a copy the last one had more)."""
-
-
-def further_copies(hashes: list[int]) -> set[int]:
-    """The hashes of every further copy (the 2nd, 3rd ...) of a text of ``hashes`` (this
-    copy's texts, not told apart), up to ``FURTHER`` past the copies on it."""
-    counts: dict[int, int] = {}
-    for h in hashes:
-        counts[h] = counts.get(h, 0) + 1
-    return {copy_hash(h, k) for h, count in counts.items() for k in range(2, count + FURTHER + 1)}
-
-
-def _hash(text: str, consent: bool) -> int:
-    data = text.encode("utf-8", "surrogatepass")
-    value = ((zlib.crc32(data) & 0x3FFFFFFF) << 32) | zlib.adler32(data)
-    if len(text) <= SHORT_BLOCK:
-        value |= _SHORT_BIT
-    if consent:
-        value |= _CONSENT_BIT
-    return value
