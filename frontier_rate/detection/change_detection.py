@@ -224,6 +224,11 @@ def priced_positions(parts: list[str]) -> list[int]:
     return found
 
 
+def _page_id(url: str) -> int:
+    """The 32-bit id a host's mask knows a page by (``HostMask.see``)."""
+    return zlib.crc32(url.encode("utf-8", "surrogatepass"))
+
+
 def _whole_text_hash(parts: list[str], hashes: list[int], ignore: set[int]) -> bytes:
     """Hash of the content text with segment boundaries and spaces removed: a change of
     markup that only moves block boundaries (a link turned into a block) is no change.
@@ -381,7 +386,7 @@ class ContentDetector:
             memory.rejected += 1
             self.not_content += 1
             return Detection(None, "error page")
-        page_id = zlib.crc32(url.encode("utf-8", "surrogatepass"))
+        page_id = _page_id(url)
         host.value_shown(list(compress(hashes, priced)))
         ignore = _with_slots(_ignored_here(lengths, hashes, host.masked), host, hashes)
         ignored = changed = 0
@@ -464,7 +469,7 @@ class ContentDetector:
         what ``_compare`` finds for it, without cutting it into segments. The host's record of
         the page is refreshed as ``_compare`` does."""
         host.revisited(memory.hashes)
-        host.see(memory.hashes, zlib.crc32(url.encode("utf-8", "surrogatepass")))
+        host.see(memory.hashes, _page_id(url))
         memory.raw, memory.rejected = raw, 0
         self._pages.move_to_end(url)
         self.ignored_changes += 1
