@@ -116,9 +116,13 @@ _COUNTER = re.compile(
     r"\d(?<![\d.,]\d)[\d.,]*\s?[km]?\+?\s*(?:comments?|views?|likes?|shares?|followers?|"
     r"reactions?|replies|repl(?:y|ies)|votes?|points?|reviews?|ratings?|reads?|kommentare?|"
     r"aufrufe|commentaires?|vues|comentarios?|visitas|commenti|visualizzazioni)\b")
+
+
 _COUNT_WORDS = (r"comments?|views?|likes?|shares?|followers?|reactions?|replies|votes?|points?|"
                 r"reviews?|ratings?|reads?|kommentare?|aufrufe|commentaires?|vues|comentarios?|"
                 r"visitas|commenti|visualizzazioni")
+# "\b" first: tried at every position, but its alternatives only at a word's start (written
+# with ``word_start``, below, it was no faster: many characters start one of its words)
 _COUNTER_AFTER = re.compile(r"\b(?:" + _COUNT_WORDS + r")\s*[:(\[]?\s*\d[\d.,]*\s?[km]?\+?[)\]]?")
 """A count after its word ("Comments (72)", "views: 1.2k"): volatile as ``_COUNTER``'s."""
 _BADGE = re.compile(r"[\s(]*\d[\d.,]*\s?[km]?\+?[\s)]*")
@@ -439,10 +443,25 @@ UNDATED_WORDS = ("just", "gerade", "l'instant", *_RELATIVE_WORDS)
 """Words of the volatile fragments without a digit ("just now", "gerade eben", "à l'instant",
 and ``_RELATIVE_DAY``'s "an hour ago", "updated yesterday", "this week"): a segment holding
 one is masked even without a digit."""
-_RELATIVE_DAY = re.compile(
-    r"\b(?:an?|one|a few)\s+(?:seconds?|minutes?|mins?|hours?|days?|weeks?|months?|years?)"
-    r"\s+ago\b|\b(?:in\s+the\s+)?(?:last|past)\s+hour\b|"
-    r"\b(?:yesterday|today|(?:this|last)\s+week|gestern|heute|aujourd'hui)\b")
+def word_start(alternatives: list[str]) -> str:
+    """A regex matching what ``\\b(?:A|B|...)`` matches, ``alternatives`` being regexes that
+    each start with a plain lower-case letter: written to start with the set of those first
+    letters, so that sre skips every other position in C (a pattern that starts with
+    ``\\b`` is tried at every position), "\\b" then the character before it not being a
+    word character, and each alternative checking its first letter with a lookbehind, in
+    the order given (the same match at every position)."""
+    firsts = "".join(sorted({alternative[0] for alternative in alternatives}))
+    return (f"[{firsts}](?<!\\w[{firsts}])(?:"
+            + "|".join(f"(?<={alternative[0]}){alternative[1:]}" for alternative in alternatives)
+            + ")")
+
+
+_UNITS = r"\s+(?:seconds?|minutes?|mins?|hours?|days?|weeks?|months?|years?)\s+ago\b"
+_RELATIVE_DAY = re.compile(word_start([
+    "an?" + _UNITS, "one" + _UNITS, "a few" + _UNITS,
+    r"in\s+the\s+(?:last|past)\s+hour\b", r"last\s+hour\b", r"past\s+hour\b",
+    r"yesterday\b", r"today\b", r"this\s+week\b", r"last\s+week\b", r"gestern\b", r"heute\b",
+    r"aujourd'hui\b"]))
 """Relative times without a digit: "an hour ago", "a few minutes ago", "in the last hour",
 "updated yesterday", "today", "this week", "gestern", "heute", "aujourd'hui" (issue 59: a help
 centre's "Updated yesterday" read "Updated this week" on the next fetch). Applied only to
