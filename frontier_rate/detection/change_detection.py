@@ -113,7 +113,6 @@ from frontier_rate.detection.segments import (
     is_html,
     segments,
     stable_segments,
-    utf8,
 )
 
 __all__ = ["ContentDetector", "Detection", "HostMask", "is_html", "segments"]
@@ -308,10 +307,9 @@ class ContentDetector:
         patterns are removed from each segment."""
         if markup is None:
             return Detection(_non_html_fingerprint(body, content_type, suffix))
-        text = utf8(markup)  # its UTF-8 bytes, which VisibleMarkup cuts
         host = self._host_mask(host_of(url))
         if self.shared is None:
-            return self._compare(text, body, url, suffix, self._pages.get(url), host, rule)
+            return self._compare(markup, body, url, suffix, self._pages.get(url), host, rule)
         memory = loaded = self.shared.load(url, host)
         own = self._pages.get(url)
         if loaded is not None and own is not None and own.sketch is None \
@@ -321,7 +319,7 @@ class ContentDetector:
             self._remember(url, loaded)
         else:  # none shared (never written, expired, or Redis failed): this process's own
             memory = self._pages.get(url)
-        detection = self._compare(text, body, url, suffix, memory, host, rule)
+        detection = self._compare(markup, body, url, suffix, memory, host, rule)
         kept = self._pages.get(url)
         if loaded is not None and detection.segments == -1:  # its bytes again: it stands
             self.shared.touch(url, host)
@@ -335,17 +333,17 @@ class ContentDetector:
         if len(self._pages) > self.max_pages:
             self._pages.popitem(last=False)
 
-    def _compare(self, text: bytes, body: bytes, url: str, suffix: bytes,
+    def _compare(self, markup: str | bytes, body: bytes, url: str, suffix: bytes,
                  memory: PageMemory | None, host: HostMask,
                  rule: ContentRule | None = None) -> Detection:
-        """``detect`` of an HTML answer (``text``: its UTF-8 bytes) against ``memory``, the
-        page's last copy (None: no copy known), with ``host``'s mask; the page's memory in ``_pages`` becomes this
-        copy's."""
+        """``detect`` of an HTML answer (``markup``: as ``detect`` takes it) against
+        ``memory``, the page's last copy (None: no copy known), with ``host``'s mask; the
+        page's memory in ``_pages`` becomes this copy's."""
         raw = zlib.crc32(suffix, zlib.crc32(body))
         if memory is not None and memory.raw == raw:  # the same bytes as the last copy
             self._pages.move_to_end(url)
             return Detection(memory.fingerprint, None, 0, 0, -1)
-        visible = VisibleMarkup(text)
+        visible = VisibleMarkup(markup)
         markup = None if rule is not None and rule.ignore_text else visible.key
         if memory is not None and markup is not None and memory.markup == markup and \
                 self._as_it_was(memory, host):

@@ -319,25 +319,30 @@ class Fingerprinter:
             suffix = b"\x00len=%d" % len(body)
         content_type = header_value(headers, "Content-Type")
         markup: str | bytes | None = None
-        if is_html(head, content_type) and not self._text_patterns and \
-                (rule is None or rule.select is None):
-            markup = utf8_body(head, headers)  # most pages: the body itself, not decoded
-        elif is_html(head, content_type):
-            text: str | None = _decode(head, headers)
-            for pattern in self._text_patterns:
-                text = pattern.sub("", text)
-            if rule is not None and rule.select is not None:
-                text = select(text, rule.select)
-                if text is None:
-                    self._detector.not_content += 1
-                    return self._noted(Detection(
-                        None, f"content selector {rule.select!r} matched nothing"), url, rule)
-            markup = text
+        if is_html(head, content_type):
+            markup = self._html(head, headers, rule)
+            if markup is None:
+                self._detector.not_content += 1
+                return self._noted(Detection(
+                    None, f"content selector {rule.select!r} matched nothing"), url, rule)
         else:
             for byte_pattern in self._byte_patterns:
                 head = byte_pattern.sub(b"", head)
         return self._noted(self._detector.detect(markup, head, url, content_type, suffix, rule),
                            url, rule)
+
+    def _html(self, head: bytes, headers: Any, rule: ContentRule | None) -> str | bytes | None:
+        """What the content detection reads of an HTML body: its UTF-8 bytes (most pages: the
+        body itself, not decoded), or, with strip patterns or a rule's selector, the decoded
+        text they leave (None: the selector matched nothing)."""
+        if not self._text_patterns and (rule is None or rule.select is None):
+            return utf8_body(head, headers)
+        text = _decode(head, headers)
+        for pattern in self._text_patterns:
+            text = pattern.sub("", text)
+        if rule is not None and rule.select is not None:
+            return select(text, rule.select)
+        return text
 
     def _noted(self, detection: Detection, url: str, rule: ContentRule | None) -> Detection:
         """``detection``, its record written beside the page's shared memory, if shared

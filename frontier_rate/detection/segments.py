@@ -116,8 +116,6 @@ _COUNTER = re.compile(
     r"\d(?<![\d.,]\d)[\d.,]*\s?[km]?\+?\s*(?:comments?|views?|likes?|shares?|followers?|"
     r"reactions?|replies|repl(?:y|ies)|votes?|points?|reviews?|ratings?|reads?|kommentare?|"
     r"aufrufe|commentaires?|vues|comentarios?|visitas|commenti|visualizzazioni)\b")
-
-
 _COUNT_WORDS = (r"comments?|views?|likes?|shares?|followers?|reactions?|replies|votes?|points?|"
                 r"reviews?|ratings?|reads?|kommentare?|aufrufe|commentaires?|vues|comentarios?|"
                 r"visitas|commenti|visualizzazioni")
@@ -226,8 +224,8 @@ def utf8(markup: str | bytes) -> bytes:
 
 
 class VisibleMarkup:
-    """A document (text, or its UTF-8 bytes) cut at its hidden elements (``_shown``) and each part at
-    ``CHUNK_CUT``, all in C over the bytes, nothing decoded but the title.
+    """A document (text, or its UTF-8 bytes) cut at its hidden elements (``_shown``) and each
+    part at ``CHUNK_CUT``, all in C over the bytes, nothing decoded but the title.
 
     ``segments()`` then cuts its chunks at their block tags in C (no copy of the document); each
     chunk's texts are read from a bounded cache keyed by its bytes' hash, and decoded and worked
@@ -443,6 +441,8 @@ UNDATED_WORDS = ("just", "gerade", "l'instant", *_RELATIVE_WORDS)
 """Words of the volatile fragments without a digit ("just now", "gerade eben", "à l'instant",
 and ``_RELATIVE_DAY``'s "an hour ago", "updated yesterday", "this week"): a segment holding
 one is masked even without a digit."""
+
+
 def word_start(alternatives: list[str]) -> str:
     """A regex matching what ``\\b(?:A|B|...)`` matches, ``alternatives`` being regexes that
     each start with a plain lower-case letter: written to start with the set of those first
