@@ -344,8 +344,8 @@ class ContentDetector:
             self._pages.move_to_end(url)
             return Detection(memory.fingerprint, None, 0, 0, -1)
         visible = VisibleMarkup(markup)
-        markup = None if rule is not None and rule.ignore_text else visible.key
-        if memory is not None and markup is not None and memory.markup == markup and \
+        key = None if rule is not None and rule.ignore_text else visible.key
+        if memory is not None and key is not None and memory.markup == key and \
                 self._as_it_was(memory, host):
             return self._same_text(url, memory, host, raw)
         parts = visible.segments()
@@ -449,7 +449,7 @@ class ContentDetector:
             memory.whole, memory.rejected, memory.raw = whole, 0, raw
             memory.order = order
             self._pages.move_to_end(url)
-        memory.markup, memory.mask_version, memory.content = markup, mask_version, content
+        memory.markup, memory.mask_version, memory.content = key, mask_version, content
         return Detection(fingerprint, None, ignored, changed, content)
 
     @staticmethod
