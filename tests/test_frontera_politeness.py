@@ -121,7 +121,7 @@ def test_a_frontera_crawlers_first_sends_are_widened_at_its_start(tmp_path, redi
     crawler's first send slots are widened by ``START_STALL``, as a Scrapy crawler's (the
     Cluster hour: a crawler's first request 0.29 s after another's under 0.3 s). Without the
     watch started the recorded gap is the delay and its margin, 0.55 s."""
-    from frontier_rate.crawl.politeness import START_SHARE, START_STALL
+    from frontier_rate.crawl.loop_stalls import START_SHARE, START_STALL
 
     delay = 0.5
     with ChangingSite("127.0.0.1") as site:

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from frontier_rate.crawl.politeness import START_SHARE, START_STALL
+from frontier_rate.crawl.loop_stalls import START_SHARE, START_STALL
 from frontier_rate.crawl.scrapy_politeness import STALL_TICK
 
 sys.path.insert(0, str(Path(__file__).parent))

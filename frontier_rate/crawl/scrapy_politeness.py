@@ -16,7 +16,7 @@ both adapters call (``ScrapyPoliteness.install``) to apply them to Scrapy's down
   host's shared send slot, so every process of the frontier keeps the delay together: the
   request waits for it without blocking the event loop. Hosts without a delay cost nothing.
   The gap after this process's send is widened by its recent event-loop stalls
-  (``StallWatch``, ``politeness.LoopStalls``): a request leaves some loop iterations after
+  (``StallWatch``, ``loop_stalls.LoopStalls``): a request leaves some loop iterations after
   its slot, late by whatever callback holds the loop meanwhile.
 
 Private Scrapy internals used here are guarded in ``scrapy_compat`` (docs/ARCHITECTURE.md).
@@ -41,15 +41,8 @@ from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet.defer import DeferredLock
 
 from frontier_rate.crawl import scrapy_compat as compat
-from frontier_rate.crawl.politeness import (
-    SEND_BY_KEY,
-    SEND_RETRY_MAX,
-    HostGate,
-    LoopStalls,
-    SendGate,
-    SendHeld,
-    StartStalls,
-)
+from frontier_rate.crawl.loop_stalls import LoopStalls, StartStalls
+from frontier_rate.crawl.politeness import SEND_BY_KEY, SEND_RETRY_MAX, HostGate, SendGate, SendHeld
 from frontier_rate.store.send_slot import SendSlots
 
 if TYPE_CHECKING:
@@ -111,7 +104,7 @@ class LeaseLapsed(IgnoreRequest):
 
 class StallWatch:
     """Measure how late a timer fires, every ``STALL_TICK``, into ``stalls``
-    (``politeness.LoopStalls``): the event loop's stalls, which the shared send slot widens
+    (``loop_stalls.LoopStalls``): the event loop's stalls, which the shared send slot widens
     a host's gap by."""
 
     def __init__(self, stalls: LoopStalls, tick: float = STALL_TICK, scheduler: Any = None,
