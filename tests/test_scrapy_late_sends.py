@@ -105,3 +105,40 @@ def test_a_crawlers_first_send_is_widened_by_the_stall_expected_at_its_start(
     delay = 0.5
     gap = _first_send_gap(tmp_path, redis_url, namespace, delay, {})
     assert gap >= delay + min(START_STALL, START_SHARE * delay), gap
+
+
+def test_a_request_whose_write_the_loop_held_keeps_the_next_one_a_delay_away(
+        redis_url, namespace, tmp_path):
+    """The 5-minute Cluster run of 2026-12-07: one crawler sent a host's ``/manifest.json``
+    and its next page 0.183 s apart under a 0.3 s delay. The first had waited for its send
+    slot while the second queued behind it, which took its slot as soon as the first left
+    (before any stall); the first was then held ~0.3 s between the hand-over and its write,
+    and the second left at its own slot. Here another process's send is recorded 3 s ahead,
+    so ``/stall`` waits for its slot and ``/next`` queues behind it, and the download handler
+    blocks the loop 0.4 s right after ``/stall`` is handed to it
+    (``scrapy_support/stalling_handler.py``): ``/next`` waits the delay after the stall's
+    end (``HeldWrites``). Without that the two reached the site ~0.4 s apart under 0.5 s."""
+    from scrapy_support.stalling_handler import STALL_AFTER_HANDOFF
+
+    from frontier_rate.store.keys import Keys
+
+    delay = 0.5
+    admin = redis.Redis.from_url(redis_url)
+    seconds, micros = admin.time()
+    admin.hset(Keys(namespace, 1).send, "127.0.0.1", f"{seconds + micros / 1e6 + 3.0:.6f},{delay}")
+    admin.close()
+    with ChangingSite("127.0.0.1") as site:
+        for path in ("/stall", "/next"):
+            site.set(path, f"<p>{path}</p>")
+        start = [{"url": site.url(p), "meta": {"dont_revisit": True}} for p in ("/stall", "/next")]
+        handler = "scrapy_support.stalling_handler.StallingHandler"
+        proc, output, log = start_crawl(tmp_path, "held-write", redis_url, namespace, start, {
+            "FRONTIER_RATE_MIN_HOST_DELAY": delay, "FRONTIER_RATE_CLOSE_AFTER": "idle",
+            "DOWNLOAD_HANDLERS": {"http": handler}, "LOG_LEVEL": "INFO"})
+        crawl = finish_crawl(proc, output, log, timeout=90)
+        hits = sorted(site.hits, key=lambda hit: hit.started)
+    assert crawl.returncode == 0, crawl.log[-3000:]
+    assert [hit.path for hit in hits] == ["/stall", "/next"], crawl.log[-3000:]
+    assert hits[1].started - hits[0].started >= delay, (hits, crawl.log[-3000:])
+    assert crawl.stats.get("frontier_rate/sends_after_held_write", 0) == 1, crawl.stats
+    assert STALL_AFTER_HANDOFF > min(START_STALL, START_SHARE * delay) + 0.05  # no widening covers it

@@ -788,3 +788,22 @@ def test_the_connections_reservations_opened_while_redis_waited_are_closed_after
         assert _clients(observer) == 1
         client.close()
         observer.close()
+
+
+def test_a_write_is_held_by_a_stall_that_began_right_after_its_hand_over():
+    """``HeldWrites.written_by``: the end of a stall that began within ``WRITE_WITHIN`` of a
+    request's hand-over and ended after it; a stall that began later (the write had gone),
+    one over before the hand-over, or one shorter than ``WRITE_FLOOR`` holds nothing."""
+    from frontier_rate.crawl.loop_stalls import WRITE_FLOOR, WRITE_WITHIN, HeldWrites
+
+    writes = HeldWrites(window=30.0)
+    writes.record(0.3, 99.9)  # over before the hand-over at 100
+    writes.record(WRITE_FLOOR / 2, 100.01)  # too short to keep
+    assert writes.written_by(100.0) is None
+    writes.record(0.4, 100.0 + WRITE_WITHIN / 2 + 0.4)  # began just after the hand-over
+    assert writes.written_by(100.0) == pytest.approx(100.0 + WRITE_WITHIN / 2 + 0.4)
+    late = HeldWrites(window=30.0)
+    late.record(0.2, 100.0 + WRITE_WITHIN + 0.01 + 0.2)  # began after the write was due
+    assert late.written_by(100.0) is None
+    late.record(0.5, 200.0)  # the window drops stalls older than 30 s
+    assert list(late._stalls) == [(200.0, 0.5)]

@@ -103,3 +103,50 @@ class LoopStalls:
         while self._stalls and self._stalls[0][0] < now - self.window:
             self._stalls.popleft()
         return min(self.cap, self._stalls[0][1]) if self._stalls else 0.0
+
+
+WRITE_WITHIN = 0.05
+"""Seconds after a request is handed to the download handler within which its write may
+still be pending (the loop turns of its connection): a stall that began by then held the
+write until the stall ended (``HeldWrites``)."""
+WRITE_FLOOR = 0.01
+"""Stalls shorter than this are not kept by ``HeldWrites`` (a 20 ms timer is ~1 ms late
+on an idle loop; such a hold is within the send margin)."""
+
+
+class HeldWrites:
+    """When this process's last request to a host was written at the latest, from the loop's
+    stalls since it was handed to the download handler.
+
+    A request handed over at ``handed`` is written some loop turns later; a stall that
+    begins in between (a spider callback yielding a manifest's requests, a process the OS
+    does not run) holds the write until it ends, and this process's next request to the
+    host, sent at its slot, follows it closer than the delay: the 5-minute Cluster run of
+    2026-12-07, one crawler's `/manifest.json` and next page 0.183 s apart under 0.3 s. The
+    adapter holds that next request until the delay after the stall's end
+    (``written_by``). The stalls are the ``StallWatch``'s: a timer late by ``seconds`` at
+    ``now`` means the loop was held from ``now - seconds`` (at least) to ``now``."""
+
+    def __init__(self, window: float = STALL_WINDOW, floor: float = WRITE_FLOOR,
+                 within: float = WRITE_WITHIN) -> None:
+        self.window, self.floor, self.within = window, floor, within
+        self._stalls: deque[tuple[float, float]] = deque()
+        """(end, seconds) of the stalls of the last ``window`` seconds, oldest first."""
+
+    def record(self, seconds: float, now: float) -> None:
+        """The loop was held ``seconds`` until ``now``."""
+        if seconds >= self.floor:
+            self._stalls.append((now, seconds))
+        while self._stalls and self._stalls[0][0] < now - self.window:
+            self._stalls.popleft()
+
+    def written_by(self, handed: float) -> float | None:
+        """The latest a request handed over at ``handed`` may have been written: the end of
+        the last stall that began at most ``within`` after it and ended after it; None when
+        no such stall was seen (the write was not held)."""
+        for end, seconds in reversed(self._stalls):
+            if end <= handed:
+                return None
+            if end - seconds <= handed + self.within:
+                return end
+        return None

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -41,8 +42,15 @@ from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet.defer import DeferredLock
 
 from frontier_rate.crawl import scrapy_compat as compat
-from frontier_rate.crawl.loop_stalls import LoopStalls, StartStalls
-from frontier_rate.crawl.politeness import SEND_BY_KEY, SEND_RETRY_MAX, HostGate, SendGate, SendHeld
+from frontier_rate.crawl.loop_stalls import HeldWrites, LoopStalls, StartStalls
+from frontier_rate.crawl.politeness import (
+    LAST_SENDS_KEPT,
+    SEND_BY_KEY,
+    SEND_RETRY_MAX,
+    HostGate,
+    SendGate,
+    SendHeld,
+)
 from frontier_rate.store.send_slot import SendSlots
 
 if TYPE_CHECKING:
@@ -108,10 +116,13 @@ class StallWatch:
     a host's gap by."""
 
     def __init__(self, stalls: LoopStalls, tick: float = STALL_TICK, scheduler: Any = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 writes: HeldWrites | None = None) -> None:
         if scheduler is None:
             from twisted.internet import reactor as scheduler
         self.stalls, self.tick, self.scheduler, self.clock = stalls, tick, scheduler, clock
+        self.writes = writes
+        """Told of every stall too (``HeldWrites``), when given."""
         self._due = 0.0
         self._call: Any = None
         self._stopped = False
@@ -129,6 +140,8 @@ class StallWatch:
         now = self.clock()
         if now - self._due > 0:
             self.stalls.record(now - self._due, now)
+            if self.writes is not None:
+                self.writes.record(now - self._due, now)
         self._schedule()
 
     def stop(self) -> None:
@@ -162,6 +175,11 @@ class ScrapyPoliteness:
         """This process's event-loop stalls, measured while it shares send slots."""
         self.start_stalls = StartStalls()
         """The stalls expected at the crawler's start, before ``stalls`` knows any."""
+        self.writes = HeldWrites()
+        """The same stalls, read for when a request handed over was written (``_held``)."""
+        self._handed: OrderedDict[str, float] = OrderedDict()
+        """host -> when this process last handed a request of it to the download handler
+        (``time.monotonic``), the most recent ``LAST_SENDS_KEPT`` hosts."""
         self.watch: StallWatch | None = None
         """What measures ``stalls``: started when the spider opens (``on_spider_opened``),
         stopped at the end."""
@@ -199,7 +217,7 @@ class ScrapyPoliteness:
         if politeness.send is not None:
             if outages is not None:
                 outages.listeners.append(politeness.send.outage_seen)
-            politeness.watch = StallWatch(politeness.stalls)
+            politeness.watch = StallWatch(politeness.stalls, writes=politeness.writes)
             crawler.signals.connect(politeness.on_spider_opened, signal=signals.spider_opened)
             for ended in (signals.spider_closed, signals.engine_stopped):
                 crawler.signals.connect(politeness.watch.stop, signal=ended)
@@ -344,11 +362,15 @@ class ScrapyPoliteness:
             self._check_lease(request)  # the wait for the lock may be long: keep no slot
             expected = self.start_stalls.expected(delay, time.monotonic())
             await self._take_slot(host, gap, may_turn=not unknown, expected=expected)
+            self._check_lease(request)
+            self._handed[host] = time.monotonic()  # before the next request takes a slot
+            self._handed.move_to_end(host)
+            if len(self._handed) > LAST_SENDS_KEPT:
+                self._handed.popitem(last=False)
         finally:
             turn.release()
             if not turn.locked:  # no request of the host waits: forget its lock
                 self._sending.pop(host, None)
-        self._check_lease(request)
 
     def _check_lease(self, request: Request) -> None:
         """Raise ``LeaseLapsed`` when ``request`` is a leased page past its ``SEND_BY_KEY``."""
@@ -386,6 +408,18 @@ class ScrapyPoliteness:
         ``expected``: the least it gives (``StartStalls``)."""
         return max(expected, self.stalls.allowance(time.monotonic()))
 
+    async def _held(self, host: str, gap: float) -> None:
+        """Wait until ``gap`` after the end of a stall that held the write of this process's
+        last request to ``host`` (``HeldWrites``): that request left when the stall ended,
+        not at its slot, and this one, at its own slot, would follow it closer than the
+        delay. The request then goes through the late path (``_late``)."""
+        handed = self._handed.get(host)
+        written = None if handed is None else self.writes.written_by(handed)
+        if written is not None and written + gap > time.monotonic():
+            if self.crawler.stats is not None:
+                self.crawler.stats.inc_value("frontier_rate/sends_after_held_write")
+            await compat.sleep(written + gap - time.monotonic())
+
     def _late(self, at: float, widened: float) -> bool:
         """Whether a request whose slot (``at``, monotonic) was taken with a gap widened by
         ``widened`` seconds must not simply leave now: it missed the slot by more than
@@ -412,6 +446,7 @@ class ScrapyPoliteness:
                 if self.crawler.stats is not None:
                     self.crawler.stats.inc_value("frontier_rate/send_waits")
                 await compat.sleep(wait)
+            await self._held(host, gap)
             if not self._late(at, widened):
                 return
             # late (a busy event loop, a slow reservation), or the loop has stalled longer
