@@ -271,6 +271,76 @@ def test_what_redis_did_not_take_at_close_is_spooled_and_replayed_at_open(
         again.close()
 
 
+def test_calls_held_through_an_outage_survive_a_crawler_killed_before_redis_is_back(
+        redis_url, namespace, tmp_path):
+    """Issue 63's soak: a crawler killed (kill -9) at the end of a 22-s Cluster outage lost
+    the results it held, as only a close wrote them to the spool. Now each held call is
+    appended to the outage's journal (``spool.OutageJournal``) when the outage begins and
+    at most ``JOURNAL_EVERY`` later; a client that never closes leaves it, and the next
+    client of the namespace replays it like any spool."""
+    from frontier_rate.client.frontier_client import JOURNAL_EVERY
+
+    clock = Clock()
+    with RedisProxy(urlsplit(redis_url).port) as proxy:
+        frontier = recorded_frontier(proxy.url, namespace, clock)
+        client = inline_client(frontier, proxy.url, tmp_path, clock)
+        client.open()
+        client.add([(f"http://h{i}.test/p", 1.0, {}) for i in range(2)])
+        d1, _ = sorted(leased(client, 2), key=lambda d: d.url)
+        proxy.cut()
+        client.observe(d1, {"fingerprint": "a", "fetched_at": clock.t})
+        client.poll()  # the send fails: the outage begins, the held result is written
+        assert client.outage_since is not None
+        client.add([("http://new.test/p", 2.0, {"k": 1})])
+        client.poll()
+        journal = list(tmp_path.glob(f"{namespace}.*.jsonl"))
+        assert len(journal) == 1 and len(journal[0].read_text().splitlines()) == 1
+        clock.t += JOURNAL_EVERY
+        client.poll()  # a second later the new page is written too
+        assert len(journal[0].read_text().splitlines()) == 2
+        frontier.close()  # killed: no close, no spool
+
+    again = recorded_frontier(redis_url, namespace, clock)
+    client = inline_client(again, redis_url, tmp_path, Clock())
+    client.open()
+    try:
+        assert again.page(d1.url)["fetches"] == 1
+        assert again.page("http://new.test/p")["weight"] == 2.0
+        assert not list(tmp_path.glob(f"{namespace}.*"))
+    finally:
+        client.close([], close_frontier=False)
+        again.close()
+
+
+def test_the_outage_journal_goes_once_redis_has_taken_the_held_calls(
+        redis_url, namespace, tmp_path):
+    """The journal of an outage is removed once the held calls reach Redis (nothing is
+    replayed later), and a close during an outage leaves one spool file, not two."""
+    clock = Clock()
+    with RedisProxy(urlsplit(redis_url).port) as proxy:
+        frontier = recorded_frontier(proxy.url, namespace, clock)
+        client = inline_client(frontier, proxy.url, tmp_path, clock)
+        client.open()
+        client.add([(f"http://h{i}.test/p", 1.0, {}) for i in range(2)])
+        d1, d2 = sorted(leased(client, 2), key=lambda d: d.url)
+        proxy.cut()
+        client.observe(d1, {"fingerprint": "a", "fetched_at": clock.t})
+        client.poll()
+        assert len(list(tmp_path.glob(f"{namespace}.*.jsonl"))) == 1
+        proxy.restore()
+        clock.t = client.retry_at + 0.01
+        client.poll()
+        assert client.outage_since is None
+        assert frontier.page(d1.url)["fetches"] == 1
+        assert not list(tmp_path.glob(f"{namespace}.*"))
+        proxy.cut()
+        client.observe(d2, {"fingerprint": "b", "fetched_at": clock.t})
+        client.poll()
+        client.close([], close_frontier=False)
+        frontier.close()
+    assert len(list(tmp_path.glob(f"{namespace}.*.jsonl"))) == 1
+
+
 def test_unsent_leases_are_handed_back_at_close(redis_url, namespace, tmp_path):
     """Leases the adapter never sent, and those still waiting in the client, go back to
     their queues at close (one release_many), so another crawler need not wait for them."""

@@ -61,6 +61,8 @@ class Call:
     observation: Observation | None = None
     applied: bool = False
     held: bool = False
+    journaled: bool = False
+    """Written to the outage journal (``spool.OutageJournal``) while Redis was away."""
     settled: bool = False
     waiters: list[Callable[[Call], None]] = field(default_factory=list)
 

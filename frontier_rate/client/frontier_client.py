@@ -3,8 +3,9 @@
 An adapter queues typed calls (``add``, ``observe``, ``failed``, ``host_delay``)
 in an ordered *outbox*, asks for leases, and takes the leases that came back.
 This class sends the outbox to Redis in order and in batches, keeps the
-circuit breaker, holds calls through an outage, writes the spool when it
-closes while Redis is down, replays the spool when it opens, and hands unsent
+circuit breaker, holds calls through an outage (and appends them to the outage's
+journal, a spool file a crawler killed meanwhile leaves behind), writes the spool when
+it closes while Redis is down, replays the spool when it opens, and hands unsent
 leases back at close. Two drivers run the same steps:
 
 - background (``post`` given): one worker thread owns the ``Frontier`` and
@@ -40,7 +41,7 @@ from frontier_rate.client.clock import CLOCK_SLACK
 from frontier_rate.client.handoff import SETTLE_SLICE, Handoff
 from frontier_rate.client.outage import Breaker
 from frontier_rate.client.sending import Sender
-from frontier_rate.client.spool import OutboxSpool
+from frontier_rate.client.spool import OutageJournal, OutboxSpool
 from frontier_rate.renamed import resolve
 from frontier_rate.store.errors import RedisFault
 
@@ -67,6 +68,9 @@ SETTLE_WAIT = 0.1
 """Seconds settles wait (from the first of them) to go as one ``settle_many``: a busy crawl
 sends at most ten settle calls per shard a second, not one per round of observations, and
 a page due again soon after its answer is settled before it is leased."""
+JOURNAL_EVERY = 1.0
+"""Seconds between writes of the calls held through an outage to its journal
+(``spool.OutageJournal``): a crawler killed in an outage loses at most the last second's."""
 MAX_SETTLES = 100_000
 """Settles held while Redis is away; the oldest beyond are dropped (their pages' next fetch
 is then unconditional: ``Frontier.settle_many``)."""
@@ -116,6 +120,9 @@ class FrontierClient:
         self.sender = Sender(self.handoff.emit)
         self._next_summary = 0.0
         self._thread: threading.Thread | None = None
+        self._journal: OutageJournal | None = None
+        self._journal_at = 0.0  # when the held calls were last written to it
+        self._journal_warned = False  # its write failed this outage (said once)
         self._stopping = False
         self._switch_interval: float | None = None
         self._lease_rounds = 0  # lease rounds the worker finished (wait_for_lease_round)
@@ -127,6 +134,7 @@ class FrontierClient:
         """Connect, replay the spool and send it (may block: the one wait at start)."""
         self.frontier = self._open_frontier()
         self.namespace = str(self.frontier.namespace)
+        self._journal = OutageJournal(self.spool_dir, self.namespace)
         self._next_summary = self.clock() + self.log_interval
         self._outbox.extend(self._spool().replay())
         self._step(force=True, lease=False)
@@ -173,6 +181,7 @@ class FrontierClient:
                                        self._frontier.lease_timeout)
             if saved:
                 self._outbox.clear()
+                self._drop_journal()
         if self.outage_since is None:
             self._release(unsent)
             self._unsettle(unsettled or [])
@@ -331,7 +340,7 @@ class FrontierClient:
         if now >= self._next_summary and self.log_interval > 0:
             return True
         if self.outage_since is not None:
-            return now >= self.retry_at - CLOCK_SLACK
+            return now >= self.retry_at - CLOCK_SLACK or self._journal_due(now)
         if self._outbox or (self._settles and now >= self._settle_by - CLOCK_SLACK):
             return True
         return len(self._leases) < self._want and now >= self._next_poll - CLOCK_SLACK
@@ -341,6 +350,8 @@ class FrontierClient:
         until = [self._next_summary if self.log_interval > 0 else now + WAKE_LIMIT]
         if self.outage_since is not None:
             until.append(self.retry_at)
+            if self._outbox and not self._outbox[-1].journaled:
+                until.append(self._journal_at + JOURNAL_EVERY)
         elif len(self._leases) < self._want:
             until.append(self._next_poll)  # else ``take`` or ``want`` wakes it
         if self._settles:
@@ -353,6 +364,8 @@ class FrontierClient:
         if self.log_interval > 0 and now >= self._next_summary:
             self._next_summary = now + self.log_interval
             self._log_summary()
+        if self.outage_since is not None and self._journal_due(now):
+            self._write_journal(now)
         if not force and self.breaker.waiting(now):
             return
         try:
@@ -462,13 +475,51 @@ class FrontierClient:
         if self.outage_since is None:
             self.handoff.emit("redis_outages", 1)
         self.breaker.trip(exc, now, self.held_results(), self.unadded())
+        self._write_journal(now)
         self.breaker.replayed += self.handoff.settle([call for call in calls if not call.applied])
         self.handoff.send(self._ready)
 
     def _up(self) -> None:
+        self._drop_journal()
+        self._journal_warned = False
         self.breaker.reset(self.clock())
         self._next_poll = 0.0
         self.handoff.send(self._ready)
+
+    # -- the outage journal ------------------------------------------------------------
+    def _journal_due(self, now: float) -> bool:
+        """Held calls not yet in the journal, and its last write ``JOURNAL_EVERY`` ago."""
+        with self._lock:
+            fresh = bool(self._outbox) and not self._outbox[-1].journaled
+        return fresh and now >= self._journal_at + JOURNAL_EVERY - CLOCK_SLACK
+
+    def _write_journal(self, now: float) -> None:
+        """Append the held calls not written yet to the outage's journal (a crawler killed
+        before Redis is back loses none of them); a file that cannot be written is said once
+        an outage, in a WARNING, and the calls stay held as before."""
+        if self._journal is None:
+            return
+        with self._lock:
+            calls = list(self._outbox)
+        self._journal_at = now
+        try:
+            self._journal.append(calls)
+        except (OSError, ValueError) as exc:
+            if not self._journal_warned:
+                self._journal_warned = True
+                logger.warning("frontier-rate: could not write the held calls to %s (%s); "
+                               "they stay held, and a crawler killed before Redis is back "
+                               "loses them", self._journal.spool.directory, exc)
+
+    def _drop_journal(self) -> None:
+        """The held calls reached Redis, or the close's spool: their journal goes."""
+        if self._journal is not None:
+            try:
+                self._journal.drop()
+            except OSError as exc:
+                logger.warning("frontier-rate: could not remove the outage journal %s (%s); "
+                               "the next crawl replays it, which repeats nothing",
+                               self._journal.path, exc)
 
     # -- release, summary ---------------------------------------------------------------
     def _release(self, leases: list[Lease]) -> None:

@@ -231,3 +231,41 @@ class OutboxSpool:
                     "namespace %r could not give Redis", results, pages, self.namespace)
         self._stat("spool_replayed", results + pages, False)
         return calls
+
+
+class OutageJournal:
+    """The calls held through an outage, appended to a spool file as they are held, so that
+    a crawler killed before Redis came back (kill -9, a crash) loses none of them: the next
+    crawl of the namespace replays the file as any spool (issue 63: a crawler killed at the
+    end of a 22-s Cluster outage lost the three results it held). Replaying a call that
+    reached Redis after all does nothing (``observe`` / ``failed`` once per lease token,
+    ``add`` idempotent). The file is removed once the held calls reach Redis, or once the
+    close wrote them to the spool as usual."""
+
+    def __init__(self, directory: str, namespace: str) -> None:
+        self.spool = Spool(directory, namespace)
+        self.path: Path | None = None
+        """This outage's file, from its first write until ``drop``."""
+
+    def append(self, calls: list[Call]) -> None:
+        """Append the calls not written yet (the held outbox, oldest first: those written
+        are a prefix of it). A file claimed by another crawler meanwhile is begun anew;
+        raises OSError or ValueError as ``Spool.save`` does."""
+        fresh = [call for call in calls if not call.journaled]
+        entries = entries_of(fresh)
+        if self.path is None:
+            self.spool.directory.mkdir(parents=True, exist_ok=True)
+            name = f"{self.spool.namespace}.{os.getpid()}.{time.time_ns()}"
+            self.path = self.spool.directory / (name + SUFFIX)
+        if entries:
+            with open(self.path, "a", encoding="utf-8") as handle:
+                handle.write("".join(json.dumps(entry, allow_nan=False) + "\n"
+                                     for entry in entries))
+        for call in fresh:
+            call.journaled = True
+
+    def drop(self) -> None:
+        """The held calls are in Redis or in the close's spool file: remove this file."""
+        if self.path is not None:
+            self.path.unlink(missing_ok=True)
+            self.path = None
