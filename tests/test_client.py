@@ -236,6 +236,20 @@ def test_no_lease_is_taken_while_results_are_held(redis_url, namespace, tmp_path
     frontier.close()
 
 
+def cut_with_a_result(proxy: RedisProxy, namespace: str, tmp_path: Path, clock: Clock,
+                      stats: dict[str, float] | None = None) -> tuple:
+    """An inline client through ``proxy`` with two pages leased, then Redis cut and the
+    first page's result given: (frontier, client, first lease, second lease)."""
+    frontier = recorded_frontier(proxy.url, namespace, clock)
+    client = inline_client(frontier, proxy.url, tmp_path, clock, stats)
+    client.open()
+    client.add([(f"http://h{i}.test/p", 1.0, {}) for i in range(2)])
+    d1, d2 = sorted(leased(client, 2), key=lambda d: d.url)
+    proxy.cut()
+    client.observe(d1, {"fingerprint": "a", "fetched_at": clock.t})
+    return frontier, client, d1, d2
+
+
 def test_what_redis_did_not_take_at_close_is_spooled_and_replayed_at_open(
         redis_url, namespace, tmp_path):
     """Closing while Redis is away writes the outbox to the spool (no lease is handed back:
@@ -243,13 +257,7 @@ def test_what_redis_did_not_take_at_close_is_spooled_and_replayed_at_open(
     first, then its results in their order), and the spool file is gone."""
     clock, stats = Clock(), {}
     with RedisProxy(urlsplit(redis_url).port) as proxy:
-        frontier = recorded_frontier(proxy.url, namespace, clock)
-        client = inline_client(frontier, proxy.url, tmp_path, clock, stats)
-        client.open()
-        client.add([(f"http://h{i}.test/p", 1.0, {}) for i in range(2)])
-        d1, d2 = sorted(leased(client, 2), key=lambda d: d.url)
-        proxy.cut()
-        client.observe(d1, {"fingerprint": "a", "fetched_at": clock.t})
+        frontier, client, d1, d2 = cut_with_a_result(proxy, namespace, tmp_path, clock, stats)
         client.add([("http://new.test/p", 2.0, {"k": 1})])
         client.close([d2], close_frontier=False)
         frontier.close()
@@ -282,13 +290,7 @@ def test_calls_held_through_an_outage_survive_a_crawler_killed_before_redis_is_b
 
     clock = Clock()
     with RedisProxy(urlsplit(redis_url).port) as proxy:
-        frontier = recorded_frontier(proxy.url, namespace, clock)
-        client = inline_client(frontier, proxy.url, tmp_path, clock)
-        client.open()
-        client.add([(f"http://h{i}.test/p", 1.0, {}) for i in range(2)])
-        d1, _ = sorted(leased(client, 2), key=lambda d: d.url)
-        proxy.cut()
-        client.observe(d1, {"fingerprint": "a", "fetched_at": clock.t})
+        frontier, client, d1, _ = cut_with_a_result(proxy, namespace, tmp_path, clock)
         client.poll()  # the send fails: the outage begins, the held result is written
         assert client.outage_since is not None
         client.add([("http://new.test/p", 2.0, {"k": 1})])
@@ -318,13 +320,7 @@ def test_the_outage_journal_goes_once_redis_has_taken_the_held_calls(
     replayed later), and a close during an outage leaves one spool file, not two."""
     clock = Clock()
     with RedisProxy(urlsplit(redis_url).port) as proxy:
-        frontier = recorded_frontier(proxy.url, namespace, clock)
-        client = inline_client(frontier, proxy.url, tmp_path, clock)
-        client.open()
-        client.add([(f"http://h{i}.test/p", 1.0, {}) for i in range(2)])
-        d1, d2 = sorted(leased(client, 2), key=lambda d: d.url)
-        proxy.cut()
-        client.observe(d1, {"fingerprint": "a", "fetched_at": clock.t})
+        frontier, client, d1, d2 = cut_with_a_result(proxy, namespace, tmp_path, clock)
         client.poll()
         assert len(list(tmp_path.glob(f"{namespace}.*.jsonl"))) == 1
         proxy.restore()
