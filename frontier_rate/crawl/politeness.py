@@ -352,8 +352,10 @@ class SendGate:
         if not waiting:
             try:
                 if not self.synced:
-                    self.offset, _ = clock_offset(self.slots.scripts.client, self.wall)
+                    self.offset, trip = clock_offset(self.slots.scripts.client, self.wall)
                     self.synced = True
+                    logger.debug("frontier-rate: Redis's clock is %+.4f s from this process's "
+                                 "(measured over a %.4f s round trip)", self.offset, trip)
                 asked, now = self.clock(), self.wall() + (self.offset or 0.0)
                 if (self.place < 0 or not may_turn) and self._settling(now, delay):
                     raise SendHeld(host)
