@@ -350,7 +350,7 @@ class FrontierClient:
         until = [self._next_summary if self.log_interval > 0 else now + WAKE_LIMIT]
         if self.outage_since is not None:
             until.append(self.retry_at)
-            if self._outbox and not self._outbox[-1].journaled:
+            if self._journal_pending():
                 until.append(self._journal_at + JOURNAL_EVERY)
         elif len(self._leases) < self._want:
             until.append(self._next_poll)  # else ``take`` or ``want`` wakes it
@@ -487,11 +487,14 @@ class FrontierClient:
         self.handoff.send(self._ready)
 
     # -- the outage journal ------------------------------------------------------------
+    def _journal_pending(self) -> bool:
+        """Held calls not yet in the journal (they are the outbox's tail)."""
+        with self._lock:
+            return bool(self._outbox) and not self._outbox[-1].journaled
+
     def _journal_due(self, now: float) -> bool:
         """Held calls not yet in the journal, and its last write ``JOURNAL_EVERY`` ago."""
-        with self._lock:
-            fresh = bool(self._outbox) and not self._outbox[-1].journaled
-        return fresh and now >= self._journal_at + JOURNAL_EVERY - CLOCK_SLACK
+        return self._journal_pending() and now >= self._journal_at + JOURNAL_EVERY - CLOCK_SLACK
 
     def _write_journal(self, now: float) -> None:
         """Append the held calls not written yet to the outage's journal (a crawler killed

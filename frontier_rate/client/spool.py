@@ -47,10 +47,8 @@ class Spool:
         The file appears complete or not at all (written aside, then renamed).
         Raises OSError or ValueError (an entry JSON cannot carry) on failure.
         """
-        self.directory.mkdir(parents=True, exist_ok=True)
-        name = f"{self.namespace}.{os.getpid()}.{time.time_ns()}"
-        path = self.directory / (name + SUFFIX)
-        partial = self.directory / (name + ".partial")
+        path = self.new_path()
+        partial = path.with_suffix(".partial")
         try:
             with open(partial, "w", encoding="utf-8") as handle:
                 for entry in entries:
@@ -60,6 +58,12 @@ class Spool:
             partial.unlink(missing_ok=True)
             raise
         return path
+
+    def new_path(self) -> Path:
+        """A new file's path (``<namespace>.<pid>.<time>.jsonl``, what ``claim`` reads); the
+        directory is made if missing."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        return self.directory / f"{self.namespace}.{os.getpid()}.{time.time_ns()}{SUFFIX}"
 
     def claim(self) -> list[dict[str, Any]]:
         """Read and remove every spool file of the namespace; the entries in file order.
@@ -254,9 +258,7 @@ class OutageJournal:
         fresh = [call for call in calls if not call.journaled]
         entries = entries_of(fresh)
         if self.path is None:
-            self.spool.directory.mkdir(parents=True, exist_ok=True)
-            name = f"{self.spool.namespace}.{os.getpid()}.{time.time_ns()}"
-            self.path = self.spool.directory / (name + SUFFIX)
+            self.path = self.spool.new_path()
         if entries:
             with open(self.path, "a", encoding="utf-8") as handle:
                 handle.write("".join(json.dumps(entry, allow_nan=False) + "\n"
