@@ -14,6 +14,7 @@ import redis
 
 from frontier_rate.crawl.loop_stalls import LoopStalls
 from frontier_rate.crawl.politeness import SendGate, SendHeld
+from frontier_rate.store.health import clock_offset, kept_offset
 from frontier_rate.store.keys import Keys
 from frontier_rate.store.scripts import Scripts
 from frontier_rate.store.send_slot import SENDER_SETTLE, SendSlots
@@ -807,3 +808,71 @@ def test_a_write_is_held_by_a_stall_that_began_right_after_its_hand_over():
     assert late.written_by(100.0) is None
     late.record(0.5, 200.0)  # the window drops stalls older than 30 s
     assert list(late._stalls) == [(200.0, 0.5)]
+
+
+def test_an_offset_is_kept_while_a_new_measurement_agrees_with_it_and_is_less_exact():
+    """``health.kept_offset``: a measurement ``(offset, round trip)`` is known to within half
+    its round trip; the kept one stays only while it lies within the new one's bounds and was
+    measured over a shorter round trip."""
+    exact = (0.100, 0.0002)
+    assert kept_offset(None, exact) == exact
+    assert kept_offset(exact, (0.1085, 0.030)) == exact  # 8.5 ms off, within +-15 ms
+    assert kept_offset(exact, (0.1160, 0.030)) == (0.1160, 0.030)  # 16 ms: the clock moved
+    assert kept_offset(exact, (0.0841, 0.030)) == (0.0841, 0.030)
+    assert kept_offset(exact, (0.1000, 0.0001)) == (0.1000, 0.0001)  # the new one is exacter
+    assert kept_offset(exact, (5.100, 0.030)) == (5.100, 0.030)  # a stepped clock
+
+
+class SlowTime(redis.Redis):
+    """A client whose TIME answer waits ``before`` seconds on its way to Redis and ``after``
+    on its way back while ``slow``: a measurement taken as every client's calls come back at
+    once after a ``CLIENT PAUSE`` on a loaded machine."""
+
+    slow = False
+    before, after = 0.03, 0.01
+
+    def time(self):
+        if self.slow:
+            time.sleep(self.before)
+        answer = super().time()
+        if self.slow:
+            time.sleep(self.after)
+        return answer
+
+
+def test_a_gate_back_from_an_outage_keeps_its_exact_offset_over_a_slow_measurement(redis_url,
+                                                                                   namespace):
+    """Processes space a host's requests on their offsets to Redis's clock, so an error in one
+    process's offset shortens its gaps to the others' by as much (the Cluster hour of
+    2026-12-07: 0.4915 s under 0.5 s, two processes, 0.8 s after a 5 s ``CLIENT PAUSE``). A
+    measurement after the outage whose answer waited 30 ms going and 10 ms coming back is
+    10 ms off; the gate keeps the offset it measured before. A clock that stepped is taken."""
+    client = SlowTime.from_url(redis_url)
+    step = 0.0
+
+    def wall() -> float:
+        return time.time() + step
+
+    slots = SendSlots(Scripts(client), Keys(namespace, 1), sender="a", settle=0.0)
+    gate = SendGate(slots, redis_url, wall=wall)
+    try:
+        gate.reserve(HOST, 1.0)
+        exact = gate.offset
+        assert exact is not None and gate.offset_trip < 0.02
+        client.slow = True
+        measured, trip = clock_offset(client, wall)
+        assert trip >= 0.04 and abs(measured - exact) >= 0.008  # what the gate would take
+        gate.outage_seen(redis.ConnectionError("a paused primary"))
+        gate.breaker.retry_at = 0.0  # ask Redis again now
+        gate.reserve("other.org", 1.0)
+        assert gate.breaker.outage_since is None and gate.synced
+        assert gate.offset == pytest.approx(exact, abs=0.002)
+        step = 5.0  # this machine's clock stepped back 5 s: a new offset, however slow
+        gate.outage_seen(redis.ConnectionError("a paused primary"))
+        gate.breaker.retry_at = 0.0
+        gate.reserve("third.net", 1.0)
+        assert gate.offset == pytest.approx(exact - 5.0, abs=0.03)
+    finally:
+        keys = Keys(namespace, 1)
+        client.delete(keys.send, keys.senders)
+        client.close()

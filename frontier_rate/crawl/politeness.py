@@ -35,7 +35,7 @@ from frontier_rate.crawl.robots_txt import (
     robots_crawl_delay,
 )
 from frontier_rate.store.connection import drop_idle_connections
-from frontier_rate.store.health import clock_offset
+from frontier_rate.store.health import clock_offset, kept_offset
 from frontier_rate.store.send_slot import SENDER_SETTLE, SendSlots
 
 logger = logging.getLogger(__name__)
@@ -296,7 +296,10 @@ class SendGate:
         self.breaker = Breaker(redis_url, cap=SEND_RETRY_MAX)
         self.offset: float | None = None
         """Redis's TIME minus ``wall()``, measured at the first reservation and again after an
-        outage (kept through it: the windows are on Redis's clock)."""
+        outage (kept through it: the windows are on Redis's clock; and after it while the new
+        measurement agrees with it and is the less exact, ``health.kept_offset``)."""
+        self.offset_trip = math.inf
+        """The round trip ``offset`` was measured over (its error is at most half of it)."""
         self.synced = False
         self.senders, self.place = 1, -1
         """The processes seen sending and this one's turn among them (``Reservation``); no
@@ -352,10 +355,13 @@ class SendGate:
         if not waiting:
             try:
                 if not self.synced:
-                    self.offset, trip = clock_offset(self.slots.scripts.client, self.wall)
+                    measured = clock_offset(self.slots.scripts.client, self.wall)
+                    kept = None if self.offset is None else (self.offset, self.offset_trip)
+                    self.offset, self.offset_trip = kept_offset(kept, measured)
                     self.synced = True
                     logger.debug("frontier-rate: Redis's clock is %+.4f s from this process's "
-                                 "(measured over a %.4f s round trip)", self.offset, trip)
+                                 "(measured %+.4f s over a %.4f s round trip)", self.offset,
+                                 *measured)
                 asked, now = self.clock(), self.wall() + (self.offset or 0.0)
                 if (self.place < 0 or not may_turn) and self._settling(now, delay):
                     raise SendHeld(host)

@@ -165,3 +165,24 @@ def clock_offset(client: Any, clock: Callable[[], float], samples: int = 3) -> t
             best = (offset, trip)
     assert best is not None
     return best
+
+
+def kept_offset(kept: tuple[float, float] | None,
+                measured: tuple[float, float]) -> tuple[float, float]:
+    """Of the offset kept and one ``measured`` again (each ``(offset, round trip)`` from
+    ``clock_offset``), the one to use from now on. A measurement is only known to within half
+    its round trip (the answer may have waited on either leg), and one taken when the server
+    or this machine is busy (right after a ``CLIENT PAUSE``, when every client's calls come
+    back at once) has a long one. So the kept offset stays while it lies within the new
+    measurement's bounds and was measured over a shorter round trip: the clocks did not move
+    by more than the new measurement can tell. Otherwise the new one is taken (a clock
+    stepped, or the server answering is another machine). Why: processes on one frontier
+    space their requests to a host on their offsets to one shared clock, so an error in one
+    process's offset shortens the gap between its requests and the others' (the bounds of
+    a sample are Cristian's, Distributed Computing 3(3), 1989)."""
+    if kept is None:
+        return measured
+    (old, old_trip), (new, new_trip) = kept, measured
+    if old_trip < new_trip and abs(old - new) <= new_trip / 2:
+        return kept
+    return measured
