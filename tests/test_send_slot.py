@@ -867,7 +867,7 @@ def test_a_gate_back_from_an_outage_keeps_its_exact_offset_over_a_slow_measureme
         gate.reserve("other.org", 1.0)
         assert gate.breaker.outage_since is None and gate.synced
         assert gate.offset == pytest.approx(exact, abs=0.002)
-        step = 5.0  # this machine's clock stepped back 5 s: a new offset, however slow
+        step = 5.0  # this machine's clock stepped 5 s ahead: a new offset, however slow
         gate.outage_seen(redis.ConnectionError("a paused primary"))
         gate.breaker.retry_at = 0.0
         gate.reserve("third.net", 1.0)
