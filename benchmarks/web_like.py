@@ -145,6 +145,9 @@ class World:
     pages: list[Page]
     per_page_day: float
     seed: int = 0
+    host_share: float = HOST_SHARE
+    """A host may take this multiple of the share its largest peer's pages would get
+    (below 1, politeness binds on the largest hosts: ``benchmarks/docs_sites.py``)."""
     n: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -158,7 +161,7 @@ class World:
         self.rates = np.array([len(c) / span for c in self.changes])
         self.budget = self.per_page_day * self.n / DAY
         largest = int(np.bincount(self.host).max())
-        self.host_delay = self.n / (HOST_SHARE * self.budget * largest)
+        self.host_delay = self.n / (self.host_share * self.budget * largest)
         self.t_start, self.t_end = WARMUP_DAYS * DAY, span
         self.burst = self.budget + 1.0
 
@@ -180,7 +183,7 @@ def score(world: World, fetches: list[np.ndarray], tick: float = 1.0) -> dict:
 
 
 def run_ours(world: World, url: str | None, seed: int, tick: float = 1.0,
-             every_estimate: bool = False, cochange: bool = True, group_prior: bool = False,
+             every_estimate: bool = False, cochange: bool = False, group_prior: bool = False,
              urls: list[str] | None = None,
              arrivals: np.ndarray | None = None) -> tuple[list[np.ndarray], dict]:
     """``policy.drive`` with the engine's defaults, every fetch counted, reading the
@@ -190,7 +193,7 @@ def run_ours(world: World, url: str | None, seed: int, tick: float = 1.0,
     ``benchmarks/policy.py`` does); a batch of fetches happens at one tick.
     ``every_estimate``: also every page's estimate per day (None: never fetched) in the run
     info (``estimates_per_day``), for ``per_page``. ``cochange``: the engine's co-change
-    evidence (issue 62; False: off). ``group_prior``: the engine's URL-group prior (issue 62
+    evidence (issue 62; off by default, as in the engine). ``group_prior``: the engine's URL-group prior (issue 62
     item 2, ``benchmarks/web_like_groups.py``); ``urls``: the pages' URLs (``policy.page_urls``
     under the seed's salt when None). The run info has ``prior_bytes``: the bytes of the
     pooled-prior hashes (hosts, population, URL groups) at the end. ``arrivals``: when each
@@ -306,12 +309,12 @@ def run_task(task: tuple) -> tuple[float, int, dict]:
         del kept["nutch"]
         print(per_page(world, kept, info.pop("estimates_per_day")), flush=True)
     results["ours"] = {**score(world, fetches, TICK), **info}
-    if compare:  # the same run without co-change evidence (issue 62)
-        off, off_info = run_ours(world, url, seed, tick=TICK, cochange=False)
-        results["ours_off"] = {**score(world, off, TICK), **off_info}
+    if compare:  # the same run with co-change evidence (issue 62)
+        on, on_info = run_ours(world, url, seed, tick=TICK, cochange=True)
+        results["ours_cochange"] = {**score(world, on, TICK), **on_info}
         print(f"  B={per_page_day:<5g} seed {seed}: without co-change "
-              f"{results['ours_off']['freshness']:.4f}, with {results['ours']['freshness']:.4f} "
-              f"(pulls {info['stats'].get('cochange_pulls', 0)})", flush=True)
+              f"{results['ours']['freshness']:.4f}, with {results['ours_cochange']['freshness']:.4f} "
+              f"(pulls {on_info['stats'].get('cochange_pulls', 0)})", flush=True)
     ours, uniform, est = results["ours"], results["uniform"], info["estimate_ratio_median"]
     print(f"  B={per_page_day:<5g} seed {seed}: uniform {uniform['freshness']:.4f} "
           f"ours {ours['freshness']:.4f} (x{ours['freshness'] / uniform['freshness']:.3f}, "
@@ -370,14 +373,14 @@ def compare_cochange(done: list[tuple[float, int, dict]]) -> str:
     for b in sorted({d[0] for d in done}):
         runs = [d[2] for d in done if d[0] == b]
         cols = []
-        for key in ("ours_off", "ours"):
+        for key in ("ours", "ours_cochange"):
             cols.append([(r[key]["freshness"] - r["uniform"]["freshness"])
                          / max(r["clairvoyant"]["freshness"] - r["uniform"]["freshness"], 1e-12)
                          for r in runs])
         ratios = [[r[key]["freshness"] / r["uniform"]["freshness"] for r in runs]
-                  for key in ("ours_off", "ours")]
-        spend = [[r[key]["spent_all_of_budget"] for r in runs] for key in ("ours_off", "ours")]
-        pulls = [r["ours"]["stats"].get("cochange_pulls", 0) or 0 for r in runs]
+                  for key in ("ours", "ours_cochange")]
+        spend = [[r[key]["spent_all_of_budget"] for r in runs] for key in ("ours", "ours_cochange")]
+        pulls = [r["ours_cochange"]["stats"].get("cochange_pulls", 0) or 0 for r in runs]
         out.append(f"| {b:g} | {spread(cols[0], '.3f')} | {spread(cols[1], '.3f')} | "
                    f"{spread(ratios[0], '.4f')} | {spread(ratios[1], '.4f')} | "
                    f"{spread(spend[0], '.3f')} | {spread(spend[1], '.3f')} | {sum(pulls)} |")
