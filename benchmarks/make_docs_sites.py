@@ -27,16 +27,19 @@ object in ``make_web_like.py``'s format (``{"format": 1, "generated_by", "window
 
 from __future__ import annotations
 
-import argparse
-import gzip
-import json
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from make_real_traces import delta_encode, first_parent_changes, write  # noqa: E402
+from make_real_traces import (  # noqa: E402
+    check_committed,
+    delta_encode,
+    first_parent_changes,
+    options,
+    write,
+)
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "data" / "docs_sites.json.gz"
 DAY = 86400
@@ -86,23 +89,10 @@ def build(mirrors: Path, sources: list[tuple[str, str, str]] = SOURCES) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mirrors", type=Path, help="directory of <owner>+<name>/repo git dirs")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    parser.add_argument("--quick", action="store_true",
-                        help="check the committed file against this script's table; write nothing")
-    args = parser.parse_args(argv)
+    args = options(argv, __doc__, DEFAULT_OUT)
     if args.quick or args.mirrors is None:
-        with gzip.open(DEFAULT_OUT, "rt") as fh:
-            data = json.load(fh)
-        listed = [(s["repo"], s["host"]) for s in data["sources"]]
-        table = [(repo, host) for repo, host, _ in SOURCES]
-        if listed != table:
-            raise SystemExit(f"make_docs_sites: the data file's sources {listed} are not the "
-                             f"script's table {table}: regenerate it")
-        print(f"{DEFAULT_OUT.name}: {len(data['pages'])} pages from {len(listed)} repositories "
-              "match the table (regenerate with --mirrors DIR)")
-        return 0
+        return check_committed("make_docs_sites", DEFAULT_OUT, ("repo", "host"),
+                               [(repo, host) for repo, host, _ in SOURCES])
     data = build(args.mirrors)
     write(data, args.out)
     total = sum(len(p["changes"]) for p in data["pages"])

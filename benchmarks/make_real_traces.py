@@ -103,24 +103,35 @@ def write(data: dict, out: Path) -> None:
         gz.write(text)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def options(argv: list[str] | None, doc: str, default_out: Path) -> argparse.Namespace:
+    """The options of every ``make_*.py`` data script: ``--mirrors``, ``--out``, ``--quick``."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--mirrors", type=Path, help="directory of <owner>+<name>/repo git dirs")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--out", type=Path, default=default_out)
     parser.add_argument("--quick", action="store_true",
                         help="check the committed file against this script's table; write nothing")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def check_committed(script: str, path: Path, fields: tuple[str, ...], table: list[tuple]) -> int:
+    """``--quick``: the committed data file at ``path`` lists the script's sources (their
+    ``fields``), in the order of its ``table``; a file made from another table is an error."""
+    with gzip.open(path, "rt") as fh:
+        data = json.load(fh)
+    listed = [tuple(s[f] for f in fields) for s in data["sources"]]
+    if listed != table:
+        raise SystemExit(f"{script}: the data file's sources {listed} are not the script's "
+                         f"table {table}: regenerate it")
+    print(f"{path.name}: {len(data['pages'])} pages from {len(listed)} repositories "
+          "match the table (regenerate with --mirrors DIR)")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = options(argv, __doc__, DEFAULT_OUT)
     if args.quick or args.mirrors is None:
-        with gzip.open(DEFAULT_OUT, "rt") as fh:
-            data = json.load(fh)
-        listed = [(s["repo"], s["kind"]) for s in data["sources"]]
-        expected = [(repo, kind) for repo, kind, _, _ in SOURCES]
-        if listed != expected:
-            raise SystemExit(f"make_real_traces: the data file's sources {listed} are not the "
-                             f"script's table {expected}: regenerate it")
-        print(f"{DEFAULT_OUT.name}: {len(data['pages'])} pages from {len(listed)} repositories "
-              "match the table (regenerate with --mirrors DIR)")
-        return 0
+        return check_committed("make_real_traces", DEFAULT_OUT, ("repo", "kind"),
+                               [(repo, kind) for repo, kind, _, _ in SOURCES])
     data = build(args.mirrors)
     write(data, args.out)
     total = sum(len(p["changes"]) for p in data["pages"])

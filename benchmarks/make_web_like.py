@@ -27,9 +27,6 @@ and is still present at the commit read. Written deterministically.
 
 from __future__ import annotations
 
-import argparse
-import gzip
-import json
 import re
 import subprocess
 import sys
@@ -37,7 +34,12 @@ from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from make_real_traces import delta_encode, write  # noqa: E402 (one data-file format for both)
+from make_real_traces import (  # noqa: E402 (one data-file format for both)
+    check_committed,
+    delta_encode,
+    options,
+    write,
+)
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "data" / "web_like.json.gz"
 DAY = 86400
@@ -100,22 +102,9 @@ def build(mirrors: Path, sources: list[str] = SOURCES) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mirrors", type=Path, help="directory of <owner>+<name>/repo git dirs")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    parser.add_argument("--quick", action="store_true",
-                        help="check the committed file against this script's table; write nothing")
-    args = parser.parse_args(argv)
+    args = options(argv, __doc__, DEFAULT_OUT)
     if args.quick or args.mirrors is None:
-        with gzip.open(DEFAULT_OUT, "rt") as fh:
-            data = json.load(fh)
-        listed = [s["repo"] for s in data["sources"]]
-        if listed != SOURCES:
-            raise SystemExit(f"make_web_like: the data file's sources {listed} are not the "
-                             f"script's table {SOURCES}: regenerate it")
-        print(f"{DEFAULT_OUT.name}: {len(data['pages'])} pages from {len(listed)} repositories "
-              "match the table (regenerate with --mirrors DIR)")
-        return 0
+        return check_committed("make_web_like", DEFAULT_OUT, ("repo",), [(repo,) for repo in SOURCES])
     data = build(args.mirrors)
     write(data, args.out)
     total = sum(len(p["changes"]) for p in data["pages"])
