@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _run import embedded_redis, pool_map  # noqa: E402
 from policy import run_baseline  # noqa: E402
-from real_traces import clairvoyant, every_page_changes  # noqa: E402
+from real_traces import clairvoyant, every_page_changes, masked_freshness  # noqa: E402
 from web_like import DAY, TICK, WARMUP_DAYS, WINDOW_DAYS, Page, World, run_ours, score  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data" / "docs_sites.json.gz"
@@ -88,6 +88,45 @@ def population(every: int = 1) -> list[Page]:
             c = np.cumsum(np.asarray(p["changes"], dtype=float)) - (ends[host] - span)
             pages.append(Page(p["page"], host, p["kind"], np.unique(c[(c >= 0) & (c < span)])))
     return pages
+
+
+def found_during(every: int = 1) -> tuple[list[Page], np.ndarray]:
+    """``population(every)`` and, after it, every ``every``-th page of each site added within
+    its window (the data file's ``added``); with when each page is found (seconds from the
+    window's start: 0 for the first, the adding commit's time for the others)."""
+    span = WINDOW_DAYS * DAY
+    with gzip.open(DATA, "rt") as fh:
+        data = json.load(fh)
+    ends = {s["host"]: s["head_time"] for s in data["sources"]}
+    pages = population(every)
+    found = [0.0] * len(pages)
+    for host in ends:
+        for p in [p for p in data["added"] if p["host"] == host][::every]:
+            c = np.cumsum(np.asarray(p["changes"], dtype=float)) - (ends[host] - span)
+            pages.append(Page(p["page"], host, p["kind"], np.unique(c[(c >= 0) & (c < span)])))
+            found.append(float(p["first"] - (ends[host] - span)))
+    return pages, np.asarray(found)
+
+
+def run_found(task: tuple) -> tuple[float, int, dict]:
+    """``--found``: ours with and without the URL-group prior when the pages added within the
+    window arrive when they were added (``found_during``)."""
+    pages, found, per_page_day, seed, url = task
+    world = World(pages, per_page_day, seed=seed, host_share=HOST_SHARE)
+    urls, tick, late = urls_of(world, seed), unit(world), found > 0
+    out = {}
+    for name, on in (("without", False), ("with", True)):
+        fetches, _ = run_ours(world, url, seed, tick=tick, urls=urls, group_prior=on, arrivals=found)
+        out[name] = {"all": score(world, fetches, tick)["freshness"],
+                     "found": masked_freshness(world, fetches, late),
+                     "first_fetch_delay_days": float(np.median([f[0] - a for f, a in zip(fetches, found, strict=True)
+                                                                if a > 0 and f.size]) / DAY)}
+    print(f"  B={per_page_day:<5g} seed {seed}: {int(late.sum())} pages found later; all pages without "
+          f"{out['without']['all']:.4f} with {out['with']['all']:.4f}; the pages found later without "
+          f"{out['without']['found']:.4f} with {out['with']['found']:.4f} (first fetch "
+          f"{out['without']['first_fetch_delay_days']:.1f} / {out['with']['first_fetch_delay_days']:.1f} "
+          "days after found, median)", flush=True)
+    return per_page_day, seed, out
 
 
 def urls_of(world: World, seed: int) -> list[str]:
@@ -247,6 +286,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--from-json", action="store_true",
                         help="re-write the docs section from docs/benchmarks/docs_sites.json, no simulation")
+    parser.add_argument("--found", action="store_true",
+                        help="the pages added within the window arrive when added: ours with and "
+                             "without the URL-group prior (prints only)")
     parser.add_argument("--url", default=os.environ.get("FRONTIER_RATE_REDIS_URL"))
     args = parser.parse_args(argv)
     from _report import read_json, write_json, write_section
@@ -258,13 +300,18 @@ def main(argv: list[str] | None = None) -> int:
                                              written_on=saved["machine"] + " (re-rendered from the JSON)"))
         return 0
     every = args.every or (QUICK_EVERY if args.quick else EVERY)
+    budgets = args.budgets or (QUICK_BUDGETS if args.quick else BUDGETS)
+    seeds = args.seeds if args.seeds is not None else ((0,) if args.quick else SEEDS)
+    if args.found:
+        pages, found = found_during(every)
+        with embedded_redis(args.url, "docs-sites"):
+            pool_map(run_found, [(pages, found, b, s, args.url) for b in budgets for s in seeds], args.jobs)
+        return 0
     pages = population(every)
     pop = describe(pages)
     print(f"{pop['pages']} pages of {pop['hosts']} sites, {pop['unchanged_share']:.0%} unchanged; "
           f"{pop['within_a_day_of_a_neighbour']:.0%} of changes within a day of a neighbour's "
           f"({pop['within_a_day_at_random']:.0%} at random)", flush=True)
-    budgets = args.budgets or (QUICK_BUDGETS if args.quick else BUDGETS)
-    seeds = args.seeds if args.seeds is not None else ((0,) if args.quick else SEEDS)
     tasks = sorted(((pages, b, s, args.url) for b in budgets for s in seeds), key=lambda t: -t[1])
     with embedded_redis(args.url, "docs-sites"):
         done = pool_map(run_task, tasks, args.jobs)

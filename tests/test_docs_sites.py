@@ -110,3 +110,14 @@ def test_a_sample_that_finds_a_change_brings_its_groups_older_copies_forward():
     control = sample_then_revisit.sampled(world, group, samples=1, lead=0.25, rest=3.0, seed=0, follow=False)
     assert all(found not in control[i] for i in set(range(4)) - {sample})
     assert np.array_equal(control[sample], led[sample])
+
+
+def test_pages_added_within_the_window_arrive_when_added_and_change_only_after():
+    base = docs_sites.population(docs_sites.EVERY)
+    pages, found = docs_sites.found_during(docs_sites.EVERY)
+    assert [p.name for p in pages[:len(base)]] == [p.name for p in base]
+    assert not found[:len(base)].any()
+    late = found[len(base):]
+    assert late.size > 0 and np.all((late > 0) & (late < WINDOW_DAYS * DAY))
+    for page, at in zip(pages[len(base):], late, strict=True):
+        assert np.all(page.changes > at), page.name
