@@ -46,6 +46,7 @@ from _run import embedded_redis, pool_map  # noqa: E402
 from policy import run_baseline  # noqa: E402
 from real_traces import clairvoyant, every_page_changes, masked_freshness  # noqa: E402
 from web_like import DAY, TICK, WARMUP_DAYS, WINDOW_DAYS, Page, World, run_ours, score  # noqa: E402
+from web_like_groups import _gap, _spread  # noqa: E402 (the same gap and spread)
 
 DATA = Path(__file__).resolve().parent / "data" / "docs_sites.json.gz"
 BUDGETS = (0.01, 0.03, 0.1, 0.3)
@@ -75,36 +76,37 @@ def site_path(name: str) -> str:
     return "/".join(p for p in parts if p) + "/"
 
 
-def population(every: int = 1) -> list[Page]:
-    """Every ``every``-th page of each site, its changes within its source's window, from 0."""
-    span = WINDOW_DAYS * DAY
+def _read() -> tuple[dict, dict[str, float]]:
+    """The data file, and each site's window start (its head time less ``WINDOW_DAYS``)."""
     with gzip.open(DATA, "rt") as fh:
         data = json.load(fh)
-    ends = {s["host"]: s["head_time"] for s in data["sources"]}
-    pages = []
-    for host in ends:
-        mine = [p for p in data["pages"] if p["host"] == host][::every]
-        for p in mine:
-            c = np.cumsum(np.asarray(p["changes"], dtype=float)) - (ends[host] - span)
-            pages.append(Page(p["page"], host, p["kind"], np.unique(c[(c >= 0) & (c < span)])))
-    return pages
+    return data, {s["host"]: s["head_time"] - WINDOW_DAYS * DAY for s in data["sources"]}
+
+
+def _page(row: dict, start: float) -> Page:
+    """A data-file row as a page, its changes within its window, from 0."""
+    c = np.cumsum(np.asarray(row["changes"], dtype=float)) - start
+    return Page(row["page"], row["host"], row["kind"], np.unique(c[(c >= 0) & (c < WINDOW_DAYS * DAY)]))
+
+
+def population(every: int = 1) -> list[Page]:
+    """Every ``every``-th page of each site, its changes within its source's window, from 0."""
+    data, starts = _read()
+    return [_page(p, start) for host, start in starts.items()
+            for p in [p for p in data["pages"] if p["host"] == host][::every]]
 
 
 def found_during(every: int = 1) -> tuple[list[Page], np.ndarray]:
     """``population(every)`` and, after it, every ``every``-th page of each site added within
     its window (the data file's ``added``); with when each page is found (seconds from the
     window's start: 0 for the first, the adding commit's time for the others)."""
-    span = WINDOW_DAYS * DAY
-    with gzip.open(DATA, "rt") as fh:
-        data = json.load(fh)
-    ends = {s["host"]: s["head_time"] for s in data["sources"]}
+    data, starts = _read()
     pages = population(every)
     found = [0.0] * len(pages)
-    for host in ends:
+    for host, start in starts.items():
         for p in [p for p in data["added"] if p["host"] == host][::every]:
-            c = np.cumsum(np.asarray(p["changes"], dtype=float)) - (ends[host] - span)
-            pages.append(Page(p["page"], host, p["kind"], np.unique(c[(c >= 0) & (c < span)])))
-            found.append(float(p["first"] - (ends[host] - span)))
+            pages.append(_page(p, start))
+            found.append(float(p["first"] - start))
     return pages, np.asarray(found)
 
 
@@ -211,15 +213,6 @@ def run_task(task: tuple) -> tuple[float, int, dict]:
     return per_page_day, seed, results
 
 
-def gap(r: dict, key: str) -> float:
-    return ((r[key]["freshness"] - r["uniform"]["freshness"])
-            / max(r["clairvoyant"]["freshness"] - r["uniform"]["freshness"], 1e-12))
-
-
-def _spread(xs: list[float], fmt: str) -> str:
-    return f"{statistics.median(xs):{fmt}} [{min(xs):{fmt}}-{max(xs):{fmt}}]"
-
-
 def markdown(done: list[tuple[float, int, dict]], pop: dict, every: int, written_on: str | None = None) -> str:
     from _report import machine
 
@@ -236,10 +229,10 @@ def markdown(done: list[tuple[float, int, dict]], pop: dict, every: int, written
             worst[name] = min(worst.get(name, 2.0), *ratios)
             if name == "ours":
                 cells += [f"{statistics.median([r['ours']['freshness'] for r in runs]):.3f}",
-                          _spread([gap(r, name) for r in runs], ".2f"), _spread(ratios, ".3f"),
+                          _spread([_gap(r, name) for r in runs], ".2f"), _spread(ratios, ".3f"),
                           _spread([r[name]["spent_all_of_budget"] for r in runs], ".2f")]
             else:
-                cells += [_spread([gap(r, name) for r in runs], ".2f"), _spread(ratios, ".3f")]
+                cells += [_spread([_gap(r, name) for r in runs], ".2f"), _spread(ratios, ".3f")]
             if name == "cochange":
                 cells.append(str(sum(int(r[name]["stats"].get("cochange_pulls", 0) or 0) for r in runs)))
         rows.append("| " + " | ".join(cells) + " |")
