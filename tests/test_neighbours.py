@@ -84,7 +84,7 @@ def test_pages_that_change_together_are_fetched_sooner(redis_url, namespace):
     runs = {}
     for on in (True, False):
         f = frontier(redis_url, f"{namespace}-{on}", cochange=on)
-        runs[on] = (replay(f, changes, added, 150, step=2 * HOUR), f.neighbours("n0.test"),
+        runs[on] = (replay(f, changes, added, 150, step=2 * HOUR), f.neighbours("n0.test", "http://n0.test/p0"),
                     f.stats(now=150 * DAY))
         said = f.page("http://n0.test/p1")["neighbours"]  # frontier-rate inspect shows it
         assert said.startswith("trusted") if on else said == "off (cochange=False)"
@@ -155,7 +155,7 @@ def test_the_tally_agrees_with_the_lua_step_by_step(redis_url, namespace):
                                                 t, rate)
                 mirror.observe(obs.changed, before["last_fetch"], t, rate)
                 steps += 1
-            got = f.neighbours("n0.test")
+            got = f.neighbours("n0.test", "http://n0.test/p0")
             assert got["event_hi"] == mirror.hi and got["event_lo"] == mirror.lo
             for name in ("checks", "hits"):
                 assert got[name] == pytest.approx(getattr(mirror, name), rel=1e-9, abs=1e-12)
@@ -246,7 +246,7 @@ def test_a_lying_host_among_truthful_ones_gains_nothing(redis_url, namespace):
         f = frontier(redis_url, f"{namespace}-{on}", cochange=on)
         runs[on] = replay(f, changes, added, 90, step=2 * HOUR)
         if on:
-            info, truthful = f.neighbours("l.test"), f.neighbours(same_shard("l.test", 1)[0])
+            info, truthful = f.neighbours("l.test"), f.neighbours(same_shard("l.test", 1)[0], f"http://{same_shard('l.test', 1)[0]}/p0")
         f.close()
     assert truthful["trusted"] and not info["trusted"]
     for url in ("http://l.test/p1", "http://l.test/p2"):

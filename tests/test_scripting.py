@@ -71,6 +71,7 @@ def test_keys_declares_every_key_lua_builds():
     assert {keys.state(1, 0), keys.url(1, 0), keys.extras(1, 0), keys.pattern(1, 0)} == \
         {prefix + kind + "0" for kind in contract.BUCKET_KINDS}
     assert keys.queue(1, "h") == prefix + contract.QUEUE_KIND + "h"
+    assert keys.group_pages(1, "h/a/*") == prefix + contract.GROUP_KIND + "h/a/*"
     assert {keys.cfg, keys.tokens, keys.nu, keys.due} == \
         {f"fr:{{ns}}:{k}" for k in contract.NAMESPACE_KEYS}
 
@@ -91,6 +92,7 @@ def test_lua_derives_exactly_the_declared_keys():
     kinds = set(re.findall(r'bkey\("([a-z]:)", bucket_of\(id\)\)', lua_text("lib.lua")))
     assert kinds == set(contract.BUCKET_KINDS)
     assert f'PREFIX .. "{contract.QUEUE_KIND}" .. host' in lua_text("lib.lua")
+    assert f'PREFIX .. "{contract.GROUP_KIND}" .. group' in lua_text("lib.lua")
     assert 'string.sub(KEYS[1], 1, -6)' in lua_text("lib.lua")  # strips "ready" (5 letters)
     assert contract.SHARD_KEYS[0] == "ready"
     assert re.search(r"local READY, HOSTS, LEASES, AGG, CNT = KEYS\[1\], KEYS\[2\], KEYS\[3\], "

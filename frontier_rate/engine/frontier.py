@@ -408,11 +408,12 @@ class Frontier:
         ``evidence.TRUST_RATIO`` failed; lua/signals.lua)."""
         return self.signals.trust(host, source)
 
-    def neighbours(self, host: str) -> dict[str, Any]:
-        """Whether ``host``'s pages change together (math/cochange.py, issue 62): its latest
-        change event, decayed checks and hits, hits expected by chance, share and ``trusted``
-        (engine/signals.py ``neighbours``)."""
-        return neighbours(self.session, self.calls, host)
+    def neighbours(self, host: str, url: str | None = None) -> dict[str, Any]:
+        """Whether ``host``'s pages (with ``url``: that page's URL group's) change together
+        (math/cochange.py, issue 62): the record's ``key``, latest change event, decayed checks
+        and hits, hits expected by chance, share and ``trusted`` (engine/signals.py
+        ``neighbours``)."""
+        return neighbours(self.session, self.calls, host, url)
 
     # ------------------------------------------------------------------ threshold and settings
 

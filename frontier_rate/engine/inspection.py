@@ -84,7 +84,7 @@ class Inspector:
         state = pattern.unpack(kept)
         record["pattern"] = None if state is None else pattern.describe(
             state, self.session.options.server_clock_rate)
-        record["neighbours"] = self.neighbours(host, record)
+        record["neighbours"] = self.neighbours(host, record, url)
         record["url_group"] = self.url_group(host, url)
         if record["status"] == "leased":  # when the lease ends (it is handed out again then)
             with self.session.errors("page"):
@@ -99,24 +99,27 @@ class Inspector:
         with self.session.errors("page"):
             return last_detection(self.session.client, self.session.keys, url, parse_url(url))
 
-    def neighbours(self, host: str, record: dict) -> str:
-        """Why the host's co-change evidence (math/cochange.py, issue 62) moves this page or
-        not, in words: ``frontier-rate inspect`` shows it (why a page became due)."""
-        n = neighbours(self.session, self.calls, host)
+    def neighbours(self, host: str, record: dict, url: str) -> str:
+        """Why the co-change evidence of the page's URL group (or host, while the group is
+        small; math/cochange.py, issue 62) moves this page or not, in words: ``frontier-rate
+        inspect`` shows it (why a page became due)."""
+        n = neighbours(self.session, self.calls, host, url)
         if not self.session.options.cochange:
             return "off (cochange=False)"
+        whose = "the host" if n["key"] == host else f"its group {n['key']}"
         if n["event_hi"] == 0:
-            return "no change seen on the host yet"
+            return f"no change seen on {whose} yet"
         pop = n["population"]
-        tally = (f"{n['hits']:.1f} of {n['checks']:.1f} checks changed with the host, "
+        tally = (f"{n['hits']:.1f} of {n['checks']:.1f} checks changed with {whose}, "
                  f"{n['expected']:.2f} by chance, {n['events']:.0f} events confirmed; "
-                 f"the shard's hosts: {pop['hits']:.1f} of {pop['checks']:.1f}")
+                 f"the shard's hosts and groups: {pop['hits']:.1f} of {pop['checks']:.1f}")
         if not n["trusted"]:
             return f"not trusted: {tally}"
         last = record.get("last_fetch")
         if last is not None and record["fetches"] and n["event_hi"] > last:
-            return (f"trusted ({tally}): a change of the host seen at {n['event_hi']:.3f}, after "
-                    f"this copy, makes it worth {n['share']:.2f} x its weight: brought forward")
+            return (f"trusted ({tally}): a change of {whose} seen at {n['event_hi']:.3f}, "
+                    f"after this copy, makes it worth {n['share']:.2f} x its weight: brought "
+                    f"forward")
         return f"trusted ({tally}): nothing new since this copy"
 
     def url_group(self, host: str, url: str) -> str:

@@ -23,6 +23,7 @@ from frontier_rate.engine.session import Session
 from frontier_rate.engine.shards import ShardCalls
 from frontier_rate.engine.validation import hint, host_name
 from frontier_rate.math import cochange, evidence
+from frontier_rate.math.lookalike import url_template
 from frontier_rate.store import contract, wire
 from frontier_rate.store.keys import page_id
 
@@ -139,18 +140,28 @@ def cochange_tally(raw: bytes | None) -> cochange.Tally:
     return cochange.Tally(lo, hi, checks, hits, expected, events, confirmed)
 
 
-def neighbours(session: Session, calls: ShardCalls, host: str) -> dict[str, Any]:
-    """``Frontier.neighbours``: whether ``host``'s pages change together (math/cochange.py):
-    its latest change event (``event_lo``, ``event_hi``: the window a fetch found it in; 0:
-    none), its own decayed ``checks``, ``hits`` and hits ``expected`` by chance, ``share`` (q,
-    shrunk toward its shard's population) and ``trusted`` (a trusted host's change brings its
-    other pages forward); ``population``: the shard's pooled checks, hits and expected."""
+def neighbours(session: Session, calls: ShardCalls, host: str,
+               url: str | None = None) -> dict[str, Any]:
+    """``Frontier.neighbours``: whether ``host``'s pages (with ``url``: that page's URL group's,
+    or its host's while the group is small, ``cochange.record_key``; named in ``key``) change
+    together (math/cochange.py): the latest change event (``event_lo``, ``event_hi``: the
+    window a fetch found it in; 0: none), its own decayed ``checks``, ``hits`` and hits
+    ``expected`` by chance, ``share`` (q, shrunk toward its shard's population) and
+    ``trusted`` (a trusted record's change brings its other pages forward); ``population``:
+    the shard's pooled checks, hits and expected."""
     host = host_name(host)
+    shard = calls.of(host)
+    key = host
     with session.errors("neighbours"):
-        own_raw, pop_raw = session.client.hmget(session.keys.cochange(calls.of(host)), host, "")
+        if url is not None:
+            group = host + url_template(url)
+            key = cochange.record_key(host, url,
+                                      session.client.zcard(session.keys.group_pages(shard, group)))
+        own_raw, pop_raw = session.client.hmget(session.keys.cochange(shard), key, "")
     t, population = cochange_tally(own_raw), cochange_tally(pop_raw)
     shrunk = cochange.pooled(t, population)
-    return {"event_lo": session.local(t.lo) if t.hi else 0.0,
+    return {"key": key,
+            "event_lo": session.local(t.lo) if t.hi else 0.0,
             "event_hi": session.local(t.hi) if t.hi else 0.0,
             "checks": t.checks, "hits": t.hits, "expected": t.expected, "events": t.events,
             "share": shrunk.share(),

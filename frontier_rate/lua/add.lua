@@ -55,6 +55,7 @@ for i = H + 3, #ARGV, 7 do
     if lib.in_aggregates(s) then lib.agg_add(weight, lib.plan_rate(s), 1, host) end
     redis.call("HINCRBY", CNT, "pages", 1)
     lib.enqueue(host, id, due)
+    if C.cochange and not source then lib.cochange_track(id, host, 0) end  -- its URL group
     added = added + 1
   end
   if meta ~= "" then

@@ -107,7 +107,7 @@ for _, host in ipairs(hosts) do
     if s and not (early and (s.fails > 0 or now - s.last_fetch < lib.early_interval(s)
         or lib.signal_says_fresh(id, host, s.last_fetch))) then
       -- a trusted co-change event since its last fetch (lua/signals.lua) may raise it
-      local g = max(lib.index(s, now), lib.cochange_value(host, s))
+      local g = max(lib.index(s, now), lib.cochange_value(id, host, s))
       if not held_source(id, host, s, g) then
         if delay == 0 then
           out[#out + 1] = struct.pack(CANDIDATE_FORMAT, g, #host) .. id .. host

@@ -12,11 +12,13 @@
 --   KEYS[5] <prefix>cnt     hash  pages, gone, fetches, changes, quarantined
 -- and derives the per-bucket and per-host keys below from the same prefix
 -- (they carry the shard's hash tag, so every key lies in one cluster slot;
--- contract.DERIVED_KEYS, BUCKET_KINDS, QUEUE_KIND; tests/test_scripting.py):
+-- contract.DERIVED_KEYS, BUCKET_KINDS, QUEUE_KIND, GROUP_KIND; tests/test_scripting.py):
 --   <prefix>s:<b>  hash id -> packed page state (STATE below)
 --   <prefix>u:<b>  hash id -> url
 --   <prefix>x:<b>  hash id -> etag, last_modified and JSON meta (see xget)
 --   <prefix>q:<host> zset id -> due time (microseconds)
+--   <prefix>cg:<host><template> zset id -> last fetch (microseconds; 0: never), the pages
+--                  of a URL group, kept only with C.cochange (lua/signals.lua)
 --   <prefix>bad    hash id -> quarantine record (see quarantine)
 --   <prefix>m:<b>  hash id -> change pattern of pages with dated changes (PATTERN)
 --   <prefix>sg     hash id -> latest claim of a sitemap, feed or push (lua/signals.lua)
@@ -268,6 +270,9 @@ local spack, sunpack, sformat = struct.pack, struct.unpack, string.format
 -- on first call: end ---------------------------------------------------------
 
 local lib = {}
+-- a URL group's pages (lua/signals.lua, co-change): a field, not a local like qkey (a
+-- script's main function may hold 200 locals)
+function lib.gkey(group) return PREFIX .. "cg:" .. group end
 
 -- Small helpers ---------------------------------------------------------------
 

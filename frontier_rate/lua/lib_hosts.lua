@@ -113,6 +113,21 @@ function lib.page_group(id, host)
   return lib.url_group(host, redis.call("HGET", ukey(id), id))
 end
 
+-- Co-change groups (issue 62, C.cochange; lua/signals.lua keeps their records): a
+-- group's pages indexed by last fetch in <prefix>cg:<host><template>.
+-- The group index of page `id` of `host` (its host .. template), nil when it has no URL.
+function lib.cochange_group(id, host)
+  local url = redis.call("HGET", ukey(id), id)
+  if not url then return nil end
+  return host .. lib.url_template(url)
+end
+
+-- Index page `id` of `host` in its URL group by its last fetch `last_fetch` (0: never).
+function lib.cochange_track(id, host, last_fetch)
+  local group = lib.cochange_group(id, host)
+  if group then redis.call("ZADD", lib.gkey(group), lib.us(last_fetch), id) end
+end
+
 -- lookalike.group_log_prior: the prior log-rate of a page of `host` in `group` (nil: none)
 -- whose own contribution is `own` (or nil).
 function lib.group_log_prior(host, group, own)

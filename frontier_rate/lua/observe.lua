@@ -109,12 +109,15 @@ local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_
   local group = lib.page_group(id, host)  -- its URL group's pool (nil: C.group_prior off)
   -- no observed interval yet: the pooled prior as it is now
   if lib.follow_prior(s, host, group) then old_rate = lib.plan_rate(s) end
-  -- co-change (lua/signals.lua, math/cochange.py): a page's fetch checks its host's last
-  -- change event; a change is the host's new event, and on a trusted host brings its
-  -- other pages forward (below, once this page is queued)
+  -- co-change (lua/signals.lua, math/cochange.py): a page's fetch checks its group's (or
+  -- host's) last change event; a change is the group's new event, and on a trusted group
+  -- brings its other pages forward (below, once this page is queued)
   local pull = false
-  if C.cochange and s.fetches > 0 and not lib.has(s.flags, F_SOURCE) then
-    pull = lib.cochange_observe(host, I, s.last_fetch, now, old_rate)
+  if C.cochange and not lib.has(s.flags, F_SOURCE) then
+    if s.fetches > 0 then
+      pull = lib.cochange_observe(lib.cochange_key(id, host), I, s.last_fetch, now, old_rate)
+    end
+    lib.cochange_track(id, host, now)  -- its group's index (after: the key is kept per call)
   end
   local old_pooled = lib.pooled_log_rate(s, old_rate)
   local tau = now - s.last_fetch
@@ -163,7 +166,7 @@ local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_
   FINISHED_LEASES[finished] = id .. host
   due = lib.enqueue(host, id, due)
   if pull then
-    local pulled = lib.cochange_pull(host, id, now)
+    local pulled = lib.cochange_pull(lib.cochange_key(id, host), host, id, now)
     if pulled > 0 then redis.call("HINCRBY", CNT, "cochange_pulls", pulled) end
   end
 

@@ -51,8 +51,8 @@ local function replan(h, from, count)
         else
           new_due = s.last_fetch + (due - s.last_fetch) * s.p * mean
         end
-        -- a page brought forward by its host's trusted co-change event keeps its time
-        if new_due > due and lib.cochange_value(h, s) >= nu_h then new_due = due end
+        -- a page brought forward by its group's trusted co-change event keeps its time
+        if new_due > due and lib.cochange_value(id, h, s) >= nu_h then new_due = due end
         s.p = 1 / mean
         lib.save(id, s)
         redis.call("ZADD", qkey(h), lib.us(new_due), id)

@@ -14,7 +14,6 @@
 -- TRUST_RATIO, PROBATION, FUTURE_SLACK, POSTPONE_MAX: the prelude (evidence.py)
 -- claim, received, win_lo, win_hi, flags (1 pending, 2 window open), then the source
 -- (SIGNAL_RECORD_SIZE: the prelude)
-local SIGNAL_RECORD = SIGNAL_RECORD_FORMAT
 local SIGNAL_PENDING, SIGNAL_WINDOW = 1, 2
 -- host, source, transition of every trust change in this call, for the caller's log
 -- (wire.signal_events); hint.lua and observe.lua return it
@@ -22,7 +21,9 @@ local SIGNAL_EVENTS = {}
 -- host|source -> {checks, failed checks}: tallies read once per call, written at once
 -- (a call may check one pair many times)
 local SIGNAL_TALLIES = {}
--- host -> its co-change record (lib.cochange_get), read once per call, written at once
+-- host or group -> its co-change record (lib.cochange_get), read once per call, written at
+-- once; and "\0" .. page id -> the key of the page's record (lib.cochange_key), worked out
+-- once per call (no host or group starts with "\0")
 local COCHANGE_READ = {}
 -- per call: begin (lua/lib.lua says what this block may hold) ----------------
 -- the two tables above, emptied (lib.lua's emptied: no allocation while they stay unused)
@@ -41,7 +42,7 @@ function lib.signal_get(id)
   if not SIGNAL_PAGES_EXIST then return nil end
   local raw = redis.call("HGET", SIGNAL_PAGES, id)
   if not raw or #raw <= SIGNAL_RECORD_SIZE then return nil end
-  local claim, received, lo, hi, flags = sunpack(SIGNAL_RECORD, raw)
+  local claim, received, lo, hi, flags = sunpack(SIGNAL_RECORD_FORMAT, raw)
   if received ~= received or lo ~= lo or hi ~= hi or flags >= 4 then return nil end
   return {claim = claim, received = received, lo = lo, hi = hi,
     pending = flags % 2 == 1, open = flags >= 2,
@@ -53,7 +54,7 @@ function lib.signal_save(id, r)
   if r.pending then flags = flags + SIGNAL_PENDING end
   if r.open then flags = flags + SIGNAL_WINDOW end
   redis.call("HSET", SIGNAL_PAGES, id,
-    spack(SIGNAL_RECORD, r.claim, r.received, r.lo, r.hi, flags) .. r.source)
+    spack(SIGNAL_RECORD_FORMAT, r.claim, r.received, r.lo, r.hi, flags) .. r.source)
   SIGNAL_PAGES_EXIST = true
 end
 
@@ -137,16 +138,37 @@ function lib.signal_says_fresh(id, host, last_fetch)
     and lib.signal_trusted(host, r.source)
 end
 
--- Co-change (issue 62): a change seen on one page of a host as evidence that its other
--- pages changed; frontier_rate/math/cochange.py states the rules (Tally, value, pulled) and
--- why. COCHANGE <prefix>cc hash: host -> "<ddddddd" event lo, event hi, checks, hits,
--- expected, confirmed events, hi of the latest confirmed (COCHANGE_FORMAT), O(1) per host; the field COCHANGE_POPULATION ("": no host is
--- named "", a URL has a host) the shard's population tally (lo = hi = 0) that every check
--- also goes into and every host's tally is shrunk toward (cochange.pooled). Only with the
--- header's `cochange` (C.cochange).
-local COCHANGE_POPULATION = ""
+-- Co-change (issue 62): a change seen on one page of a URL group (its host and path template,
+-- lib.url_template) as evidence that the group's other pages changed; a page whose group
+-- holds fewer than COCHANGE_GROUP_MIN pages counts with its host instead (a site's terms and
+-- privacy pages are groups of one). frontier_rate/math/cochange.py states the rules (Tally,
+-- value, pulled, record_key) and why. COCHANGE <prefix>cc hash: the record's key (a host,
+-- or host .. template: a template starts with "/", which no host holds) -> "<ddddddd" event
+-- lo, event hi, checks, hits, expected, confirmed events, hi of the latest confirmed
+-- (COCHANGE_FORMAT), O(1) per key; the field "" (lib.cochange_population: no host is named "", a
+-- URL has a host) the shard's population tally (lo = hi = 0) that every check also goes into
+-- and every tally is shrunk toward (cochange.pooled). A group's pages are indexed by their
+-- last fetch in the sorted set <prefix>cg:<host><template> (gkey), so a change event pulls
+-- the group's oldest copies, not the host's earliest due. Only with the header's `cochange`
+-- (C.cochange).
+-- (no local for "": a script's main function may hold 200 locals, the prelude's constants
+-- among them)
+function lib.cochange_population() return lib.cochange_get("") end
 
--- The co-change record of `host` (cochange.Tally); an unreadable one reads as none.
+-- The key of page `id`'s co-change record (cochange.record_key): its URL group once the
+-- group's index holds COCHANGE_GROUP_MIN pages, its host otherwise.
+function lib.cochange_key(id, host)
+  local key = COCHANGE_READ["\0" .. id]
+  if key then return key end
+  key = host
+  local group = lib.cochange_group(id, host)
+  if group and redis.call("ZCARD", lib.gkey(group)) >= COCHANGE_GROUP_MIN then key = group end
+  COCHANGE_READ["\0" .. id] = key
+  return key
+end
+
+-- The co-change record under `host` (a host or a group; cochange.Tally); an unreadable one
+-- reads as none.
 function lib.cochange_get(host)
   local t = COCHANGE_READ[host]
   if t then return t end
@@ -169,7 +191,7 @@ end
 -- the population's rates, once the population holds COCHANGE_POOL_MIN decayed checks and the
 -- host COCHANGE_POOL_EVENTS confirmed events.
 function lib.cochange_shrunk(t)
-  local p = lib.cochange_get(COCHANGE_POPULATION)
+  local p = lib.cochange_population()
   if p.checks < COCHANGE_POOL_MIN - 1e-9 or t.events < COCHANGE_POOL_EVENTS - 1e-9 then
     return t.checks, t.hits, t.expected
   end
@@ -201,7 +223,7 @@ function lib.cochange_observe(host, I, last_fetch, now, rate)
       t.events, t.confirmed = t.events + 1, t.hi
     end
     -- the same check into the shard's population (cochange.observe_population)
-    local p, g = lib.cochange_get(COCHANGE_POPULATION), COCHANGE_POOL_FORGET
+    local p, g = lib.cochange_population(), COCHANGE_POOL_FORGET
     p.checks, p.hits, p.expected = p.checks * g + 1, p.hits * g + I, p.expected * g + e
     p.dirty = true
     write = true
@@ -224,7 +246,7 @@ end
 function lib.cochange_flush()
   local fields = {}
   for host, t in pairs(COCHANGE_READ) do
-    if t.dirty then
+    if type(t) == "table" and t.dirty then
       fields[#fields + 1] = host
       fields[#fields + 1] = spack(COCHANGE_FORMAT, t.lo, t.hi, t.checks, t.hits, t.expected,
         t.events, t.confirmed)
@@ -239,26 +261,36 @@ end
 -- What a fetch of queued page s of `host` is worth by its host's co-change evidence
 -- (cochange.value: q * w_eff while the host is trusted and its event is news to the copy; 0
 -- otherwise, and for a page never fetched or a source).
-function lib.cochange_value(host, s)
+function lib.cochange_value(id, host, s)
   if not C.cochange or s.fetches == 0 or lib.has(s.flags, F_SOURCE) then return 0 end
-  local t = lib.cochange_get(host)
+  local t = lib.cochange_get(lib.cochange_key(id, host))
   if t.hi <= s.last_fetch or not lib.cochange_trusted(t) then return 0 end
   local checks, hits = lib.cochange_shrunk(t)
   return hits / checks * lib.eff_weight(s.weight, lib.plan_rate(s))
 end
 
--- After a change of page `id` of a trusted host at `now`: the COCHANGE_PULL_LOOK
--- earliest-due other pages of the host that the event makes worth their host's threshold
--- are due at once (cochange.pulled); returns how many.
-function lib.cochange_pull(host, id, now)
+-- After a change of page `id` of `host` at `now` that is a trusted new event of its record
+-- `key`: the other pages that the event makes worth their host's threshold are due at once
+-- (cochange.pulled): of a group, the COCHANGE_GROUP_LOOK with the oldest copies (the event
+-- is news to them); of a host, its COCHANGE_PULL_LOOK earliest due. Returns how many.
+function lib.cochange_pull(key, host, id, now)
   local nu = lib.host_nu(host)
-  local queued = redis.call("ZRANGE", qkey(host), 0, COCHANGE_PULL_LOOK - 1, "WITHSCORES")
+  local look, gk
+  if key ~= host then
+    gk = lib.gkey(key)
+    look = redis.call("ZRANGEBYSCORE", gk, "-inf", "(" .. lib.us(now), "LIMIT", 0, COCHANGE_GROUP_LOOK)
+  else
+    look = redis.call("ZRANGE", qkey(host), 0, COCHANGE_PULL_LOOK - 1)
+  end
   local pulled = 0
-  for j = 1, #queued, 2 do
-    local other = queued[j]
-    if other ~= id and lib.seconds(queued[j + 1]) > now then
-      local s = lib.peek_queued(other, host)
-      if s and s.fails == 0 and lib.cochange_value(host, s) >= nu then
+  for _, other in ipairs(look) do
+    if other ~= id then
+      -- only a queued page (a leased one is not in its host's queue) is read as one
+      local due = redis.call("ZSCORE", qkey(host), other)
+      local s = due and lib.seconds(due) > now and lib.peek_queued(other, host)
+      if not due and gk and redis.call("HEXISTS", skey(other), other) == 0 then
+        redis.call("ZREM", gk, other)  -- gone from the frontier: out of its group too
+      elseif s and s.fails == 0 and lib.cochange_value(other, host, s) >= nu then
         lib.enqueue(host, other, now)
         pulled = pulled + 1
       end

@@ -18,6 +18,17 @@ observation and never a scan of the host's pages:
   first multiplied by ``FORGET``, so a host whose pages stopped changing together loses trust
   within a few checks.
 
+**Groups.** A commit to a documentation site touches one section or one language, not the
+site: measured on ``benchmarks/docs_sites.py``'s sites, a host's share of checks that found a
+change was 0.03-0.46, too low to trust, while a sample of a few pages per URL group found
+changes its group's other copies shared (``benchmarks/sample_then_revisit.py``). So the record
+(event and tally) is kept per **URL group**, the host and the path template of
+``lookalike.url_template`` (``/zh/tutorial/*``), once the group holds ``GROUP_MIN`` pages
+(``record_key``), and per host for the pages of smaller groups (a policy site's ``/terms`` and
+``/privacy`` are groups of one: their host is their group). What follows says "host" for
+either. A group's event brings forward the group's pages with the oldest copies (``GROUP_LOOK``
+of them, from an index of the group's pages by last fetch), a host's its earliest due.
+
 The host is **trusted** while ``checks >= PROBATION``, ``hits >= MIN_SHARE * checks`` and
 ``hits >= LIFT * expected``: coincidences well beyond chance, the "interest" (lift) of an
 association P(A and B) / (P(A) P(B)) of Brin, Motwani, Ullman & Tsur (SIGMOD 1997), here
@@ -52,6 +63,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from frontier_rate.math.lookalike import url_template
+
 PROBATION = 3
 """Decayed checks before a host's co-change evidence moves anything (as ``evidence.PROBATION``;
 with ``FORGET`` it takes 4 checks: 1 + 0.9 + 0.81 = 2.71 < 3)."""
@@ -70,6 +83,12 @@ POOL_MIN = 10.0
 """Decayed checks the population needs before it is anyone's prior."""
 POOL_FORGET = 0.99
 """Each check first multiplies the population's tally by this: about the last 100 count."""
+GROUP_MIN = 4
+"""Pages a URL group (host and path template) must hold for its own record; a smaller group's
+pages count with their host (a site's terms and privacy pages are groups of one each)."""
+GROUP_LOOK = 32
+"""Pages of a group (oldest copies first) a trusted change event of the group may bring
+forward."""
 POOL_EVENTS = 2
 """Change events of its own, each confirmed by a later fetch, before the prior counts for a
 host (one coincidence is no pattern)."""
@@ -146,6 +165,15 @@ def observe_population(population: Tally, changed: bool, last_fetch: float, now:
 def chance(rate: float, tau: float) -> float:
     """The chance that a Poisson page of ``rate`` changed within ``tau``: 1 - e^{-rate tau}."""
     return -math.expm1(-max(rate, 0.0) * max(tau, 0.0))
+
+
+def record_key(host: str, url: str, group_pages: int) -> str:
+    """Whose record a page's fetch checks and feeds: its URL group's (host + path template,
+    ``lookalike.url_template``) once the group holds ``GROUP_MIN`` pages (``group_pages``), its
+    host's otherwise (module docstring, "Groups")."""
+    if group_pages >= GROUP_MIN:
+        return host + url_template(url)
+    return host
 
 
 def value(tally: Tally, w_eff: float) -> float:

@@ -7,7 +7,7 @@ Two parts of the contract stay written in Lua and are checked against this modul
 tests that fail on any drift (tests/test_scripting.py): the header that lib.lua reads
 into ``C`` (``HEADER``, also checked by tests/test_store.py) and the key names lib.lua
 derives from ``KEYS[1]`` (``SHARD_KEYS``, ``DERIVED_KEYS``, ``BUCKET_KINDS``,
-``QUEUE_KIND``), which a security test (tests/test_reliability_engine.py) wants as
+``QUEUE_KIND``, ``GROUP_KIND``), which a security test (tests/test_reliability_engine.py) wants as
 literal lines there.
 
 Struct layouts are written in Python's ``struct`` dialect; ``lua_format`` turns one into
@@ -41,6 +41,8 @@ BUCKET_KINDS = ("s:", "u:", "x:", "m:")
 """Per-bucket hashes ``fr:{ns:s}:<kind><b>``: page state, URL, extras, change pattern."""
 QUEUE_KIND = "q:"
 """A host's queue, ``fr:{ns:s}:q:<host>``."""
+GROUP_KIND = "cg:"
+"""A URL group's pages by last fetch, ``fr:{ns:s}:cg:<host><template>`` (co-change only)."""
 
 # --------------------------------------------------------------------------- the header
 
@@ -121,6 +123,8 @@ CONSTANTS = {
     "COCHANGE_LIFT": cochange.LIFT,
     "COCHANGE_FORGET": cochange.FORGET,
     "COCHANGE_PULL_LOOK": cochange.PULL_LOOK,
+    "COCHANGE_GROUP_MIN": cochange.GROUP_MIN,
+    "COCHANGE_GROUP_LOOK": cochange.GROUP_LOOK,
     "COCHANGE_POOL_STRENGTH": cochange.POOL_STRENGTH,
     "COCHANGE_POOL_MIN": cochange.POOL_MIN,
     "COCHANGE_POOL_FORGET": cochange.POOL_FORGET,

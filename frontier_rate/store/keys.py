@@ -293,6 +293,11 @@ class Keys:
     def queue(self, shard: int, host: str) -> str:
         return f"{self.prefix(shard)}q:{host}"
 
+    def group_pages(self, shard: int, group: str) -> str:
+        """zset page id -> last fetch (µs; 0: never): a URL group's pages, ``group`` its host
+        and path template, kept only with co-change on (lua/signals.lua)."""
+        return f"{self.prefix(shard)}cg:{group}"
+
     def cursor(self, shard: int) -> str:
         return f"{self.prefix(shard)}cursor"
 
