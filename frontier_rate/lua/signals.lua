@@ -272,13 +272,16 @@ end
 -- After a change of page `id` of `host` at `now` that is a trusted new event of its record
 -- `key`: the other pages that the event makes worth their host's threshold are due at once
 -- (cochange.pulled): of a group, the COCHANGE_GROUP_LOOK with the oldest copies (the event
--- is news to them); of a host, its COCHANGE_PULL_LOOK earliest due. Returns how many.
+-- is news to them; a leased one is passed over, one no longer in the frontier leaves the
+-- index); of a host, its COCHANGE_PULL_LOOK earliest due. Returns how many.
 function lib.cochange_pull(key, host, id, now)
   local nu = lib.host_nu(host)
   local look, gk
   if key ~= host then
     gk = lib.gkey(key)
-    look = redis.call("ZRANGEBYSCORE", gk, "-inf", "(" .. lib.us(now), "LIMIT", 0, COCHANGE_GROUP_LOOK)
+    -- fetched (a score of 0: never; such a page has no copy to bring up to date), before now
+    look = redis.call("ZRANGEBYSCORE", gk, "(0", "(" .. lib.us(now), "LIMIT", 0,
+      COCHANGE_GROUP_LOOK)
   else
     look = redis.call("ZRANGE", qkey(host), 0, COCHANGE_PULL_LOOK - 1)
   end
