@@ -1,6 +1,7 @@
-"""Co-change evidence: a change seen on one page of a host as evidence that its other pages
-changed too (issue 62). No Redis: lua/signals.lua ("Co-change") applies the same rules
-atomically in observe.lua, candidates.lua and refresh.lua; tests check the two agree.
+"""Co-change evidence: a change seen on one page of a URL group (or of a host, for pages of
+small groups) as evidence that its other pages changed too (issue 62). No Redis:
+lua/signals.lua ("Co-change") applies the same rules atomically in observe.lua,
+candidates.lua and refresh.lua; tests check the two agree.
 
 Why: below ~0.1 fetches/page/day a page is fetched a few times in its life and its own
 history says little, but pages of one site often change together (terms and privacy policy
