@@ -914,7 +914,7 @@ LUA_KEY_ARGS = {"READY", "HOSTS", "LEASES", "AGG", "CNT", "BAD", "HOST_PRIOR", "
                 "DATES", "HOST_PAGES", "HOST_SWEEP", "cursor_key", "KEYS[1]", "SUMMARY", "PROBE",
                 "CFG", "NU", "SIGNAL_PAGES", "SIGNAL_TRUST", "COCHANGE",
                 "KEYS[2]"}  # KEYS[2]: send_slot.lua's senders, passed in
-LUA_KEY_FUNCS = {"skey", "ukey", "xkey", "qkey", "mkey", "bkey"}
+LUA_KEY_FUNCS = {"skey", "ukey", "xkey", "qkey", "mkey", "bkey", "lib.gkey"}
 LUA_FORBIDDEN = re.compile(r"\b(loadstring|load|dofile|loadfile|require|setfenv|getfenv|rawset|"
                            r"_G|cmsgpack|cjson|math\.random)\b")
 LUA_DEFINITIONS = [  # every key name derives from KEYS[1]: these lines must stay as they are
@@ -925,6 +925,7 @@ LUA_DEFINITIONS = [  # every key name derives from KEYS[1]: these lines must sta
     'local READY, HOSTS, LEASES, AGG, CNT = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]',
     'BAD = PREFIX .. "bad"',
     'local function qkey(host) return PREFIX .. "q:" .. host end',
+    'function lib.gkey(group) return PREFIX .. "cg:" .. group end',  # a URL group's pages
     'key = PREFIX .. kind .. b',  # in bkey; kind: "s:", "u:", "x:", "m:" (skey ... mkey, BUCKET_KINDS)
     'HOST_PRIOR = PREFIX .. "hr"',
     'HOST_AGG = PREFIX .. "ha"',

@@ -276,11 +276,11 @@ end
 -- index); of a host, its COCHANGE_PULL_LOOK earliest due. Returns how many.
 function lib.cochange_pull(key, host, id, now)
   local nu = lib.host_nu(host)
-  local look, gk
-  if key ~= host then
-    gk = lib.gkey(key)
+  local look
+  local grouped = key ~= host
+  if grouped then
     -- fetched (a score of 0: never; such a page has no copy to bring up to date), before now
-    look = redis.call("ZRANGEBYSCORE", gk, "(0", "(" .. lib.us(now), "LIMIT", 0,
+    look = redis.call("ZRANGEBYSCORE", lib.gkey(key), "(0", "(" .. lib.us(now), "LIMIT", 0,
       COCHANGE_GROUP_LOOK)
   else
     look = redis.call("ZRANGE", qkey(host), 0, COCHANGE_PULL_LOOK - 1)
@@ -291,8 +291,8 @@ function lib.cochange_pull(key, host, id, now)
       -- only a queued page (a leased one is not in its host's queue) is read as one
       local due = redis.call("ZSCORE", qkey(host), other)
       local s = due and lib.seconds(due) > now and lib.peek_queued(other, host)
-      if not due and gk and redis.call("HEXISTS", skey(other), other) == 0 then
-        redis.call("ZREM", gk, other)  -- gone from the frontier: out of its group too
+      if not due and grouped and redis.call("HEXISTS", skey(other), other) == 0 then
+        redis.call("ZREM", lib.gkey(key), other)  -- gone from the frontier: out of its group too
       elseif s and s.fails == 0 and lib.cochange_value(other, host, s) >= nu then
         lib.enqueue(host, other, now)
         pulled = pulled + 1
