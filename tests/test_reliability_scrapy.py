@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 
 import pytest
 import redis
+from w3lib.url import safe_url_string
 
 sys.path.insert(0, str(Path(__file__).parent))
 from conftest import start_redis_server  # noqa: E402
@@ -315,6 +316,15 @@ def test_pages_due_during_a_redis_pause_never_hold_the_event_loop(namespace, tmp
 # -- bad URLs from the spider ------------------------------------------------------------------
 
 
+def _builds(url: str) -> bool:
+    """Can Scrapy build a request for ``url`` (w3lib's ``safe_url_string`` accepts it)?"""
+    try:
+        safe_url_string(url)
+    except ValueError:
+        return False
+    return True
+
+
 def test_bad_urls_are_fetched_once_and_good_ones_crawled(namespace, redis_url, tmp_path):
     """Start requests and followed links with URLs the frontier cannot keep as pages.
 
@@ -330,13 +340,17 @@ def test_bad_urls_are_fetched_once_and_good_ones_crawled(namespace, redis_url, t
     with ChangingSite("127.0.0.1") as site:
         # over the engine's MAX_URL_LENGTH (2048), under Scrapy's URLLENGTH_LIMIT (2083)
         long_path = "/" + "x" * (2060 - len(site.url("/")))
-        bad_links = ["ftp://127.0.0.1/file", "http://exa mple.com/x", long_path]
+        # a host with a space: w3lib < 2.6 lets Scrapy build its request (the frontier refuses
+        # it), w3lib >= 2.6 makes scrapy.Request itself raise, so no crawl can yield it there
+        spaced = ["http://exa mple.com/", "http://exa mple.com/x"] if _builds(
+            "http://exa mple.com/") else []
+        bad_links = ["ftp://127.0.0.1/file", *spaced[1:], long_path]
         site.set("/links", "".join(f'<a href="{href}">l</a>' for href in
                                    [*bad_links, "/good3"]))
         for path in ("/good1", "/good2", "/good3"):
             site.set(path, f"<p>{path}</p>")
         long_start = "/" + "y" * (2060 - len(site.url("/")))
-        bad_starts = ["http://exa mple.com/", "data:text/plain,hello", "ftp://127.0.0.1/x",
+        bad_starts = [*spaced[:1], "data:text/plain,hello", "ftp://127.0.0.1/x",
                       site.url(long_start)]
         crlf = site.url("/good1\r\nX-Injected: 1\x00")
         starts = [{"url": site.url("/good1")}, *({"url": u} for u in bad_starts),
@@ -356,9 +370,8 @@ def test_bad_urls_are_fetched_once_and_good_ones_crawled(namespace, redis_url, t
         assert all(len(url) <= 203 for url in warned)  # named, truncated
         assert sorted(warned) == sorted(
             u if len(u) <= 200 else u[:200] + "..." for u in
-            ["http://exa mple.com/", "http://exa mple.com/x", site.url(long_start),
-             site.url(long_path)]), warned
-        assert crawl.stats["frontier_rate/not_revisitable"] == len(warned) == 4
+            [*spaced, site.url(long_start), site.url(long_path)]), warned
+        assert crawl.stats["frontier_rate/not_revisitable"] == len(warned) == 2 + len(spaced)
         frontier = open_frontier(redis_url, namespace)
         try:
             assert frontier.page(site.url("/good3")) is not None
