@@ -122,9 +122,10 @@ function lib.cochange_group(id, host)
   return host .. lib.url_template(url)
 end
 
--- Index page `id` of `host` in its URL group by its last fetch `last_fetch` (0: never).
-function lib.cochange_track(id, host, last_fetch)
-  local group = lib.cochange_group(id, host)
+-- Index page `id` of `host` in its URL group by its last fetch `last_fetch` (0: never);
+-- `group`: the group when the caller has read it already (lib.cochange_key), else nil.
+function lib.cochange_track(id, host, last_fetch, group)
+  group = group or lib.cochange_group(id, host)
   if group then redis.call("ZADD", lib.gkey(group), lib.us(last_fetch), id) end
 end
 

@@ -114,10 +114,9 @@ local function observe_one(id, host, token, now, fp, not_modified, etag_arg, lm_
   -- brings its other pages forward (below, once this page is queued)
   local pull = false
   if C.cochange and not lib.has(s.flags, F_SOURCE) then
-    if s.fetches > 0 then
-      pull = lib.cochange_observe(lib.cochange_key(id, host), I, s.last_fetch, now, old_rate)
-    end
-    lib.cochange_track(id, host, now)  -- its group's index (after: the key is kept per call)
+    local key, cc_group = lib.cochange_key(id, host)
+    if s.fetches > 0 then pull = lib.cochange_observe(key, I, s.last_fetch, now, old_rate) end
+    lib.cochange_track(id, host, now, cc_group)  -- its group's index (the key is kept per call)
   end
   local old_pooled = lib.pooled_log_rate(s, old_rate)
   local tau = now - s.last_fetch

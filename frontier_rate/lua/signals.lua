@@ -22,8 +22,8 @@ local SIGNAL_EVENTS = {}
 -- (a call may check one pair many times)
 local SIGNAL_TALLIES = {}
 -- host or group -> its co-change record (lib.cochange_get), read once per call, written at
--- once; and "\0" .. page id -> the key of the page's record (lib.cochange_key), worked out
--- once per call (no host or group starts with "\0")
+-- once; and "\0" .. page id -> {the key of the page's record, its URL group}
+-- (lib.cochange_key), worked out once per call (no host or group starts with "\0")
 local COCHANGE_READ = {}
 -- per call: begin (lua/lib.lua says what this block may hold) ----------------
 -- the two tables above, emptied (lib.lua's emptied: no allocation while they stay unused)
@@ -157,14 +157,15 @@ function lib.cochange_population() return lib.cochange_get("") end
 
 -- The key of page `id`'s co-change record (cochange.record_key): its URL group once the
 -- group's index holds COCHANGE_GROUP_MIN pages, its host otherwise.
+-- Also returns the page's URL group (nil: no URL), read with it.
 function lib.cochange_key(id, host)
-  local key = COCHANGE_READ["\0" .. id]
-  if key then return key end
-  key = host
+  local kept = COCHANGE_READ["\0" .. id]
+  if kept then return kept[1], kept[2] end
+  local key = host
   local group = lib.cochange_group(id, host)
   if group and redis.call("ZCARD", lib.gkey(group)) >= COCHANGE_GROUP_MIN then key = group end
-  COCHANGE_READ["\0" .. id] = key
-  return key
+  COCHANGE_READ["\0" .. id] = {key, group}
+  return key, group
 end
 
 -- The co-change record under `host` (a host or a group; cochange.Tally); an unreadable one
