@@ -131,6 +131,26 @@ def run_found(task: tuple) -> tuple[float, int, dict]:
     return per_page_day, seed, out
 
 
+def run_chance(task: tuple) -> tuple[float, int, dict]:
+    """``--min-change-chance``: ours (defaults otherwise) with that least chance of a change a
+    revisit needs, against uniform and the bound; ours at the default chance is the table of
+    record's ``ours`` (the same seeds replay the same runs)."""
+    pages, per_page_day, seed, url, chance = task
+    world = World(pages, per_page_day, seed=seed, host_share=HOST_SHARE)
+    uniform = score(world, run_baseline(world, "uniform"))
+    bound = clairvoyant(world)
+    tick = unit(world)
+    fetches, info = run_ours(world, url, seed, tick=tick, urls=urls_of(world, seed),
+                             min_change_chance=chance)
+    ours = score(world, fetches, tick)
+    gap = (ours["freshness"] - uniform["freshness"]) / (bound - uniform["freshness"])
+    print(f"  B={per_page_day:<5g} seed {seed}: uniform {uniform['freshness']:.4f} (spent "
+          f"{uniform['spent_all_of_budget']:.2f}) ours at min_change_chance {chance:g} "
+          f"{ours['freshness']:.4f} (spent {ours['spent_all_of_budget']:.2f}, nu {info['nu']:.3g}, "
+          f"violations {ours['violations']}) clairvoyant {bound:.4f}: gap closed {gap:.2f}", flush=True)
+    return per_page_day, seed, {"ours": ours, "uniform": uniform, "gap": gap}
+
+
 def urls_of(world: World, seed: int) -> list[str]:
     """The pages' URLs: the site's own paths on host ``h<index>`` (the seed's salt in the host
     name and a query reorders first fetches, as ``policy.page_urls`` does, paths untouched)."""
@@ -282,6 +302,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--found", action="store_true",
                         help="the pages added within the window arrive when added: ours with and "
                              "without the URL-group prior (prints only)")
+    parser.add_argument("--min-change-chance", type=float,
+                        help="ours at this min_change_chance (the engine's option; default "
+                             "0.02) against uniform and the bound (prints only)")
     parser.add_argument("--url", default=os.environ.get("FRONTIER_RATE_REDIS_URL"))
     args = parser.parse_args(argv)
     from _report import read_json, write_json, write_section
@@ -301,6 +324,11 @@ def main(argv: list[str] | None = None) -> int:
             pool_map(run_found, [(pages, found, b, s, args.url) for b in budgets for s in seeds], args.jobs)
         return 0
     pages = population(every)
+    if args.min_change_chance is not None:
+        with embedded_redis(args.url, "docs-sites"):
+            pool_map(run_chance, [(pages, b, s, args.url, args.min_change_chance)
+                                  for b in budgets for s in seeds], args.jobs)
+        return 0
     pop = describe(pages)
     print(f"{pop['pages']} pages of {pop['hosts']} sites, {pop['unchanged_share']:.0%} unchanged; "
           f"{pop['within_a_day_of_a_neighbour']:.0%} of changes within a day of a neighbour's "

@@ -184,8 +184,8 @@ def score(world: World, fetches: list[np.ndarray], tick: float = 1.0) -> dict:
 
 def run_ours(world: World, url: str | None, seed: int, tick: float = 1.0,
              every_estimate: bool = False, cochange: bool = False, group_prior: bool = False,
-             urls: list[str] | None = None,
-             arrivals: np.ndarray | None = None) -> tuple[list[np.ndarray], dict]:
+             urls: list[str] | None = None, arrivals: np.ndarray | None = None,
+             min_change_chance: float | None = None) -> tuple[list[np.ndarray], dict]:
     """``policy.drive`` with the engine's defaults, every fetch counted, reading the
     estimates before the namespace is dropped. ``seed``: the engine's random stream and a
     salt in every URL that reorders first fetches, hosts included (``policy.page_urls``). ``tick``: simulated
@@ -198,12 +198,13 @@ def run_ours(world: World, url: str | None, seed: int, tick: float = 1.0,
     under the seed's salt when None). The run info has ``prior_bytes``: the bytes of the
     pooled-prior hashes (hosts, population, URL groups) at the end. ``arrivals``: when each
     page is found (simulated seconds; None: all at 0): a page is added then, as a crawl
-    discovers it."""
+    discovers it. ``min_change_chance``: the engine's option (None: its default)."""
     namespace = f"weblike-{world.per_page_day:g}-{seed}-{os.getpid()}-{time.monotonic_ns() % 10**9}"
     f = Frontier(url, namespace=namespace, budget=world.budget * tick,
                  min_host_delay=world.host_delay / tick, min_interval=MIN_INTERVAL / tick,
                  max_interval=MAX_INTERVAL / tick, lease_timeout=1e12, prior_rate=tick / DAY,
-                 seed=seed, budget_first_fetches=True, cochange=cochange, group_prior=group_prior)
+                 seed=seed, budget_first_fetches=True, cochange=cochange, group_prior=group_prior,
+                 **({} if min_change_chance is None else {"min_change_chance": min_change_chance}))
     urls = urls or page_urls(world.host, draw_salt(seed))
     index = {u: i for i, u in enumerate(urls)}
     found = np.zeros(world.n) if arrivals is None else np.asarray(arrivals, dtype=float) / tick

@@ -211,6 +211,7 @@ TABLE: tuple[Setting, ...] = (
        readers=frozenset({SCRAPY})),
     _s("COCHANGE", boolean, False, "`False`", option="cochange"),
     _s("GROUP_PRIOR", boolean, False, "`False`", option="group_prior"),
+    _s("MIN_CHANGE_CHANCE", typed(float), None, "`0.02`", option="min_change_chance"),
     _s("SHARED_SEND", boolean, True, "`True`", field="shared_send"),
     _s("OVERRIDE_SETTINGS", boolean, False, "`False`", readers=frozenset({SCRAPY}),
        field="override_settings"),

@@ -116,6 +116,11 @@ class Frontier:
     showed that they change together (math/cochange.py, issue 62; False: off).
     ``group_prior``: a new page starts from the pooled estimate of its host's pages whose URLs
     have the same path template (math/lookalike.py, issue 62; False: off, the host's pool).
+    ``min_change_chance``: a revisit waits until the chance that its page changed since its
+    last fetch reaches this (default ``math.index.MIN_CHANGE_CHANCE``, 0.02), so a budget
+    larger than the pages are worth is left unspent (issue 60); lower it to spend more of a
+    set budget on slow pages (0: the whole budget; docs/MATH.md "A fetch worth its token").
+    Set it alike in every process of a frontier.
 
     The shared settings (``budget``, ``min_host_delay``, ``min_interval``,
     ``max_interval``, ``lease_timeout``, ``prior_rate``) read as attributes: the

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from frontier_rate.engine.validation import Options, check_options, real
+from frontier_rate.math.index import MIN_CHANGE_CHANCE
 from frontier_rate.store.connection import SOCKET_TIMEOUT
 
 
@@ -44,6 +45,7 @@ class FrontierOptions:
     clock_sync: bool | None = None
     cochange: bool = False
     group_prior: bool = False
+    min_change_chance: float = MIN_CHANGE_CHANCE
 
     def replace(self, **changes: Any) -> FrontierOptions:
         """These options with ``changes``; a TypeError names an unknown option."""

@@ -147,7 +147,8 @@ class Session:
             interval_prior_info=INTERVAL_PRIOR_INFO, interval_max_step=INTERVAL_MAX_STEP,
             buckets=self.buckets, cells=config.cells,
             server_clock_rate=options.server_clock_rate, cochange=int(options.cochange),
-            group_prior=int(options.group_prior), namespace_id=self.namespace_id)
+            group_prior=int(options.group_prior),
+            worth_y=policy.worth_y(options.min_change_chance), namespace_id=self.namespace_id)
         self._settings_version = config.version
         self.apply_settings(config.settings)
 

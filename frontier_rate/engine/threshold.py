@@ -20,7 +20,6 @@ import numpy as np
 from frontier_rate.engine.session import Session
 from frontier_rate.engine.shards import ShardCalls, log_quarantined
 from frontier_rate.math.budget import solve_threshold
-from frontier_rate.math.index import MIN_CHANGE_CHANCE
 from frontier_rate.store import wire
 
 logger = logging.getLogger(__name__)
@@ -148,9 +147,9 @@ class Threshold:
             if cells:
                 names, hosts, caps = self.host_candidates(cells)
                 sol = solve_threshold(cells, settings["budget"], settings["min_interval"],
-                                             longest,
-                                             self.session.options.objective,
-                                             guess=self.nu or None, hosts=hosts, caps=caps)
+                                      longest, self.session.options.objective,
+                                      guess=self.nu or None, hosts=hosts, caps=caps,
+                                      chance=self.session.options.min_change_chance)
                 nu, rate, status = sol.nu, sol.rate, sol.status
                 for (shard, host), nu_h in zip(names, sol.host_nu, strict=True):
                     if nu_h > nu:
@@ -173,10 +172,11 @@ class Threshold:
         if unspent and not self._unspent:
             logger.info("namespace %r: the pages are worth %.3g revisits/s, %.1f%% of the budget "
                         "(%g/s): no page is revisited before min_interval (%g s) nor before the "
-                        "chance that it changed reaches %g (math.index.MIN_CHANGE_CHANCE); the rest "
-                        "of the budget is left unspent", self.session.namespace, rate,
-                        100.0 * rate / budget, budget, self.session.settings["min_interval"],
-                        MIN_CHANGE_CHANCE)
+                        "chance that it changed reaches %g (min_change_chance); the rest of the "
+                        "budget is left unspent (a lower min_change_chance spends more of it)",
+                        self.session.namespace, rate, 100.0 * rate / budget, budget,
+                        self.session.settings["min_interval"],
+                        self.session.options.min_change_chance)
         elif self._unspent and not unspent:
             logger.info("namespace %r: the pages are worth the whole budget again (%g/s)",
                         self.session.namespace, budget)

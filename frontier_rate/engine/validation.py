@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 from frontier_rate.engine.records import Lease
 from frontier_rate.math.evidence import check_source
-from frontier_rate.math.index import OBJECTIVES
+from frontier_rate.math.index import MIN_CHANGE_CHANCE, OBJECTIVES
 from frontier_rate.store.keys import NAMESPACE_RE, float32
 
 logger = logging.getLogger(__name__)
@@ -125,6 +125,7 @@ class Options:
     budget_first_fetches: bool
     cochange: bool = False
     group_prior: bool = False
+    min_change_chance: float = MIN_CHANGE_CHANCE
 
 
 def check_options(*, namespace: str, estimator: str, policy: str, objective: str,
@@ -135,7 +136,8 @@ def check_options(*, namespace: str, estimator: str, policy: str, objective: str
                   change_dates: bool, server_clock_rate: float,
                   budget_first_fetches: bool, override_settings: bool = False,
                   clock_sync: bool | None = None, cochange: bool = False,
-                  group_prior: bool = False) -> tuple[Options, dict[str, float | None]]:
+                  group_prior: bool = False, min_change_chance: float = MIN_CHANGE_CHANCE
+                  ) -> tuple[Options, dict[str, float | None]]:
     """Check ``Frontier``'s options (ValueError naming the first bad one): the process's own
     ``Options`` and the shared settings asked for (None: the namespace's)."""
     if not isinstance(namespace, str) or not NAMESPACE_RE.match(namespace):
@@ -166,8 +168,17 @@ def check_options(*, namespace: str, estimator: str, policy: str, objective: str
         change_dates=bool(change_dates),
         server_clock_rate=real("server_clock_rate", server_clock_rate, minimum=0.0, strict=True),
         budget_first_fetches=bool(budget_first_fetches), cochange=bool(cochange),
-        group_prior=bool(group_prior))
+        group_prior=bool(group_prior), min_change_chance=change_chance(min_change_chance))
     return options, requested
+
+
+def change_chance(value: Any) -> float:
+    """``min_change_chance``: a probability in [0, 1) (0: a budget is spent whatever the pages
+    are worth, issue 60); ValueError naming the value otherwise."""
+    chance = real("min_change_chance", value, minimum=0.0)
+    if chance >= 1.0:
+        raise ValueError(f"min_change_chance must be below 1 (a chance), got {value!r}")
+    return chance
 
 
 def namespace_name(namespace: Any) -> str:

@@ -46,7 +46,7 @@
 -- of every format.
 
 -- H: the header's length (ARGV[1..H], C below)
-local H = 22
+local H = 23
 
 -- The last parsed header, kept from call to call by a Functions library (an EVAL script
 -- keeps nothing: its LAST_C is nil at every call): a call whose header equals the last one
@@ -125,7 +125,8 @@ if not C then
   min_host_delay = tonumber(ARGV[13]), lease_timeout = tonumber(ARGV[14]),
   buckets = tonumber(ARGV[15]), log_prior_rate = tonumber(ARGV[16]), cells = ARGV[17],
   server_clock_rate = tonumber(ARGV[18]), cochange = ARGV[19] == "1",
-  group_prior = ARGV[20] == "1", namespace_id = ARGV[21], digest = ARGV[22],
+  group_prior = ARGV[20] == "1", worth_y = tonumber(ARGV[21]), namespace_id = ARGV[22],
+  digest = ARGV[23],
   }
   LAST_C = C
 end

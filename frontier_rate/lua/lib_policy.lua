@@ -58,10 +58,11 @@ function lib.optimal_y(c)
 end
 
 -- The shortest interval after which a page of rate lam may have changed enough to be worth a
--- fetch: WORTH_Y / lam, where the chance of a change 1 - e^{-lam t} reaches
--- index.MIN_CHANGE_CHANCE (issue 60; index.worth_interval); inf for lam = 0 (longest binds).
+-- fetch: C.worth_y / lam, where the chance of a change 1 - e^{-lam t} reaches the process's
+-- min_change_chance (default index.MIN_CHANGE_CHANCE; the header carries -log(1 - chance);
+-- issue 60; index.worth_interval); inf for lam = 0 (longest binds).
 function lib.worth_wait(lam)
-  if lam > 0 then return WORTH_Y / lam end
+  if lam > 0 then return C.worth_y / lam end
   return huge
 end
 

@@ -415,6 +415,13 @@ WORTH_Y = -math.log1p(-MIN_CHANGE_CHANCE)
 gets it through store/contract.py CONSTANTS."""
 
 
+def worth_y(chance: float) -> float:
+    """λt at which the chance of a change 1 − e^{−λt} reaches ``chance``: −log(1 − chance)
+    (``WORTH_Y`` for ``MIN_CHANGE_CHANCE``); what the engine's scripts get in their header
+    (``worth_y``) from the ``min_change_chance`` option."""
+    return WORTH_Y if chance == MIN_CHANGE_CHANCE else -math.log1p(-chance)
+
+
 def worth_interval(rate, min_interval: float, max_interval: float,
                    chance: float = MIN_CHANGE_CHANCE) -> np.ndarray | float:
     """The shortest interval at which a page of change ``rate`` is worth a fetch:
@@ -428,7 +435,7 @@ def worth_interval(rate, min_interval: float, max_interval: float,
     worth is left unspent instead of spent at ``min_interval``. λ = 0: ``max_interval``.
     """
     lam = _array("rate", rate)
-    y = WORTH_Y if chance == MIN_CHANGE_CHANCE else -math.log1p(-chance)
+    y = worth_y(chance)
     with np.errstate(divide="ignore"):
         t = np.where(lam > 0, y / np.where(lam > 0, lam, 1.0), np.inf)
     return _result(np.minimum(np.maximum(t, min_interval), max_interval), rate)

@@ -49,7 +49,7 @@ GROUP_KIND = "cg:"
 HEADER = ("now", "nu", "objective", "policy", "estimator", "min_interval", "max_interval",
           "eta", "beta", "omega", "interval_prior_info", "interval_max_step", "min_host_delay",
           "lease_timeout", "buckets", "log_prior_rate", "cells", "server_clock_rate",
-          "cochange", "group_prior", "namespace_id", "digest")
+          "cochange", "group_prior", "worth_y", "namespace_id", "digest")
 """ARGV[1 .. len(HEADER)] of every shard script, in the order lua/lib.lua reads them into its
 table ``C`` (same names on both sides). ``digest``, the last, names the values of the fields
 between ``now`` and it (``wire.Header``): a Functions library that saw the same digest on its
@@ -117,7 +117,6 @@ CONSTANTS = {
     "INTERVAL_FLOOR_SPAN": index.INTERVAL_FLOOR_SPAN,
     "EXPLORE_C": index.EXPLORE_C,
     "EXPLORE_CHANGES": index.EXPLORE_CHANGES,
-    "WORTH_Y": index.WORTH_Y,
     "COCHANGE_PROBATION": cochange.PROBATION,
     "COCHANGE_MIN_SHARE": cochange.MIN_SHARE,
     "COCHANGE_LIFT": cochange.LIFT,
@@ -135,8 +134,9 @@ CONSTANTS = {
 }
 """Numbers both sides use, by their Lua name; each value has one Python home (this module,
 evidence.py for the claims of sitemaps/feeds/pushes, pattern.py for the change pattern,
-index.py for the rate floor, the exploration of always-changed pages and the least
-chance of a change a revisit is worth)."""
+index.py for the rate floor and the exploration of always-changed pages). The least chance
+of a change a revisit is worth is a process option (``min_change_chance``): the header's
+``worth_y`` carries it."""
 
 _LUA_CODES = {"B": "B", "b": "b", "H": "I2", "h": "i2", "I": "I4", "i": "i4", "Q": "I8",
               "q": "i8", "f": "f", "d": "d"}
