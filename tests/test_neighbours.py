@@ -163,6 +163,23 @@ def test_the_record_key_agrees_with_the_lua(redis_url, namespace):
     f.close()
 
 
+def test_a_gone_page_leaves_its_group(redis_url, namespace):
+    """A page marked gone (three 404s) no longer counts toward its group's GROUP_MIN pages:
+    a group of GROUP_MIN pages that loses one counts with its host again."""
+    f = frontier(redis_url, namespace)
+    urls = [f"http://g.test/b/page-{i}" for i in range(cochange.GROUP_MIN)]
+    f.add_many(urls, now=0.0)
+    assert f.neighbours("g.test", urls[1])["key"] == "g.test/b/*"
+    f.observe_many([(d, {"fingerprint": "v0", "fetched_at": 0.0})
+                    for d in f.next_requests(10, now=0.0) if d.url != urls[0]])
+    for k in range(3):
+        (lease,) = [d for d in f.next_requests(10, now=DAY * (k + 1)) if d.url == urls[0]]
+        f.failed(lease, "not found", status=404, now=DAY * (k + 1))
+    assert f.page(urls[0])["status"] == "gone"
+    assert f.neighbours("g.test", urls[1])["key"] == "g.test"
+    f.close()
+
+
 def lying(days: float) -> tuple[dict, dict]:
     """A host whose pages change together once (day 2), then p0 changes every day alone."""
     changes = {"http://l.test/p0": [2.5 * DAY] + [k * DAY + 0.3 * DAY for k in range(3, int(days))],

@@ -33,6 +33,7 @@ if not_found and s.notfound >= gone_after then
   lib.save(id, s)
   if lib.in_aggregates(s) then lib.agg_add(s.weight, lib.plan_rate(s), -1, host) end
   redis.call("HINCRBY", CNT, "gone", 1)
+  if C.cochange and not lib.has(s.flags, F_SOURCE) then lib.cochange_forget(id, host) end
   if lib.has(s.flags, F_SOURCE) then redis.call("HINCRBY", CNT, "sources", -1) end
   return lib.finish({"gone", "0"})
 end

@@ -129,6 +129,13 @@ function lib.cochange_track(id, host, last_fetch, group)
   if group then redis.call("ZADD", lib.gkey(group), lib.us(last_fetch), id) end
 end
 
+-- Take page `id` of `host` out of its URL group's index (it is gone: its group no longer
+-- counts it toward GROUP_MIN, and a pull never looks at it).
+function lib.cochange_forget(id, host)
+  local group = lib.cochange_group(id, host)
+  if group then redis.call("ZREM", lib.gkey(group), id) end
+end
+
 -- lookalike.group_log_prior: the prior log-rate of a page of `host` in `group` (nil: none)
 -- whose own contribution is `own` (or nil).
 function lib.group_log_prior(host, group, own)
