@@ -45,7 +45,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _run import embedded_redis, pool_map  # noqa: E402
 from policy import run_baseline  # noqa: E402
 from real_traces import clairvoyant, every_page_changes, masked_freshness  # noqa: E402
-from web_like import DAY, TICK, WARMUP_DAYS, WINDOW_DAYS, Page, World, run_ours, score  # noqa: E402
+from web_like import (  # noqa: E402
+    DAY,
+    TICK,
+    WARMUP_DAYS,
+    WINDOW_DAYS,
+    Page,
+    World,
+    compare_chance,
+    run_ours,
+    score,
+)
 from web_like_groups import _gap, _spread  # noqa: E402 (the same gap and spread)
 
 DATA = Path(__file__).resolve().parent / "data" / "docs_sites.json.gz"
@@ -132,23 +142,12 @@ def run_found(task: tuple) -> tuple[float, int, dict]:
 
 
 def run_chance(task: tuple) -> tuple[float, int, dict]:
-    """``--min-change-chance``: ours (defaults otherwise) with that least chance of a change a
-    revisit needs, against uniform and the bound; ours at the default chance is the table of
-    record's ``ours`` (the same seeds replay the same runs)."""
+    """``--min-change-chance``: ``web_like.compare_chance`` on this population (its host share,
+    clock unit and URLs)."""
     pages, per_page_day, seed, url, chance = task
     world = World(pages, per_page_day, seed=seed, host_share=HOST_SHARE)
-    uniform = score(world, run_baseline(world, "uniform"))
-    bound = clairvoyant(world)
-    tick = unit(world)
-    fetches, info = run_ours(world, url, seed, tick=tick, urls=urls_of(world, seed),
-                             min_change_chance=chance)
-    ours = score(world, fetches, tick)
-    gap = (ours["freshness"] - uniform["freshness"]) / (bound - uniform["freshness"])
-    print(f"  B={per_page_day:<5g} seed {seed}: uniform {uniform['freshness']:.4f} (spent "
-          f"{uniform['spent_all_of_budget']:.2f}) ours at min_change_chance {chance:g} "
-          f"{ours['freshness']:.4f} (spent {ours['spent_all_of_budget']:.2f}, nu {info['nu']:.3g}, "
-          f"violations {ours['violations']}) clairvoyant {bound:.4f}: gap closed {gap:.2f}", flush=True)
-    return per_page_day, seed, {"ours": ours, "uniform": uniform, "gap": gap}
+    return per_page_day, seed, compare_chance(world, url, seed, chance, tick=unit(world),
+                                              urls=urls_of(world, seed))
 
 
 def urls_of(world: World, seed: int) -> list[str]:
@@ -303,8 +302,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="the pages added within the window arrive when added: ours with and "
                              "without the URL-group prior (prints only)")
     parser.add_argument("--min-change-chance", type=float,
-                        help="ours at this min_change_chance (the engine's option; default "
-                             "0.02) against uniform and the bound (prints only)")
+                        help="ours at the engine's default min_change_chance (0.02) and at this "
+                             "one, against uniform and the bound; prints only")
     parser.add_argument("--url", default=os.environ.get("FRONTIER_RATE_REDIS_URL"))
     args = parser.parse_args(argv)
     from _report import read_json, write_json, write_section

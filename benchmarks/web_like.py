@@ -259,6 +259,34 @@ def run_ours(world: World, url: str | None, seed: int, tick: float = 1.0,
     return [np.array(x) for x in out], info
 
 
+def compare_chance(world: World, url: str | None, seed: int, chance: float, tick: float = TICK,
+                   urls: list[str] | None = None) -> dict:
+    """``--min-change-chance``: ours at the engine's default and at ``chance`` (its
+    ``min_change_chance`` option, issue 62), uniform and the bound; the line printed says each
+    one's freshness, spend, ν and gap closed."""
+    uniform = score(world, run_baseline(world, "uniform"))
+    bound = clairvoyant(world)
+    out = {"uniform": uniform, "clairvoyant": bound}
+    cells = []
+    for name, option in (("default", None), (f"{chance:g}", chance)):
+        fetches, info = run_ours(world, url, seed, tick=tick, urls=urls, min_change_chance=option)
+        got = score(world, fetches, tick)
+        gap = (got["freshness"] - uniform["freshness"]) / (bound - uniform["freshness"])
+        out[name] = {**got, "nu": info["nu"], "gap": gap}
+        cells.append(f"{name} {got['freshness']:.4f} (spent {got['spent_all_of_budget']:.3f}, "
+                     f"nu {info['nu']:.3g}, gap closed {gap:.2f}, violations {got['violations']})")
+    print(f"  B={world.per_page_day:<5g} seed {seed}: uniform {uniform['freshness']:.4f} (spent "
+          f"{uniform['spent_all_of_budget']:.3f}); ours at min_change_chance " + "; ".join(cells)
+          + f"; clairvoyant {bound:.4f}", flush=True)
+    return out
+
+
+def run_chance(task: tuple) -> tuple[float, int, dict]:
+    """One budget and seed of ``compare_chance``."""
+    pages, per_page_day, seed, url, chance = task
+    return per_page_day, seed, compare_chance(World(pages, per_page_day, seed=seed), url, seed, chance)
+
+
 CLASSES = ((0, 0), (1, 4), (5, 30), (31, math.inf))
 """Changes in the window of the page classes of ``per_page``."""
 
@@ -493,6 +521,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compare-cochange", action="store_true",
                         help="also run ours without co-change evidence (issue 62) and print "
                              "the gap closed with and without; prints only, unless --write")
+    parser.add_argument("--min-change-chance", type=float,
+                        help="ours at the engine's default min_change_chance (0.02) and at this "
+                             "one, against uniform and the bound; prints only")
     parser.add_argument("--url", default=os.environ.get("FRONTIER_RATE_REDIS_URL"))
     args = parser.parse_args(argv)
     if args.from_json:
@@ -505,6 +536,11 @@ def main(argv: list[str] | None = None) -> int:
     pages = population(args.every or (QUICK_EVERY if args.quick else FULL_EVERY), args.offset)
     budgets = args.budgets or (QUICK_BUDGETS if args.quick else BUDGETS)
     seeds = args.seeds if args.seeds is not None else ((0,) if args.quick else SEEDS)
+    if args.min_change_chance is not None:
+        with embedded_redis(args.url, "weblike"):
+            pool_map(run_chance, [(pages, b, s, args.url, args.min_change_chance)
+                                  for b in budgets for s in seeds], args.jobs)
+        return 0
     pop = describe(pages)
     print(f"{pop['pages']} pages of {pop['hosts']} hosts, {pop['unchanged_share']:.0%} unchanged, "
           f"{pop['pages_with_5_changes']} with >= {MIN_CHANGES} changes", flush=True)
