@@ -411,8 +411,8 @@ spending the whole budget; 0.05 0.9740, leaving 6% of it unspent (slow pages pla
 chance below 5% gave up fetches the freshness objective valued). 0.03 fetches/page/day: 0.8691
 with each."""
 WORTH_Y = -math.log1p(-MIN_CHANGE_CHANCE)
-"""λt at which the chance of a change reaches ``MIN_CHANGE_CHANCE`` (0.0202); lua/lib_policy.lua
-gets it through store/contract.py CONSTANTS."""
+"""λt at which the chance of a change reaches ``MIN_CHANGE_CHANCE`` (0.0202); the scripts get
+the option's y_p in their header (``worth_y``, lua/lib_policy.lua ``lib.worth_wait``)."""
 
 
 def worth_y(chance: float) -> float:
