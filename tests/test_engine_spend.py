@@ -300,27 +300,3 @@ def test_priority_orders_pages_due_at_the_same_time(redis_url, namespace):
     for _ in range(5):
         order += [d.url[-1] for d in f.next_requests(1, now=11.0)]
     assert order == ["e", "d", "c", "b", "a"]
-
-
-@pytest.mark.parametrize("budgeted", [False, True])
-def test_a_page_found_later_is_not_queued_behind_overdue_revisits(redis_url, namespace, budgeted):
-    """A host with 10 overdue revisits (more than candidates.lua looks at per host) gets
-    three new pages: they are leased first, in their priority order (lua/lib_hosts.lua
-    ``queue_behind``: a page never fetched has an infinite index and no copy to keep fresh).
-    Without it they wait behind the revisits due before them; with the host's lag read
-    again per page, not once per call, the first page's shift reorders the others."""
-    f = _frontier(redis_url, namespace, budget=0.01, budget_first_fetches=budgeted)
-    old = [f"http://one.example/old/{i}" for i in range(10)]
-    f.add_many(old, now=0.0)
-    # first fetches are free, or take tokens as the bucket refills (budget_first_fetches)
-    seen = {d.url for t in range(0, 20000, 100) for d in _fetch_all(f, float(t))}
-    assert seen == set(old)
-    now = 30000.0  # every old page is past max_interval: overdue
-    assert all(f.page(u)["next_due"] < now - 5000 for u in old)
-    f.add_many([("http://one.example/new/a", 1.0, None, 2),
-                ("http://one.example/new/c", 1.0, None, 0),
-                ("http://one.example/new/b", 1.0, None, 1)], now=now)
-    # one lease a call; the next token is in the bucket 100 s later (budget 0.01/s)
-    order = [d.url[-1] for at in (now, now + 200.0, now + 400.0)
-             for d in f.next_requests(1, now=at)]
-    assert order == ["a", "b", "c"]

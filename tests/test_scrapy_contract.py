@@ -4,8 +4,7 @@ What Scrapy users rely on (docs/SCRAPY.md; Scrapy's own suite runs in contract/)
 request comes back with everything the spider gave it, cookies included; a request the
 frontier cannot store is fetched once, not lost, and the crawl goes on; duplicates are
 dropped exactly as Scrapy's dupefilter drops them (``request_dropped`` fires) and
-``dont_filter`` fetches again; a first fetch is reported as new and changed; a page the
-spider finds on a host whose revisits are overdue is fetched before them; a page is
+``dont_filter`` fetches again; a first fetch is reported as new and changed; a page is
 never fetched twice within ``FRONTIER_RATE_MIN_INTERVAL``; a bad setting stops the crawl
 with one line naming it.
 """
@@ -129,36 +128,6 @@ def test_a_first_crawl_is_not_held_to_the_revisit_budget(site, redis_url, namesp
     new = [r for r in crawl.records if r["kind"] == "response"
            and r["meta"]["frontier_rate"]["new"]]
     assert len(new) == 41 and all(r["meta"]["frontier_rate"]["changed"] for r in new)
-
-
-def test_a_page_found_on_a_busy_host_is_fetched_at_its_next_turn(site, redis_url, namespace,
-                                                                 tmp_path):
-    """10 pages of one host planned every 1 s while its delay (1 s, one request at a time)
-    lets one a second go: after the first pass its revisits are overdue, up to ~9 s
-    behind. A page of it that the spider finds then (a link on a second host's page that
-    answers after 14 s) is fetched within a few turns of the host, not after every revisit
-    due before it (lua/lib_hosts.lua ``queue_behind``). Measured here: 2.5 s after the link
-    was found with it, 6.7-6.8 s without (two runs each)."""
-    for i in range(10):
-        site.set(f"/p{i}", f"<p>{i}</p>")
-    site.set("/new", "<p>found later</p>")
-    with ChangingSite("127.0.0.2") as other:
-        other.set("/slow", f'<a href="{site.url("/new")}">new</a>', delay=14.0)
-        crawl = run_crawl(tmp_path, redis_url, namespace,
-                          [{"url": site.url(f"/p{i}")} for i in range(10)]
-                          + [{"url": other.url("/slow")}], {
-                              "FRONTIER_RATE_BUDGET": 100.0, "FRONTIER_RATE_MIN_INTERVAL": 0.5,
-                              "FRONTIER_RATE_MAX_INTERVAL": 1.0,
-                              "FRONTIER_RATE_MIN_HOST_DELAY": 1.0,
-                              "CONCURRENT_REQUESTS_PER_DOMAIN": 1,
-                              "FRONTIER_RATE_CLOSE_AFTER": 24}, follow=True)
-        found = other.hits_for("/slow")[0].time
-    assert crawl.returncode == 0, crawl.log[-3000:]
-    before = [h.path for h in site.hits if h.started < found]
-    assert len(before) > 10, f"the host was not revisited before the link was found: {before}"
-    fetched = site.hits_for("/new")
-    assert fetched, crawl.log[-3000:]
-    assert fetched[0].started - found < 4.0, (found, [h.started for h in fetched])
 
 
 @pytest.mark.parametrize(("setting", "value", "shown"), [

@@ -233,11 +233,9 @@ class Frontier:
         """Add pages given as ``url`` or ``(url, weight[, meta[, priority[, source]]])``;
         returns how many were new.
 
-        A new page is due at once, ahead of its host's overdue revisits (lua/lib_hosts.lua
-        ``queue_behind``: where the budget binds it no longer waits a revisit cycle).
-        ``priority`` (a number, default 0) orders pages added together: each unit moves the
-        first due time ``PRIORITY_STEP`` earlier (pages of equal priority and due time are
-        leased in no set order). A known page keeps its schedule
+        A new page is due at once. ``priority`` (a number, default 0) orders pages added
+        together: each unit moves the first due time ``PRIORITY_STEP`` earlier (pages of
+        equal priority and due time are leased in no set order). A known page keeps its schedule
         (its weight and meta are updated). ``source`` (default False): the page is a sitemap or
         feed, read for claims about other pages: it plans without the ``max_interval`` floor of
         a page (``index.source_max_interval``), is not counted where the floor is stretched to

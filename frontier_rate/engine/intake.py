@@ -1,8 +1,7 @@
 """What a crawler tells the frontier besides fetch results: new pages (lua/add.lua) and
 host delays (lua/host_delay.lua).
 
-A new page is due at once, ahead of its host's overdue revisits (lua/lib_hosts.lua
-``queue_behind``), starting from its host's pooled prior (lua/lib.lua); a known
+A new page is due at once, starting from its host's pooled prior (lua/lib.lua); a known
 page keeps its schedule (its weight and meta are updated). A page whose stored state is
 corrupt is quarantined, and adding its URL again gives it a fresh state.
 """

@@ -2,9 +2,7 @@
 -- ARGV after the header: initial estimate, initial aux, then groups of 7
 -- (weight already rounded to float32 by the caller; wire.add_page):
 --   id, host, url, weight, meta (JSON text, "" = none), due (seconds: when a new
---   page is first due; the caller orders pages added together by priority with it; a
---   page moves ahead of its host's overdue revisits, lib.queue_behind; pages added
---   together keep their order),
+--   page is first due; the caller orders pages added together by priority with it),
 --   source ("1": a sitemap or feed, flag F_SOURCE, counted in CNT "sources" and left out
 --   of the cell aggregates (lib.in_aggregates); a page once a source stays one, "0"
 --   changes nothing)
@@ -14,7 +12,6 @@
 -- Returns {number of pages that were new, NEWLY_QUARANTINED (url, reason pairs)}.
 local est0, aux0 = tonumber(ARGV[H + 1]), tonumber(ARGV[H + 2])
 local added, sources = 0, 0
-local behind = {}  -- host -> lib.queue_behind, read once per call
 for i = H + 3, #ARGV, 7 do
   local id, host, url, weight, meta = ARGV[i], ARGV[i + 1], ARGV[i + 2],
     tonumber(ARGV[i + 3]), ARGV[i + 4]
@@ -57,10 +54,6 @@ for i = H + 3, #ARGV, 7 do
     redis.call("HSET", ukey(id), id, url)
     if lib.in_aggregates(s) then lib.agg_add(weight, lib.plan_rate(s), 1, host) end
     redis.call("HINCRBY", CNT, "pages", 1)
-    if not source then  -- ahead of the host's overdue revisits, by one shift per host and call
-      behind[host] = behind[host] or lib.queue_behind(host)
-      due = due - behind[host]
-    end
     lib.enqueue(host, id, due)
     if C.cochange and not source then lib.cochange_track(id, host, 0) end  -- its URL group
     added = added + 1

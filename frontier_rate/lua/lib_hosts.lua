@@ -239,17 +239,6 @@ function lib.host_refresh(host)
   lib.host_rescore(host, lib.host_get(host))
 end
 
--- How far behind now its host's queue is (seconds; 0 if none is overdue): a new page's
--- first due time moves that much earlier (add.lua). A page never fetched has no copy to
--- keep fresh (lib.index: infinite), so it must not wait behind the host's overdue
--- revisits: candidates.lua looks at a host's CANDIDATE_LOOK earliest-due pages only, and
--- where the budget binds a found page waited a whole revisit cycle (docs_sites.py
--- --found: ~28 days at 0.03 fetches/page/day).
-function lib.queue_behind(host)
-  local head = redis.call("ZRANGE", qkey(host), 0, 0, "WITHSCORES")
-  return #head > 0 and max(C.now - lib.seconds(head[2]), 0) or 0
-end
-
 -- Queue a page at `due`; its due time as stored (whole microseconds). A batch
 -- re-queueing several pages of one host reads the host's head (QUEUE_HEADS) once;
 -- only pages enqueued behind the head keep it (the host's ready time is unchanged),
